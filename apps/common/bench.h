@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared pieces of the benchmark programs: latency samples and the final
+ * JSON result line (fields named in DESIGN.md). */
+#ifndef LOCO_APPS_BENCH_H
+#define LOCO_APPS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "loco/loco.h"
+
+struct bench_lat {
+	uint64_t *ns;
+	size_t n, cap;
+};
+
+int bench_lat_init(struct bench_lat *l, size_t cap);
+void bench_lat_fini(struct bench_lat *l);
+/* Keeps the first CAP samples. */
+void bench_lat_add(struct bench_lat *l, uint64_t ns);
+/* Percentile P (0..100) in microseconds; sorts the samples. 0 if none. */
+double bench_lat_pct_us(struct bench_lat *l, double p);
+
+struct bench_result {
+	const char *app;
+	const char *transport;
+	unsigned nodes, threads;
+	double duration_s;
+	uint64_t ops;
+	double p50_us, p99_us;
+	struct loco_stats stats;   /* counted over the measured ops */
+};
+
+/* Print `{"app":...,"rtts_per_op":X` without the closing brace, so callers
+ * append their own fields and then call bench_json_end. */
+void bench_json_begin(FILE *f, const struct bench_result *r);
+void bench_json_end(FILE *f);
+
+#endif

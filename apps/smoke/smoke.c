@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-smoke: every compute node FAAs one shared counter ITERS times, then
+ * announces it is done on a second counter; when all are done, each node
+ * reads the total and checks it is exactly nodes x iters. The counters live
+ * on the first memory node if there is one, else on the lowest compute
+ * node (through a channel). */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/common/bench.h"
+#include "loco/channel.h"
+
+#define CTR_TOTAL 0
+#define CTR_DONE 8
+
+struct smoke {
+	struct loco_mgr *mgr;
+	struct loco_thread *thr;
+	struct loco_channel ch;
+	struct loco_rregion ctr;
+	unsigned nodes;
+	long iters;
+	struct loco_stats stats;  /* over the FAA loop only */
+};
+
+static int lowest(uint64_t mask)
+{
+	return mask ? __builtin_ctzll(mask) : -1;
+}
+
+/* Where the counters live: a memory node region, or the channel region
+ * of the lowest compute node. */
+static int counters_attach(struct smoke *s)
+{
+	int mem = loco_mgr_first_memnode(s->mgr);
+	if (mem >= 0)
+		return loco_region_open(s->mgr, (uint32_t)mem, "smoke.ctr", 64,
+					&s->ctr);
+	int rc = loco_channel_init(&s->ch, s->mgr, NULL, "smoke", 0);
+	if (!rc)
+		rc = loco_channel_add_region(&s->ch, "ctr", 64, NULL);
+	int idx = rc ? rc : loco_channel_expect(&s->ch, "ctr", 64, 0);
+	if (idx < 0)
+		return idx;
+	rc = loco_channel_join(&s->ch);
+	if (!rc)
+		rc = loco_mgr_wait_ready(s->mgr, -1);
+	if (rc)
+		return rc;
+	uint64_t all = loco_mgr_compute_peers(s->mgr) |
+		       UINT64_C(1) << loco_mgr_id(s->mgr);
+	s->ctr = *loco_channel_remote(&s->ch, (unsigned)idx,
+				      (uint32_t)lowest(all));
+	return 0;
+}
+
+static int run(struct smoke *s, struct bench_lat *lat)
+{
+	for (long i = 0; i < s->iters; i++) {
+		uint64_t old, t0 = loco_now_ns();
+		int rc = loco_faa(s->thr, &s->ctr, CTR_TOTAL, 1, &old);
+		if (rc)
+			return rc;
+		bench_lat_add(lat, loco_now_ns() - t0);
+	}
+	loco_thread_stats(s->thr, &s->stats);
+	uint64_t old;
+	return loco_faa(s->thr, &s->ctr, CTR_DONE, 1, &old);
+}
+
+/* Wait for every node's done mark, then read the total. */
+static int collect(struct smoke *s, uint64_t *total)
+{
+	uint64_t deadline = loco_now_ns() +
+			    (uint64_t)loco_mgr_timeout_ms(s->mgr) * 1000000u;
+	uint64_t done = 0;
+	unsigned spins = 0;
+	while (done < s->nodes) {
+		int rc = loco_read(s->thr, &s->ctr, CTR_DONE, &done, 8);
+		if (rc)
+			return rc;
+		if (loco_now_ns() > deadline) {
+			fprintf(stderr, "smoke: only %llu of %u nodes finished\n",
+				(unsigned long long)done, s->nodes);
+			return -ETIMEDOUT;
+		}
+		if (++spins > 64)
+			sched_yield();
+	}
+	return loco_read(s->thr, &s->ctr, CTR_TOTAL, total, 8);
+}
+
+static int parse(int argc, char **argv, long *iters)
+{
+	static const struct option longopts[] = {
+		{ "iters", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "i:h", longopts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'i':
+			*iters = strtol(optarg, &end, 10);
+			if (*end || *iters <= 0) {
+				fprintf(stderr, "smoke: bad --iters '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			printf("usage: loco-smoke [--iters N] (plus --id/--hosts/--transport)\n"
+			       "Every compute node FAAs a shared counter N times; the\n"
+			       "total is checked. Prints a JSON result line.\n");
+			return 1;
+		default:
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static void report(struct smoke *s, struct bench_lat *lat, double secs,
+		   uint64_t total)
+{
+	struct bench_result r = {
+		.app = "smoke", .transport = loco_mgr_transport(s->mgr),
+		.nodes = s->nodes, .threads = 1, .duration_s = secs,
+		.ops = (uint64_t)s->iters, .p50_us = bench_lat_pct_us(lat, 50),
+		.p99_us = bench_lat_pct_us(lat, 99), .stats = s->stats,
+	};
+	uint64_t expect = (uint64_t)s->nodes * (uint64_t)s->iters;
+	printf("smoke: node %u: counter = %llu, expected %llu: %s\n",
+	       loco_mgr_id(s->mgr), (unsigned long long)total,
+	       (unsigned long long)expect, total == expect ? "ok" : "WRONG");
+	bench_json_begin(stdout, &r);
+	printf(",\"total\":%llu,\"expected\":%llu,\"ok\":%s",
+	       (unsigned long long)total, (unsigned long long)expect,
+	       total == expect ? "true" : "false");
+	bench_json_end(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct smoke s = { .iters = 10000 };
+	struct loco_opts opts;
+	char err[512];
+	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "smoke: %s\n", err);
+		return 2;
+	}
+	int rc = parse(argc, argv, &s.iters);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	struct bench_lat lat;
+	if (bench_lat_init(&lat, (size_t)s.iters) ||
+	    loco_mgr_create(&opts, &s.mgr))
+		return 1;
+	s.nodes = (unsigned)__builtin_popcountll(loco_mgr_compute_peers(s.mgr)) + 1;
+	rc = loco_thread_create(s.mgr, &s.thr);
+	if (!rc)
+		rc = counters_attach(&s);
+	uint64_t total = 0, t0 = loco_now_ns();
+	if (!rc)
+		rc = run(&s, &lat);
+	double secs = (double)(loco_now_ns() - t0) / 1e9;
+	if (!rc)
+		rc = collect(&s, &total);
+	if (!rc)
+		report(&s, &lat, secs, total);
+	else
+		fprintf(stderr, "smoke: %s\n", loco_strerror(rc));
+	bool ok = !rc && total == (uint64_t)s.nodes * (uint64_t)s.iters;
+	loco_thread_destroy(s.thr);
+	if (s.ch.mgr)
+		loco_channel_fini(&s.ch);
+	loco_mgr_destroy(s.mgr);
+	bench_lat_fini(&lat);
+	return ok ? 0 : 1;
+}

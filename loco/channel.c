@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+/* Channel endpoints and the join protocol (LOCO §4.2).
+ *
+ * JOIN (from A to B): str channel; u32 n, n x (str region, u64 off, u64 len)
+ *   offered by A; u32 m, m x (str region, u64 len) A expects from B.
+ * JOIN_ACK: u32 status (0, JOIN_NOCHAN, or a negated error); str message;
+ *   u32 n, n x (str region, u64 off, u64 len) offered by B.
+ * A peer without the endpoint answers JOIN_NOCHAN; it joins us itself when
+ * it creates the endpoint, so pairing completes whoever comes second. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loco/internal.h"
+
+#define JOIN_NOCHAN 1
+#define JOIN_ATTEMPT_MS 1000
+#define JOIN_ROUND_NS 20000000ull
+
+struct offer {
+	char name[LOCO_REGION_NAME_MAX];
+	uint64_t off, len;
+};
+
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	return n && !strpbrk(s, "/. \t\n");
+}
+
+int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
+		      struct loco_channel *parent, const char *name,
+		      uint64_t participants)
+{
+	if (!name_ok(name))
+		return -EINVAL;
+	memset(ch, 0, sizeof(*ch));
+	int n = parent ? snprintf(ch->name, sizeof(ch->name), "%s/%s",
+				  parent->name, name) :
+			 snprintf(ch->name, sizeof(ch->name), "%s", name);
+	if (n < 0 || (size_t)n >= sizeof(ch->name) - LOCO_REGION_NAME_MAX)
+		return -EINVAL;
+	ch->mgr = mgr;
+	ch->parent = parent;
+	if (!participants)
+		participants = loco_mgr_compute_peers(mgr);
+	ch->participants = participants & ~(UINT64_C(1) << mgr->id);
+	return 0;
+}
+
+int loco_channel_add_region(struct loco_channel *ch, const char *name,
+			    uint64_t len, struct loco_region **out)
+{
+	if (ch->registered || ch->nlocal == LOCO_CHAN_REGIONS || !name_ok(name) ||
+	    strlen(name) >= LOCO_REGION_NAME_MAX)
+		return -EINVAL;
+	char full[LOCO_NAME_MAX + LOCO_REGION_NAME_MAX];
+	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
+	struct loco_region *reg = &ch->local[ch->nlocal];
+	int rc = loco_region_alloc(ch->mgr, full, len, reg);
+	if (rc)
+		return rc;
+	strcpy(ch->local_short[ch->nlocal++], name);
+	if (out)
+		*out = reg;
+	return 0;
+}
+
+int loco_channel_expect(struct loco_channel *ch, const char *name,
+			uint64_t len, uint64_t from)
+{
+	if (ch->registered || ch->nexpect == LOCO_CHAN_REGIONS || !name_ok(name) ||
+	    strlen(name) >= LOCO_REGION_NAME_MAX || !len)
+		return -EINVAL;
+	struct loco_chan_expect *e = &ch->expect[ch->nexpect];
+	strcpy(e->name, name);
+	e->len = len;
+	e->from = from ? from : ch->participants;
+	return (int)ch->nexpect++;
+}
+
+static int local_find(const struct loco_channel *ch, const char *name)
+{
+	for (unsigned i = 0; i < ch->nlocal; i++)
+		if (strcmp(ch->local_short[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
+					       unsigned idx, uint32_t peer)
+{
+	if (idx >= ch->nexpect || peer >= LOCO_MAX_NODES)
+		return NULL;
+	struct loco_rregion *rr = &ch->remote[idx][peer];
+	if (peer == ch->mgr->id) {
+		int l = local_find(ch, ch->expect[idx].name);
+		if (l < 0)
+			return NULL;
+		loco_region_desc(ch->mgr, &ch->local[l], rr);
+		return rr;
+	}
+	/* Acquire pairs with the release in mark_joined: the descriptor was
+	 * written before the peer's bit. */
+	uint64_t joined = atomic_load_explicit(&ch->joined, memory_order_acquire);
+	return joined & (UINT64_C(1) << peer) ? rr : NULL;
+}
+
+bool loco_channel_ready(struct loco_channel *ch, int *err)
+{
+	int e = atomic_load_explicit(&ch->error, memory_order_relaxed); /* flag only */
+	if (err)
+		*err = e;
+	uint64_t joined = atomic_load_explicit(&ch->joined, memory_order_acquire); /* pairs with mark_joined */
+	return !e && (joined & ch->participants) == ch->participants;
+}
+
+int loco_channel_wait(struct loco_channel *ch, int timeout_ms)
+{
+	if (timeout_ms < 0)
+		timeout_ms = ch->mgr->opts.timeout_ms;
+	uint64_t deadline = loco_deadline(timeout_ms);
+	unsigned spins = 0;
+	int err = 0;
+	while (!loco_channel_ready(ch, &err)) {
+		if (err)
+			return err;
+		if (loco_now_ns() > deadline)
+			return -ETIMEDOUT;
+		loco_backoff(&spins);
+	}
+	return 0;
+}
+
+/* ---- registry ------------------------------------------------------------ */
+
+static struct loco_channel *chan_find(struct loco_mgr *mgr, const char *name)
+{
+	for (struct loco_channel *c = mgr->channels; c; c = c->next)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+static void chan_fail(struct loco_channel *ch, int err, const char *msg)
+{
+	int none = 0;
+	/* Relaxed: the error is a flag; readers need no other data with it. */
+	atomic_compare_exchange_strong_explicit(&ch->error, &none, err,
+						memory_order_relaxed,
+						memory_order_relaxed);
+	loco_err(ch->name, "%s", msg);
+}
+
+/* Record PEER as joined; runs the callback the first time (chan_lock held). */
+static void mark_joined(struct loco_channel *ch, uint32_t peer)
+{
+	uint64_t bit = UINT64_C(1) << peer;
+	/* Release: remote[][peer] was written before the bit is published. */
+	uint64_t old = atomic_fetch_or_explicit(&ch->joined, bit,
+						memory_order_release);
+	if (!(old & bit) && ch->on_join)
+		ch->on_join(ch, peer);
+}
+
+/* Check that OFFERED (from PEER) holds every region CH expects from PEER,
+ * with the right size, then record them. MSG explains a mismatch. */
+static int apply_offer(struct loco_channel *ch, uint32_t peer,
+		       const struct offer *offered, unsigned n, char *msg,
+		       size_t msglen)
+{
+	uint64_t alen = atomic_load_explicit(&ch->mgr->peer_arena_len[peer],
+					     memory_order_acquire); /* pairs with loco_peer_add */
+	struct loco_rregion found[LOCO_CHAN_REGIONS];
+	for (unsigned i = 0; i < ch->nexpect; i++) {
+		const struct loco_chan_expect *e = &ch->expect[i];
+		if (!(e->from & (UINT64_C(1) << peer)))
+			continue;
+		unsigned j = 0;
+		while (j < n && strcmp(offered[j].name, e->name) != 0)
+			j++;
+		if (j == n) {
+			snprintf(msg, msglen, "channel %s: node %u expects region "
+				 "'%s' of %lu bytes from node %u, which has none",
+				 ch->name, ch->mgr->id, e->name,
+				 (unsigned long)e->len, peer);
+			return -LOCO_EMISMATCH;
+		}
+		if (offered[j].len != e->len) {
+			snprintf(msg, msglen, "channel %s: node %u expects region "
+				 "'%s' of %lu bytes from node %u, which has %lu "
+				 "bytes", ch->name, ch->mgr->id, e->name,
+				 (unsigned long)e->len, peer,
+				 (unsigned long)offered[j].len);
+			return -LOCO_EMISMATCH;
+		}
+		if (offered[j].off < 64 || offered[j].off > alen ||
+		    offered[j].len > alen - offered[j].off) {
+			snprintf(msg, msglen, "channel %s: node %u offered region "
+				 "'%s' outside its arena", ch->name, peer, e->name);
+			return -LOCO_EPROTO;
+		}
+		found[i] = (struct loco_rregion){ .node = peer,
+			.off = offered[j].off, .len = offered[j].len };
+	}
+	for (unsigned i = 0; i < ch->nexpect; i++)
+		if (ch->expect[i].from & (UINT64_C(1) << peer))
+			ch->remote[i][peer] = found[i];
+	return 0;
+}
+
+/* Check that this endpoint has every region PEER expects, sizes equal. */
+static int check_wants(struct loco_channel *ch, uint32_t peer,
+		       const struct offer *wants, unsigned n, char *msg,
+		       size_t msglen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int l = local_find(ch, wants[i].name);
+		if (l >= 0 && ch->local[l].len == wants[i].len)
+			continue;
+		if (l < 0)
+			snprintf(msg, msglen, "channel %s: node %u expects region "
+				 "'%s' of %lu bytes from node %u, which has none",
+				 ch->name, peer, wants[i].name,
+				 (unsigned long)wants[i].len, ch->mgr->id);
+		else
+			snprintf(msg, msglen, "channel %s: node %u expects region "
+				 "'%s' of %lu bytes from node %u, which has %lu bytes",
+				 ch->name, peer, wants[i].name,
+				 (unsigned long)wants[i].len, ch->mgr->id,
+				 (unsigned long)ch->local[l].len);
+		return -LOCO_EMISMATCH;
+	}
+	return 0;
+}
+
+/* ---- encoding --------------------------------------------------------------- */
+
+static void put_local(struct loco_wbuf *w, const struct loco_channel *ch)
+{
+	loco_put_u32(w, ch->nlocal);
+	for (unsigned i = 0; i < ch->nlocal; i++) {
+		loco_put_str(w, ch->local_short[i]);
+		loco_put_u64(w, ch->local[i].off);
+		loco_put_u64(w, ch->local[i].len);
+	}
+}
+
+/* Read a list of (name[, off], len); WITH_OFF selects the form. */
+static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_off)
+{
+	uint32_t n = loco_get_u32(r);
+	if (n > LOCO_CHAN_REGIONS) {
+		r->err = -LOCO_EPROTO;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		loco_get_str(r, out[i].name, sizeof(out[i].name));
+		out[i].off = with_off ? loco_get_u64(r) : 0;
+		out[i].len = loco_get_u64(r);
+	}
+	return r->err ? 0 : n;
+}
+
+static void join_ack(struct loco_wbuf *reply, int status, const char *msg,
+		     const struct loco_channel *ch)
+{
+	loco_put_u32(reply, (uint32_t)(status < 0 ? -status : status));
+	loco_put_str(reply, msg);
+	if (ch && !status)
+		put_local(reply, ch);
+	else
+		loco_put_u32(reply, 0);
+}
+
+/* Server side: a JOIN from FROM. */
+void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,
+			      const uint8_t *req, size_t len,
+			      struct loco_wbuf *reply)
+{
+	char name[LOCO_NAME_MAX], msg[LOCO_NAME_MAX * 2 + 128] = "";
+	struct offer offered[LOCO_CHAN_REGIONS], wants[LOCO_CHAN_REGIONS];
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, req, len);
+	loco_get_str(&r, name, sizeof(name));
+	unsigned n = get_list(&r, offered, true);
+	unsigned m = get_list(&r, wants, false);
+	if (loco_rbuf_done(&r)) {
+		join_ack(reply, -LOCO_EPROTO, "malformed JOIN", NULL);
+		return;
+	}
+	pthread_mutex_lock(&mgr->chan_lock);
+	struct loco_channel *ch = chan_find(mgr, name);
+	int rc = 0;
+	if (!ch) {
+		join_ack(reply, JOIN_NOCHAN, "", NULL);
+		goto unlock;
+	}
+	rc = check_wants(ch, from, wants, m, msg, sizeof(msg));
+	if (!rc)
+		rc = apply_offer(ch, from, offered, n, msg, sizeof(msg));
+	if (rc)
+		chan_fail(ch, rc, msg);
+	join_ack(reply, rc, msg, ch);
+	if (!rc)
+		mark_joined(ch, from);
+unlock:
+	pthread_mutex_unlock(&mgr->chan_lock);
+}
+
+static int join_encode(struct loco_channel *ch, uint32_t peer,
+		       struct loco_wbuf *w)
+{
+	loco_put_str(w, ch->name);
+	put_local(w, ch);
+	uint32_t m = 0;
+	for (unsigned i = 0; i < ch->nexpect; i++)
+		m += !!(ch->expect[i].from & (UINT64_C(1) << peer));
+	loco_put_u32(w, m);
+	for (unsigned i = 0; i < ch->nexpect; i++) {
+		if (!(ch->expect[i].from & (UINT64_C(1) << peer)))
+			continue;
+		loco_put_str(w, ch->expect[i].name);
+		loco_put_u64(w, ch->expect[i].len);
+	}
+	return w->err;
+}
+
+/* Handle PEER's JOIN_ACK (chan_lock held). */
+static void join_reply(struct loco_channel *ch, uint32_t peer,
+		       const uint8_t *rep, size_t len)
+{
+	char msg[LOCO_NAME_MAX * 2 + 128];
+	struct offer offered[LOCO_CHAN_REGIONS];
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, rep, len);
+	uint32_t status = loco_get_u32(&r);
+	loco_get_str(&r, msg, sizeof(msg));
+	unsigned n = get_list(&r, offered, true);
+	if (loco_rbuf_done(&r)) {
+		snprintf(msg, sizeof(msg), "channel %s: malformed JOIN_ACK "
+			 "from node %u", ch->name, peer);
+		chan_fail(ch, -LOCO_EPROTO, msg);
+		return;
+	}
+	if (status == JOIN_NOCHAN)
+		return;
+	int rc = status ? -(int)status :
+		 apply_offer(ch, peer, offered, n, msg, sizeof(msg));
+	if (rc) {
+		char full[sizeof(msg) + 64];
+		snprintf(full, sizeof(full), "join with node %u failed: %s", peer,
+			 msg[0] ? msg : loco_strerror(rc));
+		chan_fail(ch, rc, full);
+		return;
+	}
+	mark_joined(ch, peer);
+}
+
+/* Send one JOIN; 0 when the peer answered (whatever it said). */
+static int join_send(struct loco_channel *ch, uint32_t peer)
+{
+	struct loco_mgr *mgr = ch->mgr;
+	struct loco_wbuf w;
+	uint8_t *rep = NULL;
+	size_t len = 0;
+	loco_wbuf_init(&w);
+	pthread_mutex_lock(&mgr->chan_lock);
+	int rc = join_encode(ch, peer, &w);
+	pthread_mutex_unlock(&mgr->chan_lock);
+	if (!rc)
+		rc = loco_ctrl_request(mgr, peer, LOCO_MSG_JOIN, w.p, w.len,
+				       LOCO_MSG_JOIN_ACK, &rep, &len,
+				       JOIN_ATTEMPT_MS);
+	loco_wbuf_fini(&w);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mgr->chan_lock);
+	join_reply(ch, peer, rep, len);
+	pthread_mutex_unlock(&mgr->chan_lock);
+	free(rep);
+	return 0;
+}
+
+/* ---- join worker -------------------------------------------------------------- */
+
+int loco_channel_join(struct loco_channel *ch)
+{
+	struct loco_mgr *mgr = ch->mgr;
+	struct loco_join_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	pthread_mutex_lock(&mgr->chan_lock);
+	if (chan_find(mgr, ch->name)) {
+		pthread_mutex_unlock(&mgr->chan_lock);
+		free(job);
+		loco_err(ch->name, "a channel with this name exists already");
+		return -EEXIST;
+	}
+	ch->registered = true;
+	ch->next = mgr->channels;
+	mgr->channels = ch;
+	pthread_mutex_unlock(&mgr->chan_lock);
+	job->ch = ch;
+	job->pending = ch->participants;
+	job->deadline_ns = loco_deadline(mgr->opts.timeout_ms);
+	pthread_mutex_lock(&mgr->job_lock);
+	job->next = mgr->jobs;
+	mgr->jobs = job;
+	pthread_cond_broadcast(&mgr->job_cond);
+	pthread_mutex_unlock(&mgr->job_lock);
+	return 0;
+}
+
+/* One pass over JOB's pending peers (no locks held). */
+static void job_run(struct loco_join_job *job)
+{
+	for (uint64_t m = job->pending; m; m &= m - 1) {
+		uint32_t peer = (uint32_t)__builtin_ctzll(m);
+		int rc = join_send(job->ch, peer);
+		if (!rc)
+			job->pending &= ~(UINT64_C(1) << peer);
+		else if (rc != -ETIMEDOUT && rc != -ECONNREFUSED &&
+			 rc != -ECONNRESET)
+			loco_dbg(job->ch->name, "join to node %u: %s", peer,
+				 loco_strerror(rc));
+	}
+}
+
+static struct loco_join_job *job_take(struct loco_mgr *mgr)
+{
+	struct loco_join_job *job = mgr->jobs;
+	if (job)
+		mgr->jobs = job->next;
+	return job;
+}
+
+static void *joiner_main(void *arg)
+{
+	struct loco_mgr *mgr = arg;
+	pthread_mutex_lock(&mgr->job_lock);
+	while (!atomic_load_explicit(&mgr->stopping, memory_order_relaxed)) { /* flag only */
+		struct loco_join_job *job = job_take(mgr);
+		if (!job) {
+			pthread_cond_wait(&mgr->job_cond, &mgr->job_lock);
+			continue;
+		}
+		mgr->job_current = job->ch;
+		pthread_mutex_unlock(&mgr->job_lock);
+		uint64_t start = loco_now_ns();
+		job_run(job);
+		bool again = job->pending && loco_now_ns() < job->deadline_ns;
+		if (again && loco_now_ns() - start < JOIN_ROUND_NS) {
+			struct timespec ts = { 0, (long)JOIN_ROUND_NS };
+			nanosleep(&ts, NULL);
+		}
+		pthread_mutex_lock(&mgr->job_lock);
+		mgr->job_current = NULL;
+		pthread_cond_broadcast(&mgr->job_cond);
+		if (again && job->ch) {
+			struct loco_join_job **pp = &mgr->jobs;
+			while (*pp)
+				pp = &(*pp)->next;
+			job->next = NULL;
+			*pp = job;
+		} else {
+			free(job);
+		}
+	}
+	pthread_mutex_unlock(&mgr->job_lock);
+	return NULL;
+}
+
+int loco_joiner_start(struct loco_mgr *mgr)
+{
+	int rc = -pthread_create(&mgr->joiner, NULL, joiner_main, mgr);
+	mgr->joiner_started = !rc;
+	return rc;
+}
+
+void loco_joiner_stop(struct loco_mgr *mgr)
+{
+	if (!mgr->joiner_started)
+		return;
+	pthread_mutex_lock(&mgr->job_lock);
+	/* Relaxed: the flag is read under job_lock by the worker. */
+	atomic_store_explicit(&mgr->stopping, true, memory_order_relaxed);
+	pthread_cond_broadcast(&mgr->job_cond);
+	pthread_mutex_unlock(&mgr->job_lock);
+	pthread_join(mgr->joiner, NULL);
+	mgr->joiner_started = false;
+	while (mgr->jobs)
+		free(job_take(mgr));
+}
+
+/* Drop CH's queued job and wait until the worker is not running it. */
+static void jobs_forget(struct loco_mgr *mgr, struct loco_channel *ch)
+{
+	pthread_mutex_lock(&mgr->job_lock);
+	for (struct loco_join_job **pp = &mgr->jobs; *pp;) {
+		struct loco_join_job *job = *pp;
+		if (job->ch == ch) {
+			*pp = job->next;
+			free(job);
+		} else {
+			pp = &job->next;
+		}
+	}
+	while (mgr->job_current == ch)
+		pthread_cond_wait(&mgr->job_cond, &mgr->job_lock);
+	pthread_mutex_unlock(&mgr->job_lock);
+}
+
+void loco_channel_fini(struct loco_channel *ch)
+{
+	struct loco_mgr *mgr = ch->mgr;
+	if (!mgr)
+		return;
+	if (ch->registered) {
+		jobs_forget(mgr, ch);
+		pthread_mutex_lock(&mgr->chan_lock);
+		for (struct loco_channel **pp = &mgr->channels; *pp;
+		     pp = &(*pp)->next) {
+			if (*pp == ch) {
+				*pp = ch->next;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&mgr->chan_lock);
+	}
+	for (unsigned i = 0; i < ch->nlocal; i++)
+		loco_region_free(mgr, &ch->local[i]);
+	ch->registered = false;
+	ch->mgr = NULL;
+}
+
+/* Names of channels not yet ready, for the wait_ready timeout message. */
+static void report_missing(struct loco_mgr *mgr)
+{
+	pthread_mutex_lock(&mgr->chan_lock);
+	for (struct loco_channel *c = mgr->channels; c; c = c->next) {
+		uint64_t joined = atomic_load_explicit(&c->joined,
+						       memory_order_relaxed); /* report only */
+		uint64_t missing = c->participants & ~joined;
+		char ids[LOCO_MAX_NODES * 4] = "";
+		size_t at = 0;
+		for (uint64_t m = missing; m && at < sizeof(ids) - 4; m &= m - 1)
+			at += (size_t)snprintf(ids + at, sizeof(ids) - at, " %d",
+					       __builtin_ctzll(m));
+		if (missing)
+			loco_err(c->name, "not joined by node(s)%s", ids);
+	}
+	pthread_mutex_unlock(&mgr->chan_lock);
+}
+
+/* 1 if every channel is ready, 0 if not, or the first channel error. */
+static int all_ready(struct loco_mgr *mgr)
+{
+	int rc = 1, err = 0;
+	pthread_mutex_lock(&mgr->chan_lock);
+	for (struct loco_channel *c = mgr->channels; c && rc > 0; c = c->next) {
+		if (!loco_channel_ready(c, &err))
+			rc = err ? err : 0;
+	}
+	pthread_mutex_unlock(&mgr->chan_lock);
+	return rc;
+}
+
+int loco_mgr_wait_ready(struct loco_mgr *mgr, int timeout_ms)
+{
+	if (timeout_ms < 0)
+		timeout_ms = mgr->opts.timeout_ms;
+	uint64_t deadline = loco_deadline(timeout_ms);
+	for (;;) {
+		int rc = all_ready(mgr);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		if (loco_now_ns() > deadline) {
+			report_missing(mgr);
+			loco_err("mgr", "not ready after %d ms", timeout_ms);
+			return -ETIMEDOUT;
+		}
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}

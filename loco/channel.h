@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* Channel base (LOCO §4): a named endpoint that owns local regions,
+ * expects regions from its peers, and joins them through the control plane.
+ * Concrete channels embed struct loco_channel first:
+ *
+ *	struct my_chan { struct loco_channel base; ... };
+ *	static_assert(offsetof(struct my_chan, base) == 0, "base first");
+ *
+ * Names use '/' for sub-channels ("bar/sst/ov2") and '.' for regions
+ * ("bar/sst/ov2.val"). Life cycle: loco_channel_init, add regions and
+ * expectations, loco_channel_join (returns at once; the control plane pairs
+ * the endpoint with each participant as they appear), loco_mgr_wait_ready
+ * or loco_channel_wait, use, loco_channel_fini. */
+#ifndef LOCO_CHANNEL_H
+#define LOCO_CHANNEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loco/loco.h"
+
+#define LOCO_CHAN_REGIONS 4
+#define LOCO_REGION_NAME_MAX 32
+
+struct loco_channel;
+
+/* Runs on the control-plane thread when PEER has joined this endpoint
+ * (both regions known), once per peer. It may create and join
+ * sub-channels; it must not block on the network. */
+typedef void (*loco_join_cb)(struct loco_channel *ch, uint32_t peer);
+
+struct loco_chan_expect {
+	char name[LOCO_REGION_NAME_MAX];
+	uint64_t len;
+	uint64_t from;                       /* peers that provide it */
+};
+
+struct loco_channel {
+	char name[LOCO_NAME_MAX];
+	struct loco_mgr *mgr;
+	struct loco_channel *parent;
+	uint64_t participants;               /* peers (not self) to join */
+	_Atomic uint64_t joined;             /* peers joined so far */
+	_Atomic int error;                   /* first join error, sticky */
+	bool registered;
+	unsigned nlocal, nexpect;
+	struct loco_region local[LOCO_CHAN_REGIONS];
+	char local_short[LOCO_CHAN_REGIONS][LOCO_REGION_NAME_MAX];
+	struct loco_chan_expect expect[LOCO_CHAN_REGIONS];
+	/* remote[i][peer]: region expect[i] as provided by peer. */
+	struct loco_rregion remote[LOCO_CHAN_REGIONS][LOCO_MAX_NODES];
+	loco_join_cb on_join;
+	struct loco_channel *next;           /* manager registry */
+};
+
+/* NAME is the component name; the full name is PARENT's name + "/" + NAME.
+ * PARTICIPANTS: peers to join (a bit per node id, self ignored); 0 means
+ * every compute node. Returns -EINVAL for a bad or too long name. */
+int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
+		      struct loco_channel *parent, const char *name,
+		      uint64_t participants);
+
+/* Allocate a zeroed local region NAME of LEN bytes offered to peers.
+ * Before join only. *OUT points into the channel. */
+int loco_channel_add_region(struct loco_channel *ch, const char *name,
+			    uint64_t len, struct loco_region **out);
+
+/* Expect region NAME of LEN bytes from each peer in FROM (0: every
+ * participant). Returns its index for loco_channel_remote. Before join. */
+int loco_channel_expect(struct loco_channel *ch, const char *name,
+			uint64_t len, uint64_t from);
+
+/* Register the endpoint and start joining. */
+int loco_channel_join(struct loco_channel *ch);
+
+/* Descriptor of expected region IDX at PEER (valid once PEER joined);
+ * for PEER == self, the matching local region. NULL if not available. */
+const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
+					       unsigned idx, uint32_t peer);
+
+/* True when every participant joined; *ERR (if not NULL) gets a join error. */
+bool loco_channel_ready(struct loco_channel *ch, int *err);
+/* Wait for loco_channel_ready: 0, -ETIMEDOUT or the join error. */
+int loco_channel_wait(struct loco_channel *ch, int timeout_ms);
+
+/* Unregister and free local regions. Sub-channels are finished by their
+ * parent's fini before it calls this. */
+void loco_channel_fini(struct loco_channel *ch);
+
+static inline uint32_t loco_channel_self(const struct loco_channel *ch)
+{
+	return loco_mgr_id(ch->mgr);
+}
+
+#endif

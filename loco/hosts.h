@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* Hosts file and node options.
+ *
+ * Hosts file: one node per line, `ID HOST:PORT ROLE`, ROLE is `compute` or
+ * `memory` (optional, default compute). `#` starts a comment; blank lines are
+ * ignored. IDs are 0..LOCO_MAX_NODES-1, unique; HOST is an IPv4 address or a
+ * name (at most LOCO_HOST_MAX-1 bytes), PORT 1..65535. */
+#ifndef LOCO_HOSTS_H
+#define LOCO_HOSTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
+
+#define LOCO_PATH_MAX 4096
+
+#define LOCO_MAX_NODES 64
+#define LOCO_HOST_MAX 64
+
+enum loco_role { LOCO_ROLE_COMPUTE = 0, LOCO_ROLE_MEMORY = 1 };
+
+struct loco_host {
+	uint32_t id;
+	uint16_t port;
+	uint8_t role;            /* enum loco_role */
+	uint8_t present;         /* 1 if this id appears in the file */
+	char host[LOCO_HOST_MAX];
+};
+
+struct loco_hosts {
+	struct loco_host node[LOCO_MAX_NODES]; /* indexed by id */
+	uint32_t count;                        /* number of present ids */
+	uint32_t max_id;                       /* largest present id */
+	char path[LOCO_PATH_MAX];
+};
+
+/* Parse TEXT (the contents of file PATH, used in messages only).
+ * On error returns -LOCO_EHOSTS and writes "PATH:LINE: reason" into ERR. */
+int loco_hosts_parse(const char *path, const char *text, struct loco_hosts *out,
+		     char *err, size_t errlen);
+
+/* Read and parse the file at PATH (errors as above; an unreadable file is
+ * "PATH: cannot open: <strerror>"). */
+int loco_hosts_load(const char *path, struct loco_hosts *out, char *err,
+		    size_t errlen);
+
+/* 0 if node ID is present in HOSTS; otherwise -LOCO_EHOSTS with
+ * "PATH: node id ID is not in the file" (or "... is out of range") in ERR. */
+int loco_hosts_check_self(const struct loco_hosts *hosts, int id, char *err,
+			  size_t errlen);
+
+/* Human name of a role ("compute", "memory"). */
+const char *loco_role_name(enum loco_role role);
+
+/* Node options, from the command line first, then the environment. */
+struct loco_opts {
+	int node_id;                 /* --id N / LOCO_NODE_ID; -1 if unset */
+	char hosts_path[LOCO_PATH_MAX];   /* --hosts FILE / LOCO_HOSTS */
+	char transport[32];          /* --transport T / LOCO_TRANSPORT; default "shm" */
+	int timeout_ms;              /* --timeout-ms / LOCO_TIMEOUT_MS; default 10000 */
+	uint64_t arena_bytes;        /* --arena-mb / LOCO_ARENA_MB; default 256 MiB */
+};
+
+/* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
+ * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`)
+ * are removed from ARGV and *ARGC updated, so the program parses the rest.
+ * Returns 0, or -EINVAL with "what is wrong" in ERR (bad number, missing
+ * value, unknown transport, missing id or hosts file). */
+int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
+		    size_t errlen);
+
+#endif

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/* Private structures of the core runtime. Not installed. */
+#ifndef LOCO_INTERNAL_H
+#define LOCO_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "loco/channel.h"
+#include "loco/loco.h"
+#include "loco/transport/transport.h"
+#include "loco/wire.h"
+
+/* Outstanding work requests of one (thread, peer) pair, in post order:
+ * entry = ticket << 2 | opcode. */
+struct loco_qp {
+	struct loco_tp_qp *tp;
+	uint32_t peer;
+	uint32_t head, count;
+	uint64_t ring[LOCO_QP_DEPTH];
+	uint64_t last_write;  /* ticket of the last WRITE posted */
+	uint64_t placed;      /* every WRITE before this ticket is placed */
+	int err;              /* sticky: first failed completion */
+};
+
+struct loco_thread {
+	struct loco_mgr *mgr;
+	/* Held by the owner around post and poll; a global fence from
+	 * another thread takes it to post and poll on this thread's QPs. */
+	pthread_mutex_t lock;
+	struct loco_tp_cq *cq;
+	uint64_t ticket;      /* last ticket issued */
+	bool unwaited;        /* ops posted since the last wait (RTT count) */
+	struct loco_stats st;
+	struct loco_qp *qp[LOCO_MAX_NODES];
+	struct loco_thread *next;
+};
+
+/* Outgoing control connection to one peer (requests from this node). */
+struct loco_conn {
+	pthread_mutex_t lock;
+	int fd;               /* -1 when not connected */
+};
+
+/* Arena allocation record; the list is sorted by offset. */
+struct loco_alloc {
+	char name[LOCO_NAME_MAX];
+	uint64_t off, len;
+	struct loco_alloc *next;
+};
+
+struct loco_join_job {
+	struct loco_channel *ch;
+	uint64_t pending;     /* peers still to send JOIN to */
+	uint64_t deadline_ns;
+	struct loco_join_job *next;
+};
+
+struct loco_mgr {
+	uint32_t id;
+	struct loco_hosts hosts;
+	struct loco_opts opts;
+	char run_dir[LOCO_PATH_MAX];
+	const struct loco_transport_ops *tp_ops;
+	struct loco_tp *tp;
+	uint8_t *arena;
+	uint64_t arena_len;
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t desc_len;
+	/* Arena lengths of peers that said hello; 0 = unknown. Written by
+	 * the control plane, read by posting threads. */
+	_Atomic uint64_t peer_arena_len[LOCO_MAX_NODES];
+	pthread_mutex_t peer_lock;   /* serialises transport peer_add */
+
+	pthread_mutex_t alloc_lock;   /* recursive */
+	struct loco_alloc *allocs;
+
+	pthread_mutex_t thr_lock;    /* thread list, retired stats */
+	struct loco_thread *threads;
+	struct loco_stats retired;
+
+	pthread_mutex_t chan_lock;   /* recursive: join callbacks register */
+	struct loco_channel *channels;
+
+	struct loco_conn out[LOCO_MAX_NODES];
+
+	/* Control-plane server. */
+	int listen_fd;
+	int wake_pipe[2];
+	pthread_t server;
+	bool server_started;
+
+	/* Join worker. */
+	pthread_mutex_t job_lock;
+	pthread_cond_t job_cond;
+	struct loco_join_job *jobs;
+	struct loco_channel *job_current; /* job the worker is running */
+	pthread_t joiner;
+	bool joiner_started;
+	_Atomic bool stopping;
+};
+
+/* region.c */
+int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     uint64_t *off);
+int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
+		      uint64_t *len);
+void loco_arena_free(struct loco_mgr *mgr, uint64_t off);
+void loco_arena_free_all(struct loco_mgr *mgr);
+void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply);
+
+/* ctrl.c */
+int loco_ctrl_start(struct loco_mgr *mgr);
+void loco_ctrl_stop(struct loco_mgr *mgr);
+/* Send a request to PEER and receive its reply (connects and says hello
+ * first if needed). REPLY receives a malloc'd payload. */
+int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
+		      const void *payload, size_t len, uint16_t reply_type,
+		      uint8_t **reply, size_t *reply_len, int timeout_ms);
+/* Make sure PEER's arena is known (hello exchanged). */
+int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
+int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
+		  size_t desc_len, uint64_t arena_len);
+
+/* channel.c: control-plane handlers and the join worker. */
+void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,
+			      const uint8_t *req, size_t len,
+			      struct loco_wbuf *reply);
+int loco_joiner_start(struct loco_mgr *mgr);
+void loco_joiner_stop(struct loco_mgr *mgr);
+
+/* ops.c */
+void loco_thread_retire_all(struct loco_mgr *mgr);
+
+/* Deadline helpers. */
+static inline uint64_t loco_deadline(int timeout_ms)
+{
+	return loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+/* Spin briefly, then yield: call in every wait loop with a counter. */
+void loco_backoff(unsigned *spins);
+
+#endif

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/* The manager: one per process. Loads the hosts file, opens the transport
+ * and its arena, runs the control plane and the join worker. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loco/internal.h"
+
+uint32_t loco_mgr_id(const struct loco_mgr *mgr) { return mgr->id; }
+const struct loco_hosts *loco_mgr_hosts(const struct loco_mgr *mgr) { return &mgr->hosts; }
+const char *loco_mgr_transport(const struct loco_mgr *mgr) { return mgr->tp_ops->name; }
+int loco_mgr_timeout_ms(const struct loco_mgr *mgr) { return mgr->opts.timeout_ms; }
+
+uint64_t loco_mgr_compute_peers(const struct loco_mgr *mgr)
+{
+	uint64_t m = 0;
+	for (uint32_t i = 0; i <= mgr->hosts.max_id; i++)
+		if (mgr->hosts.node[i].present && i != mgr->id &&
+		    mgr->hosts.node[i].role == LOCO_ROLE_COMPUTE)
+			m |= UINT64_C(1) << i;
+	return m;
+}
+
+int loco_mgr_first_memnode(const struct loco_mgr *mgr)
+{
+	for (uint32_t i = 0; i <= mgr->hosts.max_id; i++)
+		if (mgr->hosts.node[i].present &&
+		    mgr->hosts.node[i].role == LOCO_ROLE_MEMORY)
+			return (int)i;
+	return -ENOENT;
+}
+
+/* LOCO_RUN_DIR, or a directory derived from the user and hosts file so
+ * that nodes started by hand with the same file meet. */
+static void run_dir_pick(struct loco_mgr *mgr)
+{
+	const char *env = getenv("LOCO_RUN_DIR");
+	if (env && *env) {
+		snprintf(mgr->run_dir, sizeof(mgr->run_dir), "%s", env);
+		return;
+	}
+	char real[LOCO_PATH_MAX];
+	const char *p = realpath(mgr->hosts.path, real) ? real : mgr->hosts.path;
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	snprintf(mgr->run_dir, sizeof(mgr->run_dir), "/dev/shm/loco-u%u-%016llx",
+		 (unsigned)geteuid(), (unsigned long long)h);
+}
+
+static void locks_init(struct loco_mgr *mgr)
+{
+	pthread_mutexattr_t rec;
+	pthread_mutexattr_init(&rec);
+	pthread_mutexattr_settype(&rec, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&mgr->alloc_lock, &rec);
+	pthread_mutex_init(&mgr->chan_lock, &rec);
+	pthread_mutexattr_destroy(&rec);
+	pthread_mutex_init(&mgr->peer_lock, NULL);
+	pthread_mutex_init(&mgr->thr_lock, NULL);
+	pthread_mutex_init(&mgr->job_lock, NULL);
+	pthread_cond_init(&mgr->job_cond, NULL);
+	mgr->listen_fd = -1;
+	mgr->wake_pipe[0] = mgr->wake_pipe[1] = -1;
+}
+
+static void locks_fini(struct loco_mgr *mgr)
+{
+	pthread_mutex_destroy(&mgr->alloc_lock);
+	pthread_mutex_destroy(&mgr->chan_lock);
+	pthread_mutex_destroy(&mgr->peer_lock);
+	pthread_mutex_destroy(&mgr->thr_lock);
+	pthread_mutex_destroy(&mgr->job_lock);
+	pthread_cond_destroy(&mgr->job_cond);
+}
+
+static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
+{
+	char err[LOCO_PATH_MAX + 256];
+	mgr->opts = *opts;
+	int rc = loco_hosts_load(opts->hosts_path, &mgr->hosts, err, sizeof(err));
+	if (!rc)
+		rc = loco_hosts_check_self(&mgr->hosts, opts->node_id, err,
+					   sizeof(err));
+	if (rc) {
+		loco_err("mgr", "%s", err);
+		return rc;
+	}
+	mgr->id = (uint32_t)opts->node_id;
+	loco_log_set_node(opts->node_id);
+	mgr->tp_ops = loco_transport_find(opts->transport);
+	if (!mgr->tp_ops) {
+		loco_err("mgr", "transport '%s' is not available in this build",
+			 opts->transport);
+		return -EPROTONOSUPPORT;
+	}
+	run_dir_pick(mgr);
+	return 0;
+}
+
+static int transport_open(struct loco_mgr *mgr)
+{
+	struct loco_tp_config cfg = {
+		.node_id = mgr->id,
+		.arena_bytes = mgr->opts.arena_bytes,
+		.run_dir = mgr->run_dir,
+		.hosts = &mgr->hosts,
+	};
+	int rc = mgr->tp_ops->open(&cfg, &mgr->tp);
+	if (rc)
+		return rc;
+	mgr->arena = mgr->tp_ops->arena_base(mgr->tp);
+	mgr->arena_len = mgr->tp_ops->arena_len(mgr->tp);
+	mgr->desc_len = sizeof(mgr->desc);
+	rc = mgr->tp_ops->arena_desc(mgr->tp, mgr->desc, &mgr->desc_len);
+	if (!rc)
+		rc = loco_peer_add(mgr, mgr->id, mgr->desc, mgr->desc_len,
+				   mgr->arena_len);
+	return rc;
+}
+
+int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
+{
+	struct loco_mgr *mgr = calloc(1, sizeof(*mgr));
+	if (!mgr)
+		return -ENOMEM;
+	locks_init(mgr);
+	int rc = load_config(mgr, opts);
+	if (!rc)
+		rc = transport_open(mgr);
+	if (!rc)
+		rc = loco_ctrl_start(mgr);
+	if (!rc)
+		rc = loco_joiner_start(mgr);
+	if (rc) {
+		loco_err("mgr", "node %d failed to start: %s", opts->node_id,
+			 loco_strerror(rc));
+		loco_mgr_destroy(mgr);
+		return rc;
+	}
+	*out = mgr;
+	return 0;
+}
+
+void loco_mgr_destroy(struct loco_mgr *mgr)
+{
+	if (!mgr)
+		return;
+	loco_joiner_stop(mgr);
+	loco_ctrl_stop(mgr);
+	loco_thread_retire_all(mgr);
+	loco_arena_free_all(mgr);
+	if (mgr->tp)
+		mgr->tp_ops->close(mgr->tp);
+	locks_fini(mgr);
+	free(mgr);
+}
+
+static volatile sig_atomic_t serve_signal;
+
+static void serve_on_signal(int sig)
+{
+	serve_signal = sig;
+}
+
+int loco_mgr_serve(struct loco_mgr *mgr, int timeout_ms)
+{
+	struct sigaction sa = { .sa_handler = serve_on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	uint64_t deadline = timeout_ms >= 0 ? loco_deadline(timeout_ms) : UINT64_MAX;
+	while (!serve_signal && loco_now_ns() < deadline) {
+		struct timespec ts = { 0, 20000000 };
+		nanosleep(&ts, NULL);
+	}
+	if (serve_signal)
+		loco_info("mgr", "node %u stopping on signal %d", mgr->id,
+			  (int)serve_signal);
+	return 0;
+}

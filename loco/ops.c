@@ -1,0 +1,666 @@
+/* SPDX-License-Identifier: MIT */
+/* Threads, posting, completion tracking, ack keys, fences and batches.
+ *
+ * Every op a thread posts gets the next ticket of that thread. Each
+ * (thread, peer) QP keeps the tickets of its outstanding ops in post order;
+ * a signalled completion for ticket t retires every entry <= t, because a
+ * QP completes in order. An ack key {peers, T} is complete when no QP in
+ * peers has an outstanding ticket <= T. */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loco/internal.h"
+
+#define QP_ENTRY(ticket, op) (((ticket) << 2) | (uint64_t)(op))
+#define ENTRY_TICKET(e) ((e) >> 2)
+#define ENTRY_OP(e) ((unsigned)((e) & 3))
+#define SPIN_LIMIT 256
+
+uint64_t loco_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void loco_backoff(unsigned *spins)
+{
+	if (++*spins < SPIN_LIMIT)
+		return;
+	if (*spins < 4 * SPIN_LIMIT) {
+		sched_yield();
+		return;
+	}
+	struct timespec ts = { 0, 50000 };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
+{
+	struct loco_thread *thr = calloc(1, sizeof(*thr));
+	if (!thr)
+		return -ENOMEM;
+	int rc = mgr->tp_ops->cq_create(mgr->tp, &thr->cq);
+	if (rc) {
+		free(thr);
+		return rc;
+	}
+	thr->mgr = mgr;
+	pthread_mutex_init(&thr->lock, NULL);
+	pthread_mutex_lock(&mgr->thr_lock);
+	thr->next = mgr->threads;
+	mgr->threads = thr;
+	pthread_mutex_unlock(&mgr->thr_lock);
+	*out = thr;
+	return 0;
+}
+
+struct loco_mgr *loco_thread_mgr(const struct loco_thread *thr)
+{
+	return thr->mgr;
+}
+
+static void stats_add(struct loco_stats *dst, const struct loco_stats *s)
+{
+	dst->reads += s->reads;
+	dst->writes += s->writes;
+	dst->cas += s->cas;
+	dst->faa += s->faa;
+	dst->bytes_read += s->bytes_read;
+	dst->bytes_written += s->bytes_written;
+	dst->doorbells += s->doorbells;
+	dst->rtts += s->rtts;
+	dst->fences += s->fences;
+}
+
+static void thread_free(struct loco_thread *thr)
+{
+	const struct loco_transport_ops *ops = thr->mgr->tp_ops;
+	for (unsigned p = 0; p < LOCO_MAX_NODES; p++) {
+		if (!thr->qp[p])
+			continue;
+		if (thr->qp[p]->tp)
+			ops->qp_destroy(thr->qp[p]->tp);
+		free(thr->qp[p]);
+	}
+	ops->cq_destroy(thr->cq);
+	pthread_mutex_destroy(&thr->lock);
+	free(thr);
+}
+
+/* Unlink THR and fold its stats into the manager's. */
+static void thread_unlink(struct loco_thread *thr)
+{
+	struct loco_mgr *mgr = thr->mgr;
+	pthread_mutex_lock(&mgr->thr_lock);
+	for (struct loco_thread **pp = &mgr->threads; *pp; pp = &(*pp)->next) {
+		if (*pp == thr) {
+			*pp = thr->next;
+			break;
+		}
+	}
+	pthread_mutex_lock(&thr->lock);
+	stats_add(&mgr->retired, &thr->st);
+	pthread_mutex_unlock(&thr->lock);
+	pthread_mutex_unlock(&mgr->thr_lock);
+}
+
+void loco_thread_destroy(struct loco_thread *thr)
+{
+	if (!thr)
+		return;
+	int rc = loco_fence(thr, LOCO_FENCE_THREAD, 0);
+	if (rc)
+		loco_warn("thread", "outstanding ops did not finish: %s",
+			  loco_strerror(rc));
+	thread_unlink(thr);
+	thread_free(thr);
+}
+
+void loco_thread_retire_all(struct loco_mgr *mgr)
+{
+	while (mgr->threads) {
+		struct loco_thread *thr = mgr->threads;
+		loco_warn("mgr", "thread context not destroyed before the manager");
+		thread_unlink(thr);
+		thread_free(thr);
+	}
+}
+
+void loco_thread_stats(struct loco_thread *thr, struct loco_stats *out)
+{
+	pthread_mutex_lock(&thr->lock);
+	*out = thr->st;
+	pthread_mutex_unlock(&thr->lock);
+}
+
+void loco_mgr_stats(struct loco_mgr *mgr, struct loco_stats *out)
+{
+	struct loco_stats sum;
+	pthread_mutex_lock(&mgr->thr_lock);
+	sum = mgr->retired;
+	for (struct loco_thread *t = mgr->threads; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		stats_add(&sum, &t->st);
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&mgr->thr_lock);
+	*out = sum;
+}
+
+/* ---- completion tracking (thr->lock held) ------------------------------ */
+
+static void qp_retire(struct loco_qp *qp, uint64_t ticket, int status)
+{
+	while (qp->count && ENTRY_TICKET(qp->ring[qp->head]) <= ticket) {
+		uint64_t e = qp->ring[qp->head];
+		/* A completed READ or atomic proves earlier WRITEs placed. */
+		if (ENTRY_OP(e) != LOCO_OP_WRITE && ENTRY_TICKET(e) > qp->placed)
+			qp->placed = ENTRY_TICKET(e);
+		qp->head = (qp->head + 1) % LOCO_QP_DEPTH;
+		qp->count--;
+	}
+	if (status && !qp->err) {
+		qp->err = status;
+		loco_err("ops", "op to node %u failed: %s", qp->peer,
+			 loco_strerror(status));
+	}
+}
+
+static int progress_locked(struct loco_thread *thr)
+{
+	struct loco_cqe cqe[32];
+	int n = thr->mgr->tp_ops->poll(thr->cq, cqe, 32);
+	for (int i = 0; i < n; i++) {
+		struct loco_qp *qp = cqe[i].peer < LOCO_MAX_NODES ?
+				     thr->qp[cqe[i].peer] : NULL;
+		if (qp)
+			qp_retire(qp, cqe[i].wr_id, cqe[i].status);
+	}
+	return n < 0 ? n : 0;
+}
+
+/* 1 if every op of PEERS with ticket <= T is done, 0 if not, or an error. */
+static int done_locked(struct loco_thread *thr, uint64_t peers, uint64_t t)
+{
+	for (uint64_t m = peers; m; m &= m - 1) {
+		struct loco_qp *qp = thr->qp[__builtin_ctzll(m)];
+		if (!qp)
+			continue;
+		if (qp->err)
+			return qp->err;
+		if (qp->count && ENTRY_TICKET(qp->ring[qp->head]) <= t)
+			return 0;
+	}
+	return 1;
+}
+
+int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack)
+{
+	pthread_mutex_lock(&thr->lock);
+	int rc = progress_locked(thr);
+	if (!rc)
+		rc = done_locked(thr, ack->peers, ack->ticket);
+	pthread_mutex_unlock(&thr->lock);
+	return rc;
+}
+
+static void count_rtt(struct loco_thread *thr)
+{
+	pthread_mutex_lock(&thr->lock);
+	if (thr->unwaited) {
+		thr->st.rtts++;
+		thr->unwaited = false;
+	}
+	pthread_mutex_unlock(&thr->lock);
+}
+
+static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
+		     int timeout_ms)
+{
+	if (timeout_ms < 0)
+		timeout_ms = thr->mgr->opts.timeout_ms;
+	uint64_t deadline = loco_deadline(timeout_ms);
+	unsigned spins = 0;
+	for (;;) {
+		pthread_mutex_lock(&thr->lock);
+		int rc = progress_locked(thr);
+		if (!rc)
+			rc = done_locked(thr, peers, t);
+		pthread_mutex_unlock(&thr->lock);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		if ((spins & 63) == 0 && loco_now_ns() > deadline)
+			return -ETIMEDOUT;
+		loco_backoff(&spins);
+	}
+}
+
+int loco_ack_wait(struct loco_thread *thr, const struct loco_ack *ack,
+		  int timeout_ms)
+{
+	count_rtt(thr);
+	return wait_done(thr, ack->peers, ack->ticket, timeout_ms);
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
+			 struct loco_qp **out)
+{
+	struct loco_qp *qp = thr->qp[peer];
+	if (!qp) {
+		qp = calloc(1, sizeof(*qp));
+		if (!qp)
+			return -ENOMEM;
+		qp->peer = peer;
+		thr->qp[peer] = qp;
+	}
+	if (!qp->tp) {
+		int rc = thr->mgr->tp_ops->qp_create(thr->mgr->tp, thr->cq, peer,
+						     &qp->tp);
+		if (rc)
+			return rc;
+	}
+	if (qp->err)
+		return qp->err;
+	*out = qp;
+	return 0;
+}
+
+/* Make room for N entries; drops and retakes thr->lock while waiting. */
+static int qp_room_locked(struct loco_thread *thr, struct loco_qp *qp,
+			  unsigned n)
+{
+	uint64_t deadline = 0;
+	unsigned spins = 0;
+	while (qp->count + n > LOCO_QP_DEPTH) {
+		int rc = progress_locked(thr);
+		if (rc)
+			return rc;
+		if (qp->count + n <= LOCO_QP_DEPTH)
+			break;
+		if (!deadline)
+			deadline = loco_deadline(thr->mgr->opts.timeout_ms);
+		if (loco_now_ns() > deadline)
+			return -ETIMEDOUT;
+		pthread_mutex_unlock(&thr->lock);
+		loco_backoff(&spins);
+		pthread_mutex_lock(&thr->lock);
+	}
+	return qp->err;
+}
+
+static void count_op(struct loco_stats *st, const struct loco_wr *wr)
+{
+	switch (wr->opcode) {
+	case LOCO_OP_READ:
+		st->reads++;
+		st->bytes_read += wr->len;
+		break;
+	case LOCO_OP_WRITE:
+		st->writes++;
+		st->bytes_written += wr->len;
+		break;
+	case LOCO_OP_CAS:
+		st->cas++;
+		break;
+	default:
+		st->faa++;
+		break;
+	}
+}
+
+/* Post N requests to PEER as one doorbell (thr->lock held). Tickets are
+ * assigned here; the last request is signalled. */
+static int post_locked(struct loco_thread *thr, uint32_t peer,
+		       struct loco_wr *wr, unsigned n, struct loco_ack *ack)
+{
+	struct loco_qp *qp;
+	int rc = qp_get_locked(thr, peer, &qp);
+	if (!rc)
+		rc = qp_room_locked(thr, qp, n);
+	if (rc)
+		return rc;
+	uint64_t first = thr->ticket + 1;
+	for (unsigned i = 0; i < n; i++) {
+		wr[i].wr_id = first + i;
+		wr[i].signaled = i + 1 == n;
+	}
+	rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned slot = (qp->head + qp->count) % LOCO_QP_DEPTH;
+		qp->ring[slot] = QP_ENTRY(wr[i].wr_id, wr[i].opcode);
+		qp->count++;
+		if (wr[i].opcode == LOCO_OP_WRITE)
+			qp->last_write = wr[i].wr_id;
+		count_op(&thr->st, &wr[i]);
+	}
+	thr->ticket += n;
+	thr->st.doorbells++;
+	thr->unwaited = true;
+	if (ack) {
+		ack->peers |= UINT64_C(1) << peer;
+		ack->ticket = thr->ticket;
+	}
+	return 0;
+}
+
+static int post_one(struct loco_thread *thr, uint32_t peer, struct loco_wr *wr,
+		    struct loco_ack *ack)
+{
+	pthread_mutex_lock(&thr->lock);
+	int rc = post_locked(thr, peer, wr, 1, ack);
+	pthread_mutex_unlock(&thr->lock);
+	return rc;
+}
+
+/* Arena offset of [off, off+len) inside RR, or -EINVAL. */
+static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
+			uint64_t off, uint64_t len, bool atomic, uint64_t *arena_off)
+{
+	if (!rr || rr->node >= LOCO_MAX_NODES || off > rr->len ||
+	    len > rr->len - off)
+		return -EINVAL;
+	uint64_t at = rr->off + off;
+	if (atomic && (at & 7))
+		return -EINVAL;
+	/* Acquire pairs with the release in loco_peer_add: the transport
+	 * knows the peer once its arena length is visible. */
+	uint64_t alen = atomic_load_explicit(&thr->mgr->peer_arena_len[rr->node],
+					     memory_order_acquire);
+	if (!alen)
+		return -ENOTCONN;
+	if (at < 64 || at > alen || len > alen - at)
+		return -EINVAL;
+	*arena_off = at;
+	return 0;
+}
+
+static struct loco_rregion raddr_region(loco_raddr_t ra)
+{
+	struct loco_rregion rr = {
+		.node = loco_raddr_node(ra),
+		.off = 0,
+		.len = LOCO_RADDR_OFF_MASK,
+	};
+	return rr;
+}
+
+static int build_wr(struct loco_thread *thr, const struct loco_rregion *rr,
+		    uint64_t off, struct loco_wr *wr)
+{
+	bool atomic = wr->opcode == LOCO_OP_CAS || wr->opcode == LOCO_OP_FAA;
+	return check_bounds(thr, rr, off, wr->len, atomic, &wr->remote_off);
+}
+
+int loco_post_read(struct loco_thread *thr, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len, struct loco_ack *ack)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = len, .local = dst };
+	int rc = build_wr(thr, rr, off, &wr);
+	return rc ? rc : post_one(thr, rr->node, &wr, ack);
+}
+
+int loco_post_write(struct loco_thread *thr, const struct loco_rregion *rr,
+		    uint64_t off, const void *src, uint32_t len,
+		    struct loco_ack *ack)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_WRITE, .len = len,
+			      .local = (void *)src };
+	int rc = build_wr(thr, rr, off, &wr);
+	return rc ? rc : post_one(thr, rr->node, &wr, ack);
+}
+
+int loco_post_cas(struct loco_thread *thr, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old,
+		  struct loco_ack *ack)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_CAS, .len = 8, .local = old,
+			      .compare = expect, .operand = desired };
+	int rc = build_wr(thr, rr, off, &wr);
+	return rc ? rc : post_one(thr, rr->node, &wr, ack);
+}
+
+int loco_post_faa(struct loco_thread *thr, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t add, uint64_t *old, struct loco_ack *ack)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_FAA, .len = 8, .local = old,
+			      .operand = add };
+	int rc = build_wr(thr, rr, off, &wr);
+	return rc ? rc : post_one(thr, rr->node, &wr, ack);
+}
+
+int loco_post_read_raddr(struct loco_thread *thr, loco_raddr_t ra, void *dst,
+			 uint32_t len, struct loco_ack *ack)
+{
+	struct loco_rregion rr = raddr_region(ra);
+	return loco_post_read(thr, &rr, loco_raddr_off(ra), dst, len, ack);
+}
+
+int loco_post_write_raddr(struct loco_thread *thr, loco_raddr_t ra,
+			  const void *src, uint32_t len, struct loco_ack *ack)
+{
+	struct loco_rregion rr = raddr_region(ra);
+	return loco_post_write(thr, &rr, loco_raddr_off(ra), src, len, ack);
+}
+
+int loco_post_cas_raddr(struct loco_thread *thr, loco_raddr_t ra,
+			uint64_t expect, uint64_t desired, uint64_t *old,
+			struct loco_ack *ack)
+{
+	struct loco_rregion rr = raddr_region(ra);
+	return loco_post_cas(thr, &rr, loco_raddr_off(ra), expect, desired, old,
+			     ack);
+}
+
+int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
+			uint64_t *old, struct loco_ack *ack)
+{
+	struct loco_rregion rr = raddr_region(ra);
+	return loco_post_faa(thr, &rr, loco_raddr_off(ra), add, old, ack);
+}
+
+/* Post through POSTED's ack, then wait for it. */
+static int finish_sync(struct loco_thread *thr, int rc, struct loco_ack *ack)
+{
+	return rc ? rc : loco_ack_wait(thr, ack, -1);
+}
+
+int loco_read(struct loco_thread *thr, const struct loco_rregion *rr,
+	      uint64_t off, void *dst, uint32_t len)
+{
+	struct loco_ack ack = { 0, 0 };
+	return finish_sync(thr, loco_post_read(thr, rr, off, dst, len, &ack), &ack);
+}
+
+int loco_write(struct loco_thread *thr, const struct loco_rregion *rr,
+	       uint64_t off, const void *src, uint32_t len)
+{
+	struct loco_ack ack = { 0, 0 };
+	return finish_sync(thr, loco_post_write(thr, rr, off, src, len, &ack),
+			   &ack);
+}
+
+int loco_cas(struct loco_thread *thr, const struct loco_rregion *rr,
+	     uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	struct loco_ack ack = { 0, 0 };
+	return finish_sync(thr, loco_post_cas(thr, rr, off, expect, desired, old,
+					      &ack), &ack);
+}
+
+int loco_faa(struct loco_thread *thr, const struct loco_rregion *rr,
+	     uint64_t off, uint64_t add, uint64_t *old)
+{
+	struct loco_ack ack = { 0, 0 };
+	return finish_sync(thr, loco_post_faa(thr, rr, off, add, old, &ack), &ack);
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+void loco_batch_init(struct loco_batch *b, struct loco_thread *thr)
+{
+	b->thr = thr;
+	b->n = 0;
+	b->err = 0;
+}
+
+static void batch_add(struct loco_batch *b, const struct loco_rregion *rr,
+		      uint64_t off, struct loco_wr *wr)
+{
+	if (b->err)
+		return;
+	if (b->n == LOCO_BATCH_MAX) {
+		b->err = -E2BIG;
+		return;
+	}
+	int rc = build_wr(b->thr, rr, off, wr);
+	if (rc) {
+		b->err = rc;
+		return;
+	}
+	struct loco_batch_op *op = &b->op[b->n++];
+	op->opcode = wr->opcode;
+	op->peer = rr->node;
+	op->arena_off = wr->remote_off;
+	op->local = wr->local;
+	op->len = wr->len;
+	op->compare = wr->compare;
+	op->operand = wr->operand;
+}
+
+void loco_batch_read(struct loco_batch *b, const struct loco_rregion *rr,
+		     uint64_t off, void *dst, uint32_t len)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = len, .local = dst };
+	batch_add(b, rr, off, &wr);
+}
+
+void loco_batch_write(struct loco_batch *b, const struct loco_rregion *rr,
+		      uint64_t off, const void *src, uint32_t len)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_WRITE, .len = len,
+			      .local = (void *)src };
+	batch_add(b, rr, off, &wr);
+}
+
+void loco_batch_cas(struct loco_batch *b, const struct loco_rregion *rr,
+		    uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_CAS, .len = 8, .local = old,
+			      .compare = expect, .operand = desired };
+	batch_add(b, rr, off, &wr);
+}
+
+void loco_batch_faa(struct loco_batch *b, const struct loco_rregion *rr,
+		    uint64_t off, uint64_t add, uint64_t *old)
+{
+	struct loco_wr wr = { .opcode = LOCO_OP_FAA, .len = 8, .local = old,
+			      .operand = add };
+	batch_add(b, rr, off, &wr);
+}
+
+int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
+{
+	int rc = b->err;
+	uint64_t peers = 0;
+	for (unsigned i = 0; i < b->n; i++)
+		peers |= UINT64_C(1) << b->op[i].peer;
+	pthread_mutex_lock(&b->thr->lock);
+	for (uint64_t m = peers; m && !rc; m &= m - 1) {
+		uint32_t peer = (uint32_t)__builtin_ctzll(m);
+		struct loco_wr wr[LOCO_BATCH_MAX];
+		unsigned n = 0;
+		for (unsigned i = 0; i < b->n; i++) {
+			const struct loco_batch_op *op = &b->op[i];
+			if (op->peer != peer)
+				continue;
+			wr[n++] = (struct loco_wr){
+				.opcode = op->opcode, .len = op->len,
+				.remote_off = op->arena_off, .local = op->local,
+				.compare = op->compare, .operand = op->operand };
+		}
+		rc = post_locked(b->thr, peer, wr, n, ack);
+	}
+	pthread_mutex_unlock(&b->thr->lock);
+	b->n = 0;
+	b->err = 0;
+	return rc;
+}
+
+/* ---- fences ------------------------------------------------------------- */
+
+/* Post a zero-length READ on QP if it has unplaced WRITEs; thr->lock held. */
+static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
+{
+	if (!qp || !qp->tp || qp->err || qp->last_write <= qp->placed)
+		return qp ? qp->err : 0;
+	/* The fence READ completes only after the WRITEs before it on this
+	 * QP are placed (RC ordering, transport.h). */
+	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = 0,
+			      .remote_off = 64 };
+	return post_locked(thr, qp->peer, &wr, 1, NULL);
+}
+
+/* Fence PEERS of THR: post the fence READs, then wait for everything. */
+static int fence_thread_peers(struct loco_thread *thr, uint64_t peers,
+			      int timeout_ms)
+{
+	int rc = 0;
+	uint64_t t;
+	pthread_mutex_lock(&thr->lock);
+	for (uint64_t m = peers; m && !rc; m &= m - 1)
+		rc = fence_post_locked(thr, thr->qp[__builtin_ctzll(m)]);
+	t = thr->ticket;
+	pthread_mutex_unlock(&thr->lock);
+	if (rc)
+		return rc;
+	return wait_done(thr, peers, t, timeout_ms);
+}
+
+static int fence_global(struct loco_thread *self, int timeout_ms)
+{
+	struct loco_mgr *mgr = self->mgr;
+	int rc = 0;
+	pthread_mutex_lock(&mgr->thr_lock);
+	for (struct loco_thread *t = mgr->threads; t && !rc; t = t->next)
+		rc = fence_thread_peers(t, ~UINT64_C(0), timeout_ms);
+	pthread_mutex_unlock(&mgr->thr_lock);
+	return rc;
+}
+
+int loco_fence(struct loco_thread *thr, enum loco_fence_scope scope,
+	       uint32_t peer)
+{
+	int rc;
+	count_rtt(thr);
+	pthread_mutex_lock(&thr->lock);
+	thr->st.fences++;
+	pthread_mutex_unlock(&thr->lock);
+	switch (scope) {
+	case LOCO_FENCE_PAIR:
+		if (peer >= LOCO_MAX_NODES)
+			return -EINVAL;
+		rc = fence_thread_peers(thr, UINT64_C(1) << peer, -1);
+		break;
+	case LOCO_FENCE_THREAD:
+		rc = fence_thread_peers(thr, ~UINT64_C(0), -1);
+		break;
+	case LOCO_FENCE_GLOBAL:
+		rc = fence_global(thr, -1);
+		break;
+	default:
+		return -EINVAL;
+	}
+	/* Orders this thread's later local accesses after the fence too. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return rc;
+}

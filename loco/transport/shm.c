@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/* shm transport (synchronous mode): CXL-style shared memory among the
+ * processes of one host. Each node's arena is a file in a private run
+ * directory under /dev/shm (0700; files 0600), mapped by every peer that
+ * says hello. One-sided ops execute at post time as 8-byte release stores,
+ * acquire loads and seq_cst read-modify-writes, so the model's per-QP order
+ * holds trivially and larger copies may tear only at 8-byte granularity. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loco/error.h"
+#include "loco/log.h"
+#include "loco/transport/shm.h"
+
+#define SHM_MAGIC UINT64_C(0x6f636f6c2d6d6873) /* "shm-loco" */
+
+struct shm_desc {
+	uint64_t nonce;
+	char file[56];
+};
+_Static_assert(sizeof(struct shm_desc) <= LOCO_DESC_MAX, "desc fits");
+
+int loco_shm_dir_create(const char *dir)
+{
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (lstat(dir, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 0077)) {
+		loco_err("shm", "%s is not a private directory of this user", dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int arena_map(const char *path, uint64_t len, bool create,
+		     uint8_t **out)
+{
+	int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0);
+	int fd = open(path, flags, 0600);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = 0;
+	if (create && ftruncate(fd, (off_t)len))
+		rc = -errno;
+	else if (!create && (fstat(fd, &st) || (uint64_t)st.st_size != len))
+		rc = -LOCO_EPROTO;
+	void *p = rc ? MAP_FAILED :
+		  mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!rc && p == MAP_FAILED)
+		rc = -errno;
+	close(fd);
+	if (rc)
+		return rc;
+	*out = p;
+	return 0;
+}
+
+int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
+{
+	int rc = loco_shm_dir_create(cfg->run_dir);
+	if (rc)
+		return rc;
+	tp->id = cfg->node_id;
+	tp->len = cfg->arena_bytes;
+	snprintf(tp->file, sizeof(tp->file), "node%u.arena", cfg->node_id);
+	snprintf(tp->path, sizeof(tp->path), "%s/%s", cfg->run_dir, tp->file);
+	snprintf(tp->dir, sizeof(tp->dir), "%s", cfg->run_dir);
+	unlink(tp->path); /* a stale file of an earlier run with this id */
+	rc = arena_map(tp->path, tp->len, true, &tp->arena);
+	if (rc) {
+		loco_err("shm", "cannot create arena %s (%lu bytes): %s", tp->path,
+			 (unsigned long)tp->len, loco_strerror(rc));
+		return rc;
+	}
+	if (getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
+		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	uint64_t *hdr = (uint64_t *)tp->arena;
+	hdr[0] = SHM_MAGIC;
+	hdr[1] = tp->nonce;
+	tp->peers[tp->id].base = tp->arena;
+	tp->peers[tp->id].len = tp->len;
+	return 0;
+}
+
+static int shm_tp_open(const struct loco_tp_config *cfg, struct loco_tp **out)
+{
+	struct loco_tp *tp = calloc(1, sizeof(*tp));
+	if (!tp)
+		return -ENOMEM;
+	int rc = loco_shm_open_common(cfg, tp);
+	if (rc) {
+		free(tp);
+		return rc;
+	}
+	*out = tp;
+	return 0;
+}
+
+void loco_shm_close_common(struct loco_tp *tp)
+{
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		if (i != tp->id && tp->peers[i].base)
+			munmap(tp->peers[i].base, tp->peers[i].len);
+	if (tp->arena) {
+		munmap(tp->arena, tp->len);
+		unlink(tp->path);
+	}
+}
+
+static void shm_tp_close(struct loco_tp *tp)
+{
+	loco_shm_close_common(tp);
+	free(tp);
+}
+
+static void *shm_arena_base(struct loco_tp *tp) { return tp->arena; }
+static uint64_t shm_arena_len(struct loco_tp *tp) { return tp->len; }
+
+static int shm_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
+{
+	struct shm_desc d = { .nonce = tp->nonce };
+	snprintf(d.file, sizeof(d.file), "%s", tp->file);
+	memcpy(desc, &d, sizeof(d));
+	*len = sizeof(d);
+	return 0;
+}
+
+/* Called with the manager's peer lock held (one caller at a time). */
+int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
+		      size_t len, uint64_t arena_len)
+{
+	struct shm_desc d;
+	if (len != sizeof(d) || peer >= LOCO_MAX_NODES)
+		return -LOCO_EPROTO;
+	memcpy(&d, desc, sizeof(d));
+	if (!memchr(d.file, 0, sizeof(d.file)) || strchr(d.file, '/') ||
+	    d.file[0] == '.' || !d.file[0])
+		return -LOCO_EPROTO;
+	struct shm_peer *p = &tp->peers[peer];
+	if (p->base && p->nonce == d.nonce)
+		return 0;
+	if (peer == tp->id)
+		return d.nonce == tp->nonce ? 0 : -LOCO_EPROTO;
+	char path[LOCO_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", tp->dir, d.file);
+	uint8_t *base;
+	int rc = arena_map(path, arena_len, false, &base);
+	if (rc)
+		return rc;
+	const uint64_t *hdr = (const uint64_t *)base;
+	if (hdr[0] != SHM_MAGIC || hdr[1] != d.nonce) {
+		munmap(base, arena_len);
+		return -ESTALE;
+	}
+	/* A restarted peer (new nonce) gets a fresh mapping; the old one stays
+	 * mapped because other threads may be copying from it right now. */
+	p->base = base;
+	p->len = arena_len;
+	p->nonce = d.nonce;
+	return 0;
+}
+
+static int shm_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
+{
+	(void)tp;
+	struct loco_tp_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	*out = cq;
+	return 0;
+}
+
+static void shm_cq_destroy(struct loco_tp_cq *cq)
+{
+	free(cq);
+}
+
+static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
+			 uint32_t peer, struct loco_tp_qp **out)
+{
+	if (peer >= LOCO_MAX_NODES || !tp->peers[peer].base)
+		return -ENOTCONN;
+	struct loco_tp_qp *qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return -ENOMEM;
+	qp->tp = tp;
+	qp->peer = peer;
+	qp->base = tp->peers[peer].base;
+	cq->qps[cq->nqp++] = qp;
+	qp->cq = cq;
+	*out = qp;
+	return 0;
+}
+
+static void shm_qp_destroy(struct loco_tp_qp *qp)
+{
+	struct loco_tp_cq *cq = qp->cq;
+	for (unsigned i = 0; i < cq->nqp; i++) {
+		if (cq->qps[i] == qp) {
+			cq->qps[i] = cq->qps[--cq->nqp];
+			break;
+		}
+	}
+	free(qp);
+}
+
+/* ---- data movement --------------------------------------------------------- */
+
+/* Copy with 8-byte atomic pieces where both sides are aligned, bytes
+ * elsewhere: release stores into and acquire loads from shared memory. */
+void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len)
+{
+	uint32_t i = 0;
+	if ((((uintptr_t)remote ^ (uintptr_t)src) & 7) == 0) {
+		for (; i < len && ((uintptr_t)(remote + i) & 7); i++)
+			atomic_store_explicit((_Atomic uint8_t *)(remote + i),
+					      src[i], memory_order_release); /* pairs with copy_in */
+		for (; i + 8 <= len; i += 8) {
+			uint64_t v;
+			memcpy(&v, src + i, 8);
+			atomic_store_explicit((_Atomic uint64_t *)(remote + i), v,
+					      memory_order_release); /* pairs with copy_in */
+		}
+	}
+	for (; i < len; i++)
+		atomic_store_explicit((_Atomic uint8_t *)(remote + i), src[i],
+				      memory_order_release); /* pairs with copy_in */
+}
+
+void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len)
+{
+	uint32_t i = 0;
+	if ((((uintptr_t)remote ^ (uintptr_t)dst) & 7) == 0) {
+		for (; i < len && ((uintptr_t)(remote + i) & 7); i++)
+			dst[i] = atomic_load_explicit((_Atomic uint8_t *)(remote + i),
+						      memory_order_acquire); /* pairs with copy_out */
+		for (; i + 8 <= len; i += 8) {
+			uint64_t v = atomic_load_explicit(
+				(_Atomic uint64_t *)(remote + i),
+				memory_order_acquire); /* pairs with copy_out */
+			memcpy(dst + i, &v, 8);
+		}
+	}
+	for (; i < len; i++)
+		dst[i] = atomic_load_explicit((_Atomic uint8_t *)(remote + i),
+					      memory_order_acquire); /* pairs with copy_out */
+}
+
+/* Execute one request against BASE (the target arena). */
+void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
+{
+	uint8_t *at = base + wr->remote_off;
+	_Atomic uint64_t *word = (_Atomic uint64_t *)at;
+	uint64_t old;
+	switch (wr->opcode) {
+	case LOCO_OP_READ:
+		loco_shm_copy_in(wr->local, at, wr->len);
+		break;
+	case LOCO_OP_WRITE:
+		loco_shm_copy_out(at, wr->local, wr->len);
+		break;
+	case LOCO_OP_CAS:
+		old = wr->compare;
+		/* seq_cst: remote atomics are totally ordered among themselves. */
+		atomic_compare_exchange_strong_explicit(word, &old, wr->operand,
+							memory_order_seq_cst,
+							memory_order_seq_cst);
+		memcpy(wr->local, &old, 8);
+		break;
+	case LOCO_OP_FAA:
+		/* seq_cst: as for CAS. */
+		old = atomic_fetch_add_explicit(word, wr->operand,
+						memory_order_seq_cst);
+		memcpy(wr->local, &old, 8);
+		break;
+	}
+}
+
+static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		loco_shm_execute(qp->base, &wr[i]);
+		if (wr[i].signaled)
+			qp->done = wr[i].wr_id;
+	}
+	return 0;
+}
+
+/* Report, per QP, its latest signalled completion: it implies the earlier. */
+static int shm_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < cq->nqp && n < max; i++) {
+		struct loco_tp_qp *qp = cq->qps[i];
+		if (qp->done == qp->reported)
+			continue;
+		out[n++] = (struct loco_cqe){ .wr_id = qp->done, .peer = qp->peer };
+		qp->reported = qp->done;
+	}
+	return (int)n;
+}
+
+const struct loco_transport_ops loco_shm_ops = {
+	.name = "shm",
+	.open = shm_tp_open,
+	.close = shm_tp_close,
+	.arena_base = shm_arena_base,
+	.arena_len = shm_arena_len,
+	.arena_desc = shm_arena_desc,
+	.peer_add = loco_shm_peer_add,
+	.cq_create = shm_cq_create,
+	.cq_destroy = shm_cq_destroy,
+	.qp_create = shm_qp_create,
+	.qp_destroy = shm_qp_destroy,
+	.post = shm_post,
+	.poll = shm_poll,
+};

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals shared by the shm transport and its weak (emulated NIC) mode. */
+#ifndef LOCO_TRANSPORT_SHM_H
+#define LOCO_TRANSPORT_SHM_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "loco/transport/transport.h"
+
+struct shm_peer {
+	uint8_t *base;       /* mapping of the peer's arena */
+	uint64_t len;
+	uint64_t nonce;      /* identifies one incarnation of the peer */
+};
+
+struct loco_tp {
+	uint32_t id;
+	uint8_t *arena;
+	uint64_t len;
+	uint64_t nonce;
+	char file[56];
+	char dir[LOCO_PATH_MAX];
+	char path[LOCO_PATH_MAX + 64];
+	struct shm_peer peers[LOCO_MAX_NODES];
+	void *weak;          /* shm-weak state */
+};
+
+struct loco_tp_cq {
+	struct loco_tp_qp *qps[LOCO_MAX_NODES];
+	unsigned nqp;
+	void *weak;
+};
+
+struct loco_tp_qp {
+	struct loco_tp *tp;
+	struct loco_tp_cq *cq;
+	uint32_t peer;
+	uint8_t *base;
+	uint64_t done;       /* last signalled ticket executed */
+	uint64_t reported;   /* last ticket handed to poll */
+	void *weak;
+};
+
+int loco_shm_dir_create(const char *dir);
+int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp);
+void loco_shm_close_common(struct loco_tp *tp);
+int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
+		      size_t len, uint64_t arena_len);
+void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len);
+void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len);
+void loco_shm_execute(uint8_t *base, const struct loco_wr *wr);
+
+#endif

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+#include <string.h>
+
+#include "loco/transport/transport.h"
+
+static const struct loco_transport_ops *const transports[] = {
+	&loco_shm_ops,
+};
+
+const struct loco_transport_ops *loco_transport_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+		if (strcmp(transports[i]->name, name) == 0)
+			return transports[i];
+	return NULL;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* The interface every backend implements (shm, shm-weak, verbs). The core
+ * has already bounds-checked every work request against the target's
+ * registration; a transport only moves bytes and reports completions.
+ *
+ * Model (docs/ordering.md): work requests on one QP are placed in order; a
+ * READ or atomic completes only after earlier WRITEs on its QP are placed;
+ * completions of one QP arrive in post order; a signalled completion implies
+ * every earlier request of that QP completed. Nothing is ordered across QPs. */
+#ifndef LOCO_TRANSPORT_H
+#define LOCO_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loco/hosts.h"
+
+#define LOCO_DESC_MAX 256   /* transport's arena descriptor blob */
+#define LOCO_QP_DEPTH 256   /* max outstanding work requests per QP */
+
+enum loco_opcode {
+	LOCO_OP_READ = 0,
+	LOCO_OP_WRITE = 1,
+	LOCO_OP_CAS = 2,
+	LOCO_OP_FAA = 3,
+};
+
+struct loco_wr {
+	uint8_t opcode;       /* enum loco_opcode */
+	uint8_t signaled;     /* produce a completion */
+	uint16_t pad;
+	uint32_t len;         /* READ/WRITE bytes (0 allowed: a fence READ); 8 for atomics */
+	uint64_t remote_off;  /* offset in the peer's arena */
+	void *local;          /* READ dst, WRITE src, atomic result (8 bytes) */
+	uint64_t compare;     /* CAS expected value */
+	uint64_t operand;     /* CAS desired value / FAA addend */
+	uint64_t wr_id;       /* returned in the completion */
+};
+
+struct loco_cqe {
+	uint64_t wr_id;
+	int status;           /* 0, or -errno / -LOCO_EQP for a failed request */
+	uint32_t peer;
+};
+
+struct loco_tp;           /* one per manager */
+struct loco_tp_cq;        /* one per application thread */
+struct loco_tp_qp;        /* one per (thread, peer) */
+
+struct loco_tp_config {
+	uint32_t node_id;
+	uint64_t arena_bytes;
+	const char *run_dir;          /* shm: private directory for backing files */
+	const struct loco_hosts *hosts;
+};
+
+struct loco_transport_ops {
+	const char *name;
+	/* Open the backend and create this node's arena (zeroed). */
+	int (*open)(const struct loco_tp_config *cfg, struct loco_tp **out);
+	void (*close)(struct loco_tp *tp);
+	/* Local arena: base address, length, and the descriptor peers need. */
+	void *(*arena_base)(struct loco_tp *tp);
+	uint64_t (*arena_len)(struct loco_tp *tp);
+	int (*arena_desc)(struct loco_tp *tp, void *desc, size_t *len);
+	/* A peer's arena descriptor arrived (control-plane hello). */
+	int (*peer_add)(struct loco_tp *tp, uint32_t peer, const void *desc,
+			size_t len, uint64_t arena_len);
+	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
+	void (*cq_destroy)(struct loco_tp_cq *cq);
+	int (*qp_create)(struct loco_tp *tp, struct loco_tp_cq *cq, uint32_t peer,
+			 struct loco_tp_qp **out);
+	void (*qp_destroy)(struct loco_tp_qp *qp);
+	/* Post N requests to one QP as one doorbell. Either all are accepted
+	 * (0) or none (-errno). */
+	int (*post)(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
+	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
+	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);
+};
+
+extern const struct loco_transport_ops loco_shm_ops;
+extern const struct loco_transport_ops loco_shm_weak_ops;
+extern const struct loco_transport_ops loco_verbs_ops;
+
+/* The backend called NAME ("shm", "shm-weak", "verbs"), or NULL. */
+const struct loco_transport_ops *loco_transport_find(const char *name);
+
+#endif

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-memnode: a passive memory node. Hosts its arena, answers hellos,
+ * joins and create-or-open requests for named regions, runs no
+ * application code. Stops on SIGTERM or SIGINT. */
+#include <stdio.h>
+#include <string.h>
+
+#include "loco/loco.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: loco-memnode [--id N] [--hosts FILE] [--transport T]\n"
+		   "                    [--arena-mb MB] [--timeout-ms MS]\n"
+		   "Serves this node's memory until SIGTERM/SIGINT. Options fall\n"
+		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB.\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct loco_opts opts;
+	char err[512];
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		}
+	}
+	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "loco-memnode: %s\n", err);
+		return 2;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "loco-memnode: unexpected argument '%s'\n", argv[1]);
+		usage(stderr);
+		return 2;
+	}
+	struct loco_mgr *mgr;
+	int rc = loco_mgr_create(&opts, &mgr);
+	if (rc)
+		return 1;
+	const struct loco_host *self = &loco_mgr_hosts(mgr)->node[opts.node_id];
+	if (self->role != LOCO_ROLE_MEMORY)
+		loco_warn("memnode", "node %d has role %s in %s; serving anyway",
+			  opts.node_id, loco_role_name(self->role),
+			  loco_mgr_hosts(mgr)->path);
+	loco_info("memnode", "serving %s:%u (%s)", self->host, self->port,
+		  loco_mgr_transport(mgr));
+	loco_mgr_serve(mgr, -1);
+	loco_mgr_destroy(mgr);
+	return 0;
+}
