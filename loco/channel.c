@@ -417,6 +417,9 @@ int loco_channel_join(struct loco_channel *ch)
 /* One pass over JOB's pending peers (no locks held). */
 static void job_run(struct loco_join_job *job)
 {
+	/* A peer that joined us (its JOIN reached our server) needs none. */
+	job->pending &= ~atomic_load_explicit(&job->ch->joined,
+					      memory_order_relaxed); /* hint only */
 	for (uint64_t m = job->pending; m; m &= m - 1) {
 		uint32_t peer = (uint32_t)__builtin_ctzll(m);
 		int rc = join_send(job->ch, peer);
@@ -457,9 +460,11 @@ static void *joiner_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 		pthread_mutex_lock(&mgr->job_lock);
-		mgr->job_current = NULL;
+		if (mgr->job_cancel == job->ch)
+			again = false;
+		mgr->job_current = mgr->job_cancel = NULL;
 		pthread_cond_broadcast(&mgr->job_cond);
-		if (again && job->ch) {
+		if (again) {
 			struct loco_join_job **pp = &mgr->jobs;
 			while (*pp)
 				pp = &(*pp)->next;
@@ -508,6 +513,8 @@ static void jobs_forget(struct loco_mgr *mgr, struct loco_channel *ch)
 			pp = &job->next;
 		}
 	}
+	if (mgr->job_current == ch)
+		mgr->job_cancel = ch;
 	while (mgr->job_current == ch)
 		pthread_cond_wait(&mgr->job_cond, &mgr->job_lock);
 	pthread_mutex_unlock(&mgr->job_lock);

@@ -96,6 +96,7 @@ struct loco_mgr {
 	pthread_cond_t job_cond;
 	struct loco_join_job *jobs;
 	struct loco_channel *job_current; /* job the worker is running */
+	struct loco_channel *job_cancel;  /* its channel is being finished */
 	pthread_t joiner;
 	bool joiner_started;
 	_Atomic bool stopping;

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/* Remote operations on a one-node cluster (ops to self go through the
+ * transport like any peer): results, bounds, ack keys, batches, fences and
+ * exact stats. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "loco/loco.h"
+#include "test/common/cluster1.h"
+
+static struct cluster1 cl;
+static struct loco_thread *thr;
+static struct loco_region reg;
+static struct loco_rregion rr;
+
+static void setup(void)
+{
+	ck_assert_int_eq(cluster1_start(&cl, "", 2000), 0);
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &thr), 0);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "t.data", 4096, &reg), 0);
+	loco_region_desc(cl.mgr, &reg, &rr);
+}
+
+static void teardown(void)
+{
+	loco_thread_destroy(thr);
+	loco_region_free(cl.mgr, &reg);
+	cluster1_stop(&cl);
+}
+
+START_TEST(regions)
+{
+	struct loco_region a, b, c;
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "x.a", 100, &a), 0);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "x.a", 100, &b), -EEXIST);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "x.b", 100, &b), 0);
+	ck_assert_uint_eq(a.off % 64, 0);
+	ck_assert_uint_eq(b.off % 64, 0);
+	ck_assert(b.off >= a.off + 100 || a.off >= b.off + 100);
+	memset(a.base, 0xab, 100);
+	loco_region_free(cl.mgr, &a);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "x.c", 64, &c), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(((uint8_t *)c.base)[i], 0);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "x.huge", 1ull << 40, &a),
+			 -ENOMEM);
+	loco_region_free(cl.mgr, &b);
+	loco_region_free(cl.mgr, &c);
+}
+END_TEST
+
+START_TEST(read_write_atomics)
+{
+	char msg[100] = "hello, network memory";
+	char back[100] = "";
+	uint64_t old = 0;
+	ck_assert_int_eq(loco_write(thr, &rr, 8, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(memcmp((char *)reg.base + 8, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(loco_read(thr, &rr, 8, back, sizeof(back)), 0);
+	ck_assert_str_eq(back, msg);
+
+	ck_assert_int_eq(loco_faa(thr, &rr, 256, 5, &old), 0);
+	ck_assert_uint_eq(old, 0);
+	ck_assert_int_eq(loco_faa(thr, &rr, 256, 7, &old), 0);
+	ck_assert_uint_eq(old, 5);
+	ck_assert_int_eq(loco_cas(thr, &rr, 256, 11, 99, &old), 0);
+	ck_assert_uint_eq(old, 12);  /* failed: value stays */
+	ck_assert_int_eq(loco_cas(thr, &rr, 256, 12, 99, &old), 0);
+	ck_assert_uint_eq(old, 12);
+	ck_assert_uint_eq(*(uint64_t *)((char *)reg.base + 256), 99);
+}
+END_TEST
+
+START_TEST(bounds)
+{
+	char buf[64] = { 1 };
+	uint64_t old;
+	memset(reg.base, 0x5a, 4096);
+	ck_assert_int_eq(loco_write(thr, &rr, 4090, buf, 7), -EINVAL);
+	ck_assert_int_eq(loco_write(thr, &rr, UINT64_MAX - 2, buf, 7), -EINVAL);
+	ck_assert_int_eq(loco_read(thr, &rr, 4096, buf, 1), -EINVAL);
+	ck_assert_int_eq(loco_faa(thr, &rr, 4, 1, &old), -EINVAL);  /* misaligned */
+	ck_assert_int_eq(loco_cas(thr, &rr, 4092, 0, 1, &old), -EINVAL);
+	for (int i = 0; i < 4096; i++)
+		ck_assert_int_eq(((uint8_t *)reg.base)[i], 0x5a);  /* untouched */
+	ck_assert_int_eq(loco_write(thr, &rr, 4089, buf, 7), 0);
+
+	struct loco_rregion unknown = { .node = 5, .off = 64, .len = 64 };
+	ck_assert_int_eq(loco_read(thr, &unknown, 0, buf, 8), -ENOTCONN);
+	struct loco_rregion bad = { .node = 99, .off = 64, .len = 64 };
+	ck_assert_int_eq(loco_read(thr, &bad, 0, buf, 8), -EINVAL);
+	struct loco_rregion toolong = rr;
+	toolong.len = 1ull << 40;  /* a forged descriptor past the arena */
+	ck_assert_int_eq(loco_read(thr, &toolong, 1ull << 39, buf, 8), -EINVAL);
+}
+END_TEST
+
+START_TEST(raddr_ops)
+{
+	uint64_t v = 42, back = 0, old = 0;
+	loco_raddr_t ra = loco_raddr(0, reg.off + 512);
+	struct loco_ack ack = { 0, 0 };
+	ck_assert_int_eq(loco_post_write_raddr(thr, ra, &v, 8, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &ack, -1), 0);
+	ck_assert_int_eq(loco_post_faa_raddr(thr, ra, 1, &old, &ack), 0);
+	ck_assert_int_eq(loco_post_cas_raddr(thr, ra, 43, 50, &old, &ack), 0);
+	ck_assert_int_eq(loco_post_read_raddr(thr, ra, &back, 8, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &ack, -1), 0);
+	ck_assert_uint_eq(old, 43);
+	ck_assert_uint_eq(back, 50);
+	ck_assert_int_eq(loco_post_read_raddr(thr, LOCO_RADDR_NULL, &back, 8, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(loco_post_read_raddr(thr, loco_raddr(0, 16 << 20), &back,
+					      8, NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(acks)
+{
+	uint64_t vals[8], olds[8];
+	struct loco_ack a = { 0, 0 }, b = { 0, 0 }, u;
+	for (int i = 0; i < 8; i++) {
+		vals[i] = (uint64_t)i * 3;
+		ck_assert_int_eq(loco_post_write(thr, &rr, (uint64_t)i * 8, &vals[i],
+						 8, i < 4 ? &a : &b), 0);
+	}
+	loco_ack_clear(&u);
+	loco_ack_union(&u, &a);
+	loco_ack_union(&u, &b);
+	ck_assert_uint_eq(u.ticket, b.ticket);
+	ck_assert_uint_eq(u.peers, 1);
+	ck_assert_int_eq(loco_ack_wait(thr, &u, 1000), 0);
+	ck_assert_int_eq(loco_ack_test(thr, &a), 1);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(loco_post_faa(thr, &rr, (uint64_t)i * 8, 1, &olds[i],
+					       &a), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &a, 1000), 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(olds[i], (uint64_t)i * 3);
+}
+END_TEST
+
+START_TEST(batch_one_doorbell)
+{
+	struct loco_stats s0, s1;
+	uint64_t w = 77, r = 0, cas_old = 0, faa_old = 0;
+	char big[200];
+	memset(big, 'q', sizeof(big));
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	loco_thread_stats(thr, &s0);
+	loco_batch_init(&b, thr);
+	loco_batch_write(&b, &rr, 0, &w, 8);
+	loco_batch_write(&b, &rr, 64, big, sizeof(big));
+	loco_batch_read(&b, &rr, 0, &r, 8);
+	loco_batch_cas(&b, &rr, 0, 77, 78, &cas_old);
+	loco_batch_faa(&b, &rr, 0, 2, &faa_old);
+	ck_assert_int_eq(loco_batch_post(&b, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+	loco_thread_stats(thr, &s1);
+	ck_assert_uint_eq(r, 77);        /* in order: read sees the write */
+	ck_assert_uint_eq(cas_old, 77);
+	ck_assert_uint_eq(faa_old, 78);
+	ck_assert_uint_eq(s1.doorbells - s0.doorbells, 1);
+	ck_assert_uint_eq(s1.writes - s0.writes, 2);
+	ck_assert_uint_eq(s1.reads - s0.reads, 1);
+	ck_assert_uint_eq(s1.cas - s0.cas, 1);
+	ck_assert_uint_eq(s1.faa - s0.faa, 1);
+	ck_assert_uint_eq(s1.bytes_written - s0.bytes_written, 208);
+	ck_assert_uint_eq(s1.bytes_read - s0.bytes_read, 8);
+	ck_assert_uint_eq(s1.rtts - s0.rtts, 1);
+
+	loco_batch_init(&b, thr);
+	loco_batch_write(&b, &rr, 4095, &w, 8);  /* out of bounds */
+	loco_batch_read(&b, &rr, 0, &r, 8);
+	ck_assert_int_eq(loco_batch_post(&b, NULL), -EINVAL);
+	loco_thread_stats(thr, &s0);
+	ck_assert_uint_eq(s0.doorbells, s1.doorbells);  /* nothing posted */
+	loco_batch_init(&b, thr);
+	for (int i = 0; i <= LOCO_BATCH_MAX; i++)
+		loco_batch_read(&b, &rr, 0, &r, 8);
+	ck_assert_int_eq(loco_batch_post(&b, NULL), -E2BIG);
+}
+END_TEST
+
+/* A batch of async writes, then each fence scope: after the fence every
+ * write is complete; a fence READ is posted only while writes are
+ * unplaced; stats count exactly what was posted. */
+START_TEST(fence_scopes)
+{
+	static uint64_t src[16];
+	struct loco_stats s0, s1;
+	enum loco_fence_scope scopes[] = { LOCO_FENCE_PAIR, LOCO_FENCE_THREAD,
+					   LOCO_FENCE_GLOBAL };
+	for (int sc = 0; sc < 3; sc++) {
+		struct loco_batch b;
+		struct loco_ack ack = { 0, 0 };
+		loco_thread_stats(thr, &s0);
+		loco_batch_init(&b, thr);
+		for (int i = 0; i < 16; i++) {
+			src[i] = (uint64_t)(sc * 100 + i);
+			loco_batch_write(&b, &rr, (uint64_t)i * 8, &src[i], 8);
+		}
+		ck_assert_int_eq(loco_batch_post(&b, &ack), 0);
+		ck_assert_int_eq(loco_fence(thr, scopes[sc], 0), 0);
+		ck_assert_int_eq(loco_ack_test(thr, &ack), 1);
+		for (int i = 0; i < 16; i++)
+			ck_assert_uint_eq(((uint64_t *)reg.base)[i], src[i]);
+		loco_thread_stats(thr, &s1);
+		ck_assert_uint_eq(s1.writes - s0.writes, 16);
+		ck_assert_uint_eq(s1.bytes_written - s0.bytes_written, 128);
+		ck_assert_uint_eq(s1.reads - s0.reads, 1);  /* the fence READ */
+		ck_assert_uint_eq(s1.bytes_read - s0.bytes_read, 0);
+		ck_assert_uint_eq(s1.doorbells - s0.doorbells, 2);
+		ck_assert_uint_eq(s1.fences - s0.fences, 1);
+		/* Nothing unplaced now: the next fence posts nothing. */
+		ck_assert_int_eq(loco_fence(thr, scopes[sc], 0), 0);
+		loco_thread_stats(thr, &s0);
+		ck_assert_uint_eq(s0.reads, s1.reads);
+	}
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, 64), -EINVAL);
+}
+END_TEST
+
+struct other {
+	struct loco_thread *thr;
+	struct loco_ack ack;
+	uint64_t v;
+	pthread_barrier_t posted, fenced;
+};
+
+static void *other_main(void *arg)
+{
+	struct other *o = arg;
+	loco_ack_clear(&o->ack);
+	ck_assert_int_eq(loco_post_write(o->thr, &rr, 1024, &o->v, 8, &o->ack), 0);
+	pthread_barrier_wait(&o->posted);
+	pthread_barrier_wait(&o->fenced);
+	return NULL;
+}
+
+/* A global fence covers another thread's unplaced writes. */
+START_TEST(fence_global_other_thread)
+{
+	struct other o = { .v = 4242 };
+	struct loco_stats s;
+	pthread_t t;
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &o.thr), 0);
+	pthread_barrier_init(&o.posted, NULL, 2);
+	pthread_barrier_init(&o.fenced, NULL, 2);
+	pthread_create(&t, NULL, other_main, &o);
+	pthread_barrier_wait(&o.posted);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_GLOBAL, 0), 0);
+	loco_thread_stats(o.thr, &s);
+	ck_assert_uint_eq(s.reads, 1);  /* fence READ on the other thread's QP */
+	ck_assert_int_eq(loco_ack_test(o.thr, &o.ack), 1);
+	ck_assert_uint_eq(((uint64_t *)reg.base)[128], 4242);
+	pthread_barrier_wait(&o.fenced);
+	pthread_join(t, NULL);
+	loco_thread_destroy(o.thr);
+	struct loco_stats all;
+	loco_mgr_stats(cl.mgr, &all);
+	ck_assert_uint_eq(all.writes, 1);
+	ck_assert_uint_eq(all.reads, 1);
+}
+END_TEST
+
+START_TEST(exact_stats)
+{
+	struct loco_stats s;
+	char buf[40] = { 0 };
+	for (int i = 0; i < 25; i++)
+		ck_assert_int_eq(loco_write(thr, &rr, 0, buf, sizeof(buf)), 0);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(loco_read(thr, &rr, 0, buf, 10), 0);
+	loco_thread_stats(thr, &s);
+	ck_assert_uint_eq(s.writes, 25);
+	ck_assert_uint_eq(s.bytes_written, 1000);
+	ck_assert_uint_eq(s.reads, 5);
+	ck_assert_uint_eq(s.bytes_read, 50);
+	ck_assert_uint_eq(s.doorbells, 30);
+	ck_assert_uint_eq(s.rtts, 30);
+	ck_assert_uint_eq(loco_stats_verbs(&s), 30);
+}
+END_TEST
+
+START_TEST(arena_file_private)
+{
+	struct stat st;
+	char path[128];
+	ck_assert_int_eq(stat(cl.run_dir, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	snprintf(path, sizeof(path), "%s/node0.arena", cl.run_dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+}
+END_TEST
+
+START_TEST(wait_ready_without_channels)
+{
+	ck_assert_int_eq(loco_mgr_wait_ready(cl.mgr, 100), 0);
+	ck_assert_int_eq(loco_mgr_first_memnode(cl.mgr), -ENOENT);
+	ck_assert_uint_eq(loco_mgr_compute_peers(cl.mgr), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ops");
+	TCase *tc = tcase_create("one-node");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, regions);
+	tcase_add_test(tc, read_write_atomics);
+	tcase_add_test(tc, bounds);
+	tcase_add_test(tc, raddr_ops);
+	tcase_add_test(tc, acks);
+	tcase_add_test(tc, batch_one_doorbell);
+	tcase_add_test(tc, fence_scopes);
+	tcase_add_test(tc, fence_global_other_thread);
+	tcase_add_test(tc, exact_stats);
+	tcase_add_test(tc, arena_file_private);
+	tcase_add_test(tc, wait_ready_without_channels);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

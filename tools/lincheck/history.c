@@ -358,3 +358,157 @@ int lc_build_finish(struct lc_build *b)
 	h->nops = n;
 	return 0;
 }
+
+int lc_format_parse(const char *s, enum lc_format *out)
+{
+	if (!strcmp(s, "jsonl"))
+		*out = LC_FMT_JSONL;
+	else if (!strcmp(s, "jepsen") || !strcmp(s, "edn"))
+		*out = LC_FMT_JEPSEN;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* First non-blank "{"" is JSONL, "{:" or a jepsen.util line is Jepsen. */
+static int lc_format_sniff(const char *buf, size_t len, enum lc_format *out)
+{
+	const char *p = buf, *end = buf + len;
+
+	while (p < end && strchr(" \t\r\n", *p) && *p)
+		p++;
+	if (p == end)
+		*out = LC_FMT_JSONL;
+	else if (*p == '{') {
+		for (p++; p < end && (*p == ' ' || *p == '\t'); p++)
+			;
+		if (p == end || (*p != '"' && *p != ':'))
+			return -EINVAL;
+		*out = *p == '"' ? LC_FMT_JSONL : LC_FMT_JEPSEN;
+	} else if (memmem(p, (size_t)(end - p), "jepsen.util", 11)) {
+		*out = LC_FMT_JEPSEN;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int lc_history_load(struct lc_build *b, const char *buf, size_t len,
+			   enum lc_format fmt)
+{
+	int ret;
+
+	if (fmt == LC_FMT_AUTO && lc_format_sniff(buf, len, &fmt))
+		return lc_build_err(b, 1, "cannot tell the history format (use --format)");
+	b->h->jsonl = fmt == LC_FMT_JSONL;
+	ret = fmt == LC_FMT_JSONL ? lc_jsonl_parse(b, buf, len) :
+	      lc_jepsen_parse(b, buf, len);
+	return ret ? ret : lc_build_finish(b);
+}
+
+int lc_history_parse(const char *name, const char *buf, size_t len,
+		     enum lc_format fmt, const struct lc_model *m,
+		     struct lc_history *h, struct lc_diag *d)
+{
+	struct lc_build b;
+	int ret;
+
+	memset(h, 0, sizeof(*h));
+	h->name = name;
+	h->model = m;
+	lc_arena_init(&h->arena);
+	lc_build_init(&b, h, d);
+	ret = lc_history_load(&b, buf, len, fmt);
+	lc_build_fini(&b);
+	if (ret)
+		lc_history_fini(h);
+	return ret;
+}
+
+static int lc_file_slurp(FILE *f, char **buf, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *p = malloc(cap), *q;
+
+	while (p) {
+		n += fread(p + n, 1, cap - n, f);
+		if (n < cap)
+			break;
+		cap *= 2;
+		q = realloc(p, cap);
+		if (!q)
+			free(p);
+		p = q;
+	}
+	if (!p)
+		return -ENOMEM;
+	if (ferror(f)) {
+		free(p);
+		return -EIO;
+	}
+	*buf = p;
+	*len = n;
+	return 0;
+}
+
+int lc_history_read(const char *path, enum lc_format fmt,
+		    const struct lc_model *m, struct lc_history *h,
+		    struct lc_diag *d)
+{
+	FILE *f = fopen(path, "rb");
+	size_t len;
+	char *buf;
+	int ret;
+
+	if (!f) {
+		ret = -errno;
+		goto err;
+	}
+	ret = lc_file_slurp(f, &buf, &len);
+	fclose(f);
+	if (ret)
+		goto err;
+	ret = lc_history_parse(path, buf, len, fmt, m, h, d);
+	free(buf);
+	return ret;
+err:
+	d->line = 0;
+	snprintf(d->msg, sizeof(d->msg), "%s", strerror(-ret));
+	return ret;
+}
+
+void lc_history_fini(struct lc_history *h)
+{
+	lc_arena_fini(&h->arena);
+	h->ops = NULL;
+	h->nops = 0;
+	h->procs = NULL;
+	h->nprocs = 0;
+}
+
+/* "3: cas(3, 0) -> true", "0/1: put[5](7)", "2: read() -> ?" */
+void lc_op_print(const struct lc_history *h, const struct lc_op *op, FILE *f)
+{
+	const struct lc_opdesc *od = &h->model->ops[op->code];
+	unsigned i;
+
+	fprintf(f, "%s: %s", h->procs[op->proc], od->name);
+	if (op->key.kind != LC_NULL) {
+		fputc('[', f);
+		lc_val_print(&op->key, f);
+		fputc(']', f);
+	}
+	fputc('(', f);
+	for (i = 0; i < op->nargs; i++) {
+		if (i)
+			fputs(", ", f);
+		lc_val_print(&op->args[i], f);
+	}
+	fputc(')', f);
+	if (op->unknown) {
+		fputs(" -> ?", f);
+	} else if (od->res != LC_RES_NONE) {
+		fputs(" -> ", f);
+		lc_val_print(&op->res, f);
+	}
+}

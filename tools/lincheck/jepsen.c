@@ -449,7 +449,7 @@ static int lc_jepsen_inv(struct lc_jepsen *j, unsigned line,
 	r->has_inv = true;
 	r->inv = line;
 	r->inv_line = line;
-	if (ev->value.kind != LC_NULL && !r->args.n)
+	if (ev->value.kind != LC_NULL && ev->value.kind != LC_LIST && !r->args.n)
 		return lc_build_nomem(b);
 	*slot = (uint32_t)b->nraw;
 	return 0;

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* verbs transport: the parts that need no device, unit-tested on any
+ * machine (test/unit/test_verbs.c):
+ *  - configuration from the environment (LOCO_VERBS_*), with clear errors;
+ *  - the arena descriptor peers exchange (wire format, versioned);
+ *  - the rdma_cm connection private data (wire format, versioned);
+ *  - GID selection from a port's GID table;
+ *  - MTU conversions and the huge page sizes to try for an arena.
+ * Internal to the library: every symbol here is hidden. */
+#ifndef LOCO_TRANSPORT_VERBS_CFG_H
+#define LOCO_TRANSPORT_VERBS_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+/* ---- configuration ------------------------------------------------------ */
+
+#define VERBS_DEVNAME_MAX 64
+#define VERBS_CM_PORT_OFFSET_DEFAULT 1000
+#define VERBS_TIMEOUT_MS_DEFAULT 5000
+#define VERBS_DM_BYTES_MAX (UINT64_C(1) << 30)
+
+struct verbs_config {
+	char device[VERBS_DEVNAME_MAX]; /* LOCO_VERBS_DEVICE; "" = the device of this node's address */
+	uint32_t port;                  /* LOCO_VERBS_PORT, 1-based; 0 = the port of this node's address */
+	int32_t gid_index;              /* LOCO_VERBS_GID_INDEX; -1 = choose (verbs_gid_pick) */
+	uint32_t mtu;                   /* LOCO_VERBS_MTU in bytes; 0 = the port's active MTU */
+	uint64_t dm_bytes;              /* LOCO_VERBS_DM_BYTES; 0 = no device memory */
+	uint32_t cm_port_offset;        /* LOCO_VERBS_CM_PORT_OFFSET */
+	uint32_t timeout_ms;            /* LOCO_TIMEOUT_MS: every connection-manager wait */
+};
+
+/* Looks a variable up (getenv in production, a table in tests). */
+typedef const char *(*verbs_env_fn)(const char *name);
+
+/* Fill OUT from ENV, defaults for unset or empty variables. On a bad value
+ * returns -EINVAL with "LOCO_VERBS_X=value: what is wrong" in ERR; OUT is
+ * written only on success. */
+int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
+		       size_t errlen);
+
+/* The rdma_cm listener port of a node: its hosts-file port + OFFSET.
+ * -ERANGE if that is above 65535. */
+int verbs_cm_port(uint16_t ctrl_port, uint32_t offset, uint16_t *out);
+
+/* ---- arena descriptor (travels in the control plane's hello) -------------
+ *
+ * Version 1, 48 bytes, every field little-endian:
+ *   0  u32 magic "LOCV"       4  u16 version (1)     6  u16 length (48)
+ *   8  u32 node id           12  u32 flags (VERBS_DESC_F_*)
+ *  16  u64 arena address     24  u64 arena length
+ *  32  u32 arena rkey        36  u32 device-memory rkey (0 without DM)
+ *  40  u64 device-memory length (0 without DM; the DM MR is zero-based, so
+ *      remote addresses in it are offsets 0..length-1)
+ * Unknown flags, a wrong magic, version or length are errors. */
+#define VERBS_DESC_MAGIC 0x56434f4cu /* "LOCV" */
+#define VERBS_DESC_VERSION 1
+#define VERBS_DESC_LEN 48
+#define VERBS_DESC_F_DM 0x1u      /* a device-memory region is offered */
+#define VERBS_DESC_F_ATOMIC 0x2u  /* the NIC executes RDMA atomics */
+#define VERBS_DESC_F_ALL (VERBS_DESC_F_DM | VERBS_DESC_F_ATOMIC)
+
+struct verbs_desc {
+	uint32_t node;
+	uint32_t flags;
+	uint64_t arena_addr;
+	uint64_t arena_len;
+	uint32_t arena_rkey;
+	uint32_t dm_rkey;
+	uint64_t dm_len;
+};
+
+/* Serialise D into BUF (CAP bytes); *LEN = VERBS_DESC_LEN. -ENOSPC if
+ * CAP is too small, -EINVAL if D is inconsistent (DM flag vs length). */
+int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
+		    size_t *len);
+/* Parse and validate LEN bytes. -LOCO_EPROTO on a wrong length, magic,
+ * version, unknown flag, zero arena address or length, or DM fields that
+ * disagree with the DM flag. */
+int verbs_desc_unpack(const void *buf, size_t len, struct verbs_desc *out);
+
+/* ---- connection private data (rdma_cm REQ / REP / REJ) -------------------
+ *
+ * Version 1, 40 bytes, little-endian; fits the 56 bytes a REQ carries over
+ * RDMA_PS_TCP. The receiver may see trailing zero padding (the CM delivers
+ * a fixed-size buffer), so parsing accepts LEN >= 40.
+ *   0  u32 magic "LOCC"   4  u16 version (1)   6  u8 kind   7  u8 path MTU (enum ibv_mtu)
+ *   8  u32 source node   12  u32 destination node   16  u32 thread index
+ *  20  u32 reason (REJ: positive errno or LOCO code; else 0)
+ *  24  u8[16] the sender's GID (the one its QP uses as source) */
+#define VERBS_CONN_MAGIC 0x43434f4cu /* "LOCC" */
+#define VERBS_CONN_VERSION 1
+#define VERBS_CONN_LEN 40
+
+enum verbs_conn_kind {
+	VERBS_CONN_REQ = 1, /* active side: I am SRC, thread THREAD, for DST */
+	VERBS_CONN_REP = 2, /* passive side accepts */
+	VERBS_CONN_REJ = 3, /* passive side refuses, REASON says why */
+};
+
+struct verbs_conn_msg {
+	uint8_t kind;
+	uint8_t mtu;
+	uint32_t src;
+	uint32_t dst;
+	uint32_t thread;
+	uint32_t reason;
+	uint8_t gid[16];
+};
+
+void verbs_conn_pack(const struct verbs_conn_msg *m, uint8_t buf[VERBS_CONN_LEN]);
+/* -LOCO_EPROTO on short data, wrong magic, version or kind, bad MTU. */
+int verbs_conn_unpack(const void *buf, size_t len, struct verbs_conn_msg *out);
+
+/* ---- GID selection ------------------------------------------------------ */
+
+enum verbs_gid_type {
+	VERBS_GID_IB = 0,
+	VERBS_GID_ROCE_V1 = 1,
+	VERBS_GID_ROCE_V2 = 2,
+	VERBS_GID_UNKNOWN = 3, /* kernel could not tell (no GID table query) */
+};
+
+struct verbs_gid {
+	uint32_t index;
+	uint32_t type;   /* enum verbs_gid_type */
+	uint8_t raw[16];
+};
+
+/* True if RAW is an IPv4-mapped GID (::ffff:a.b.c.d); *IPV4 gets a.b.c.d in
+ * network byte order. */
+bool verbs_gid_ipv4(const uint8_t raw[16], uint32_t *ipv4);
+
+/* Choose a source GID among the N valid entries of one port.
+ * WANT >= 0: that index, which must be in TAB (else -ENOENT).
+ * WANT < 0 on Ethernet (RoCE): a RoCE v2 IPv4-mapped GID whose address is
+ * OWN_IPV4 (network order, 0 = unknown), else the first RoCE v2 IPv4-mapped
+ * GID, else the first RoCE v2 GID, else the lowest index. On InfiniBand:
+ * index 0 if present, else the lowest. -ENOENT if N is 0. */
+int verbs_gid_pick(const struct verbs_gid *tab, size_t n, bool ethernet,
+		   int32_t want, uint32_t own_ipv4, uint32_t *index);
+
+const char *verbs_gid_type_name(uint32_t type);
+/* "fe80:0000:...": 39 characters and a NUL. */
+void verbs_gid_format(const uint8_t raw[16], char out[40]);
+
+/* ---- MTU and pages ------------------------------------------------------ */
+
+/* Bytes (256..4096, a power of two) to enum ibv_mtu (1..5), or -EINVAL. */
+int verbs_mtu_enum(uint32_t bytes);
+/* enum ibv_mtu to bytes; 0 for an invalid value. */
+uint32_t verbs_mtu_bytes(int mtu);
+
+/* Huge page sizes worth trying for an arena of ARENA_BYTES, largest first,
+ * into OUT[2]; returns how many. 1 GiB pages only when the arena is at least
+ * 1 GiB (a smaller arena would pin a whole 1 GiB page), then 2 MiB. */
+unsigned verbs_arena_page_sizes(uint64_t arena_bytes, uint64_t out[2]);
+
+#pragma GCC visibility pop
+
+#endif

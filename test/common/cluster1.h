@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/* A one-node cluster inside a test process: a hosts file with this node
+ * on a free loopback port, a private run directory, and a manager. */
+#ifndef LOCO_TEST_CLUSTER1_H
+#define LOCO_TEST_CLUSTER1_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "loco/loco.h"
+
+struct cluster1 {
+	char hosts[64];
+	char run_dir[64];
+	struct loco_mgr *mgr;
+};
+
+static inline int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len))
+		abort();
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* EXTRA: more hosts-file lines (nodes that never start), or "". */
+static inline int cluster1_start(struct cluster1 *c, const char *extra,
+				 int timeout_ms)
+{
+	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-test-hosts-XXXXXX");
+	int fd = mkstemp(c->hosts);
+	if (fd < 0)
+		return -1;
+	dprintf(fd, "0 127.0.0.1:%d compute\n%s", free_port(), extra);
+	close(fd);
+	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
+		 (int)getpid());
+	setenv("LOCO_RUN_DIR", c->run_dir, 1);
+	struct loco_opts o = { .node_id = 0, .timeout_ms = timeout_ms,
+			       .arena_bytes = 16 << 20 };
+	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
+	snprintf(o.transport, sizeof(o.transport), "%s",
+		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
+	return loco_mgr_create(&o, &c->mgr);
+}
+
+static inline void cluster1_stop(struct cluster1 *c)
+{
+	loco_mgr_destroy(c->mgr);
+	c->mgr = NULL;
+	unlink(c->hosts);
+	rmdir(c->run_dir);
+}
+
+#endif

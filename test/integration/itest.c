@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-itest: multi-process checks run through tools/loco-run.
+ *
+ *   two-node [--mismatch]  the lower id offers region t2.data; the other
+ *                          joins and does READ, WRITE, CAS and FAA on it.
+ *                          --mismatch: the joiner expects another size and
+ *                          both must fail (exit 3).
+ *   memnode-kill SECS DELAY_MS
+ *                          every compute node but the highest writes
+ *                          committed records to its region on the memory
+ *                          node for SECS seconds (the launcher kills one);
+ *                          the highest attaches after DELAY_MS and checks
+ *                          every writer's records, the killed one's too.
+ *
+ * Exit 0 on success, 1 on a failed check, 3 on a join error. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loco/channel.h"
+
+#define DATA_LEN 4096
+#define DONE_OFF 4088
+#define LOG_SLOTS 1000
+#define LOG_LEN (64 + LOG_SLOTS * 64)
+
+#define CHECK(cond, ...)                                                    \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			fprintf(stderr, "itest: check failed: %s: ", #cond); \
+			fprintf(stderr, __VA_ARGS__);                       \
+			fputc('\n', stderr);                                \
+			return 1;                                           \
+		}                                                           \
+	} while (0)
+
+struct ctx {
+	bool late;
+	struct loco_opts opts;
+	struct loco_mgr *mgr;
+	struct loco_thread *thr;
+};
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- two-node ------------------------------------------------------------ */
+
+static int owner_side(struct ctx *c, struct loco_channel *ch)
+{
+	uint64_t *data = ch->local[0].base;
+	uint64_t deadline = loco_now_ns() + 10000000000ull;
+	/* Acquire pairs with the joiner's release WRITE of the done mark. */
+	while (!__atomic_load_n(&data[DONE_OFF / 8], __ATOMIC_ACQUIRE)) {
+		CHECK(loco_now_ns() < deadline, "joiner never finished");
+		sleep_ms(1);
+	}
+	CHECK(memcmp((char *)data + 1024, "written by the joiner", 22) == 0,
+	      "WRITE not visible at the owner");
+	CHECK(data[0] == 1000 + 5, "FAA result at owner: %llu",
+	      (unsigned long long)data[0]);
+	CHECK(data[1] == 77, "CAS result at owner: %llu",
+	      (unsigned long long)data[1]);
+	printf("itest: node %u (owner): region updated correctly\n",
+	       loco_mgr_id(c->mgr));
+	return 0;
+}
+
+static int joiner_side(struct ctx *c, const struct loco_rregion *rr)
+{
+	uint64_t v[2], old;
+	char text[32] = "written by the joiner";
+	CHECK(loco_read(c->thr, rr, 0, v, 16) == 0, "read");
+	CHECK(v[0] == 1000 && v[1] == 2000, "initial contents %llu %llu",
+	      (unsigned long long)v[0], (unsigned long long)v[1]);
+	CHECK(loco_write(c->thr, rr, 1024, text, sizeof(text)) == 0, "write");
+	CHECK(loco_faa(c->thr, rr, 0, 5, &old) == 0 && old == 1000, "faa old %llu",
+	      (unsigned long long)old);
+	CHECK(loco_cas(c->thr, rr, 8, 1, 77, &old) == 0 && old == 2000,
+	      "failing cas");
+	CHECK(loco_cas(c->thr, rr, 8, 2000, 77, &old) == 0 && old == 2000,
+	      "cas old %llu", (unsigned long long)old);
+	CHECK(loco_read(c->thr, rr, 8, v, 8) == 0 && v[0] == 77, "read back");
+	CHECK(loco_write(c->thr, rr, DATA_LEN, v, 8) == -EINVAL, "bounds");
+	uint64_t one = 1;
+	/* Fence, then the done mark: the owner sees everything before it. */
+	CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, rr->node) == 0, "fence");
+	CHECK(loco_write(c->thr, rr, DONE_OFF, &one, 8) == 0, "done mark");
+	CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, rr->node) == 0, "fence");
+	printf("itest: node %u (joiner): READ, WRITE, CAS, FAA ok\n",
+	       loco_mgr_id(c->mgr));
+	return 0;
+}
+
+static int two_node(struct ctx *c, bool mismatch)
+{
+	uint64_t peers = loco_mgr_compute_peers(c->mgr);
+	uint32_t self = loco_mgr_id(c->mgr);
+	CHECK(__builtin_popcountll(peers) == 1, "needs exactly 2 compute nodes");
+	uint32_t other = (uint32_t)__builtin_ctzll(peers);
+	bool owner = self < other;
+	struct loco_channel ch;
+	struct loco_region *reg;
+	int idx = -1, rc = loco_channel_init(&ch, c->mgr, NULL, "t2", 0);
+	if (!rc && owner)
+		rc = loco_channel_add_region(&ch, "data", DATA_LEN, &reg);
+	if (!rc && owner) {
+		((uint64_t *)reg->base)[0] = 1000;
+		((uint64_t *)reg->base)[1] = 2000;
+	}
+	if (!rc && !owner)
+		rc = idx = loco_channel_expect(&ch, "data",
+					       DATA_LEN + (mismatch ? 8 : 0),
+					       UINT64_C(1) << other);
+	if (rc >= 0)
+		rc = loco_channel_join(&ch);
+	if (!rc)
+		rc = loco_mgr_wait_ready(c->mgr, -1);
+	if (rc) {
+		fprintf(stderr, "itest: node %u: join failed: %s\n", self,
+			loco_strerror(rc));
+		loco_channel_fini(&ch);
+		return rc == -LOCO_EMISMATCH ? 3 : 1;
+	}
+	rc = owner ? owner_side(c, &ch) :
+		     joiner_side(c, loco_channel_remote(&ch, (unsigned)idx, other));
+	loco_channel_fini(&ch);
+	return rc;
+}
+
+/* ---- memory node ---------------------------------------------------------- */
+
+static void record_fill(uint64_t rec[8], uint64_t seq)
+{
+	for (int k = 0; k < 8; k++)
+		rec[k] = seq * 8 + (uint64_t)k;
+}
+
+static int memnode_writer(struct ctx *c, double secs)
+{
+	char name[64];
+	struct loco_rregion log;
+	snprintf(name, sizeof(name), "itest.log%u", loco_mgr_id(c->mgr));
+	int mem = loco_mgr_first_memnode(c->mgr);
+	CHECK(mem >= 0, "no memory node in the hosts file");
+	CHECK(loco_region_open(c->mgr, (uint32_t)mem, name, LOG_LEN, &log) == 0,
+	      "open %s", name);
+	uint64_t end = loco_now_ns() + (uint64_t)(secs * 1e9), seq = 0;
+	while (loco_now_ns() < end) {
+		uint64_t rec[8];
+		seq++;
+		record_fill(rec, seq);
+		uint64_t slot = 64 + (seq % LOG_SLOTS) * 64;
+		CHECK(loco_write(c->thr, &log, slot, rec, 64) == 0, "record");
+		/* Record placed before the commit word that publishes it. */
+		CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, log.node) == 0, "fence");
+		CHECK(loco_write(c->thr, &log, 0, &seq, 8) == 0, "commit");
+	}
+	printf("itest: node %u wrote %llu records\n", loco_mgr_id(c->mgr),
+	       (unsigned long long)seq);
+	return 0;
+}
+
+static int check_log(struct ctx *c, const struct loco_rregion *log,
+		     uint64_t *committed)
+{
+	uint64_t seq, rec[8], want[8];
+	CHECK(loco_read(c->thr, log, 0, &seq, 8) == 0, "read commit");
+	uint64_t first = seq > LOG_SLOTS - 2 ? seq - (LOG_SLOTS - 2) : 1;
+	for (uint64_t s = first; s <= seq; s++) {
+		CHECK(loco_read(c->thr, log, 64 + (s % LOG_SLOTS) * 64, rec, 64) == 0,
+		      "read record");
+		record_fill(want, s);
+		CHECK(memcmp(rec, want, 64) == 0, "record %llu of %llu is corrupt",
+		      (unsigned long long)s, (unsigned long long)seq);
+	}
+	*committed = seq;
+	return 0;
+}
+
+static int memnode_late(struct ctx *c, int uid_self)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(c->mgr);
+	int mem = loco_mgr_first_memnode(c->mgr);
+	CHECK(mem >= 0, "no memory node");
+	unsigned checked = 0;
+	for (uint32_t id = 0; id <= h->max_id; id++) {
+		if (!h->node[id].present || h->node[id].role != LOCO_ROLE_COMPUTE ||
+		    (int)id == uid_self)
+			continue;
+		char name[64];
+		struct loco_rregion log;
+		uint64_t n0, n1;
+		snprintf(name, sizeof(name), "itest.log%u", id);
+		CHECK(loco_region_open(c->mgr, (uint32_t)mem, name, LOG_LEN,
+				       &log) == 0, "open %s", name);
+		CHECK(loco_read(c->thr, &log, 0, &n0, 8) == 0, "read");
+		CHECK(n0 > 0, "node %u never committed a record", id);
+		sleep_ms(200);
+		CHECK(loco_read(c->thr, &log, 0, &n1, 8) == 0, "read");
+		if (n1 == n0) {
+			/* Stopped (killed): its committed records are intact. */
+			CHECK(check_log(c, &log, &n1) == 0, "log of node %u", id);
+			printf("itest: node %u stopped at %llu records, all intact\n",
+			       id, (unsigned long long)n1);
+		} else {
+			printf("itest: node %u still writing (%llu -> %llu)\n", id,
+			       (unsigned long long)n0, (unsigned long long)n1);
+		}
+		checked++;
+	}
+	CHECK(checked > 0, "no other writer");
+	return 0;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int start(struct ctx *c)
+{
+	if (loco_mgr_create(&c->opts, &c->mgr))
+		return 1;
+	if (loco_thread_create(c->mgr, &c->thr)) {
+		loco_mgr_destroy(c->mgr);
+		return 1;
+	}
+	return 0;
+}
+
+static int dispatch(struct ctx *c, int argc, char **argv)
+{
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "two-node"))
+		return two_node(c, argc > 2 && !strcmp(argv[2], "--mismatch"));
+	if (c->late)
+		return memnode_late(c, (int)loco_mgr_id(c->mgr));
+	return memnode_writer(c, atof(argv[2]));
+}
+
+/* memnode-kill: the highest compute id is the late reader. */
+static int late_reader(struct ctx *c)
+{
+	struct loco_hosts h;
+	char err[512];
+	if (loco_hosts_load(c->opts.hosts_path, &h, err, sizeof(err)))
+		return 0;
+	int top = -1;
+	for (uint32_t id = 0; id <= h.max_id; id++)
+		if (h.node[id].present && h.node[id].role == LOCO_ROLE_COMPUTE)
+			top = (int)id;
+	return top == c->opts.node_id;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx c = { .late = false };
+	char err[512];
+	if (loco_opts_parse(&c.opts, &argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "itest: %s\n", err);
+		return 2;
+	}
+	bool two = argc >= 2 && !strcmp(argv[1], "two-node");
+	bool kill = argc == 4 && !strcmp(argv[1], "memnode-kill");
+	if (!two && !kill) {
+		fprintf(stderr, "usage: loco-itest two-node [--mismatch] | "
+			"memnode-kill SECS DELAY_MS\n");
+		return 2;
+	}
+	c.late = kill && late_reader(&c);
+	if (c.late)
+		sleep_ms(atol(argv[3]));  /* attach late, on purpose */
+	if (start(&c))
+		return 1;
+	int rc = dispatch(&c, argc, argv);
+	loco_thread_destroy(c.thr);
+	loco_mgr_destroy(c.mgr);
+	return rc;
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* Channel base: naming, region/expectation rules, and wait_ready failing
+ * after its timeout when a participant never starts. */
+#include <check.h>
+#include <errno.h>
+
+#include "loco/channel.h"
+#include "test/common/cluster1.h"
+
+static struct cluster1 cl;
+
+static void setup_with_absent_peer(void)
+{
+	char extra[64];
+	snprintf(extra, sizeof(extra), "1 127.0.0.1:%d compute\n", free_port());
+	ck_assert_int_eq(cluster1_start(&cl, extra, 3000), 0);
+}
+
+static void teardown(void)
+{
+	cluster1_stop(&cl);
+}
+
+START_TEST(names)
+{
+	struct loco_channel a, b;
+	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "bar", 0), 0);
+	ck_assert_str_eq(a.name, "bar");
+	ck_assert_uint_eq(a.participants, 2);  /* node 1, not self */
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "sst", 0), 0);
+	ck_assert_str_eq(b.name, "bar/sst");
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "a/b", 0), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "a.b", 0), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "", 0), -EINVAL);
+	char longname[200];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, NULL, longname, 0), -EINVAL);
+	loco_channel_fini(&a);
+}
+END_TEST
+
+START_TEST(regions_and_expectations)
+{
+	struct loco_channel ch;
+	struct loco_region *r;
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_add_region(&ch, "val", 256, &r), 0);
+	ck_assert_str_eq(r->name, "c.val");
+	ck_assert_int_eq(loco_channel_add_region(&ch, "val", 256, &r), -EEXIST);
+	ck_assert_int_eq(loco_channel_expect(&ch, "val", 256, 0), 0);
+	ck_assert_int_eq(loco_channel_expect(&ch, "other", 8, 0), 1);
+	ck_assert_int_eq(loco_channel_expect(&ch, "zero", 0, 0), -EINVAL);
+	/* self: the local region of the same name */
+	const struct loco_rregion *self = loco_channel_remote(&ch, 0, 0);
+	ck_assert_ptr_nonnull(self);
+	ck_assert_uint_eq(self->off, r->off);
+	ck_assert_ptr_null(loco_channel_remote(&ch, 1, 0));  /* no local "other" */
+	ck_assert_ptr_null(loco_channel_remote(&ch, 0, 1));  /* not joined */
+	ck_assert_int_eq(loco_channel_join(&ch), 0);
+	ck_assert_int_eq(loco_channel_add_region(&ch, "late", 8, &r), -EINVAL);
+	struct loco_channel dup;
+	ck_assert_int_eq(loco_channel_init(&dup, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_join(&dup), -EEXIST);
+	loco_channel_fini(&ch);
+	/* the name is free again once finished */
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_join(&ch), 0);
+	loco_channel_fini(&ch);
+}
+END_TEST
+
+START_TEST(ready_times_out)
+{
+	struct loco_channel ch;
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "lonely", 0), 0);
+	ck_assert_int_eq(loco_channel_add_region(&ch, "r", 64, NULL), 0);
+	ck_assert_int_eq(loco_channel_join(&ch), 0);
+	uint64_t t0 = loco_now_ns();
+	ck_assert_int_eq(loco_mgr_wait_ready(cl.mgr, 500), -ETIMEDOUT);
+	uint64_t ms = (loco_now_ns() - t0) / 1000000;
+	ck_assert_uint_ge(ms, 500);
+	ck_assert_uint_lt(ms, 3000);
+	ck_assert_int_eq(loco_channel_wait(&ch, 100), -ETIMEDOUT);
+	int err = 1;
+	ck_assert(!loco_channel_ready(&ch, &err));
+	ck_assert_int_eq(err, 0);
+	t0 = loco_now_ns();
+	loco_channel_fini(&ch);  /* bounded even while a join is retrying */
+	ck_assert_uint_lt((loco_now_ns() - t0) / 1000000, 2500);
+}
+END_TEST
+
+START_TEST(self_only_channel_is_ready)
+{
+	struct loco_channel ch;
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "solo",
+					   UINT64_C(1) << 0), 0);
+	ck_assert_int_eq(loco_channel_join(&ch), 0);
+	ck_assert_int_eq(loco_channel_wait(&ch, 100), 0);
+	loco_channel_fini(&ch);
+}
+END_TEST
+
+START_TEST(region_open_bad_args)
+{
+	struct loco_rregion rr;
+	ck_assert_int_eq(loco_region_open(cl.mgr, 40, "x", 8, &rr), -EINVAL);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 1, "x", 0, &rr), -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("channel");
+	TCase *tc = tcase_create("base");
+	tcase_add_checked_fixture(tc, setup_with_absent_peer, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, names);
+	tcase_add_test(tc, regions_and_expectations);
+	tcase_add_test(tc, ready_times_out);
+	tcase_add_test(tc, self_only_channel_is_ready);
+	tcase_add_test(tc, region_open_bad_args);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
