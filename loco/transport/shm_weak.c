@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/* shm-weak: the shm transport behind an emulated NIC with RDMA's ordering
+ * (docs/ordering.md). Posted requests wait in per-QP queues; one NIC
+ * thread per process executes them after random delays:
+ *  - execution in order within a QP, none across QPs;
+ *  - a WRITE reads its source buffer when it executes, completes at once,
+ *    and is placed later in 8-byte pieces in random order; a later READ,
+ *    atomic or fence READ on the same QP first places every earlier WRITE;
+ *  - completions become visible RTT/2 after execution, and execution
+ *    starts no earlier than RTT/2 after posting (LOCO_SHM_WEAK_RTT_NS).
+ * Seed: LOCO_SHM_WEAK_SEED (or LOCO_SHM_WEAK); delay scale:
+ * LOCO_SHM_WEAK_DELAY_NS (default 2000). */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "loco/error.h"
+#include "loco/log.h"
+#include "loco/transport/shm.h"
+
+#define WQ_CAP (2 * LOCO_QP_DEPTH)      /* queued, not yet executed */
+#define UNPLACED_CAP (2 * LOCO_QP_DEPTH) /* executed WRITEs not yet placed */
+#define IDLE_SPINS 2000
+
+struct weak_wr {
+	struct loco_wr wr;
+	uint64_t not_before;     /* earliest execution time */
+};
+
+struct unplaced {
+	uint8_t *data;           /* copy of the source taken at execution */
+	uint8_t *done;           /* per 8-byte piece: placed? */
+	uint64_t remote_off;
+	uint32_t len, pieces, left;
+};
+
+struct weak_qp {
+	pthread_mutex_t lock;
+	struct weak_wr q[WQ_CAP];
+	unsigned qhead, qcount;
+	struct unplaced up[UNPLACED_CAP];
+	unsigned uhead, ucount;
+	struct weak_cq *cq;
+	struct loco_tp_qp *owner;
+	uint64_t rng;            /* delays drawn at post, under lock */
+	struct weak_qp *next;    /* NIC's list */
+};
+
+struct weak_cqe {
+	struct loco_cqe cqe;
+	uint64_t visible_at;
+};
+
+struct weak_cq {
+	pthread_mutex_t lock;
+	struct weak_cqe *ring;
+	unsigned head, count, cap;
+};
+
+struct weak_nic {
+	pthread_t thread;
+	pthread_mutex_t list_lock;   /* QP list; NIC holds it for one pass */
+	pthread_cond_t wake;
+	struct weak_qp *qps;
+	_Atomic bool stop;
+	_Atomic unsigned posted;     /* bumped on post to wake an idle NIC */
+	_Atomic uint64_t qp_serial;  /* seeds per-QP generators */
+	uint64_t seed;
+	uint64_t rng;                /* NIC thread only */
+	uint64_t delay_ns, half_rtt_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;  /* xorshift64* */
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * UINT64_C(2685821657736338717);
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	char *end;
+	unsigned long long x = strtoull(v, &end, 0);
+	if (*end) {
+		loco_warn("shm-weak", "ignoring %s='%s' (not a number)", name, v);
+		return dflt;
+	}
+	return x;
+}
+
+/* ---- completion queue ------------------------------------------------------ */
+
+static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
+{
+	pthread_mutex_lock(&cq->lock);
+	if (cq->count == cq->cap) {
+		unsigned cap = cq->cap ? cq->cap * 2 : 256;
+		struct weak_cqe *r = malloc(cap * sizeof(*r));
+		if (!r) {
+			pthread_mutex_unlock(&cq->lock);
+			return -ENOMEM;
+		}
+		for (unsigned i = 0; i < cq->count; i++)
+			r[i] = cq->ring[(cq->head + i) % cq->cap];
+		free(cq->ring);
+		cq->ring = r;
+		cq->head = 0;
+		cq->cap = cap;
+	}
+	cq->ring[(cq->head + cq->count++) % cq->cap] = *e;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
+{
+	struct weak_cq *cq = tcq->weak;
+	uint64_t now = now_ns();
+	unsigned n = 0;
+	pthread_mutex_lock(&cq->lock);
+	/* In NIC order; a completion not yet visible holds back later ones,
+	 * which keeps every QP's completions in order. */
+	while (n < max && cq->count && cq->ring[cq->head].visible_at <= now) {
+		out[n++] = cq->ring[cq->head].cqe;
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return (int)n;
+}
+
+/* ---- placement ---------------------------------------------------------------- */
+
+static void piece_place(struct weak_qp *qp, struct unplaced *u, uint32_t i)
+{
+	uint32_t at = i * 8, n = u->len - at < 8 ? u->len - at : 8;
+	loco_shm_copy_out(qp->owner->base + u->remote_off + at, u->data + at, n);
+	u->done[i] = 1;
+	u->left--;
+}
+
+static void unplaced_pop(struct weak_qp *qp)
+{
+	struct unplaced *u = &qp->up[qp->uhead];
+	free(u->data);
+	free(u->done);
+	qp->uhead = (qp->uhead + 1) % UNPLACED_CAP;
+	qp->ucount--;
+}
+
+/* Place one random piece of the oldest unplaced WRITE (qp->lock held). */
+static void place_one(struct weak_nic *nic, struct weak_qp *qp)
+{
+	struct unplaced *u = &qp->up[qp->uhead];
+	uint32_t i = (uint32_t)(rng_next(&nic->rng) % u->pieces);
+	while (u->done[i])
+		i = (i + 1) % u->pieces;
+	piece_place(qp, u, i);
+	if (!u->left)
+		unplaced_pop(qp);
+}
+
+/* Place every executed WRITE of QP, each in random piece order. */
+static void place_all(struct weak_nic *nic, struct weak_qp *qp)
+{
+	while (qp->ucount)
+		place_one(nic, qp);
+}
+
+/* ---- execution ------------------------------------------------------------------ */
+
+static int exec_write(struct weak_qp *qp, const struct loco_wr *wr)
+{
+	if (!wr->len)
+		return 0;
+	struct unplaced *u = &qp->up[(qp->uhead + qp->ucount) % UNPLACED_CAP];
+	u->pieces = u->left = (wr->len + 7) / 8;
+	u->data = malloc(wr->len);
+	u->done = calloc(u->pieces, 1);
+	if (!u->data || !u->done) {
+		free(u->data);
+		free(u->done);
+		return -ENOMEM;
+	}
+	/* The source is read now, not at post time (lazy NIC DMA). */
+	loco_shm_copy_in(u->data, wr->local, wr->len);
+	u->remote_off = wr->remote_off;
+	u->len = wr->len;
+	qp->ucount++;
+	return 0;
+}
+
+/* Execute the head request of QP (qp->lock held). */
+static int exec_head(struct weak_nic *nic, struct weak_qp *qp)
+{
+	struct loco_wr *wr = &qp->q[qp->qhead].wr;
+	int status = 0;
+	if (wr->opcode == LOCO_OP_WRITE) {
+		while (qp->ucount == UNPLACED_CAP)
+			place_one(nic, qp);
+		status = exec_write(qp, wr);
+	} else {
+		/* A READ or atomic completes only after earlier WRITEs on
+		 * this QP are placed. */
+		place_all(nic, qp);
+		loco_shm_execute(qp->owner->base, wr);
+	}
+	int rc = 0;
+	if (wr->signaled || status) {
+		struct weak_cqe e = {
+			.cqe = { .wr_id = wr->wr_id, .status = status,
+				 .peer = qp->owner->peer },
+			.visible_at = now_ns() + nic->half_rtt_ns,
+		};
+		rc = cq_push(qp->cq, &e);
+	}
+	qp->qhead = (qp->qhead + 1) % WQ_CAP;
+	qp->qcount--;
+	return rc;
+}
+
+enum { NIC_IDLE, NIC_WAITING, NIC_PROGRESS };
+
+/* One NIC step on QP: maybe execute its head, maybe place a piece. */
+static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
+{
+	int state = NIC_IDLE;
+	pthread_mutex_lock(&qp->lock);
+	if (qp->qcount && qp->q[qp->qhead].not_before <= now &&
+	    (rng_next(&nic->rng) & 3) != 0) {
+		if (exec_head(nic, qp))
+			loco_err("shm-weak", "completion queue: out of memory");
+		state = NIC_PROGRESS;
+	}
+	if (qp->ucount && (rng_next(&nic->rng) & 1)) {
+		place_one(nic, qp);
+		state = NIC_PROGRESS;
+	}
+	if (state == NIC_IDLE && (qp->qcount || qp->ucount))
+		state = NIC_WAITING;
+	pthread_mutex_unlock(&qp->lock);
+	return state;
+}
+
+/* Visit every QP once, starting at a random one. */
+static int nic_pass(struct weak_nic *nic)
+{
+	int state = NIC_IDLE;
+	uint64_t now = now_ns();
+	pthread_mutex_lock(&nic->list_lock);
+	unsigned n = 0;
+	for (struct weak_qp *q = nic->qps; q; q = q->next)
+		n++;
+	unsigned skip = n ? (unsigned)(rng_next(&nic->rng) % n) : 0;
+	struct weak_qp *start = nic->qps;
+	for (unsigned i = 0; i < skip; i++)
+		start = start->next;
+	for (struct weak_qp *q = start; q; q = q->next) {
+		int st = qp_step(nic, q, now);
+		state = st > state ? st : state;
+	}
+	for (struct weak_qp *q = nic->qps; q != start; q = q->next) {
+		int st = qp_step(nic, q, now);
+		state = st > state ? st : state;
+	}
+	pthread_mutex_unlock(&nic->list_lock);
+	return state;
+}
+
+static void nic_idle(struct weak_nic *nic, unsigned seen)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 1000000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&nic->list_lock);
+	/* Relaxed: a post that races with this check is seen within 1 ms. */
+	if (atomic_load_explicit(&nic->posted, memory_order_relaxed) == seen)
+		pthread_cond_timedwait(&nic->wake, &nic->list_lock, &ts);
+	pthread_mutex_unlock(&nic->list_lock);
+}
+
+static void *nic_main(void *arg)
+{
+	struct weak_nic *nic = arg;
+	unsigned idle = 0;
+	/* Relaxed: stop is a flag; join() orders the rest. */
+	while (!atomic_load_explicit(&nic->stop, memory_order_relaxed)) {
+		unsigned seen = atomic_load_explicit(&nic->posted,
+						     memory_order_relaxed); /* wake hint */
+		int state = nic_pass(nic);
+		if (state == NIC_PROGRESS) {
+			idle = 0;
+			continue;
+		}
+		if (++idle < IDLE_SPINS)
+			continue;
+		/* Waiting on delays: keep polling but let others run. */
+		if (state == NIC_WAITING || idle < 2 * IDLE_SPINS) {
+			sched_yield();
+			continue;
+		}
+		nic_idle(nic, seen);
+	}
+	return NULL;
+}
+
+/* ---- ops table ---------------------------------------------------------------- */
+
+static int weak_open(const struct loco_tp_config *cfg, struct loco_tp **out)
+{
+	struct loco_tp *tp = calloc(1, sizeof(*tp));
+	struct weak_nic *nic = calloc(1, sizeof(*nic));
+	int rc = tp && nic ? loco_shm_open_common(cfg, tp) : -ENOMEM;
+	if (rc)
+		goto free_mem;
+	uint64_t seed = env_u64("LOCO_SHM_WEAK_SEED", env_u64("LOCO_SHM_WEAK", 0));
+	if (!seed && getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = (uint64_t)getpid();
+	nic->seed = seed ^ (UINT64_C(0x9e3779b97f4a7c15) * (cfg->node_id + 1));
+	nic->rng = nic->seed | 1;
+	nic->delay_ns = env_u64("LOCO_SHM_WEAK_DELAY_NS", 2000);
+	nic->half_rtt_ns = env_u64("LOCO_SHM_WEAK_RTT_NS", 0) / 2;
+	pthread_mutex_init(&nic->list_lock, NULL);
+	pthread_cond_init(&nic->wake, NULL);
+	rc = -pthread_create(&nic->thread, NULL, nic_main, nic);
+	if (rc)
+		goto close_shm;
+	loco_info("shm-weak", "emulated NIC: seed %llu, delay %llu ns, rtt %llu ns",
+		  (unsigned long long)seed, (unsigned long long)nic->delay_ns,
+		  (unsigned long long)(2 * nic->half_rtt_ns));
+	tp->weak = nic;
+	*out = tp;
+	return 0;
+close_shm:
+	loco_shm_close_common(tp);
+free_mem:
+	free(nic);
+	free(tp);
+	return rc;
+}
+
+static void weak_close(struct loco_tp *tp)
+{
+	struct weak_nic *nic = tp->weak;
+	/* Relaxed: join() below orders everything after the flag. */
+	atomic_store_explicit(&nic->stop, true, memory_order_relaxed);
+	pthread_mutex_lock(&nic->list_lock);
+	pthread_cond_signal(&nic->wake);
+	pthread_mutex_unlock(&nic->list_lock);
+	pthread_join(nic->thread, NULL);
+	pthread_mutex_destroy(&nic->list_lock);
+	pthread_cond_destroy(&nic->wake);
+	free(nic);
+	loco_shm_close_common(tp);
+	free(tp);
+}
+
+static void *weak_arena_base(struct loco_tp *tp) { return tp->arena; }
+static uint64_t weak_arena_len(struct loco_tp *tp) { return tp->len; }
+
+static int weak_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
+{
+	return loco_shm_ops.arena_desc(tp, desc, len);
+}
+
+static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
+{
+	(void)tp;
+	struct loco_tp_cq *tcq = calloc(1, sizeof(*tcq));
+	struct weak_cq *cq = calloc(1, sizeof(*cq));
+	if (!tcq || !cq) {
+		free(tcq);
+		free(cq);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	tcq->weak = cq;
+	*out = tcq;
+	return 0;
+}
+
+static void weak_cq_destroy(struct loco_tp_cq *tcq)
+{
+	struct weak_cq *cq = tcq->weak;
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	free(tcq);
+}
+
+static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
+			  uint32_t peer, struct loco_tp_qp **out)
+{
+	if (peer >= LOCO_MAX_NODES || !tp->peers[peer].base)
+		return -ENOTCONN;
+	struct loco_tp_qp *tqp = calloc(1, sizeof(*tqp));
+	struct weak_qp *qp = calloc(1, sizeof(*qp));
+	if (!tqp || !qp) {
+		free(tqp);
+		free(qp);
+		return -ENOMEM;
+	}
+	tqp->tp = tp;
+	tqp->cq = cq;
+	tqp->peer = peer;
+	tqp->base = tp->peers[peer].base;
+	tqp->weak = qp;
+	pthread_mutex_init(&qp->lock, NULL);
+	/* Relaxed: a unique number is all that is needed. */
+	uint64_t serial = atomic_fetch_add_explicit(
+		&((struct weak_nic *)tp->weak)->qp_serial, 1, memory_order_relaxed);
+	qp->rng = (((struct weak_nic *)tp->weak)->seed +
+		   serial * UINT64_C(0xbf58476d1ce4e5b9)) | 1;
+	qp->cq = cq->weak;
+	qp->owner = tqp;
+	struct weak_nic *nic = tp->weak;
+	pthread_mutex_lock(&nic->list_lock);
+	qp->next = nic->qps;
+	nic->qps = qp;
+	pthread_mutex_unlock(&nic->list_lock);
+	*out = tqp;
+	return 0;
+}
+
+/* The core waits for outstanding ops before destroying a QP; whatever the
+ * NIC still holds (unplaced WRITEs) is placed now. */
+static void weak_qp_destroy(struct loco_tp_qp *tqp)
+{
+	struct weak_qp *qp = tqp->weak;
+	struct weak_nic *nic = tqp->tp->weak;
+	pthread_mutex_lock(&nic->list_lock);
+	for (struct weak_qp **pp = &nic->qps; *pp; pp = &(*pp)->next) {
+		if (*pp == qp) {
+			*pp = qp->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nic->list_lock);
+	place_all(nic, qp);
+	pthread_mutex_destroy(&qp->lock);
+	free(qp);
+	free(tqp);
+}
+
+static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned n)
+{
+	struct weak_qp *qp = tqp->weak;
+	struct weak_nic *nic = tqp->tp->weak;
+	uint64_t now = now_ns(), prev = 0;
+	pthread_mutex_lock(&qp->lock);
+	if (qp->qcount + n > WQ_CAP) {
+		pthread_mutex_unlock(&qp->lock);
+		return -EAGAIN;
+	}
+	if (qp->qcount)
+		prev = qp->q[(qp->qhead + qp->qcount - 1) % WQ_CAP].not_before;
+	for (unsigned i = 0; i < n; i++) {
+		struct weak_wr *w = &qp->q[(qp->qhead + qp->qcount++) % WQ_CAP];
+		w->wr = wr[i];
+		/* Random delay; never before the request ahead of it. */
+		uint64_t d = rng_next(&qp->rng) % (nic->delay_ns + 1);
+		w->not_before = now + nic->half_rtt_ns + d;
+		if (w->not_before < prev)
+			w->not_before = prev;
+		prev = w->not_before;
+	}
+	pthread_mutex_unlock(&qp->lock);
+	/* Relaxed: only a wake-up hint for an idle NIC. */
+	atomic_fetch_add_explicit(&nic->posted, 1, memory_order_relaxed);
+	return 0;
+}
+
+const struct loco_transport_ops loco_shm_weak_ops = {
+	.name = "shm-weak",
+	.open = weak_open,
+	.close = weak_close,
+	.arena_base = weak_arena_base,
+	.arena_len = weak_arena_len,
+	.arena_desc = weak_arena_desc,
+	.peer_add = loco_shm_peer_add,
+	.cq_create = weak_cq_create,
+	.cq_destroy = weak_cq_destroy,
+	.qp_create = weak_qp_create,
+	.qp_destroy = weak_qp_destroy,
+	.post = weak_post,
+	.poll = weak_poll,
+};

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* verbs transport internals shared by verbs.c (device, arena, CQs, QPs,
+ * data path) and verbs_cm.c (rdma_cm: listener thread, connections).
+ * Internal to the library: every symbol here is hidden.
+ *
+ * Threads: the application threads own their CQs and QPs (post and poll
+ * happen on the owner, no locks); the control-plane thread calls peer_add
+ * (peer table under peer_lock); one listener thread per node accepts
+ * connections and owns the passive QPs. QP setup (qp_create) may run on any
+ * thread, so the bounce pool has a lock and CQ slots are published with
+ * release/acquire. */
+#ifndef LOCO_TRANSPORT_VERBS_INT_H
+#define LOCO_TRANSPORT_VERBS_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "loco/hosts.h"
+#include "loco/transport/transport.h"
+#include "loco/transport/verbs_cfg.h"
+#include "loco/transport/verbs_wr.h"
+
+#pragma GCC visibility push(hidden)
+
+#define VERBS_CQ_QPS LOCO_MAX_NODES   /* QPs one thread's CQ serves: one per peer */
+_Static_assert(VERBS_CQ_QPS <= 64, "cq dirty mask is one 64-bit word");
+#define VERBS_BOUNCE_BYTES (64u * 1024) /* per-QP bounce buffer */
+#define VERBS_SLAB_CHUNKS 64            /* bounce buffers registered at once */
+#define VERBS_PASSIVE_CQE 8192          /* shared CQ of the passive QPs */
+#define VERBS_INLINE_WANT 256           /* max_inline_data asked for */
+#define VERBS_LISTEN_BACKLOG 256
+
+/* Link state of an active QP, written by the listener thread (DOWN) and
+ * the owner (CLOSING); read by post. It publishes no data: relaxed. */
+enum verbs_link_state { VERBS_LINK_UP, VERBS_LINK_DOWN, VERBS_LINK_CLOSING };
+
+/* cm_id->context of both ends of a connection, so the listener thread can
+ * tell passive from active ids when DISCONNECTED arrives. */
+struct verbs_link {
+	bool passive;
+	uint32_t node;          /* the other end */
+	uint32_t thread;        /* thread index of the active end */
+	struct ibv_qp *qp;
+	atomic_int state;       /* enum verbs_link_state (active ends) */
+};
+
+/* A passive-side connection: target of one peer thread's one-sided ops. */
+struct verbs_passive {
+	struct verbs_link link; /* first: cm_id->context */
+	struct rdma_cm_id *id;
+	struct verbs_passive *next;
+};
+
+struct verbs_chunk {
+	struct verbs_chunk *next;
+	uint8_t *buf;
+	uint32_t lkey;
+};
+
+/* VERBS_SLAB_CHUNKS bounce buffers under one registration. */
+struct verbs_slab {
+	struct verbs_slab *next;
+	struct ibv_mr *mr;
+	void *mem;
+	struct verbs_chunk chunk[VERBS_SLAB_CHUNKS];
+};
+
+struct loco_tp {
+	struct verbs_config cfg;
+	uint32_t self;
+	const struct loco_hosts *hosts;
+	/* device, port, GID: fixed after open */
+	char devname[VERBS_DEVNAME_MAX];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr_ex attr;
+	uint8_t port;
+	bool ethernet;
+	bool atomics;
+	uint8_t mtu;              /* enum ibv_mtu */
+	uint32_t gid_index;
+	union ibv_gid gid;
+	/* the arena: one MR */
+	void *arena;
+	uint64_t arena_len;
+	size_t map_len;
+	struct ibv_mr *arena_mr;
+	/* optional NIC device memory */
+	struct ibv_dm *dm;
+	struct ibv_mr *dm_mr;
+	uint64_t dm_len;
+	/* bounce buffers */
+	pthread_mutex_t pool_lock;
+	struct verbs_slab *slabs;
+	struct verbs_chunk *free_chunks;
+	/* peers' arena descriptors */
+	pthread_mutex_t peer_lock;
+	bool peer_known[LOCO_MAX_NODES];
+	struct verbs_desc peer[LOCO_MAX_NODES];
+	atomic_uint next_thread;  /* thread index source for cq_create */
+	/* connection manager */
+	struct sockaddr_storage addr;   /* this node's address, CM port */
+	struct rdma_event_channel *cm_ch;
+	struct rdma_cm_id *listen_id;
+	struct ibv_cq *passive_cq;
+	uint32_t passive_max;
+	uint32_t passive_count;         /* listener thread only */
+	struct verbs_passive *passive;  /* listener thread only */
+	int wake_fd;
+	pthread_t listener;
+};
+
+struct loco_tp_cq {
+	struct loco_tp *tp;
+	struct ibv_cq *cq;
+	uint32_t thread;
+	uint32_t qp_cap;          /* QPs the CQ is sized for (<= VERBS_CQ_QPS) */
+	uint64_t dirty;           /* tags of QPs with completions to report */
+	_Atomic(struct loco_tp_qp *) qp[VERBS_CQ_QPS]; /* by tag */
+};
+
+struct loco_tp_qp {
+	struct verbs_link link;   /* cm_id->context */
+	struct loco_tp *tp;
+	struct loco_tp_cq *cq;
+	struct ibv_qp *qp;
+	struct rdma_cm_id *id;
+	struct verbs_chunk *bounce;
+	struct ibv_send_wr swr[VERBS_SQ_DEPTH];
+	struct ibv_sge sge[VERBS_SQ_DEPTH];
+	struct verbs_sq sq;
+};
+
+/* verbs_cm.c */
+
+/* Create the event channel and the listener id bound to this node's
+ * address; report the device and port that address is on. */
+int verbs_cm_bind(struct loco_tp *tp, char devname[VERBS_DEVNAME_MAX],
+		  uint8_t *port);
+/* Listen and start the listener thread (needs the PD and passive CQ). */
+int verbs_cm_listen(struct loco_tp *tp);
+/* Stop the listener thread and tear down the passive connections. */
+void verbs_cm_stop(struct loco_tp *tp);
+/* Destroy the listener id and the event channel (after every QP). */
+void verbs_cm_unbind(struct loco_tp *tp);
+/* Connect QP (created, RESET) to its peer's listener; on success QP->id
+ * is set and the QP is in RTS. Logs once and returns -errno on failure. */
+int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *qp);
+/* Disconnect and destroy QP->id (the ibv QP stays for the caller). */
+void verbs_cm_disconnect(struct loco_tp_qp *qp);
+
+/* verbs.c */
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t verbs_now_ms(void);
+/* "HOST" of node ID resolved, with PORT set to its rdma_cm port. */
+int verbs_node_addr(const struct loco_tp *tp, uint32_t id,
+		    struct sockaddr_storage *out);
+
+#pragma GCC visibility pop
+
+#endif
