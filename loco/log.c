@@ -29,9 +29,9 @@ static int current_level(void)
 		return lvl;
 	const char *env = getenv("LOCO_LOG");
 	lvl = LOCO_LOG_INFO;
+	static const char *const aliases[] = { "err", "warn", "info", "dbg" };
 	for (int i = 0; env && i < 4; i++)
-		if (strcmp(env, level_names[i]) == 0 ||
-		    (i == LOCO_LOG_ERR && strcmp(env, "err") == 0))
+		if (!strcmp(env, level_names[i]) || !strcmp(env, aliases[i]))
 			lvl = i;
 	atomic_store_explicit(&log_level, lvl, memory_order_relaxed); /* plain config */
 	return lvl;

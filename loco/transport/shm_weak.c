@@ -36,6 +36,7 @@ struct unplaced {
 	uint8_t *data;           /* copy of the source taken at execution */
 	uint8_t *done;           /* per 8-byte piece: placed? */
 	uint64_t remote_off;
+	uint64_t place_after;    /* not placed before this unless forced */
 	uint32_t len, pieces, left;
 };
 
@@ -187,7 +188,8 @@ static void place_all(struct weak_nic *nic, struct weak_qp *qp)
 
 /* ---- execution ------------------------------------------------------------------ */
 
-static int exec_write(struct weak_qp *qp, const struct loco_wr *wr)
+static int exec_write(struct weak_nic *nic, struct weak_qp *qp,
+		      const struct loco_wr *wr)
 {
 	if (!wr->len)
 		return 0;
@@ -204,6 +206,7 @@ static int exec_write(struct weak_qp *qp, const struct loco_wr *wr)
 	loco_shm_copy_in(u->data, wr->local, wr->len);
 	u->remote_off = wr->remote_off;
 	u->len = wr->len;
+	u->place_after = now_ns() + rng_next(&nic->rng) % (2 * nic->delay_ns + 1);
 	qp->ucount++;
 	return 0;
 }
@@ -216,7 +219,7 @@ static int exec_head(struct weak_nic *nic, struct weak_qp *qp)
 	if (wr->opcode == LOCO_OP_WRITE) {
 		while (qp->ucount == UNPLACED_CAP)
 			place_one(nic, qp);
-		status = exec_write(qp, wr);
+		status = exec_write(nic, qp, wr);
 	} else {
 		/* A READ or atomic completes only after earlier WRITEs on
 		 * this QP are placed. */
@@ -250,7 +253,8 @@ static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 			loco_err("shm-weak", "completion queue: out of memory");
 		state = NIC_PROGRESS;
 	}
-	if (qp->ucount && (rng_next(&nic->rng) & 1)) {
+	if (qp->ucount && qp->up[qp->uhead].place_after <= now &&
+	    (rng_next(&nic->rng) & 1)) {
 		place_one(nic, qp);
 		state = NIC_PROGRESS;
 	}

@@ -144,8 +144,8 @@ int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
 		r = verbs_env_num(env, "LOCO_VERBS_PORT", false, 1, 255,
 				  "a port number 1..255", &port, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_VERBS_GID_INDEX", false, 0, 65535,
-				  "a GID table index 0..65535", &gid, err, errlen);
+		r = verbs_env_num(env, "LOCO_VERBS_GID_INDEX", false, 0, 255,
+				  "a GID table index 0..255", &gid, err, errlen);
 	if (!r)
 		r = verbs_env_mtu(env, &c, err, errlen);
 	if (!r)

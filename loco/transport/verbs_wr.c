@@ -200,12 +200,16 @@ void verbs_sq_commit(struct verbs_sq *sq, unsigned n, uint64_t bounce_head)
 	sq->bounce.head = bounce_head;
 }
 
-void verbs_sq_fail_partial(struct verbs_sq *sq, unsigned n, uint64_t bounce_head,
-			   int status)
+void verbs_sq_fail_partial(struct verbs_sq *sq, unsigned n, int status)
 {
-	for (unsigned i = 0; i < n; i++)
-		sq->slot[(sq->head + i) & VERBS_RING_MASK].silent = 1;
-	verbs_sq_commit(sq, n, bounce_head);
+	uint64_t bhead = sq->bounce.head;
+	for (unsigned i = 0; i < n; i++) {
+		struct verbs_slot *s = &sq->slot[(sq->head + i) & VERBS_RING_MASK];
+		s->silent = 1;
+		if (s->uses_bounce)
+			bhead = s->bounce_end;
+	}
+	verbs_sq_commit(sq, n, bhead);
 	if (!verbs_sq_failed(sq)) {
 		sq->fail_seq = sq->tail;
 		sq->fail_status = status;

@@ -125,11 +125,10 @@ int verbs_sq_build(struct verbs_sq *sq, const struct loco_wr *wr, unsigned n,
 /* The first N built requests were handed to the NIC. */
 void verbs_sq_commit(struct verbs_sq *sq, unsigned n, uint64_t bounce_head);
 
-/* The NIC accepted only the first N of a batch the caller reports as
- * refused: commit them as silent and fail every outstanding request with
- * STATUS (their outcome is unknown). */
-void verbs_sq_fail_partial(struct verbs_sq *sq, unsigned n, uint64_t bounce_head,
-			   int status);
+/* The NIC accepted only the first N built requests of a batch the caller
+ * reports as refused: commit them as silent and fail every outstanding
+ * request with STATUS (their outcome is unknown; the QP is going down). */
+void verbs_sq_fail_partial(struct verbs_sq *sq, unsigned n, int status);
 
 /* A completion for the request with ibv wr_id WRID arrived with STATUS
  * (0 or negative). Success completes everything up to it; an error also

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+#include "apps/common/local.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int port = -1;
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static bool has_opt(int argc, char **argv, const char *opt)
+{
+	size_t n = strlen(opt);
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strncmp(argv[i], opt, n) && (!argv[i][n] || argv[i][n] == '='))
+			return true;
+	return false;
+}
+
+/* Write a one-node hosts file, pick a private run directory, and point
+ * the LOCO_* environment at them (TRANSPORT only if not chosen already). */
+static int private_cluster(struct local_node *ln, const char *transport)
+{
+	int port = free_port();
+	snprintf(ln->hosts, sizeof(ln->hosts), "/tmp/loco-local-XXXXXX");
+	int fd = port > 0 ? mkstemp(ln->hosts) : -1;
+	if (fd < 0) {
+		ln->hosts[0] = 0;
+		return -1;
+	}
+	dprintf(fd, "0 127.0.0.1:%d compute\n", port);
+	close(fd);
+	snprintf(ln->run_dir, sizeof(ln->run_dir), "/dev/shm/loco-local-%d",
+		 (int)getpid());
+	setenv("LOCO_RUN_DIR", ln->run_dir, 1);
+	setenv("LOCO_HOSTS", ln->hosts, 1);
+	setenv("LOCO_NODE_ID", "0", 1);
+	if (transport)
+		setenv("LOCO_TRANSPORT", transport, 1);
+	return 0;
+}
+
+int local_node_start(struct local_node *ln, int *argc, char **argv,
+		     const char *prog, const char *default_transport)
+{
+	char err[512];
+	struct loco_opts o;
+	memset(ln, 0, sizeof(*ln));
+	bool clustered = getenv("LOCO_HOSTS") || has_opt(*argc, argv, "--hosts");
+	const char *tp = has_opt(*argc, argv, "--transport") ||
+			 getenv("LOCO_TRANSPORT") ? NULL : default_transport;
+	if (!clustered && private_cluster(ln, tp)) {
+		fprintf(stderr, "%s: cannot set up a private one-node cluster\n",
+			prog);
+		return 1;
+	}
+	if (loco_opts_parse(&o, argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		local_node_stop(ln);
+		return 2;
+	}
+	return loco_mgr_create(&o, &ln->mgr) ? 1 : 0;
+}
+
+void local_node_stop(struct local_node *ln)
+{
+	loco_mgr_destroy(ln->mgr);
+	ln->mgr = NULL;
+	if (ln->hosts[0])
+		unlink(ln->hosts);
+	if (ln->run_dir[0])
+		rmdir(ln->run_dir);
+	ln->hosts[0] = ln->run_dir[0] = 0;
+}

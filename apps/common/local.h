@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* Start a program's manager either in a cluster (LOCO_HOSTS/--hosts given,
+ * e.g. under tools/loco-run) or, when no hosts file is given, as a private
+ * one-node cluster on a free loopback port with its own run directory. */
+#ifndef LOCO_APPS_LOCAL_H
+#define LOCO_APPS_LOCAL_H
+
+#include "loco/loco.h"
+
+struct local_node {
+	struct loco_mgr *mgr;
+	char hosts[64];     /* temporary hosts file, "" if not ours */
+	char run_dir[64];   /* temporary run directory, "" if not ours */
+};
+
+/* ARGC/ARGV: loco options are parsed and removed. DEFAULT_TRANSPORT is
+ * used for the private cluster when none was given. Returns 0, or 2 after
+ * printing a usage error, or 1 if the manager did not start. */
+int local_node_start(struct local_node *ln, int *argc, char **argv,
+		     const char *prog, const char *default_transport);
+void local_node_stop(struct local_node *ln);
+
+#endif
