@@ -470,13 +470,18 @@ int loco_ctrl_start(struct loco_mgr *mgr)
 		mgr->out[i].fd = -1;
 		pthread_mutex_init(&mgr->out[i].lock, NULL);
 	}
-	if (pipe2(mgr->wake_pipe, O_CLOEXEC))
+	if (pipe2(mgr->wake_pipe, O_CLOEXEC)) {
+		loco_err("ctrl", "pipe: %s", strerror(errno));
 		return -errno;
+	}
 	int rc = listen_open(mgr);
 	if (rc)
 		return rc;
 	rc = -pthread_create(&mgr->server, NULL, server_main, mgr);
 	mgr->server_started = !rc;
+	if (rc)
+		loco_err("ctrl", "cannot start the server thread: %s",
+			 loco_strerror(rc));
 	return rc;
 }
 

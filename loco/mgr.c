@@ -109,11 +109,12 @@ static int transport_open(struct loco_mgr *mgr)
 		.node_id = mgr->id,
 		.arena_bytes = mgr->opts.arena_bytes,
 		.run_dir = mgr->run_dir,
+		.timeout_ms = mgr->opts.timeout_ms,
 		.hosts = &mgr->hosts,
 	};
 	int rc = mgr->tp_ops->open(&cfg, &mgr->tp);
 	if (rc)
-		return rc;
+		return rc;  /* the transport logged why */
 	mgr->arena = mgr->tp_ops->arena_base(mgr->tp);
 	mgr->arena_len = mgr->tp_ops->arena_len(mgr->tp);
 	mgr->desc_len = sizeof(mgr->desc);
@@ -121,6 +122,9 @@ static int transport_open(struct loco_mgr *mgr)
 	if (!rc)
 		rc = loco_peer_add(mgr, mgr->id, mgr->desc, mgr->desc_len,
 				   mgr->arena_len);
+	if (rc)
+		loco_err("mgr", "cannot attach this node's own arena: %s",
+			 loco_strerror(rc));
 	return rc;
 }
 
@@ -135,11 +139,11 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		rc = transport_open(mgr);
 	if (!rc)
 		rc = loco_ctrl_start(mgr);
-	if (!rc)
-		rc = loco_joiner_start(mgr);
-	if (rc) {
-		loco_err("mgr", "node %d failed to start: %s", opts->node_id,
+	if (!rc && (rc = loco_joiner_start(mgr)))
+		loco_err("mgr", "cannot start the join worker: %s",
 			 loco_strerror(rc));
+	if (rc) {
+		/* Each step logged its own reason. */
 		loco_mgr_destroy(mgr);
 		return rc;
 	}

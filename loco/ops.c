@@ -296,6 +296,29 @@ static int qp_room_locked(struct loco_thread *thr, struct loco_qp *qp,
 	return qp->err;
 }
 
+/* Hand N requests to the transport; on -EAGAIN (its own resources busy)
+ * poll completions and retry until the default timeout. */
+static int tp_post_locked(struct loco_thread *thr, struct loco_qp *qp,
+			  struct loco_wr *wr, unsigned n)
+{
+	uint64_t deadline = 0;
+	unsigned spins = 0;
+	for (;;) {
+		int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!deadline)
+			deadline = loco_deadline(thr->mgr->opts.timeout_ms);
+		if ((rc = progress_locked(thr)))
+			return rc;
+		if (loco_now_ns() > deadline)
+			return -ETIMEDOUT;
+		pthread_mutex_unlock(&thr->lock);
+		loco_backoff(&spins);
+		pthread_mutex_lock(&thr->lock);
+	}
+}
+
 static void count_op(struct loco_stats *st, const struct loco_wr *wr)
 {
 	switch (wr->opcode) {
@@ -332,7 +355,7 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		wr[i].wr_id = first + i;
 		wr[i].signaled = i + 1 == n;
 	}
-	rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
+	rc = tp_post_locked(thr, qp, wr, n);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < n; i++) {

@@ -6,6 +6,7 @@
 static const struct loco_transport_ops *const transports[] = {
 	&loco_shm_ops,
 	&loco_shm_weak_ops,
+	&loco_verbs_ops,
 };
 
 const struct loco_transport_ops *loco_transport_find(const char *name)

@@ -51,6 +51,7 @@ struct loco_tp_config {
 	uint32_t node_id;
 	uint64_t arena_bytes;
 	const char *run_dir;          /* shm: private directory for backing files */
+	int timeout_ms;               /* bound of every wait on a peer */
 	const struct loco_hosts *hosts;
 };
 
@@ -62,6 +63,7 @@ struct loco_transport_ops {
 	/* Local arena: base address, length, and the descriptor peers need. */
 	void *(*arena_base)(struct loco_tp *tp);
 	uint64_t (*arena_len)(struct loco_tp *tp);
+	/* *LEN: capacity in, bytes written out. */
 	int (*arena_desc)(struct loco_tp *tp, void *desc, size_t *len);
 	/* A peer's arena descriptor arrived (control-plane hello). */
 	int (*peer_add)(struct loco_tp *tp, uint32_t peer, const void *desc,
@@ -72,7 +74,7 @@ struct loco_transport_ops {
 			 struct loco_tp_qp **out);
 	void (*qp_destroy)(struct loco_tp_qp *qp);
 	/* Post N requests to one QP as one doorbell. Either all are accepted
-	 * (0) or none (-errno). */
+	 * (0) or none (-errno); -EAGAIN means "poll, then try again". */
 	int (*post)(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);

@@ -132,10 +132,10 @@ static int verbs_device_query(struct loco_tp *tp)
 {
 	if (ibv_query_device_ex(tp->ctx, NULL, &tp->attr)) {
 		memset(&tp->attr, 0, sizeof(tp->attr)); /* no extended attributes: no DM */
-		if (ibv_query_device(tp->ctx, &tp->attr.orig_attr)) {
-			loco_err(VERBS_LOG, "%s: ibv_query_device: %s", tp->devname,
-				 strerror(errno));
-			return -EIO;
+		int r = ibv_query_device(tp->ctx, &tp->attr.orig_attr);
+		if (r) {
+			loco_err(VERBS_LOG, "%s: ibv_query_device: %s", tp->devname, strerror(r));
+			return -r;
 		}
 	}
 	if (tp->attr.orig_attr.max_qp_wr < VERBS_SQ_DEPTH) {
@@ -301,10 +301,11 @@ static int verbs_gid_setup(struct loco_tp *tp, const struct ibv_port_attr *pa)
 static int verbs_port_setup(struct loco_tp *tp)
 {
 	struct ibv_port_attr pa;
-	if (ibv_query_port(tp->ctx, tp->port, &pa)) {
+	int r = ibv_query_port(tp->ctx, tp->port, &pa);
+	if (r) {
 		loco_err(VERBS_LOG, "%s port %u: ibv_query_port: %s", tp->devname, tp->port,
-			 strerror(errno));
-		return -EIO;
+			 strerror(r));
+		return -r;
 	}
 	if (pa.state != IBV_PORT_ACTIVE) {
 		loco_err(VERBS_LOG, "%s port %u is %s, not active (check the link with ibv_devinfo)",
@@ -312,7 +313,7 @@ static int verbs_port_setup(struct loco_tp *tp)
 		return -ENETDOWN;
 	}
 	tp->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-	int r = verbs_mtu_setup(tp, &pa);
+	r = verbs_mtu_setup(tp, &pa);
 	return r < 0 ? r : verbs_gid_setup(tp, &pa);
 }
 
@@ -375,8 +376,9 @@ static int verbs_arena_create(struct loco_tp *tp, uint64_t bytes)
 
 static void verbs_arena_destroy(struct loco_tp *tp)
 {
-	if (ibv_dereg_mr(tp->arena_mr))
-		loco_err(VERBS_LOG, "ibv_dereg_mr(arena): %s", strerror(errno));
+	int r = ibv_dereg_mr(tp->arena_mr);
+	if (r)
+		loco_err(VERBS_LOG, "ibv_dereg_mr(arena): %s", strerror(r));
 	munmap(tp->arena, tp->map_len);
 }
 
@@ -619,6 +621,8 @@ static int verbs_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	int r = verbs_config_load(&vc);
 	if (r < 0)
 		return r;
+	if (cfg->timeout_ms > 0)  /* the manager's --timeout-ms wins */
+		vc.timeout_ms = (uint32_t)cfg->timeout_ms;
 	r = verbs_devices_get(vc.device, &list, &ndev);
 	if (r < 0)
 		return r;
@@ -684,7 +688,7 @@ static uint64_t verbs_arena_len(struct loco_tp *tp)
 	return tp->arena_len;
 }
 
-/* DESC must hold LOCO_DESC_MAX bytes; *LEN gets the bytes written. */
+/* *LEN: DESC's capacity in (LOCO_DESC_MAX is plenty), bytes written out. */
 static int verbs_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 {
 	struct verbs_desc d = {
@@ -697,7 +701,7 @@ static int verbs_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 		.dm_rkey = tp->dm_mr ? tp->dm_mr->rkey : 0,
 		.dm_len = tp->dm_len,
 	};
-	return verbs_desc_pack(&d, desc, LOCO_DESC_MAX, len);
+	return verbs_desc_pack(&d, desc, *len, len);
 }
 
 static int verbs_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
@@ -823,7 +827,7 @@ static int verbs_qp_alloc(struct loco_tp *tp, struct loco_tp_qp *q,
 			q->link.qp = q->qp;
 			return 0;
 		}
-		e = errno;
+		e = errno ? errno : EIO;
 		if (e != EINVAL)
 			break;
 	}
@@ -867,7 +871,7 @@ static int verbs_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 {
 	struct verbs_rmr rm;
 	bool atomics;
-	uint32_t max_inline;
+	uint32_t max_inline = 0;
 	int r = verbs_peer_target(tp, peer, &rm, &atomics);
 	if (r < 0)
 		return r;

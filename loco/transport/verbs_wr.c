@@ -183,6 +183,8 @@ int verbs_sq_build(struct verbs_sq *sq, const struct loco_wr *wr, unsigned n,
 	for (unsigned i = 0; i < n; i++) {
 		int r = verbs_wr_one(sq, &wr[i], sq->head + i, &swr[i], &sge[i],
 				     &bhead);
+		if (r == -EAGAIN && sq->bounce.tail == sq->bounce.head)
+			r = -EMSGSIZE; /* the batch alone overflows the empty buffer */
 		if (r < 0) {
 			if (r != -EAGAIN)
 				verbs_wr_log(sq, &wr[i], i, n, r);

@@ -116,8 +116,9 @@ static inline uint32_t verbs_sq_free(const struct verbs_sq *sq)
  * buffer, but commits nothing: *BOUNCE_HEAD receives the bounce position to
  * commit with verbs_sq_commit. Returns 0, -EINVAL (malformed request or
  * outside the peer's registration), -EOPNOTSUPP (atomics on a NIC without
- * them), -EMSGSIZE (an unregistered buffer larger than the bounce buffer),
- * or -EAGAIN (bounce buffer busy: poll, then retry). */
+ * them), -EMSGSIZE (the batch's unregistered buffers do not fit the bounce
+ * buffer even when it is empty), or -EAGAIN (bounce buffer busy with
+ * outstanding requests: poll, then retry). */
 int verbs_sq_build(struct verbs_sq *sq, const struct loco_wr *wr, unsigned n,
 		   struct ibv_send_wr *swr, struct ibv_sge *sge,
 		   uint64_t *bounce_head);
