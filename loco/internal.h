@@ -34,6 +34,7 @@ struct loco_thread {
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
 	struct loco_stats st;
 	struct loco_qp *qp[LOCO_MAX_NODES];
+	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
 	struct loco_thread *next;
 };
 
@@ -100,6 +101,7 @@ struct loco_mgr {
 	pthread_t joiner;
 	bool joiner_started;
 	_Atomic bool stopping;
+	struct loco_history *history; /* NULL unless recording */
 };
 
 /* region.c */
@@ -132,6 +134,10 @@ void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,
 			      struct loco_wbuf *reply);
 int loco_joiner_start(struct loco_mgr *mgr);
 void loco_joiner_stop(struct loco_mgr *mgr);
+
+/* history.c */
+void loco_history_close(struct loco_mgr *mgr);
+void loco_hist_buf_free(struct loco_thread *thr);
 
 /* ops.c */
 void loco_thread_retire_all(struct loco_mgr *mgr);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loco/history.h"
 #include "loco/internal.h"
 
 uint32_t loco_mgr_id(const struct loco_mgr *mgr) { return mgr->id; }
@@ -139,6 +140,9 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		rc = transport_open(mgr);
 	if (!rc)
 		rc = loco_ctrl_start(mgr);
+	const char *hist = getenv("LOCO_HISTORY");
+	if (!rc && hist && *hist)
+		rc = loco_history_open(mgr, hist);
 	if (!rc && (rc = loco_joiner_start(mgr)))
 		loco_err("mgr", "cannot start the join worker: %s",
 			 loco_strerror(rc));
@@ -158,6 +162,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 	loco_joiner_stop(mgr);
 	loco_ctrl_stop(mgr);
 	loco_thread_retire_all(mgr);
+	loco_history_close(mgr);
 	loco_arena_free_all(mgr);
 	if (mgr->tp)
 		mgr->tp_ops->close(mgr->tp);

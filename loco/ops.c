@@ -89,6 +89,7 @@ static void thread_free(struct loco_thread *thr)
 		free(thr->qp[p]);
 	}
 	ops->cq_destroy(thr->cq);
+	loco_hist_buf_free(thr);
 	pthread_mutex_destroy(&thr->lock);
 	free(thr);
 }
