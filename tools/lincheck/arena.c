@@ -18,6 +18,7 @@ void lc_arena_init(struct lc_arena *a)
 {
 	a->cur = NULL;
 	a->spare = NULL;
+	a->bytes = 0;
 }
 
 static void lc_chunk_free_list(struct lc_chunk *c)
@@ -36,6 +37,14 @@ void lc_arena_fini(struct lc_arena *a)
 	free(a->spare);
 	a->cur = NULL;
 	a->spare = NULL;
+	a->bytes = 0;
+}
+
+static void lc_chunk_drop(struct lc_arena *a, struct lc_chunk *c)
+{
+	if (c)
+		a->bytes -= sizeof(*c) + c->size;
+	free(c);
 }
 
 static size_t lc_chunk_pad(const struct lc_chunk *c)
@@ -58,6 +67,7 @@ static struct lc_chunk *lc_chunk_new(struct lc_arena *a, size_t size)
 		if (!c)
 			return NULL;
 		c->size = size;
+		a->bytes += sizeof(*c) + size;
 	}
 	c->used = 0;
 	c->prev = a->cur;
@@ -96,10 +106,10 @@ void lc_arena_release(struct lc_arena *a, struct lc_arena_mark m)
 
 		a->cur = c->prev;
 		if (!a->spare || a->spare->size < c->size) {
-			free(a->spare);
+			lc_chunk_drop(a, a->spare);
 			a->spare = c;
 		} else {
-			free(c);
+			lc_chunk_drop(a, c);
 		}
 	}
 	if (a->cur)

@@ -9,7 +9,9 @@
  * linearized ops, state) pair already seen is not explored again.
  * Ops that never returned have their return at +infinity: once only those
  * are left, the rest may be linearized at the end or never took effect.
- * With a P-compositional model every key is searched on its own.
+ * States are hash-consed, so the memo compares them by address and keeps
+ * one copy of each. With a P-compositional model every key is searched on
+ * its own, the keys taking turns.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,8 +19,8 @@
 
 #include "lincheck.h"
 
-#define LC_CACHE_MIN 1024
-#define LC_CLOCK_EVERY 0x3fffu
+#define LC_TABLE_MIN 256
+#define LC_SLICE (1ul << 16)	/* search steps per turn of a partition */
 
 struct lc_entry {
 	struct lc_entry *prev;
@@ -29,34 +31,54 @@ struct lc_entry {
 	bool call;
 };
 
-struct lc_frame {
-	struct lc_entry *call;
-	const void *state;
+/* A state with its hash; states are hash-consed, so equal means same. */
+struct lc_state {
+	const void *st;
+	uint64_t hash;
 };
 
+struct lc_frame {
+	struct lc_entry *call;
+	struct lc_state state;
+};
+
+/* Slot of the seen-configurations cache (bits != NULL when used)... */
 struct lc_slot {
 	uint64_t hash;
 	const uint64_t *bits;
-	const void *state;
+	const void *st;
 };
 
+/* ...and of the state intern table (st != NULL when used). */
+struct lc_table {
+	struct lc_slot *slots;
+	size_t cap;
+	size_t used;
+};
+
+/*
+ * One partition's search; it runs in slices so that partitions take
+ * turns (a violation in one is found while a hard one is still going).
+ */
 struct lc_search {
 	const struct lc_history *h;
 	const struct lc_model *m;
 	const size_t *ops;	/* the partition: indices into h->ops */
 	size_t n;
-	int64_t deadline;
 	struct lc_arena arena;
 	struct lc_entry *ent;	/* 2n entries, then head and tail */
 	struct lc_entry *head;
+	struct lc_entry *e;	/* where the search goes on */
+	struct lc_state cur;
 	uint64_t *bits;
 	size_t words;
 	uint64_t bits_hash;
 	struct lc_frame *stack;
 	size_t depth;
-	struct lc_slot *cache;
-	size_t cap;
-	size_t used;
+	struct lc_table cache;
+	struct lc_table states;
+	bool done;
+	enum lc_verdict verdict;
 	bool have_best;
 	size_t best;		/* deepest stack seen at a dead end */
 	size_t *best_ops;
@@ -107,39 +129,66 @@ static int lc_search_link(struct lc_search *s)
 			e[i].match = ret[e[i].op];
 	}
 	free(ret);
+	s->e = s->head->next;
 	return 0;
 }
 
-static int lc_search_init(struct lc_search *s, const struct lc_history *h,
-			  const size_t *ops, size_t n, int64_t deadline)
+static bool lc_slot_used(const struct lc_slot *x)
 {
-	memset(s, 0, sizeof(*s));
-	s->h = h;
-	s->m = h->model;
-	s->ops = ops;
-	s->n = n;
-	s->deadline = deadline;
-	s->words = (n + 63) / 64 + 1;
-	s->cap = LC_CACHE_MIN;
-	lc_arena_init(&s->arena);
-	s->ent = malloc((2 * n + 2) * sizeof(*s->ent));
-	s->bits = calloc(s->words, sizeof(*s->bits));
-	s->stack = malloc((n + 1) * sizeof(*s->stack));
-	s->best_ops = malloc((n + 1) * sizeof(*s->best_ops));
-	s->cache = calloc(s->cap, sizeof(*s->cache));
-	if (!s->ent || !s->bits || !s->stack || !s->best_ops || !s->cache)
-		return -ENOMEM;
-	return lc_search_link(s);
+	return x->st != NULL;
 }
 
-static void lc_search_fini(struct lc_search *s)
+static int lc_table_init(struct lc_table *t)
 {
-	lc_arena_fini(&s->arena);
-	free(s->ent);
-	free(s->bits);
-	free(s->stack);
-	free(s->best_ops);
-	free(s->cache);
+	t->cap = LC_TABLE_MIN;
+	t->used = 0;
+	t->slots = calloc(t->cap, sizeof(*t->slots));
+	return t->slots ? 0 : -ENOMEM;
+}
+
+/* Makes room for one more entry; slots move, so look up after this. */
+static int lc_table_reserve(struct lc_table *t)
+{
+	size_t cap = 2 * t->cap, i, j;
+	struct lc_slot *c;
+
+	if (2 * (t->used + 1) <= t->cap)
+		return 0;
+	c = calloc(cap, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (i = 0; i < t->cap; i++) {
+		if (!lc_slot_used(&t->slots[i]))
+			continue;
+		for (j = t->slots[i].hash & (cap - 1); lc_slot_used(&c[j]); j = (j + 1) & (cap - 1))
+			;
+		c[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = c;
+	t->cap = cap;
+	return 0;
+}
+
+/* The interned copy of *x: an equal state seen before, or *x itself. */
+static int lc_state_intern(struct lc_search *s, struct lc_state *x)
+{
+	struct lc_table *t = &s->states;
+	size_t i;
+	int ret;
+
+	ret = lc_table_reserve(t);
+	if (ret)
+		return ret;
+	for (i = x->hash & (t->cap - 1); lc_slot_used(&t->slots[i]); i = (i + 1) & (t->cap - 1)) {
+		if (t->slots[i].hash == x->hash && s->m->equal(t->slots[i].st, x->st)) {
+			x->st = t->slots[i].st;
+			return 0;
+		}
+	}
+	t->slots[i] = (struct lc_slot){ .hash = x->hash, .st = x->st };
+	t->used++;
+	return 1;
 }
 
 static uint64_t lc_op_bit_hash(uint32_t op)
@@ -153,59 +202,67 @@ static void lc_bit_flip(struct lc_search *s, uint32_t op)
 	s->bits_hash ^= lc_op_bit_hash(op);
 }
 
-static struct lc_slot *lc_cache_find(struct lc_slot *c, size_t cap,
-				     uint64_t hash, const uint64_t *bits,
-				     size_t words, const void *st,
-				     const struct lc_model *m)
+/* 1 if (bits, state) is new and now remembered, 0 if seen before, -ENOMEM. */
+static int lc_cache_add(struct lc_search *s, const struct lc_state *x)
 {
-	size_t i = hash & (cap - 1);
-
-	for (; c[i].bits; i = (i + 1) & (cap - 1))
-		if (c[i].hash == hash && !memcmp(c[i].bits, bits, words * 8) &&
-		    m->equal(c[i].state, st))
-			return &c[i];
-	return &c[i];
-}
-
-static int lc_cache_grow(struct lc_search *s)
-{
-	size_t cap = 2 * s->cap, i, j;
-	struct lc_slot *c = calloc(cap, sizeof(*c));
-
-	if (!c)
-		return -ENOMEM;
-	for (i = 0; i < s->cap; i++) {
-		if (!s->cache[i].bits)
-			continue;
-		for (j = s->cache[i].hash & (cap - 1); c[j].bits; j = (j + 1) & (cap - 1))
-			;
-		c[j] = s->cache[i];
-	}
-	free(s->cache);
-	s->cache = c;
-	s->cap = cap;
-	return 0;
-}
-
-/* 1 if (bits, st) is new and now remembered, 0 if seen before, -ENOMEM. */
-static int lc_cache_add(struct lc_search *s, const void *st)
-{
-	uint64_t hash = s->bits_hash ^ lc_hash_mix(s->m->hash(st) + 1);
-	struct lc_slot *slot;
+	uint64_t hash = s->bits_hash ^ lc_hash_mix(x->hash + 1);
+	struct lc_table *t = &s->cache;
 	uint64_t *bits;
+	size_t i;
+	int ret;
 
-	if (2 * (s->used + 1) > s->cap && lc_cache_grow(s))
-		return -ENOMEM;
-	slot = lc_cache_find(s->cache, s->cap, hash, s->bits, s->words, st, s->m);
-	if (slot->bits)
-		return 0;
+	ret = lc_table_reserve(t);
+	if (ret)
+		return ret;
+	for (i = hash & (t->cap - 1); lc_slot_used(&t->slots[i]); i = (i + 1) & (t->cap - 1))
+		if (t->slots[i].hash == hash && t->slots[i].st == x->st &&
+		    !memcmp(t->slots[i].bits, s->bits, s->words * sizeof(*bits)))
+			return 0;
 	bits = lc_arena_alloc(&s->arena, s->words * sizeof(*bits));
 	if (!bits)
 		return -ENOMEM;
 	memcpy(bits, s->bits, s->words * sizeof(*bits));
-	*slot = (struct lc_slot){ hash, bits, st };
-	s->used++;
+	t->slots[i] = (struct lc_slot){ hash, bits, x->st };
+	t->used++;
 	return 1;
+}
+
+static int lc_search_init(struct lc_search *s, const struct lc_history *h,
+			  const size_t *ops, size_t n)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->h = h;
+	s->m = h->model;
+	s->ops = ops;
+	s->n = n;
+	s->words = (n + 63) / 64 + 1;
+	lc_arena_init(&s->arena);
+	s->ent = malloc((2 * n + 2) * sizeof(*s->ent));
+	s->bits = calloc(s->words, sizeof(*s->bits));
+	s->stack = malloc((n + 1) * sizeof(*s->stack));
+	s->best_ops = malloc((n + 1) * sizeof(*s->best_ops));
+	if (!s->ent || !s->bits || !s->stack || !s->best_ops ||
+	    lc_table_init(&s->cache) || lc_table_init(&s->states))
+		return -ENOMEM;
+	ret = s->m->init(&s->arena, &s->cur.st);
+	if (ret)
+		return ret;
+	s->cur.hash = s->m->hash(s->cur.st);
+	ret = lc_state_intern(s, &s->cur);
+	return ret < 0 ? ret : lc_search_link(s);
+}
+
+static void lc_search_fini(struct lc_search *s)
+{
+	lc_arena_fini(&s->arena);
+	free(s->ent);
+	free(s->bits);
+	free(s->stack);
+	free(s->best_ops);
+	free(s->cache.slots);
+	free(s->states.slots);
 }
 
 static void lc_entry_lift(struct lc_entry *e)
@@ -229,8 +286,7 @@ static void lc_entry_unlift(struct lc_entry *e)
 }
 
 /* At a dead end: remember the deepest linearization and what blocked it. */
-static void lc_search_note(struct lc_search *s, const struct lc_entry *e,
-			   const void *st)
+static void lc_search_note(struct lc_search *s)
 {
 	size_t i;
 
@@ -240,79 +296,91 @@ static void lc_search_note(struct lc_search *s, const struct lc_entry *e,
 	s->best = s->depth;
 	for (i = 0; i < s->depth; i++)
 		s->best_ops[i] = s->stack[i].call->op;
-	s->best_fail = e->op;
-	s->best_state = st;
+	s->best_fail = s->e->op;
+	s->best_state = s->cur.st;
 }
 
-/* Tries to linearize call e in *st: 1 done, 0 not possible now, -ENOMEM. */
-static int lc_search_try(struct lc_search *s, struct lc_entry *e,
-			 const void **st)
+/* The state after op, interned: 1 legal, 0 not, -ENOMEM. */
+static int lc_search_next(struct lc_search *s, const struct lc_op *op,
+			  struct lc_state *next)
 {
 	struct lc_arena_mark mark = lc_arena_mark_get(&s->arena);
-	const struct lc_op *op = &s->h->ops[s->ops[e->op]];
-	const void *next;
 	int ret;
 
-	ret = s->m->step(&s->arena, *st, op, &next);
-	if (ret > 0) {
-		lc_bit_flip(s, e->op);
-		ret = lc_cache_add(s, next);
-		if (ret <= 0)
-			lc_bit_flip(s, e->op);
-	}
-	if (ret <= 0) {
-		lc_arena_release(&s->arena, mark);
+	ret = s->m->step(&s->arena, s->cur.st, op, &next->st);
+	if (ret <= 0 || next->st == s->cur.st) {
+		next->hash = s->cur.hash;
 		return ret;
 	}
-	s->stack[s->depth++] = (struct lc_frame){ e, *st };
-	*st = next;
+	next->hash = s->m->hash(next->st);
+	ret = lc_state_intern(s, next);
+	if (!ret)
+		lc_arena_release(&s->arena, mark);
+	return ret < 0 ? ret : 1;
+}
+
+/* Tries to linearize call e now: 1 done, 0 not possible, -ENOMEM. */
+static int lc_search_try(struct lc_search *s, struct lc_entry *e)
+{
+	const struct lc_op *op = &s->h->ops[s->ops[e->op]];
+	struct lc_state next;
+	int ret;
+
+	ret = lc_search_next(s, op, &next);
+	if (ret <= 0)
+		return ret;
+	lc_bit_flip(s, e->op);
+	ret = lc_cache_add(s, &next);
+	if (ret <= 0) {
+		lc_bit_flip(s, e->op);
+		return ret;
+	}
+	s->stack[s->depth++] = (struct lc_frame){ e, s->cur };
+	s->cur = next;
 	lc_entry_lift(e);
 	return 1;
 }
 
-static bool lc_search_late(struct lc_search *s, unsigned *tick)
+/* At a return: all done if it is at +infinity, else undo the last choice. */
+static void lc_search_back(struct lc_search *s)
 {
-	if (++*tick & LC_CLOCK_EVERY)
-		return false;
-	return s->deadline && lc_now_ns() > s->deadline;
+	struct lc_entry *e = s->e;
+
+	if (e->t == LC_T_INF) {
+		s->done = true;
+		s->verdict = LC_LINEARIZABLE;
+		return;
+	}
+	lc_search_note(s);
+	if (!s->depth) {
+		s->done = true;
+		s->verdict = LC_NOT_LINEARIZABLE;
+		return;
+	}
+	s->depth--;
+	e = s->stack[s->depth].call;
+	s->cur = s->stack[s->depth].state;
+	lc_bit_flip(s, e->op);
+	lc_entry_unlift(e);
+	s->e = e->next;
 }
 
-static int lc_search_run(struct lc_search *s, enum lc_verdict *v)
+/* Up to budget steps; s->done tells whether the verdict is in. */
+static int lc_search_run(struct lc_search *s, unsigned long budget)
 {
-	struct lc_entry *e = s->head->next;
-	const void *st;
-	unsigned tick = 0;
 	int ret;
 
-	ret = s->m->init(&s->arena, &st);
-	while (!ret) {
-		if (lc_search_late(s, &tick)) {
-			*v = LC_UNKNOWN;
-			return 0;
-		}
-		if (e->call) {
-			ret = lc_search_try(s, e, &st);
-			e = ret > 0 ? s->head->next : e->next;
-			ret = ret < 0 ? ret : 0;
+	while (!s->done && budget--) {
+		if (!s->e->call) {
+			lc_search_back(s);
 			continue;
 		}
-		if (e->t == LC_T_INF) {
-			*v = LC_LINEARIZABLE;
-			return 0;
-		}
-		lc_search_note(s, e, st);
-		if (!s->depth) {
-			*v = LC_NOT_LINEARIZABLE;
-			return 0;
-		}
-		s->depth--;
-		e = s->stack[s->depth].call;
-		st = s->stack[s->depth].state;
-		lc_bit_flip(s, e->op);
-		lc_entry_unlift(e);
-		e = e->next;
+		ret = lc_search_try(s, s->e);
+		if (ret < 0)
+			return ret;
+		s->e = ret ? s->head->next : s->e->next;
 	}
-	return ret;
+	return 0;
 }
 
 static char *lc_state_describe(const struct lc_model *m, const void *st)
@@ -350,21 +418,6 @@ static int lc_search_report(const struct lc_search *s, struct lc_result *r)
 	return 0;
 }
 
-static int lc_check_part(const struct lc_history *h, const size_t *ops,
-			 size_t n, int64_t deadline, struct lc_result *r)
-{
-	struct lc_search s;
-	int ret;
-
-	ret = lc_search_init(&s, h, ops, n, deadline);
-	if (!ret)
-		ret = lc_search_run(&s, &r->verdict);
-	if (!ret && r->verdict == LC_NOT_LINEARIZABLE)
-		ret = lc_search_report(&s, r);
-	lc_search_fini(&s);
-	return ret;
-}
-
 static int lc_key_cmp(const void *x, const void *y, void *arg)
 {
 	const struct lc_history *h = arg;
@@ -400,23 +453,144 @@ static size_t lc_group_len(const struct lc_history *h, const size_t *idx,
 	return i;
 }
 
+static int lc_search_new(const struct lc_history *h, const size_t *ops,
+			 size_t n, struct lc_search **out)
+{
+	struct lc_search *s = malloc(sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	ret = lc_search_init(s, h, ops, n);
+	if (ret) {
+		lc_search_fini(s);
+		free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+static void lc_search_free(struct lc_search *s)
+{
+	lc_search_fini(s);
+	free(s);
+}
+
+/* Memory held by a search (its arena and its tables). */
+static size_t lc_search_bytes(const struct lc_search *s)
+{
+	return s->arena.bytes + (s->cache.cap + s->states.cap) * sizeof(struct lc_slot) +
+	       s->n * (2 * sizeof(struct lc_entry) + sizeof(struct lc_frame) + sizeof(size_t));
+}
+
+/* The partitions still being searched, taking turns. */
+struct lc_sched {
+	struct lc_search **live;
+	size_t nlive;
+	size_t bytes;	/* held by the live searches */
+	const struct lc_check_opts *o;
+	struct lc_result res;
+};
+
+static void lc_sched_limits(struct lc_sched *q)
+{
+	if (q->o->max_bytes && q->bytes > q->o->max_bytes)
+		q->res.limit = LC_LIMIT_MEMORY;
+	else if (q->o->deadline_ns && lc_now_ns() > q->o->deadline_ns)
+		q->res.limit = LC_LIMIT_TIME;
+	if (q->res.limit != LC_LIMIT_NONE)
+		q->res.verdict = LC_UNKNOWN;
+}
+
+/* One turn of s: 1 if it finished (and is freed), 0 if not, -errno. */
+static int lc_sched_turn(struct lc_sched *q, struct lc_search *s)
+{
+	size_t before = lc_search_bytes(s);
+	int ret = lc_search_run(s, LC_SLICE);
+
+	if (!ret && s->done && s->verdict == LC_NOT_LINEARIZABLE) {
+		q->res.verdict = LC_NOT_LINEARIZABLE;
+		ret = lc_search_report(s, &q->res);
+	}
+	q->bytes -= before;
+	if (ret || s->done) {
+		lc_search_free(s);
+		return ret ? ret : 1;
+	}
+	q->bytes += lc_search_bytes(s);
+	lc_sched_limits(q);
+	return 0;
+}
+
+/* A turn for every unfinished partition, in order. */
+static int lc_sched_round(struct lc_sched *q)
+{
+	size_t i, j = 0;
+	int err = 0;
+
+	for (i = 0; i < q->nlive; i++) {
+		struct lc_search *s = q->live[i];
+		int ret = err || q->res.verdict != LC_LINEARIZABLE ? 0 :
+			  lc_sched_turn(q, s);
+
+		if (ret < 0)
+			err = ret;
+		if (!ret)
+			q->live[j++] = s;
+	}
+	q->nlive = j;
+	return err;
+}
+
+/* Gives every partition a first turn, then turns among the unfinished. */
+static int lc_sched_run(struct lc_sched *q, const struct lc_history *h,
+			const size_t *idx)
+{
+	struct lc_search *s;
+	size_t i, len;
+	int ret;
+
+	for (i = 0; i < h->nops && q->res.verdict == LC_LINEARIZABLE; i += len) {
+		len = lc_group_len(h, idx + i, h->nops - i);
+		ret = lc_search_new(h, idx + i, len, &s);
+		if (!ret) {
+			q->bytes += lc_search_bytes(s);
+			ret = lc_sched_turn(q, s);
+		}
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			q->live[q->nlive++] = s;
+	}
+	while (q->nlive && q->res.verdict == LC_LINEARIZABLE) {
+		ret = lc_sched_round(q);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int lc_check(const struct lc_history *h, const struct lc_check_opts *o,
 	     struct lc_result *r)
 {
-	size_t *idx = lc_partition(h), i, len;
-	struct lc_result res = { .verdict = LC_LINEARIZABLE };
-	int ret = idx ? 0 : -ENOMEM;
+	struct lc_sched q = { .o = o };
+	size_t *idx = lc_partition(h), i;
+	int ret = -ENOMEM;
 
-	for (i = 0; !ret && i < h->nops && res.verdict == LC_LINEARIZABLE; i += len) {
-		len = lc_group_len(h, idx + i, h->nops - i);
-		ret = lc_check_part(h, idx + i, len, o->deadline_ns, &res);
-	}
+	q.res.verdict = LC_LINEARIZABLE;
+	q.live = malloc((h->nops + 1) * sizeof(*q.live));
+	if (idx && q.live)
+		ret = lc_sched_run(&q, h, idx);
+	for (i = 0; i < q.nlive; i++)
+		lc_search_free(q.live[i]);
+	free(q.live);
 	free(idx);
 	if (ret) {
-		lc_result_fini(&res);
+		lc_result_fini(&q.res);
 		return ret;
 	}
-	*r = res;
+	*r = q.res;
 	return 0;
 }
 

@@ -234,7 +234,8 @@ static int lc_build_args(struct lc_build *b, const struct lc_raw *r,
 		return lc_build_err(b, r->inv_line, "op '%s' takes %u args, got %u",
 				    od->name, od->nargs, r->args.n);
 	op->nargs = od->nargs;
-	memcpy(op->args, r->args.items, od->nargs * sizeof(op->args[0]));
+	if (od->nargs)
+		memcpy(op->args, r->args.items, od->nargs * sizeof(op->args[0]));
 	op->key = r->key;
 	why = m->validate(op, false);
 	if (why)
@@ -295,11 +296,12 @@ static int lc_build_overlap(struct lc_build *b)
 {
 	size_t i;
 
-	qsort(b->raw, b->nraw, sizeof(*b->raw), lc_raw_cmp);
+	if (b->nraw)
+		qsort(b->raw, b->nraw, sizeof(*b->raw), lc_raw_cmp);
 	for (i = 1; i < b->nraw; i++) {
 		const struct lc_raw *p = &b->raw[i - 1], *r = &b->raw[i];
 
-		if (p->proc == r->proc && p->end == LC_END_RET && p->ret > r->inv)
+		if (p->proc == r->proc && p->ret_line && p->ret > r->inv)
 			return lc_build_err(b, r->inv_line, "process %s invokes while its op of line %u is running",
 					    b->h->procs[r->proc], p->inv_line);
 	}
@@ -410,19 +412,20 @@ int lc_history_parse(const char *name, const char *buf, size_t len,
 		     enum lc_format fmt, const struct lc_model *m,
 		     struct lc_history *h, struct lc_diag *d)
 {
+	struct lc_history tmp = { .name = name, .model = m };
 	struct lc_build b;
 	int ret;
 
-	memset(h, 0, sizeof(*h));
-	h->name = name;
-	h->model = m;
-	lc_arena_init(&h->arena);
-	lc_build_init(&b, h, d);
+	lc_arena_init(&tmp.arena);
+	lc_build_init(&b, &tmp, d);
 	ret = lc_history_load(&b, buf, len, fmt);
 	lc_build_fini(&b);
-	if (ret)
-		lc_history_fini(h);
-	return ret;
+	if (ret) {
+		lc_history_fini(&tmp);
+		return ret;
+	}
+	*h = tmp;
+	return 0;
 }
 
 static int lc_file_slurp(FILE *f, char **buf, size_t *len)
@@ -486,13 +489,14 @@ void lc_history_fini(struct lc_history *h)
 	h->nprocs = 0;
 }
 
-/* "3: cas(3, 0) -> true", "0/1: put[5](7)", "2: read() -> ?" */
-void lc_op_print(const struct lc_history *h, const struct lc_op *op, FILE *f)
+/* "cas(3, 0) -> true", "put[5](7)", "read() -> ?" */
+void lc_op_print_call(const struct lc_history *h, const struct lc_op *op,
+		      FILE *f)
 {
 	const struct lc_opdesc *od = &h->model->ops[op->code];
 	unsigned i;
 
-	fprintf(f, "%s: %s", h->procs[op->proc], od->name);
+	fputs(od->name, f);
 	if (op->key.kind != LC_NULL) {
 		fputc('[', f);
 		lc_val_print(&op->key, f);
@@ -511,4 +515,11 @@ void lc_op_print(const struct lc_history *h, const struct lc_op *op, FILE *f)
 		fputs(" -> ", f);
 		lc_val_print(&op->res, f);
 	}
+}
+
+/* The call preceded by the process: "3: cas(3, 0) -> true" */
+void lc_op_print(const struct lc_history *h, const struct lc_op *op, FILE *f)
+{
+	fprintf(f, "%s: ", h->procs[op->proc]);
+	lc_op_print_call(h, op, f);
 }

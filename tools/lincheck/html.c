@@ -13,7 +13,9 @@
 #include "lincheck.h"
 
 #define LC_X0 110	/* left margin for lane names */
-#define LC_STEP 16	/* pixels per event */
+#define LC_STEP_MIN 20	/* pixels per event */
+#define LC_STEP_MAX 120
+#define LC_CHAR 7	/* pixels per character of a label */
 #define LC_LANE 30
 #define LC_BAR 20
 #define LC_TOP 24
@@ -25,10 +27,12 @@ struct lc_draw {
 	size_t n;
 	size_t *x0;		/* per drawn op: rank of its invocation */
 	size_t *x1;		/* rank of its return, or SIZE_MAX */
+	size_t *room;		/* rank of the next invocation in its lane */
 	int *lane;		/* per process, or -1 */
 	int nlanes;
-	long *order;		/* per drawn op: position in the prefix + 1 */
+	long *order;		/* per history op: position in the prefix + 1 */
 	size_t nevents;
+	long step;		/* pixels per event */
 };
 
 static void lc_html_esc(const char *s, FILE *f)
@@ -47,7 +51,9 @@ static void lc_html_esc(const char *s, FILE *f)
 	}
 }
 
-static char *lc_op_text(const struct lc_history *h, const struct lc_op *op)
+/* The op as text, with its process or not. */
+static char *lc_op_text(const struct lc_history *h, const struct lc_op *op,
+			bool proc)
 {
 	char *buf = NULL;
 	size_t len;
@@ -55,7 +61,10 @@ static char *lc_op_text(const struct lc_history *h, const struct lc_op *op)
 
 	if (!f)
 		return NULL;
-	lc_op_print(h, op, f);
+	if (proc)
+		lc_op_print(h, op, f);
+	else
+		lc_op_print_call(h, op, f);
 	if (fclose(f)) {
 		free(buf);
 		return NULL;
@@ -71,10 +80,6 @@ int lc_html_begin(FILE *f)
 	      "section{margin-bottom:2em}\n"
 	      ".scroll{overflow-x:auto;border:1px solid #ccc}\n"
 	      "svg text{font:11px monospace}\n"
-	      "rect.op{fill:#ddd;stroke:#888}\n"
-	      "rect.lin{fill:#bde5b8;stroke:#3a8a32}\n"
-	      "rect.bad{fill:#f4a6a6;stroke:#c00;stroke-width:3}\n"
-	      "rect.open{stroke-dasharray:4 3;fill-opacity:.5}\n"
 	      ".ok{color:#3a8a32}.no{color:#c00}.unk{color:#a60}\n"
 	      "code{background:#f4f4f4}\n"
 	      "</style></head><body>\n<h1>loco-lincheck report</h1>\n"
@@ -102,11 +107,35 @@ static int lc_rank_cmp(const void *x, const void *y, void *arg)
 	return (a % 2 > b % 2) - (a % 2 < b % 2);
 }
 
+/* Where labels may run to: the next op in the same lane. */
+static int lc_draw_room(struct lc_draw *d, const size_t *ev)
+{
+	size_t *last = malloc(((size_t)d->nlanes + 1) * sizeof(*last)), i;
+
+	if (!last)
+		return -ENOMEM;
+	for (i = 0; i < (size_t)d->nlanes; i++)
+		last[i] = SIZE_MAX;
+	for (i = 0; i < 2 * d->n; i++) {
+		size_t op = ev[i] / 2;
+		int lane = d->lane[d->h->ops[d->ops[op]].proc];
+
+		if (ev[i] % 2)
+			continue;
+		if (last[lane] != SIZE_MAX)
+			d->room[last[lane]] = i;
+		last[lane] = op;
+	}
+	free(last);
+	return 0;
+}
+
 /* Event ranks: event 2i is op i's invocation, 2i+1 its return. */
 static int lc_draw_ranks(struct lc_draw *d)
 {
 	int64_t *t = malloc((2 * d->n + 1) * sizeof(*t));
 	size_t *ev = malloc((2 * d->n + 1) * sizeof(*ev)), i;
+	int ret;
 
 	if (!t || !ev) {
 		free(t);
@@ -130,33 +159,83 @@ static int lc_draw_ranks(struct lc_draw *d)
 		if (t[ev[i]] != LC_T_INF)
 			d->nevents = i + 1;
 	}
+	ret = lc_draw_room(d, ev);
 	free(t);
 	free(ev);
-	return 0;
+	return ret;
 }
 
-static void lc_draw_lanes(struct lc_draw *d)
+static int lc_proc_cmp(const void *x, const void *y, void *arg)
 {
-	size_t i;
-	int p;
+	const char *const *names = arg;
 
+	return strverscmp(names[*(const int *)x], names[*(const int *)y]);
+}
+
+/* One lane per process with drawn ops, in natural order of names. */
+static int lc_draw_lanes(struct lc_draw *d)
+{
+	int *procs = malloc((d->h->nprocs + 1) * sizeof(*procs)), p, n = 0;
+	size_t i;
+
+	if (!procs)
+		return -ENOMEM;
 	for (p = 0; p < (int)d->h->nprocs; p++)
 		d->lane[p] = -1;
 	for (i = 0; i < d->n; i++)
 		d->lane[d->h->ops[d->ops[i]].proc] = 0;
 	for (p = 0; p < (int)d->h->nprocs; p++)
 		if (!d->lane[p])
-			d->lane[p] = d->nlanes++;
+			procs[n++] = p;
+	qsort_r(procs, (size_t)n, sizeof(*procs), lc_proc_cmp, (void *)d->h->procs);
+	for (p = 0; p < n; p++)
+		d->lane[procs[p]] = p;
+	d->nlanes = n;
+	free(procs);
+	return 0;
 }
 
 static void lc_draw_order(struct lc_draw *d)
 {
-	size_t i, j;
+	size_t i;
 
 	for (i = 0; i < d->r->nprefix; i++)
-		for (j = 0; j < d->n; j++)
-			if (d->ops[j] == d->r->prefix[i])
-				d->order[j] = (long)i + 1;
+		d->order[d->r->prefix[i]] = (long)i + 1;
+}
+
+static int lc_long_cmp(const void *x, const void *y)
+{
+	long a = *(const long *)x, b = *(const long *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Pixels per event so that the median op's label fits before the next op. */
+static int lc_draw_scale(struct lc_draw *d)
+{
+	long *need = malloc((d->n + 1) * sizeof(*need));
+	size_t i;
+
+	if (!need)
+		return -ENOMEM;
+	for (i = 0; i < d->n; i++) {
+		size_t end = d->room[i] == SIZE_MAX ? d->nevents + 2 : d->room[i];
+		char *call = lc_op_text(d->h, &d->h->ops[d->ops[i]], false);
+
+		if (!call) {
+			free(need);
+			return -ENOMEM;
+		}
+		need[i] = (long)((strlen(call) + 4) * LC_CHAR + 8) /
+			  (long)(end > d->x0[i] ? end - d->x0[i] : 1);
+		free(call);
+	}
+	qsort(need, d->n, sizeof(*need), lc_long_cmp);
+	d->step = d->n ? need[d->n / 2] : LC_STEP_MIN;
+	d->step = d->step < LC_STEP_MIN ? LC_STEP_MIN :
+		  d->step > LC_STEP_MAX ? LC_STEP_MAX : d->step;
+	free(need);
+	return 0;
 }
 
 static void lc_draw_fini(struct lc_draw *d)
@@ -164,6 +243,7 @@ static void lc_draw_fini(struct lc_draw *d)
 	free(d->ops);
 	free(d->x0);
 	free(d->x1);
+	free(d->room);
 	free(d->lane);
 	free(d->order);
 }
@@ -181,23 +261,26 @@ static int lc_draw_init(struct lc_draw *d, const struct lc_history *h,
 	d->ops = malloc((d->n + 1) * sizeof(*d->ops));
 	d->x0 = malloc((d->n + 1) * sizeof(*d->x0));
 	d->x1 = malloc((d->n + 1) * sizeof(*d->x1));
-	d->order = calloc(d->n + 1, sizeof(*d->order));
+	d->room = malloc((d->n + 1) * sizeof(*d->room));
+	d->order = calloc(h->nops + 1, sizeof(*d->order));
 	d->lane = malloc((h->nprocs + 1) * sizeof(*d->lane));
-	if (!d->ops || !d->x0 || !d->x1 || !d->order || !d->lane)
+	if (!d->ops || !d->x0 || !d->x1 || !d->room || !d->order || !d->lane)
 		return -ENOMEM;
 	for (i = 0; i < d->n; i++) {
 		d->ops[i] = part ? r->part[i] : i;
 		d->x1[i] = SIZE_MAX;
+		d->room[i] = SIZE_MAX;
 	}
-	lc_draw_lanes(d);
 	lc_draw_order(d);
-	return lc_draw_ranks(d);
+	if (lc_draw_lanes(d) || lc_draw_ranks(d))
+		return -ENOMEM;
+	return lc_draw_scale(d);
 }
 
 static void lc_draw_label(FILE *f, const char *text, long x, long y,
 			  long width, long order)
 {
-	size_t fit = width > 12 ? (size_t)(width - 6) / 7 : 0;
+	size_t fit = width > 12 ? (size_t)(width - 6) / LC_CHAR : 0;
 	char buf[128];
 
 	if (order)
@@ -216,39 +299,50 @@ static void lc_draw_label(FILE *f, const char *text, long x, long y,
 static int lc_draw_op(FILE *f, const struct lc_draw *d, size_t i, long right)
 {
 	const struct lc_op *op = &d->h->ops[d->ops[i]];
-	const char *cls = d->ops[i] == d->r->fail_op &&
-			  d->r->verdict == LC_NOT_LINEARIZABLE ? "bad" :
-			  d->order[i] ? "lin" : "op";
-	long x = LC_X0 + (long)d->x0[i] * LC_STEP;
+	static const char *const look[] = {
+		"fill=\"#ddd\" stroke=\"#888\"",
+		"fill=\"#bde5b8\" stroke=\"#3a8a32\"",
+		"fill=\"#f4a6a6\" stroke=\"#c00\" stroke-width=\"3\"",
+	};
+	int cls = d->ops[i] == d->r->fail_op &&
+		  d->r->verdict == LC_NOT_LINEARIZABLE ? 2 : d->order[d->ops[i]] ? 1 : 0;
+	long x = LC_X0 + (long)d->x0[i] * d->step;
 	long x1 = d->x1[i] == SIZE_MAX ? right :
-		  LC_X0 + (long)d->x1[i] * LC_STEP + LC_STEP / 2;
-	long y = LC_TOP + d->lane[op->proc] * LC_LANE;
-	char *text = lc_op_text(d->h, op);
+		  LC_X0 + (long)d->x1[i] * d->step + d->step / 2;
+	long y = LC_TOP + d->lane[op->proc] * LC_LANE, room;
+	char *text = lc_op_text(d->h, op, true);
+	char *call = lc_op_text(d->h, op, false);
 
-	if (!text)
+	if (!text || !call) {
+		free(text);
+		free(call);
 		return -ENOMEM;
-	fprintf(f, "<g><title>", NULL);
+	}
+	fputs("<g><title>", f);
 	lc_html_esc(text, f);
 	fprintf(f, " (line %u", op->inv_line);
 	if (op->ret_line)
 		fprintf(f, "-%u", op->ret_line);
-	fprintf(f, ")</title><rect class=\"%s%s\" x=\"%ld\" y=\"%ld\" width=\"%ld\" "
-		"height=\"%d\" rx=\"3\"/>\n", cls, op->unknown ? " open" : "",
+	fprintf(f, ")</title><rect %s%s x=\"%ld\" y=\"%ld\" width=\"%ld\" "
+		"height=\"%d\" rx=\"3\"/>\n", look[cls],
+		op->unknown ? " stroke-dasharray=\"4 3\" fill-opacity=\".5\"" : "",
 		x, y, x1 - x, LC_BAR);
-	lc_draw_label(f, text, x, y, x1 - x, d->order[i]);
+	room = d->room[i] == SIZE_MAX ? right : LC_X0 + (long)d->room[i] * d->step;
+	lc_draw_label(f, call, x, y, (room > x1 ? room : x1) - x, d->order[d->ops[i]]);
 	fputs("</g>\n", f);
 	free(text);
+	free(call);
 	return 0;
 }
 
 static int lc_draw_svg(FILE *f, const struct lc_draw *d)
 {
-	long right = LC_X0 + (long)(d->nevents + 2) * LC_STEP;
+	long right = LC_X0 + (long)(d->nevents + 2) * d->step;
 	long height = LC_TOP + d->nlanes * LC_LANE + 10;
 	size_t i;
 	int p, ret = 0;
 
-	fprintf(f, "<div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" "
+	fprintf(f, "<div class=\"scroll\"><svg "
 		"width=\"%ld\" height=\"%ld\">\n", right + 10, height);
 	fprintf(f, "<text x=\"4\" y=\"14\">process</text>\n");
 	for (p = 0; p < (int)d->h->nprocs; p++) {
@@ -282,7 +376,7 @@ static void lc_html_summary(FILE *f, const struct lc_history *h,
 		cls[r->verdict], words[r->verdict], h->nops);
 	if (r->verdict != LC_NOT_LINEARIZABLE)
 		return;
-	fail = lc_op_text(h, &h->ops[r->fail_op]);
+	fail = lc_op_text(h, &h->ops[r->fail_op], true);
 	fprintf(f, "<p>Showing the %zu ops of the failing partition", r->npart);
 	if (h->ops[r->fail_op].key.kind != LC_NULL && h->model->partition)
 		fputs(" (one key)", f);

@@ -505,7 +505,7 @@ static int lc_jepsen_done(struct lc_jepsen *j, unsigned line,
 	struct lc_build *b = j->b;
 	const struct lc_opdesc *od;
 	struct lc_raw *r;
-	enum lc_end end;
+	enum lc_end end = LC_END_OPEN;
 	uint16_t code;
 	int ret;
 
@@ -532,7 +532,7 @@ static int lc_jepsen_done(struct lc_jepsen *j, unsigned line,
 static int lc_jepsen_event(struct lc_jepsen *j, unsigned line,
 			   const struct lc_jev *ev)
 {
-	uint32_t *slot;
+	uint32_t *slot = NULL;
 	int ret;
 
 	if (ev->skip)

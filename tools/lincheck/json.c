@@ -85,17 +85,25 @@ static bool lc_json_num(struct lc_json *j, int64_t *out, enum lc_num_sign *sign)
 	return true;
 }
 
-static bool lc_json_put(struct lc_json *j, size_t *n, uint32_t c)
+static bool lc_json_room(struct lc_json *j, size_t n)
 {
-	if (*n + 4 > j->cap) {
-		size_t cap = j->cap ? 2 * j->cap : 256;
-		char *p = realloc(j->buf, cap);
+	char *p;
 
-		if (!p)
-			return lc_json_fail(j, "out of memory");
-		j->buf = p;
-		j->cap = cap;
-	}
+	if (n <= j->cap)
+		return true;
+	p = realloc(j->buf, 2 * n);
+	if (!p)
+		return lc_json_fail(j, "out of memory");
+	j->buf = p;
+	j->cap = 2 * n;
+	return true;
+}
+
+/* Appends code point c (from a \u escape) as UTF-8. */
+static bool lc_json_put_utf8(struct lc_json *j, size_t *n, uint32_t c)
+{
+	if (!lc_json_room(j, *n + 4))
+		return false;
 	if (c < 0x80) {
 		j->buf[(*n)++] = (char)c;
 	} else if (c < 0x800) {
@@ -157,43 +165,48 @@ static bool lc_json_uescape(struct lc_json *j, uint32_t *out)
 	return true;
 }
 
-static bool lc_json_escape(struct lc_json *j, uint32_t *out)
+/* After a backslash: appends the escaped character. */
+static bool lc_json_escape(struct lc_json *j, size_t *n)
 {
 	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 	const char *k;
+	uint32_t c;
 
 	if (j->p == j->end)
 		return lc_json_fail(j, "unterminated string");
 	if (*j->p == 'u') {
 		j->p++;
-		return lc_json_uescape(j, out);
+		return lc_json_uescape(j, &c) && lc_json_put_utf8(j, n, c);
 	}
 	k = strchr(from, *j->p);
 	if (!*j->p || !k)
 		return lc_json_fail(j, "bad escape in string");
 	j->p++;
-	*out = (unsigned char)to[k - from];
-	return true;
+	return lc_json_put_utf8(j, n, (unsigned char)to[k - from]);
 }
 
+/* Other bytes are copied as they are (UTF-8 is not validated). */
 static bool lc_json_str(struct lc_json *j, const struct lc_str **out)
 {
 	size_t n = 0;
-	uint32_t c;
+	char c;
 
 	j->p++;
 	for (;;) {
 		if (j->p == j->end)
 			return lc_json_fail(j, "unterminated string");
-		c = (unsigned char)*j->p++;
+		c = *j->p++;
 		if (c == '"')
 			break;
-		if (c < 0x20)
+		if ((unsigned char)c < 0x20)
 			return lc_json_fail(j, "control character in string");
-		if (c == '\\' && !lc_json_escape(j, &c))
+		if (c == '\\' && !lc_json_escape(j, &n))
 			return false;
-		if (!lc_json_put(j, &n, c))
+		if (c == '\\')
+			continue;
+		if (!lc_json_room(j, n + 1))
 			return false;
+		j->buf[n++] = c;
 	}
 	*out = lc_str_new(j->a, j->buf ? j->buf : "", n);
 	return *out ? true : lc_json_fail(j, "out of memory");
@@ -293,6 +306,7 @@ static bool lc_json_val(struct lc_json *j, struct lc_val *v)
 		ok = (*j->p == '-' || (*j->p >= '0' && *j->p <= '9')) ?
 		     lc_json_num(j, &v->i, &sign) :
 		     lc_json_fail(j, "invalid JSON value");
+		v->n = ok && sign == LC_NUM_BIG;
 		break;
 	}
 	j->depth--;
@@ -392,7 +406,10 @@ static bool lc_event_field(struct lc_json *j, struct lc_event *e, int f)
 	lc_json_ws(j);
 	if (j->p < j->end && (*j->p == '-' || (*j->p >= '0' && *j->p <= '9'))) {
 		e->f[f].kind = LC_INT;
-		return lc_json_num(j, &e->f[f].i, &e->sign[f]);
+		if (!lc_json_num(j, &e->f[f].i, &e->sign[f]))
+			return false;
+		e->f[f].n = e->sign[f] == LC_NUM_BIG;
+		return true;
 	}
 	return lc_json_val(j, &e->f[f]);
 }
@@ -457,6 +474,8 @@ static int lc_event_ids(struct lc_build *b, unsigned line,
 {
 	int ret = lc_event_need(b, line, e, LC_F_T, false);
 
+	if (!ret && e->f[LC_F_T].i == LC_T_INF)
+		ret = lc_build_err(b, line, "field \"t\" out of range");
 	if (!ret)
 		ret = lc_event_need(b, line, e, LC_F_PID, true);
 	if (!ret && e->has[LC_F_TID])
@@ -494,13 +513,12 @@ static const char *lc_event_key(const struct lc_event *e, struct lc_val *key)
 /* An optional array field; absent reads as []. */
 static bool lc_event_list(const struct lc_event *e, int f, struct lc_val *out)
 {
-	out->kind = LC_LIST;
-	out->n = 0;
-	out->items = NULL;
-	if (!e->has[f])
-		return true;
-	*out = e->f[f];
-	return out->kind == LC_LIST;
+	static const struct lc_val none = { .kind = LC_LIST };
+
+	if (e->has[f] && e->f[f].kind != LC_LIST)
+		return false;
+	*out = e->has[f] ? e->f[f] : none;
+	return true;
 }
 
 static int lc_event_inv(struct lc_build *b, unsigned line,

@@ -22,6 +22,7 @@ struct lc_chunk;
 struct lc_arena {
 	struct lc_chunk *cur;
 	struct lc_chunk *spare;
+	size_t bytes;	/* held from malloc */
 };
 
 struct lc_arena_mark {
@@ -55,7 +56,7 @@ struct lc_str {
 
 struct lc_val {
 	uint8_t kind;
-	uint32_t n;	/* LC_LIST: number of items */
+	uint32_t n;	/* LC_LIST: number of items; LC_INT: 1 if > INT64_MAX */
 	union {
 		bool b;
 		int64_t i;
@@ -78,7 +79,11 @@ uint64_t lc_val_hash(const struct lc_val *v);
 /* Total order: null < bool < int (as u64) < string < list < empty. */
 int lc_val_cmp(const struct lc_val *x, const struct lc_val *y);
 bool lc_val_is_str(const struct lc_val *v, const char *s);
-/* JSON-like text (integers, "strings", [lists], null, true, "empty") */
+/*
+ * JSON-like text (integers, "strings", [lists], null, true, "empty").
+ * Integers are 64-bit two's complement: 2^64-1 and -1 are the same value,
+ * printed the way it was written.
+ */
 void lc_val_print(const struct lc_val *v, FILE *f);
 
 /* Operations. */
@@ -179,17 +184,26 @@ int lc_history_read(const char *path, enum lc_format fmt,
 		    const struct lc_model *m, struct lc_history *h,
 		    struct lc_diag *d);
 void lc_history_fini(struct lc_history *h);
+void lc_op_print_call(const struct lc_history *h, const struct lc_op *op,
+		      FILE *f);
 void lc_op_print(const struct lc_history *h, const struct lc_op *op, FILE *f);
 
 /* Checking. */
 enum lc_verdict {
 	LC_LINEARIZABLE,
 	LC_NOT_LINEARIZABLE,
-	LC_UNKNOWN,	/* timed out */
+	LC_UNKNOWN,	/* a limit was reached first */
+};
+
+enum lc_limit {
+	LC_LIMIT_NONE,
+	LC_LIMIT_TIME,
+	LC_LIMIT_MEMORY,
 };
 
 struct lc_check_opts {
 	int64_t deadline_ns;	/* CLOCK_MONOTONIC; 0 = no limit */
+	size_t max_bytes;	/* memory of the searches; 0 = no limit */
 };
 
 /*
@@ -201,6 +215,7 @@ struct lc_check_opts {
  */
 struct lc_result {
 	enum lc_verdict verdict;
+	enum lc_limit limit;	/* why the verdict is LC_UNKNOWN */
 	size_t *part;
 	size_t npart;
 	size_t *prefix;

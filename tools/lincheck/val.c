@@ -202,7 +202,10 @@ void lc_val_print(const struct lc_val *v, FILE *f)
 		fputs(v->b ? "true" : "false", f);
 		break;
 	case LC_INT:
-		fprintf(f, "%" PRId64, v->i);
+		if (v->n)
+			fprintf(f, "%" PRIu64, (uint64_t)v->i);
+		else
+			fprintf(f, "%" PRId64, v->i);
 		break;
 	case LC_STR:
 		lc_str_print(v->s, f);
