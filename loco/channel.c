@@ -34,9 +34,9 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
 		      uint64_t participants)
 {
+	memset(ch, 0, sizeof(*ch));
 	if (!name_ok(name))
 		return -EINVAL;
-	memset(ch, 0, sizeof(*ch));
 	int n = parent ? snprintf(ch->name, sizeof(ch->name), "%s/%s",
 				  parent->name, name) :
 			 snprintf(ch->name, sizeof(ch->name), "%s", name);
@@ -104,8 +104,8 @@ const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 	}
 	/* Acquire pairs with the release in mark_joined: the descriptor was
 	 * written before the peer's bit. */
-	uint64_t joined = atomic_load_explicit(&ch->joined, memory_order_acquire);
-	return joined & (UINT64_C(1) << peer) ? rr : NULL;
+	uint64_t known = atomic_load_explicit(&ch->known, memory_order_acquire);
+	return known & (UINT64_C(1) << peer) ? rr : NULL;
 }
 
 bool loco_channel_ready(struct loco_channel *ch, int *err)
@@ -144,7 +144,7 @@ static struct loco_channel *chan_find(struct loco_mgr *mgr, const char *name)
 	return NULL;
 }
 
-static void chan_fail(struct loco_channel *ch, int err, const char *msg)
+void loco_channel_fail(struct loco_channel *ch, int err, const char *msg)
 {
 	int none = 0;
 	/* Relaxed: the error is a flag; readers need no other data with it. */
@@ -154,15 +154,21 @@ static void chan_fail(struct loco_channel *ch, int err, const char *msg)
 	loco_err(ch->name, "%s", msg);
 }
 
-/* Record PEER as joined; runs the callback the first time (chan_lock held). */
+/* Record PEER as joined (chan_lock held): its regions become readable,
+ * the callback runs the first time, and only then is the peer counted as
+ * joined, so a ready channel has run every callback. */
 static void mark_joined(struct loco_channel *ch, uint32_t peer)
 {
 	uint64_t bit = UINT64_C(1) << peer;
 	/* Release: remote[][peer] was written before the bit is published. */
-	uint64_t old = atomic_fetch_or_explicit(&ch->joined, bit,
+	uint64_t old = atomic_fetch_or_explicit(&ch->known, bit,
 						memory_order_release);
-	if (!(old & bit) && ch->on_join)
+	if (old & bit)
+		return;
+	if (ch->on_join)
 		ch->on_join(ch, peer);
+	/* Release: what the callback built is visible to ready's acquire. */
+	atomic_fetch_or_explicit(&ch->joined, bit, memory_order_release);
 }
 
 /* Check that OFFERED (from PEER) holds every region CH expects from PEER,
@@ -302,7 +308,7 @@ void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,
 	if (!rc)
 		rc = apply_offer(ch, from, offered, n, msg, sizeof(msg));
 	if (rc)
-		chan_fail(ch, rc, msg);
+		loco_channel_fail(ch, rc, msg);
 	join_ack(reply, rc, msg, ch);
 	if (!rc)
 		mark_joined(ch, from);
@@ -342,7 +348,7 @@ static void join_reply(struct loco_channel *ch, uint32_t peer,
 	if (loco_rbuf_done(&r)) {
 		snprintf(msg, sizeof(msg), "channel %s: malformed JOIN_ACK "
 			 "from node %u", ch->name, peer);
-		chan_fail(ch, -LOCO_EPROTO, msg);
+		loco_channel_fail(ch, -LOCO_EPROTO, msg);
 		return;
 	}
 	if (status == JOIN_NOCHAN)
@@ -353,7 +359,7 @@ static void join_reply(struct loco_channel *ch, uint32_t peer,
 		char full[sizeof(msg) + 64];
 		snprintf(full, sizeof(full), "join with node %u failed: %s", peer,
 			 msg[0] ? msg : loco_strerror(rc));
-		chan_fail(ch, rc, full);
+		loco_channel_fail(ch, rc, full);
 		return;
 	}
 	mark_joined(ch, peer);

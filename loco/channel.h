@@ -41,7 +41,8 @@ struct loco_channel {
 	struct loco_mgr *mgr;
 	struct loco_channel *parent;
 	uint64_t participants;               /* peers (not self) to join */
-	_Atomic uint64_t joined;             /* peers joined so far */
+	_Atomic uint64_t known;              /* peers whose regions are known */
+	_Atomic uint64_t joined;             /* peers joined, callbacks run */
 	_Atomic int error;                   /* first join error, sticky */
 	bool registered;
 	unsigned nlocal, nexpect;
@@ -83,6 +84,11 @@ const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 bool loco_channel_ready(struct loco_channel *ch, int *err);
 /* Wait for loco_channel_ready: 0, -ETIMEDOUT or the join error. */
 int loco_channel_wait(struct loco_channel *ch, int timeout_ms);
+
+/* Fail the channel with ERR (a negative code; the first one sticks) and log
+ * MSG once. For join callbacks that cannot complete their part of a join;
+ * loco_channel_ready and loco_mgr_wait_ready then report ERR. */
+void loco_channel_fail(struct loco_channel *ch, int err, const char *msg);
 
 /* Unregister and free local regions. Sub-channels are finished by their
  * parent's fini before it calls this. */

@@ -638,9 +638,11 @@ static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 static int fence_thread_peers(struct loco_thread *thr, uint64_t peers,
 			      int timeout_ms)
 {
-	int rc = 0;
 	uint64_t t;
 	pthread_mutex_lock(&thr->lock);
+	/* Collect finished ops first: a completed READ may already have
+	 * placed the WRITEs this fence would otherwise post a READ for. */
+	int rc = progress_locked(thr);
 	for (uint64_t m = peers; m && !rc; m &= m - 1)
 		rc = fence_post_locked(thr, thr->qp[__builtin_ctzll(m)]);
 	t = thr->ticket;

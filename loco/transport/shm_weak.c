@@ -131,9 +131,34 @@ static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
 	return 0;
 }
 
+static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp);
+
+/* A thread polling its completions lends the NIC a hand on its own QPs:
+ * it executes requests that are due, under the same rules (QP order, the
+ * random delays, deferred placement). On an oversubscribed host this
+ * saves a context switch per request; the NIC thread still does the rest. */
+static void weak_help(struct loco_tp_cq *tcq)
+{
+	if (!tcq->nqp)
+		return;
+	struct weak_nic *nic = tcq->qps[0]->tp->weak;
+	uint64_t now = now_ns();
+	unsigned start = (unsigned)(now % tcq->nqp);
+	for (unsigned k = 0; k < tcq->nqp; k++) {
+		struct weak_qp *qp = tcq->qps[(start + k) % tcq->nqp]->weak;
+		pthread_mutex_lock(&qp->lock);
+		while (qp->qcount && qp->q[qp->qhead].not_before <= now &&
+		       (rng_next(&qp->rng) & 3) != 0)
+			if (exec_head(nic, &qp->rng, qp))
+				break;
+		pthread_mutex_unlock(&qp->lock);
+	}
+}
+
 static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 {
 	struct weak_cq *cq = tcq->weak;
+	weak_help(tcq);
 	uint64_t now = now_ns();
 	unsigned n = 0;
 	pthread_mutex_lock(&cq->lock);
@@ -167,11 +192,12 @@ static void unplaced_pop(struct weak_qp *qp)
 	qp->ucount--;
 }
 
-/* Place one random piece of the oldest unplaced WRITE (qp->lock held). */
-static void place_one(struct weak_nic *nic, struct weak_qp *qp)
+/* Place one random piece of the oldest unplaced WRITE (qp->lock held).
+ * RNG: the NIC thread's generator, or the QP's when a poller helps. */
+static void place_one(uint64_t *rng, struct weak_qp *qp)
 {
 	struct unplaced *u = &qp->up[qp->uhead];
-	uint32_t i = (uint32_t)(rng_next(&nic->rng) % u->pieces);
+	uint32_t i = (uint32_t)(rng_next(rng) % u->pieces);
 	while (u->done[i])
 		i = (i + 1) % u->pieces;
 	piece_place(qp, u, i);
@@ -180,15 +206,15 @@ static void place_one(struct weak_nic *nic, struct weak_qp *qp)
 }
 
 /* Place every executed WRITE of QP, each in random piece order. */
-static void place_all(struct weak_nic *nic, struct weak_qp *qp)
+static void place_all(uint64_t *rng, struct weak_qp *qp)
 {
 	while (qp->ucount)
-		place_one(nic, qp);
+		place_one(rng, qp);
 }
 
 /* ---- execution ------------------------------------------------------------------ */
 
-static int exec_write(struct weak_nic *nic, struct weak_qp *qp,
+static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 		      const struct loco_wr *wr)
 {
 	if (!wr->len)
@@ -206,24 +232,24 @@ static int exec_write(struct weak_nic *nic, struct weak_qp *qp,
 	loco_shm_copy_in(u->data, wr->local, wr->len);
 	u->remote_off = wr->remote_off;
 	u->len = wr->len;
-	u->place_after = now_ns() + rng_next(&nic->rng) % (2 * nic->delay_ns + 1);
+	u->place_after = now_ns() + rng_next(rng) % (2 * nic->delay_ns + 1);
 	qp->ucount++;
 	return 0;
 }
 
 /* Execute the head request of QP (qp->lock held). */
-static int exec_head(struct weak_nic *nic, struct weak_qp *qp)
+static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp)
 {
 	struct loco_wr *wr = &qp->q[qp->qhead].wr;
 	int status = 0;
 	if (wr->opcode == LOCO_OP_WRITE) {
 		while (qp->ucount == UNPLACED_CAP)
-			place_one(nic, qp);
-		status = exec_write(nic, qp, wr);
+			place_one(rng, qp);
+		status = exec_write(nic, rng, qp, wr);
 	} else {
 		/* A READ or atomic completes only after earlier WRITEs on
 		 * this QP are placed. */
-		place_all(nic, qp);
+		place_all(rng, qp);
 		loco_shm_execute(qp->owner->base, wr);
 	}
 	int rc = 0;
@@ -249,13 +275,13 @@ static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 	pthread_mutex_lock(&qp->lock);
 	if (qp->qcount && qp->q[qp->qhead].not_before <= now &&
 	    (rng_next(&nic->rng) & 3) != 0) {
-		if (exec_head(nic, qp))
+		if (exec_head(nic, &nic->rng, qp))
 			loco_err("shm-weak", "completion queue: out of memory");
 		state = NIC_PROGRESS;
 	}
 	if (qp->ucount && qp->up[qp->uhead].place_after <= now &&
 	    (rng_next(&nic->rng) & 1)) {
-		place_one(nic, qp);
+		place_one(&nic->rng, qp);
 		state = NIC_PROGRESS;
 	}
 	if (state == NIC_IDLE && (qp->qcount || qp->ucount))
@@ -439,6 +465,7 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 		   serial * UINT64_C(0xbf58476d1ce4e5b9)) | 1;
 	qp->cq = cq->weak;
 	qp->owner = tqp;
+	cq->qps[cq->nqp++] = tqp;
 	struct weak_nic *nic = tp->weak;
 	pthread_mutex_lock(&nic->list_lock);
 	qp->next = nic->qps;
@@ -462,7 +489,14 @@ static void weak_qp_destroy(struct loco_tp_qp *tqp)
 		}
 	}
 	pthread_mutex_unlock(&nic->list_lock);
-	place_all(nic, qp);
+	place_all(&qp->rng, qp);
+	struct loco_tp_cq *cq = tqp->cq;
+	for (unsigned i = 0; i < cq->nqp; i++) {
+		if (cq->qps[i] == tqp) {
+			cq->qps[i] = cq->qps[--cq->nqp];
+			break;
+		}
+	}
 	pthread_mutex_destroy(&qp->lock);
 	free(qp);
 	free(tqp);

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* barrier: LOCO Fig. 1(a) in C. The push is sent with LOCO_PUSH_PLACE:
+ * the memory model puts no bound on when a completed WRITE is placed
+ * unless a later READ, atomic or fence follows on its QP, and nothing else
+ * would follow before the peers see our count, so the barrier's progress
+ * would rest on the transport's goodwill. The placing READs share the
+ * WRITEs' doorbells and land the count within a round trip, and the next
+ * round's global fence then finds nothing unplaced on this thread's QPs. */
+#include <errno.h>
+
+#include "channels/barrier.h"
+#include "channels/chan_util.h"
+
+int loco_barrier_init(struct loco_barrier *b, struct loco_mgr *mgr,
+		      struct loco_channel *parent, const char *name,
+		      uint64_t participants)
+{
+	int rc = loco_channel_init(&b->base, mgr, parent, name, participants);
+	if (rc)
+		return rc;
+	b->count = 0;
+	b->pending = false;
+	b->ready = false;
+	loco_ack_clear(&b->ack);
+	/* Self included: a mask of 0 would mean every compute node. */
+	rc = loco_sst_init(&b->sst, mgr, &b->base, "sst", sizeof(uint64_t),
+			   b->base.participants |
+			   UINT64_C(1) << loco_channel_self(&b->base));
+	if (!rc) {
+		rc = loco_channel_join(&b->base);
+		if (rc)
+			loco_sst_fini(&b->sst);
+	}
+	if (rc)
+		loco_channel_fini(&b->base);
+	return rc;
+}
+
+void loco_barrier_fini(struct loco_barrier *b)
+{
+	loco_sst_fini(&b->sst);
+	loco_channel_fini(&b->base);
+}
+
+/* Fence, count, store, push: this node arrives. */
+static int arrive(struct loco_barrier *b, struct loco_thread *thr)
+{
+	/* Release side: everything this node issued before the barrier is
+	 * placed before the count that announces it (pairs with the
+	 * acquire loads of the rows in all_arrived at the other nodes). */
+	int rc = loco_fence(thr, LOCO_FENCE_GLOBAL, 0);
+	if (rc)
+		return rc;
+	uint64_t next = b->count + 1;
+	loco_sst_store_mine(&b->sst, &next);
+	loco_ack_clear(&b->ack);
+	rc = loco_sst_push_broadcast(&b->sst, thr, LOCO_PUSH_PLACE, &b->ack);
+	if (rc)
+		return rc;
+	b->count = next;
+	b->pending = true;
+	return 0;
+}
+
+/* True when every other member's row has reached this node's count. */
+static bool all_arrived(struct loco_barrier *b)
+{
+	for (uint64_t m = b->base.participants; m; m &= m - 1) {
+		uint64_t c = 0;
+		/* 8-byte rows never tear, so the load cannot fail once ready.
+		 * Acquire: pairs with the peer's fence before its push. */
+		if (loco_sst_load(&b->sst, (uint32_t)__builtin_ctzll(m), &c) ||
+		    c < b->count)
+			return false;
+	}
+	return true;
+}
+
+int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
+		      int timeout_ms)
+{
+	if (!b->ready && !(b->ready = loco_sst_ready(&b->sst)))
+		return -ENOTCONN;
+	if (!b->pending) {
+		int rc = arrive(b, thr);
+		if (rc)
+			return rc;
+	}
+	if (timeout_ms < 0)
+		timeout_ms = loco_mgr_timeout_ms(b->base.mgr);
+	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
+	bool pushed = false;
+	unsigned spins = 0;
+	for (;;) {
+		if (!pushed) {
+			/* Polls the push: an error (a failed peer) ends the
+			 * wait, and a retired placing READ spares the next
+			 * global fence its own READ. */
+			int rc = loco_ack_test(thr, &b->ack);
+			if (rc < 0)
+				return rc;
+			pushed = rc == 1;
+		}
+		if (all_arrived(b))
+			break;
+		if ((spins & 63) == 0 && loco_now_ns() > deadline)
+			return -ETIMEDOUT;
+		chan_backoff(&spins);
+	}
+	b->pending = false;
+	return 0;
+}

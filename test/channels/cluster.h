@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* An in-process cluster for channel unit tests: NODES managers (ids
+ * 0..NODES-1) in this one process, each with its own thread context, all
+ * listed in one hosts file, plus ABSENT more ids that never start. The
+ * managers join each other over loopback like separate processes would;
+ * the transport comes from LOCO_TRANSPORT (default shm). */
+#ifndef LOCO_TEST_CHANNELS_CLUSTER_H
+#define LOCO_TEST_CHANNELS_CLUSTER_H
+
+#include "loco/loco.h"
+#include "test/common/cluster1.h"
+
+#define CL_MAX 4
+
+struct cluster {
+	unsigned n;
+	char hosts[64];
+	char run_dir[64];
+	struct loco_mgr *mgr[CL_MAX];
+	struct loco_thread *thr[CL_MAX];
+};
+
+static inline int cluster_start(struct cluster *c, unsigned nodes,
+				 unsigned absent, int timeout_ms)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-chan-hosts-XXXXXX");
+	int fd = mkstemp(c->hosts);
+	if (fd < 0 || nodes + absent > CL_MAX)
+		return -1;
+	for (unsigned i = 0; i < nodes + absent; i++)
+		dprintf(fd, "%u 127.0.0.1:%d compute\n", i, free_port());
+	close(fd);
+	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-chan-%d",
+		 (int)getpid());
+	setenv("LOCO_RUN_DIR", c->run_dir, 1);
+	for (unsigned i = 0; i < nodes; i++) {
+		struct loco_opts o = { .node_id = (int)i, .timeout_ms = timeout_ms,
+				       .arena_bytes = 16 << 20 };
+		snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
+		snprintf(o.transport, sizeof(o.transport), "%s",
+			 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
+		int rc = loco_mgr_create(&o, &c->mgr[i]);
+		if (!rc)
+			rc = loco_thread_create(c->mgr[i], &c->thr[i]);
+		if (rc)
+			return rc;
+		c->n = i + 1;
+	}
+	return 0;
+}
+
+/* Wait until every manager's channels are ready: 0 or the first error. */
+static inline int cluster_ready(struct cluster *c, int timeout_ms)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		int rc = loco_mgr_wait_ready(c->mgr[i], timeout_ms);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static inline void cluster_stop(struct cluster *c)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		loco_thread_destroy(c->thr[i]);
+	for (unsigned i = 0; i < c->n; i++)
+		loco_mgr_destroy(c->mgr[i]);
+	unlink(c->hosts);
+	rmdir(c->run_dir);
+}
+
+#endif

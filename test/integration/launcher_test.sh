@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Tests tools/loco-run itself with fake nodes (fake_node.py); needs neither
+# the C library nor loco-memnode. Exit 0 on success, 1 on the first failure.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+LR=${LOCO_RUN:-$here/../../tools/loco-run}
+work=$(mktemp -d "${TMPDIR:-/tmp}/loco-launcher-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Private copy so the test works whatever mode the checkout gave the helper.
+FAKE=$work/fake_node.py
+cp "$here/fake_node.py" "$FAKE" && chmod +x "$FAKE"
+export LOCO_MEMNODE=$FAKE
+unset LOCO_SHM_WEAK FAKE_MEMNODE_EXIT
+
+case_name=
+fail() {
+	echo "launcher_test: FAIL [$case_name]: $*" >&2
+	for f in out err; do
+		[ -f "$FAKE_DIR/$f" ] && sed "s/^/  $f| /" "$FAKE_DIR/$f" >&2
+	done
+	exit 1
+}
+
+# begin NAME: fresh FAKE_DIR for one case.
+begin() {
+	case_name=$1
+	export FAKE_DIR=$work/$1
+	mkdir -p "$FAKE_DIR"
+}
+
+# run ARGS...: the launcher (with a safety net); sets rc, secs.
+run() {
+	local t0=$SECONDS
+	timeout -k 5 90 "$LR" "$@" >"$FAKE_DIR/out" 2>"$FAKE_DIR/err"
+	rc=$?
+	secs=$((SECONDS - t0))
+}
+
+expect_rc() {
+	[ "$rc" -eq "$1" ] || fail "exit status $rc, expected $1"
+}
+
+# has FILE REGEX / lacks FILE REGEX (extended grep on out or err).
+has() { grep -Eq -- "$2" "$FAKE_DIR/$1" || fail "$1 lacks /$2/"; }
+lacks() { ! grep -Eq -- "$2" "$FAKE_DIR/$1" || fail "$1 has /$2/"; }
+
+# json N EXPR: evaluate python EXPR on node N's dump (bound to d).
+json() {
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+		"$FAKE_DIR/n$1.json" "$2" 2>/dev/null || fail "no usable dump for n$1"
+}
+
+alive() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ] && grep -qaE 'fake_node|sleep' "/proc/$1/cmdline" 2>/dev/null
+}
+
+# No process whose pid a fake node recorded is still alive (zombies left to
+# a non-reaping init count as gone).
+pids_gone() {
+	[ -s "$FAKE_DIR/pids" ] || fail "no pids recorded"
+	local pid
+	while read -r pid; do
+		for _ in $(seq 20); do
+			alive "$pid" || continue 2
+			sleep 0.1   # SIGKILLed processes take a moment to go
+		done
+		fail "pid $pid still alive after the launcher exited"
+	done <"$FAKE_DIR/pids"
+}
+
+run_dir_gone() {
+	local dir
+	dir=$(json "$1" 'd["env"]["LOCO_RUN_DIR"]')
+	[ -n "$dir" ] || fail "no LOCO_RUN_DIR"
+	[ ! -e "$dir" ] || fail "run dir $dir left behind"
+	dir=$(dirname "$(json "$1" 'd["env"]["LOCO_HOSTS"]')")
+	[ ! -e "$dir" ] || fail "hosts dir $dir left behind"
+}
+
+# --- usage -------------------------------------------------------------------
+begin usage
+run --help
+expect_rc 0
+has out 'usage: loco-run'
+has out 'LOCO_MEMNODE'
+for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
+	"-n 2 --kill 1 -- $FAKE" "-n 2 --bogus -- $FAKE" "-n 2 --timeout x -- $FAKE" \
+	"-n 2 --env NOEQUALS -- $FAKE" "-n 2 --transport tcp -- $FAKE" \
+	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
+	# shellcheck disable=SC2086
+	run $bad
+	[ "$rc" -eq 2 ] || fail "'$bad' gave status $rc, expected 2"
+	grep -q 'loco-run:' "$FAKE_DIR/err" || fail "'$bad': no error message"
+done
+
+# --- prefixing, environment, hosts file, run dir ----------------------------
+begin env
+run -m 1 -n 2 --transport verbs --env FAKE_EXTRA=a=b -- "$FAKE" --lines 300
+expect_rc 0
+has out '^\[n1\] line 0 of node 1$'
+has out '^\[n2\] line 299 of node 2$'
+has err '^\[n1\] note from node 1$'
+has err '^\[n0\] fake memnode 0 up$'
+has err '^\[n0\] fake memnode 0 stopping$'
+lacks out 'note from|memnode'
+lacks err 'line [0-9]+ of node'
+grep -qv '^\[n[0-9]\] ' "$FAKE_DIR/out" && fail "unprefixed line on stdout"
+for n in 1 2; do
+	grep "^\[n$n\] line " "$FAKE_DIR/out" | sed 's/.* line \([0-9]*\) .*/\1/' \
+		>"$FAKE_DIR/seq$n"
+	seq 0 299 | cmp -s - "$FAKE_DIR/seq$n" || fail "n$n lines out of order"
+done
+for n in 0 1 2; do
+	[ "$(json $n 'd["env"]["LOCO_NODE_ID"]')" = "$n" ] || fail "n$n: LOCO_NODE_ID"
+	[ "$(json $n 'd["env"]["LOCO_TRANSPORT"]')" = verbs ] || fail "n$n: LOCO_TRANSPORT"
+	[ "$(json $n 'd["env"].get("FAKE_EXTRA")')" = a=b ] || fail "n$n: --env"
+	[ "$(json $n 'd["run_dir_is_dir"]')" = True ] || fail "n$n: no run dir"
+	[ "$(json $n 'oct(d["run_dir_mode"])')" = 0o700 ] || fail "n$n: run dir mode"
+	case $(json $n 'd["env"]["LOCO_RUN_DIR"]') in
+	/dev/shm/loco-*) ;;
+	*) fail "n$n: run dir not /dev/shm/loco-*" ;;
+	esac
+done
+[ "$(json 1 'd["env"]["LOCO_RUN_DIR"]')" = "$(json 2 'd["env"]["LOCO_RUN_DIR"]')" ] ||
+	fail "nodes got different run dirs"
+[ "$(json 0 'd["env"]["LOCO_ROLE"]')" = memory ] || fail "n0: LOCO_ROLE"
+[ "$(json 2 'd["env"]["LOCO_ROLE"]')" = compute ] || fail "n2: LOCO_ROLE"
+json 1 'd["hosts"]' >"$FAKE_DIR/hosts"
+python3 - "$FAKE_DIR/hosts" <<'EOF' || fail "bad hosts file: $(cat "$FAKE_DIR/hosts")"
+import re, sys
+lines = [l.split() for l in open(sys.argv[1]) if l.strip()]
+assert [l[0] for l in lines] == ["0", "1", "2"], lines
+assert [l[2] for l in lines] == ["memory", "compute", "compute"], lines
+ports = set()
+for l in lines:
+    m = re.fullmatch(r"127\.0\.0\.1:(\d+)", l[1])
+    assert m and 0 < int(m.group(1)) < 65536, l
+    ports.add(m.group(1))
+assert len(ports) == 3, lines
+EOF
+run_dir_gone 1
+pids_gone
+
+# --- shm-weak gets a seed; default transport is shm --------------------------
+begin weak
+run -m 0 -n 1 --transport shm-weak -- "$FAKE" --lines 1
+expect_rc 0
+[ "$(json 0 'd["env"]["LOCO_TRANSPORT"]')" = shm-weak ] || fail "transport"
+[ -n "$(json 0 'd["env"].get("LOCO_SHM_WEAK") or ""')" ] || fail "no LOCO_SHM_WEAK seed"
+has err 'LOCO_SHM_WEAK='
+begin default
+run -m 0 -n 1 -- "$FAKE" --lines 1
+expect_rc 0
+[ "$(json 0 'd["env"]["LOCO_TRANSPORT"]')" = shm ] || fail "default transport"
+
+# --- exit status: the first failure in time; others run to completion -------
+begin status
+run -m 1 -n 3 -- "$FAKE" --sleep 1:0.2 --exit 1:5 --sleep 2:1.2 --exit 2:3 \
+	--sleep 3:1.5
+expect_rc 5
+if [ ! -e "$FAKE_DIR/done.2" ] || [ ! -e "$FAKE_DIR/done.3" ]; then
+	fail "other nodes were not left to finish"
+fi
+has err 'n1 exited with status 5'
+run_dir_gone 1
+pids_gone
+
+begin signalled
+run -m 0 -n 2 -- "$FAKE" --sleep 1:0.3 --signal 1:10
+expect_rc 138
+
+# --- --fail-fast --------------------------------------------------------------
+begin failfast
+run -m 1 -n 2 --fail-fast -- "$FAKE" --exit 1:4 --sleep 2:60
+expect_rc 4
+[ "$secs" -lt 20 ] || fail "took ${secs}s; fail-fast did not kill n2"
+[ ! -e "$FAKE_DIR/done.2" ] || fail "n2 finished"
+pids_gone
+
+# --- --kill: the killed node's status is ignored ----------------------------
+begin kill
+run -m 1 -n 2 --kill 1@0.5 -- "$FAKE" --sleep 1:60 --sleep 2:1.5
+expect_rc 0
+has err '^\[loco-run\] killed n1 at [0-9]+\.[0-9]{2}s$'
+t=$(sed -n 's/^\[loco-run\] killed n1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
+python3 -c "import sys; sys.exit(not 0.5 <= float('$t') < 5)" ||
+	fail "killed at ${t}s, expected 0.5s"
+[ "$secs" -lt 20 ] || fail "took ${secs}s"
+[ -e "$FAKE_DIR/done.2" ] || fail "n2 did not finish"
+[ ! -e "$FAKE_DIR/done.1" ] || fail "n1 finished"
+pids_gone
+
+# --- a memory node dying on its own is a failure -----------------------------
+begin memdies
+FAKE_MEMNODE_EXIT=7 run -m 1 -n 1 -- "$FAKE" --sleep '*:1'
+expect_rc 7
+has err 'memory node n0 died'
+
+# --- timeout: 124, every process gone, no run dir ----------------------------
+begin timeout
+run -m 1 -n 2 --timeout 1 -- "$FAKE" --grandchild --sleep '*:60'
+expect_rc 124
+has err '^\[loco-run\] timeout after 1 s$'
+[ "$secs" -lt 20 ] || fail "took ${secs}s"
+[ "$(wc -l <"$FAKE_DIR/pids")" -eq 5 ] || fail "expected 5 recorded pids"
+pids_gone
+run_dir_gone 1
+
+# --- SIGTERM to the launcher: 143, every process gone, no run dir ------------
+begin sigterm
+"$LR" -m 1 -n 2 -- "$FAKE" --grandchild --sleep '*:60' \
+	>"$FAKE_DIR/out" 2>"$FAKE_DIR/err" &
+lr_pid=$!
+for _ in $(seq 100); do
+	[ -e "$FAKE_DIR/n2.json" ] && [ -e "$FAKE_DIR/n1.json" ] && break
+	sleep 0.1
+done
+sleep 0.3
+kill -TERM "$lr_pid"
+wait "$lr_pid"
+rc=$?
+expect_rc 143
+pids_gone
+run_dir_gone 1
+
+# --- bare program names are looked up in the build dir -----------------------
+begin lookup
+bd=$FAKE_DIR/build
+mkdir -p "$bd/apps/x/fake-app.p" "$bd/apps/x"
+printf '#!/bin/sh\nexit 9\n' >"$bd/apps/x/fake-app.p/fake-app"
+# shellcheck disable=SC2016
+printf '#!/bin/sh\necho found $LOCO_NODE_ID\n' >"$bd/apps/x/fake-app"
+chmod +x "$bd/apps/x/fake-app.p/fake-app" "$bd/apps/x/fake-app"
+LOCO_BUILD_DIR=$bd run -m 0 -n 2 -- fake-app
+expect_rc 0
+has out '^\[n1\] found 1$'
+
+echo "launcher_test: all passed"
+exit 0
