@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* loco-litmus: memory-model litmus tests (docs/ordering.md).
  *
- *   mp    data WRITE (64 B) on one QP, completed; optional fence; flag WRITE
- *         on another QP. The reader, seeing the flag, checks the data.
+ *   mp    data WRITE (64 B) on one QP; optional fence; flag WRITE on
+ *         another QP. The reader, seeing the flag, checks the data.
  *   wr    WRITE then READ of the same bytes on the same QP: the READ must
  *         return the WRITE (no fence needed in any mode).
  *   torn  64-byte WRITEs racing 64-byte READs on another QP: a READ whose
@@ -44,9 +44,14 @@ static _Atomic uint64_t *word(struct litmus *l, uint64_t off)
 	return (_Atomic uint64_t *)((char *)l->reg.base + off);
 }
 
+/* Spin for up to 200 us, then yield: the windows the test looks for are
+ * microseconds wide, and on a busy host a yield costs a whole time slice. */
 static void spin(unsigned *n)
 {
-	if (++*n > 128)
+	static _Thread_local uint64_t since;
+	if (*n == 0)
+		since = loco_now_ns();
+	if (++*n % 64 == 0 && loco_now_ns() - since > 200000)
 		sched_yield();
 }
 
@@ -60,14 +65,18 @@ static int mp_writer(struct litmus *l, struct loco_thread *qa,
 		struct loco_ack ack = { 0, 0 };
 		for (int i = 0; i < WORDS; i++)
 			src[i] = (uint64_t)t;
+		/* Data, then (fence), then the flag right behind it: how long
+		 * this thread is descheduled does not change what the NIC may
+		 * reorder. The data's completion is awaited afterwards only
+		 * because its source buffer is reused next trial. */
 		int rc = loco_post_write(qa, &l->rr, DATA_OFF, src, sizeof(src), &ack);
-		if (!rc)
-			rc = loco_ack_wait(qa, &ack, -1); /* completed, maybe unplaced */
 		if (!rc && l->fence)
 			rc = loco_fence(qa, l->scope, l->rr.node);
 		flag = (uint64_t)t;
 		if (!rc)
 			rc = loco_write(qb, &l->rr, FLAG_OFF, &flag, 8);
+		if (!rc)
+			rc = loco_ack_wait(qa, &ack, -1);
 		unsigned n = 0;
 		/* Acquire pairs with the reader's release of its progress. */
 		while (!rc && atomic_load_explicit(&l->seen, memory_order_acquire) < t)

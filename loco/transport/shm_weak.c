@@ -9,7 +9,11 @@
  *  - completions become visible RTT/2 after execution, and execution
  *    starts no earlier than RTT/2 after posting (LOCO_SHM_WEAK_RTT_NS).
  * Seed: LOCO_SHM_WEAK_SEED (or LOCO_SHM_WEAK); delay scale:
- * LOCO_SHM_WEAK_DELAY_NS (default 2000). */
+ * LOCO_SHM_WEAK_DELAY_NS (default 2000); placement of an executed WRITE
+ * starts after a further random delay up to LOCO_SHM_WEAK_PLACE_NS
+ * (default 16 x the delay), or for one WRITE in 16 up to
+ * LOCO_SHM_WEAK_TAIL_NS (default 1 ms): long enough that a reader on a
+ * busy host still sees the reordering a missing fence allows. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -74,6 +78,8 @@ struct weak_nic {
 	uint64_t seed;
 	uint64_t rng;                /* NIC thread only */
 	uint64_t delay_ns, half_rtt_ns;
+	uint64_t place_ns;           /* deferral of WRITE placement */
+	uint64_t tail_ns;            /* rarer, long deferral */
 };
 
 static uint64_t now_ns(void)
@@ -232,7 +238,12 @@ static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 	loco_shm_copy_in(u->data, wr->local, wr->len);
 	u->remote_off = wr->remote_off;
 	u->len = wr->len;
-	u->place_after = now_ns() + rng_next(rng) % (2 * nic->delay_ns + 1);
+	uint64_t defer = rng_next(rng);
+	/* One WRITE in 16 lingers up to the long tail: a completed WRITE that
+	 * nothing forces may stay unplaced for long on real NICs too. */
+	defer = (defer & 15) == 0 ? defer % (nic->tail_ns + 1) :
+				    defer % (nic->place_ns + 1);
+	u->place_after = now_ns() + defer;
 	qp->ucount++;
 	return 0;
 }
@@ -372,13 +383,17 @@ static int weak_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	nic->rng = nic->seed | 1;
 	nic->delay_ns = env_u64("LOCO_SHM_WEAK_DELAY_NS", 2000);
 	nic->half_rtt_ns = env_u64("LOCO_SHM_WEAK_RTT_NS", 0) / 2;
+	nic->place_ns = env_u64("LOCO_SHM_WEAK_PLACE_NS", 16 * nic->delay_ns);
+	nic->tail_ns = env_u64("LOCO_SHM_WEAK_TAIL_NS", 1000000);
 	pthread_mutex_init(&nic->list_lock, NULL);
 	pthread_cond_init(&nic->wake, NULL);
 	rc = -pthread_create(&nic->thread, NULL, nic_main, nic);
 	if (rc)
 		goto close_shm;
-	loco_info("shm-weak", "emulated NIC: seed %llu, delay %llu ns, rtt %llu ns",
-		  (unsigned long long)seed, (unsigned long long)nic->delay_ns,
+	loco_info("shm-weak", "emulated NIC: seed %llu, delay %llu ns, placement "
+		  "%llu ns, rtt %llu ns", (unsigned long long)seed,
+		  (unsigned long long)nic->delay_ns,
+		  (unsigned long long)nic->place_ns,
 		  (unsigned long long)(2 * nic->half_rtt_ns));
 	tp->weak = nic;
 	*out = tp;
