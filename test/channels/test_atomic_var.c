@@ -8,6 +8,7 @@
 
 #include "channels/atomic_var.h"
 #include "test/channels/cluster.h"
+#include "test/common/skip.h"
 
 static struct cluster cl;
 static struct loco_atomic_var av[2];
@@ -137,6 +138,8 @@ END_TEST
 
 int main(void)
 {
+	if (test_transport_skip())
+		return TEST_SKIP;
 	Suite *s = suite_create("atomic_var");
 	TCase *tc = tcase_create("two_nodes");
 	tcase_add_checked_fixture(tc, setup2, teardown);

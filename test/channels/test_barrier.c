@@ -9,6 +9,7 @@
 
 #include "channels/barrier.h"
 #include "test/channels/cluster.h"
+#include "test/common/skip.h"
 
 #define ROUNDS 2000
 
@@ -143,6 +144,8 @@ END_TEST
 
 int main(void)
 {
+	if (test_transport_skip())
+		return TEST_SKIP;
 	Suite *s = suite_create("barrier");
 	TCase *tc = tcase_create("three_nodes");
 	tcase_add_checked_fixture(tc, setup3, teardown);

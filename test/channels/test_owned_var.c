@@ -10,6 +10,7 @@
 
 #include "channels/owned_var.h"
 #include "test/channels/cluster.h"
+#include "test/common/skip.h"
 
 static struct cluster cl;
 static struct loco_owned_var ov[2];
@@ -239,6 +240,8 @@ END_TEST
 
 int main(void)
 {
+	if (test_transport_skip())
+		return TEST_SKIP;
 	Suite *s = suite_create("owned_var");
 	TCase *tc = tcase_create("two_nodes");
 	tcase_add_checked_fixture(tc, setup2, teardown);

@@ -8,6 +8,7 @@
 
 #include "channels/shared_region.h"
 #include "test/channels/cluster.h"
+#include "test/common/skip.h"
 
 static struct cluster cl;
 
@@ -138,6 +139,8 @@ END_TEST
 
 int main(void)
 {
+	if (test_transport_skip())
+		return TEST_SKIP;
 	Suite *s = suite_create("shared_region");
 	TCase *tc = tcase_create("two_nodes");
 	tcase_add_checked_fixture(tc, setup2, teardown);

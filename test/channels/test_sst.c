@@ -8,6 +8,7 @@
 
 #include "channels/sst.h"
 #include "test/channels/cluster.h"
+#include "test/common/skip.h"
 
 static struct cluster cl;
 
@@ -151,6 +152,8 @@ END_TEST
 
 int main(void)
 {
+	if (test_transport_skip())
+		return TEST_SKIP;
 	Suite *s = suite_create("sst");
 	TCase *tc = tcase_create("three_nodes");
 	tcase_add_checked_fixture(tc, setup3, teardown);
