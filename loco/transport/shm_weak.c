@@ -29,7 +29,7 @@
 
 #define WQ_CAP (2 * LOCO_QP_DEPTH)      /* queued, not yet executed */
 #define UNPLACED_CAP (2 * LOCO_QP_DEPTH) /* executed WRITEs not yet placed */
-#define IDLE_SPINS 2000
+#define IDLE_SPIN_NS 50000  /* busy-poll this long before yielding */
 
 struct weak_wr {
 	struct loco_wr wr;
@@ -44,8 +44,11 @@ struct unplaced {
 	uint32_t len, pieces, left;
 };
 
+/* The per-QP and CQ locks guard a few dozen instructions shared by the
+ * poster, the NIC thread and helping pollers: spinlocks, so that handing a
+ * request over costs no futex system call. */
 struct weak_qp {
-	pthread_mutex_t lock;
+	pthread_spinlock_t lock;
 	struct weak_wr q[WQ_CAP];
 	unsigned qhead, qcount;
 	struct unplaced up[UNPLACED_CAP];
@@ -62,7 +65,7 @@ struct weak_cqe {
 };
 
 struct weak_cq {
-	pthread_mutex_t lock;
+	pthread_spinlock_t lock;
 	struct weak_cqe *ring;
 	unsigned head, count, cap;
 };
@@ -117,12 +120,12 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 
 static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
 {
-	pthread_mutex_lock(&cq->lock);
+	pthread_spin_lock(&cq->lock);
 	if (cq->count == cq->cap) {
 		unsigned cap = cq->cap ? cq->cap * 2 : 256;
 		struct weak_cqe *r = malloc(cap * sizeof(*r));
 		if (!r) {
-			pthread_mutex_unlock(&cq->lock);
+			pthread_spin_unlock(&cq->lock);
 			return -ENOMEM;
 		}
 		for (unsigned i = 0; i < cq->count; i++)
@@ -133,41 +136,41 @@ static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
 		cq->cap = cap;
 	}
 	cq->ring[(cq->head + cq->count++) % cq->cap] = *e;
-	pthread_mutex_unlock(&cq->lock);
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 
-static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp);
+static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
+		     uint64_t now);
 
 /* A thread polling its completions lends the NIC a hand on its own QPs:
  * it executes requests that are due, under the same rules (QP order, the
  * random delays, deferred placement). On an oversubscribed host this
  * saves a context switch per request; the NIC thread still does the rest. */
-static void weak_help(struct loco_tp_cq *tcq)
+static void weak_help(struct loco_tp_cq *tcq, uint64_t now)
 {
 	if (!tcq->nqp)
 		return;
 	struct weak_nic *nic = tcq->qps[0]->tp->weak;
-	uint64_t now = now_ns();
 	unsigned start = (unsigned)(now % tcq->nqp);
 	for (unsigned k = 0; k < tcq->nqp; k++) {
 		struct weak_qp *qp = tcq->qps[(start + k) % tcq->nqp]->weak;
-		pthread_mutex_lock(&qp->lock);
+		pthread_spin_lock(&qp->lock);
 		while (qp->qcount && qp->q[qp->qhead].not_before <= now &&
 		       (rng_next(&qp->rng) & 3) != 0)
-			if (exec_head(nic, &qp->rng, qp))
+			if (exec_head(nic, &qp->rng, qp, now))
 				break;
-		pthread_mutex_unlock(&qp->lock);
+		pthread_spin_unlock(&qp->lock);
 	}
 }
 
 static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 {
 	struct weak_cq *cq = tcq->weak;
-	weak_help(tcq);
 	uint64_t now = now_ns();
+	weak_help(tcq, now);
 	unsigned n = 0;
-	pthread_mutex_lock(&cq->lock);
+	pthread_spin_lock(&cq->lock);
 	/* In NIC order; a completion not yet visible holds back later ones,
 	 * which keeps every QP's completions in order. */
 	while (n < max && cq->count && cq->ring[cq->head].visible_at <= now) {
@@ -175,7 +178,7 @@ static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 		cq->head = (cq->head + 1) % cq->cap;
 		cq->count--;
 	}
-	pthread_mutex_unlock(&cq->lock);
+	pthread_spin_unlock(&cq->lock);
 	return (int)n;
 }
 
@@ -248,8 +251,29 @@ static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 	return 0;
 }
 
-/* Execute the head request of QP (qp->lock held). */
-static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp)
+/* A READ of more than 8 bytes gathers its 8-byte pieces in random order,
+ * as a NIC's DMA may: a concurrent writer can leave it torn. */
+static void exec_read(uint64_t *rng, struct weak_qp *qp, const struct loco_wr *wr)
+{
+	uint32_t pieces = (wr->len + 7) / 8;
+	if (pieces <= 1) {
+		loco_shm_execute(qp->owner->base, wr);
+		return;
+	}
+	uint32_t start = (uint32_t)(rng_next(rng) % pieces);
+	uint32_t step = 1 + (uint32_t)(rng_next(rng) % (pieces - 1));
+	while (pieces % step == 0 && step > 1)  /* visit every piece once */
+		step--;
+	for (uint32_t k = 0, i = start; k < pieces; k++, i = (i + step) % pieces) {
+		uint32_t at = i * 8, n = wr->len - at < 8 ? wr->len - at : 8;
+		loco_shm_copy_in((uint8_t *)wr->local + at,
+				 qp->owner->base + wr->remote_off + at, n);
+	}
+}
+
+/* Execute the head request of QP at time NOW (qp->lock held). */
+static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
+		     uint64_t now)
 {
 	struct loco_wr *wr = &qp->q[qp->qhead].wr;
 	int status = 0;
@@ -261,14 +285,17 @@ static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp)
 		/* A READ or atomic completes only after earlier WRITEs on
 		 * this QP are placed. */
 		place_all(rng, qp);
-		loco_shm_execute(qp->owner->base, wr);
+		if (wr->opcode == LOCO_OP_READ)
+			exec_read(rng, qp, wr);
+		else
+			loco_shm_execute(qp->owner->base, wr);
 	}
 	int rc = 0;
 	if (wr->signaled || status) {
 		struct weak_cqe e = {
 			.cqe = { .wr_id = wr->wr_id, .status = status,
 				 .peer = qp->owner->peer },
-			.visible_at = now_ns() + nic->half_rtt_ns,
+			.visible_at = now + nic->half_rtt_ns,
 		};
 		rc = cq_push(qp->cq, &e);
 	}
@@ -283,10 +310,12 @@ enum { NIC_IDLE, NIC_WAITING, NIC_PROGRESS };
 static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 {
 	int state = NIC_IDLE;
-	pthread_mutex_lock(&qp->lock);
+	/* A QP being posted to or helped right now is visited next pass. */
+	if (pthread_spin_trylock(&qp->lock))
+		return NIC_WAITING;
 	if (qp->qcount && qp->q[qp->qhead].not_before <= now &&
 	    (rng_next(&nic->rng) & 3) != 0) {
-		if (exec_head(nic, &nic->rng, qp))
+		if (exec_head(nic, &nic->rng, qp, now))
 			loco_err("shm-weak", "completion queue: out of memory");
 		state = NIC_PROGRESS;
 	}
@@ -297,7 +326,7 @@ static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 	}
 	if (state == NIC_IDLE && (qp->qcount || qp->ucount))
 		state = NIC_WAITING;
-	pthread_mutex_unlock(&qp->lock);
+	pthread_spin_unlock(&qp->lock);
 	return state;
 }
 
@@ -326,6 +355,20 @@ static int nic_pass(struct weak_nic *nic)
 	return state;
 }
 
+/* A short pause between unproductive passes, so that a NIC waiting for
+ * delays to expire does not keep pulling the QPs' cache lines away from
+ * the threads posting to them. */
+static void cpu_relax(unsigned n)
+{
+	while (n--) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#else
+		atomic_signal_fence(memory_order_seq_cst); /* compiler barrier only */
+#endif
+	}
+}
+
 static void nic_idle(struct weak_nic *nic, unsigned seen)
 {
 	struct timespec ts;
@@ -345,6 +388,7 @@ static void nic_idle(struct weak_nic *nic, unsigned seen)
 static void *nic_main(void *arg)
 {
 	struct weak_nic *nic = arg;
+	uint64_t idle_since = 0;
 	unsigned idle = 0;
 	/* Relaxed: stop is a flag; join() orders the rest. */
 	while (!atomic_load_explicit(&nic->stop, memory_order_relaxed)) {
@@ -355,10 +399,16 @@ static void *nic_main(void *arg)
 			idle = 0;
 			continue;
 		}
-		if (++idle < IDLE_SPINS)
+		uint64_t now = now_ns();
+		if (!idle++)
+			idle_since = now;
+		/* Busy-poll (with pauses) for a few microseconds, then poll
+		 * yielding while requests wait on their delays, then sleep. */
+		if (now - idle_since < IDLE_SPIN_NS) {
+			cpu_relax(32);
 			continue;
-		/* Waiting on delays: keep polling but let others run. */
-		if (state == NIC_WAITING || idle < 2 * IDLE_SPINS) {
+		}
+		if (state == NIC_WAITING || now - idle_since < 2 * IDLE_SPIN_NS) {
 			sched_yield();
 			continue;
 		}
@@ -440,7 +490,7 @@ static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 		free(cq);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&cq->lock, NULL);
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	tcq->weak = cq;
 	*out = tcq;
 	return 0;
@@ -449,7 +499,7 @@ static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 static void weak_cq_destroy(struct loco_tp_cq *tcq)
 {
 	struct weak_cq *cq = tcq->weak;
-	pthread_mutex_destroy(&cq->lock);
+	pthread_spin_destroy(&cq->lock);
 	free(cq->ring);
 	free(cq);
 	free(tcq);
@@ -472,7 +522,7 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	tqp->peer = peer;
 	tqp->base = tp->peers[peer].base;
 	tqp->weak = qp;
-	pthread_mutex_init(&qp->lock, NULL);
+	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	/* Relaxed: a unique number is all that is needed. */
 	uint64_t serial = atomic_fetch_add_explicit(
 		&((struct weak_nic *)tp->weak)->qp_serial, 1, memory_order_relaxed);
@@ -512,7 +562,7 @@ static void weak_qp_destroy(struct loco_tp_qp *tqp)
 			break;
 		}
 	}
-	pthread_mutex_destroy(&qp->lock);
+	pthread_spin_destroy(&qp->lock);
 	free(qp);
 	free(tqp);
 }
@@ -522,9 +572,9 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 	struct weak_qp *qp = tqp->weak;
 	struct weak_nic *nic = tqp->tp->weak;
 	uint64_t now = now_ns(), prev = 0;
-	pthread_mutex_lock(&qp->lock);
+	pthread_spin_lock(&qp->lock);
 	if (qp->qcount + n > WQ_CAP) {
-		pthread_mutex_unlock(&qp->lock);
+		pthread_spin_unlock(&qp->lock);
 		return -EAGAIN;
 	}
 	if (qp->qcount)
@@ -539,7 +589,7 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 			w->not_before = prev;
 		prev = w->not_before;
 	}
-	pthread_mutex_unlock(&qp->lock);
+	pthread_spin_unlock(&qp->lock);
 	/* Relaxed: only a wake-up hint for an idle NIC. */
 	atomic_fetch_add_explicit(&nic->posted, 1, memory_order_relaxed);
 	return 0;

@@ -5,9 +5,10 @@
  *   atomic-var OPS [--broken]  random read/write/cas/faa on one atomic_var
  *                              (model counter). --broken: FAA done as a
  *                              READ then a WRITE, which loses updates.
- *   owned-var OPS [--broken]   the lowest node stores OPS versions of a
- *                              256-byte owned_var (every word = version);
- *                              the others pull (model register). --broken:
+ *   owned-var OPS [--broken]   the lowest node stores versions of a
+ *                              256-byte owned_var (every word = version)
+ *                              every ~2 us while the others pull OPS times
+ *                              (model register). --broken:
  *                              readers READ the owner's copy raw, without
  *                              the checksum, and may return a torn mix.
  * Exit 0 when the run completed (the verdict is the checker's). */
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "channels/atomic_var.h"
 #include "channels/barrier.h"
@@ -40,6 +42,15 @@ static uint64_t rnd(struct ctx *c)
 	c->rng ^= c->rng >> 7;
 	c->rng ^= c->rng << 17;
 	return c->rng;
+}
+
+/* Ops are paced so each node's run spans ~100 ms: the nodes overlap even
+ * when the host preempts them for milliseconds, so races (and a broken
+ * variant's anomalies) happen in every run. */
+static void pace(void)
+{
+	struct timespec ts = { 0, 20000 };
+	nanosleep(&ts, NULL);
 }
 
 static uint32_t lowest_compute(struct ctx *c)
@@ -111,8 +122,10 @@ static int atomic_var_run(struct ctx *c)
 		return rc;
 	if (!(rc = loco_mgr_wait_ready(c->mgr, -1)) &&
 	    !(rc = loco_barrier_wait(&c->start, c->thr, -1))) {
-		for (long i = 0; i < c->ops && !rc; i++)
+		for (long i = 0; i < c->ops && !rc; i++) {
 			rc = av_op(&av, c);
+			pace();
+		}
 		if (!rc)
 			rc = loco_barrier_wait(&c->done, c->thr, -1);
 	}
@@ -172,21 +185,59 @@ static int ov_read(struct loco_owned_var *ov, struct ctx *c)
 	return 0;
 }
 
+/* Owner: store versions every ~2 us until every reader has finished
+ * (counted on DONE), so that reads overlap stores all along. */
+static int ov_owner(struct loco_owned_var *ov, struct loco_atomic_var *done,
+		    struct ctx *c)
+{
+	uint64_t readers = (uint64_t)__builtin_popcountll(
+		loco_mgr_compute_peers(c->mgr)), finished = 0, v = 0;
+	int rc = 0;
+	while (!rc && finished < readers) {
+		for (int i = 0; i < 64 && !rc; i++) {
+			rc = ov_write(ov, c, ++v);
+			uint64_t t0 = loco_now_ns();
+			while (loco_now_ns() - t0 < 2000)
+				;
+		}
+		if (!rc)
+			rc = loco_atomic_var_read(done, c->thr, &finished);
+	}
+	return rc;
+}
+
+static int ov_reader(struct loco_owned_var *ov, struct loco_atomic_var *done,
+		     struct ctx *c)
+{
+	int rc = 0;
+	for (long i = 0; i < c->ops && !rc; i++) {
+		rc = ov_read(ov, c);
+		pace();
+	}
+	uint64_t old;
+	return rc ? rc : loco_atomic_var_faa(done, c->thr, 1, &old);
+}
+
 static int owned_var_run(struct ctx *c)
 {
 	struct loco_owned_var ov;
+	struct loco_atomic_var done;
 	uint32_t owner = lowest_compute(c);
 	int rc = loco_owned_var_init(&ov, c->mgr, NULL, "ov", owner, OV_LEN, 0);
 	if (rc)
 		return rc;
+	if ((rc = loco_atomic_var_init(&done, c->mgr, NULL, "ovdone", owner, 0))) {
+		loco_owned_var_fini(&ov);
+		return rc;
+	}
 	if (!(rc = loco_mgr_wait_ready(c->mgr, -1)) &&
 	    !(rc = loco_barrier_wait(&c->start, c->thr, -1))) {
-		bool own = loco_owned_var_is_owner(&ov);
-		for (long i = 1; i <= c->ops && !rc; i++)
-			rc = own ? ov_write(&ov, c, (uint64_t)i) : ov_read(&ov, c);
+		rc = loco_owned_var_is_owner(&ov) ? ov_owner(&ov, &done, c) :
+						    ov_reader(&ov, &done, c);
 		if (!rc)
 			rc = loco_barrier_wait(&c->done, c->thr, -1);
 	}
+	loco_atomic_var_fini(&done);
 	loco_owned_var_fini(&ov);
 	return rc;
 }
