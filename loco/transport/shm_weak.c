@@ -251,6 +251,16 @@ static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 	return 0;
 }
 
+static uint32_t gcd(uint32_t a, uint32_t b)
+{
+	while (b) {
+		uint32_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 /* A READ of more than 8 bytes gathers its 8-byte pieces in random order,
  * as a NIC's DMA may: a concurrent writer can leave it torn. */
 static void exec_read(uint64_t *rng, struct weak_qp *qp, const struct loco_wr *wr)
@@ -262,7 +272,7 @@ static void exec_read(uint64_t *rng, struct weak_qp *qp, const struct loco_wr *w
 	}
 	uint32_t start = (uint32_t)(rng_next(rng) % pieces);
 	uint32_t step = 1 + (uint32_t)(rng_next(rng) % (pieces - 1));
-	while (pieces % step == 0 && step > 1)  /* visit every piece once */
+	while (gcd(step, pieces) != 1)  /* coprime: every piece exactly once */
 		step--;
 	for (uint32_t k = 0, i = start; k < pieces; k++, i = (i + step) % pieces) {
 		uint32_t at = i * 8, n = wr->len - at < 8 ? wr->len - at : 8;
