@@ -70,7 +70,11 @@ static int faa_broken(struct loco_atomic_var *av, struct ctx *c, uint64_t add,
 							    av->host);
 	uint64_t v = 0;
 	int rc = rr ? loco_read(c->thr, rr, 0, &v, 8) : -ENOTCONN;
-	uint64_t nv = v + add;
+	uint64_t nv = v + add, t0 = loco_now_ns();
+	/* A slow client between its READ and its WRITE (5 us): wide enough
+	 * that paced ops of other nodes land in the window in every run. */
+	while (loco_now_ns() - t0 < 5000)
+		;
 	if (!rc)
 		rc = loco_write(c->thr, rr, 0, &nv, 8);
 	*old = v;
