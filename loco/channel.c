@@ -99,7 +99,8 @@ const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 		int l = local_find(ch, ch->expect[idx].name);
 		if (l < 0)
 			return NULL;
-		loco_region_desc(ch->mgr, &ch->local[l], rr);
+		if (!ch->registered)  /* before join; filled once at join */
+			loco_region_desc(ch->mgr, &ch->local[l], rr);
 		return rr;
 	}
 	/* Acquire pairs with the release in mark_joined: the descriptor was
@@ -211,6 +212,11 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 		found[i] = (struct loco_rregion){ .node = peer,
 			.off = offered[j].off, .len = offered[j].len };
 	}
+	/* Record once: a second join with the same peer (both sides joined
+	 * each other) only validates, since threads may be reading these. */
+	uint64_t known = atomic_load_explicit(&ch->known, memory_order_relaxed); /* chan_lock held */
+	if (known & (UINT64_C(1) << peer))
+		return 0;
 	for (unsigned i = 0; i < ch->nexpect; i++)
 		if (ch->expect[i].from & (UINT64_C(1) << peer))
 			ch->remote[i][peer] = found[i];
@@ -392,6 +398,18 @@ static int join_send(struct loco_channel *ch, uint32_t peer)
 
 /* ---- join worker -------------------------------------------------------------- */
 
+/* Descriptors of this node's own copies of the expected regions: written
+ * once here, before the endpoint is visible to other threads. */
+static void self_regions(struct loco_channel *ch)
+{
+	for (unsigned i = 0; i < ch->nexpect; i++) {
+		int l = local_find(ch, ch->expect[i].name);
+		if (l >= 0)
+			loco_region_desc(ch->mgr, &ch->local[l],
+					 &ch->remote[i][ch->mgr->id]);
+	}
+}
+
 int loco_channel_join(struct loco_channel *ch)
 {
 	struct loco_mgr *mgr = ch->mgr;
@@ -405,6 +423,7 @@ int loco_channel_join(struct loco_channel *ch)
 		loco_err(ch->name, "a channel with this name exists already");
 		return -EEXIST;
 	}
+	self_regions(ch);
 	ch->registered = true;
 	ch->next = mgr->channels;
 	mgr->channels = ch;
