@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-rtx-transfer: bank transfers between accounts on a memory node,
+ * each transfer one rTX over two random accounts (or, --mode lock, two
+ * CAS spin locks), on every compute node, for --duration seconds. Nodes
+ * may be killed at any time (tools/loco-run --kill, LOCO_CRASH_AT): at the
+ * end the lowest surviving node repairs what the dead left, checks that
+ * the total is conserved and prints one JSON line (apps/common/bench.h)
+ * with "conserved", "repairs", "locks_held" and the data pool audit. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "apps/common/local.h"
+#include "apps/rtxbench/xfer.h"
+
+#define PROG "loco-rtx-transfer"
+#define LAT_CAP (1u << 20)
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [--accounts N] [--balance B] [--max-amount A]\n"
+		"         [--duration S] [--threads T] [--mode rtx|lock]\n"
+		"         [--drift-ms D] [--no-opt1] [--prelock] [--touch-pct P]\n"
+		"         [--mem-nodes first|all]\n"
+		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
+		"         [--seed N] [loco options: --id --hosts --transport ...]\n"
+		"Defaults: 1000 accounts of 1000, amounts 1..100, 5 s, 2 threads,\n"
+		"rtx, drift 8 ms, heartbeat 10 ms, dead after 500 ms without one.\n"
+		"--prelock: OPT2 pre-locks (both accounts locked at first access).\n"
+		"--touch-pct: P%% of the ops rewrite one account unchanged (a\n"
+		"one-object write set: an OPT1 commit without log).\n"
+		"Run on every compute node (tools/loco-run -m 1 -n 4 -- " PROG ").\n"
+		"The lowest surviving node prints the JSON result line; exit 1 if\n"
+		"the total is not conserved or locks stay held.\n");
+}
+
+static bool in_range(double v, double lo, double hi)
+{
+	return v >= lo && v <= hi;
+}
+
+/* Numeric options: the value is checked against its range here. */
+static int parse_num_opt(struct xfer_opts *o, int c, double v)
+{
+	switch (c) {
+	case 'a':
+		o->accounts = (uint32_t)v;
+		return in_range(v, 2, 1 << 24) ? 0 : -1;
+	case 'b':
+		o->balance = (uint64_t)v;
+		return in_range(v, 0, 1e12) ? 0 : -1;
+	case 'A':
+		o->max_amount = (uint32_t)v;
+		return in_range(v, 1, 1e9) ? 0 : -1;
+	case 'd':
+		o->duration = v;
+		return in_range(v, 0.01, 3600) ? 0 : -1;
+	case 't':
+		o->threads = (unsigned)v;
+		return in_range(v, 1, XFER_MAX_THREADS) ? 0 : -1;
+	case 'D':
+		o->drift_ms = (uint32_t)v;
+		return in_range(v, 1, 60000) ? 0 : -1;
+	case 'H':
+		o->hb_ms = (unsigned)v;
+		return in_range(v, 1, 10000) ? 0 : -1;
+	case 'X':
+		o->dead_ms = (unsigned)v;
+		return in_range(v, 10, 600000) ? 0 : -1;
+	case 'u':
+		o->touch_pct = (unsigned)v;
+		return in_range(v, 0, 100) ? 0 : -1;
+	default:
+		o->seed = (uint64_t)v;
+		return in_range(v, 0, 1e18) ? 0 : -1;
+	}
+}
+
+static int parse_opt(struct xfer_opts *o, int c, const char *arg)
+{
+	char *end;
+	switch (c) {
+	case 'm':
+		o->mode = strcmp(arg, "lock") ? XFER_RTX : XFER_LOCK;
+		return strcmp(arg, "lock") && strcmp(arg, "rtx") ? -1 : 0;
+	case 'M':
+		o->all_mem = !strcmp(arg, "all");
+		return strcmp(arg, "all") && strcmp(arg, "first") ? -1 : 0;
+	case 'T':
+		o->timeline = arg;
+		return 0;
+	case 'n':
+		o->no_opt1 = true;
+		return 0;
+	case 'P':
+		o->prelock = true;
+		return 0;
+	case 'a': case 'b': case 'A': case 'd': case 't': case 'D':
+	case 'H': case 'X': case 's': case 'u': {
+		double v = strtod(arg, &end);
+		return *end || end == arg ? -1 : parse_num_opt(o, c, v);
+	}
+	default:
+		return -1;
+	}
+}
+
+static int parse(struct xfer_opts *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "accounts", required_argument, NULL, 'a' },
+		{ "balance", required_argument, NULL, 'b' },
+		{ "max-amount", required_argument, NULL, 'A' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "drift-ms", required_argument, NULL, 'D' },
+		{ "no-opt1", no_argument, NULL, 'n' },
+		{ "prelock", no_argument, NULL, 'P' },
+		{ "touch-pct", required_argument, NULL, 'u' },
+		{ "mem-nodes", required_argument, NULL, 'M' },
+		{ "timeline", required_argument, NULL, 'T' },
+		{ "hb-ms", required_argument, NULL, 'H' },
+		{ "dead-ms", required_argument, NULL, 'X' },
+		{ "seed", required_argument, NULL, 's' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct xfer_opts){ .accounts = 1000, .balance = 1000,
+		.max_amount = 100, .duration = 5, .threads = 2,
+		.drift_ms = 8, .hb_ms = 10, .dead_ms = 500,
+		.seed = (uint64_t)time(NULL) };
+	int c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (parse_opt(o, c, optarg)) {
+			fprintf(stderr, PROG ": bad option or value (--help)\n");
+			return 2;
+		}
+	}
+	return optind == argc ? 0 : 2;
+}
+
+/* ---- cluster ------------------------------------------------------------- */
+
+static void cluster_info(struct xfer *xf)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(xf->mgr);
+	xf->self = loco_mgr_id(xf->mgr);
+	for (uint32_t id = 0; id <= h->max_id; id++)
+		if (h->node[id].present && h->node[id].role == LOCO_ROLE_COMPUTE)
+			xf->compute |= UINT64_C(1) << id;
+	int m = loco_mgr_first_memnode(xf->mgr);
+	xf->home = m >= 0 ? (uint32_t)m : (uint32_t)__builtin_ctzll(xf->compute);
+}
+
+static int mode_open(struct xfer *xf)
+{
+	if (xf->o.mode == XFER_LOCK)
+		return xfer_lock_open(xf);
+	return xfer_rtx_open(xf);
+}
+
+static void mode_close(struct xfer *xf)
+{
+	if (xf->rtx)
+		xfer_rtx_close(xf);
+	xf->rtx = NULL;
+	loco_region_free(xf->mgr, &xf->local_lk);
+}
+
+static int mode_init(struct xfer *xf)
+{
+	if (xf->o.mode == XFER_LOCK)
+		return xfer_lock_init(xf);
+	struct loco_rtx_worker *w;
+	struct loco_rtx_stats s;
+	int rc = loco_rtx_worker_create(xf->rtx, xf->thr, &w);
+	if (!rc) {
+		rc = xfer_rtx_init(xf, w);
+		loco_rtx_worker_stats(w, &s);
+		xf->init_repairs = s.repairs;
+		/* Relaxed: a counter for the heartbeats. */
+		atomic_fetch_add_explicit(&xf->live_repairs, s.repairs,
+					  memory_order_relaxed);
+		loco_rtx_worker_destroy(w);
+	}
+	return rc;
+}
+
+/* ---- the measured phase -------------------------------------------------- */
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void progress(struct xfer *xf, double t)
+{
+	/* Relaxed: a counter for a progress line. */
+	uint64_t ops = atomic_load_explicit(&xf->live_ops, memory_order_relaxed);
+	fprintf(stderr, PROG ": node %u: %.0f s, %llu transfers\n", xf->self,
+		t, (unsigned long long)ops);
+}
+
+/* Heartbeats until the duration is over. */
+static int beat(struct xfer *xf)
+{
+	uint64_t t0 = loco_now_ns(), next_progress = 1;
+	uint64_t end = t0 + (uint64_t)(xf->o.duration * 1e9);
+	int rc = 0;
+	while (!rc && loco_now_ns() < end) {
+		sleep_ms(xf->o.hb_ms);
+		rc = xfer_publish(xf, XFER_RUNNING);
+		double t = (double)(loco_now_ns() - t0) / 1e9;
+		if (xf->o.duration >= 10 && t >= (double)next_progress) {
+			progress(xf, t);
+			next_progress++;
+		}
+	}
+	return rc;
+}
+
+static int run_phase(struct xfer *xf)
+{
+	pthread_t th[XFER_MAX_THREADS];
+	struct xfer_warg wa[XFER_MAX_THREADS];
+	void *(*fn)(void *) = xf->o.mode == XFER_RTX ? xfer_rtx_worker :
+						       xfer_lock_worker;
+	loco_mgr_stats(xf->mgr, &xf->st0);
+	unsigned n = 0;
+	int rc = xfer_publish(xf, XFER_RUNNING);
+	for (; !rc && n < xf->o.threads; n++) {
+		wa[n] = (struct xfer_warg){ .xf = xf, .idx = n };
+		if (pthread_create(&th[n], NULL, fn, &wa[n]))
+			break;
+	}
+	if (!rc)
+		rc = beat(xf);
+	/* Relaxed: a stop flag; the joins order everything after it. */
+	atomic_store_explicit(&xf->stop, true, memory_order_relaxed);
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		if (!rc)
+			rc = wa[i].rc;
+	}
+	loco_mgr_stats(xf->mgr, &xf->st1);
+	return rc ? rc : n == xf->o.threads ? 0 : -EAGAIN;
+}
+
+/* ---- results ------------------------------------------------------------- */
+
+static void lat_merge(struct bench_lat *dst, struct bench_lat *src)
+{
+	for (size_t i = 0; i < src->n; i++)
+		bench_lat_add(dst, src->ns[i]);
+}
+
+/* The final record: counters, remote-op deltas, blocked latencies. */
+static void final_rec(struct xfer *xf, struct bench_lat *lat)
+{
+	struct xfer_rec *r = &xf->rec;
+	struct bench_lat bl, sl;
+	bench_lat_init(&bl, LAT_CAP);
+	bench_lat_init(&sl, LAT_CAP);
+	r->hb_ms = xfer_realtime_ms();
+	r->ops = r->aborts = r->lock_waits = r->blocked = r->stalls = 0;
+	r->repairs = xf->init_repairs;
+	for (unsigned i = 0; i < xf->o.threads; i++) {
+		struct xfer_wstats *w = &xf->ws[i];
+		r->ops += w->ops;
+		r->aborts += w->aborts;
+		r->repairs += w->repairs;
+		r->lock_waits += w->lock_waits;
+		r->blocked += w->blocked;
+		r->stalls += w->stalls;
+		lat_merge(lat, &w->lat);
+		lat_merge(&bl, &w->blocked_lat);
+		lat_merge(&sl, &w->stall_lat);
+	}
+	xfer_rec_stats(xf, &xf->st1);
+	r->blocked_p99_us = (uint64_t)bench_lat_pct_us(&bl, 99);
+	r->blocked_max_us = (uint64_t)bench_lat_pct_us(&bl, 100);
+	r->stall_p50_us = (uint64_t)bench_lat_pct_us(&sl, 50);
+	r->stall_p99_us = (uint64_t)bench_lat_pct_us(&sl, 99);
+	r->stall_max_us = (uint64_t)bench_lat_pct_us(&sl, 100);
+	bench_lat_fini(&bl);
+	bench_lat_fini(&sl);
+}
+
+static double per_op(uint64_t v, uint64_t ops)
+{
+	return ops ? (double)v / (double)ops : 0.0;
+}
+
+static void print_ids(const char *key, uint64_t set)
+{
+	printf(",\"%s\":[", key);
+	for (uint64_t m = set; m; m &= m - 1)
+		printf("%u%s", __builtin_ctzll(m), m & (m - 1) ? "," : "");
+	printf("]");
+}
+
+static void report(struct xfer *xf, struct xfer_result *res,
+		   struct bench_lat *lat)
+{
+	struct bench_result r = {
+		.app = "rtx-transfer", .transport = loco_mgr_transport(xf->mgr),
+		.nodes = (unsigned)__builtin_popcountll(xf->compute),
+		.threads = xf->o.threads, .duration_s = xf->o.duration,
+		.ops = res->ops, .p50_us = bench_lat_pct_us(lat, 50),
+		.p99_us = bench_lat_pct_us(lat, 99), .stats = res->st,
+	};
+	bool ok = res->total == res->expected && !res->nulls;
+	bench_json_begin(stdout, &r);
+	printf(",\"mode\":\"%s\",\"accounts\":%u,\"conserved\":%s,"
+	       "\"total\":%llu,\"expected\":%llu,\"repairs\":%llu,"
+	       "\"final_repairs\":%llu,\"locks_held\":%llu,\"aborts\":%llu",
+	       xf->o.mode == XFER_RTX ? "rtx" : "lock", xf->o.accounts,
+	       ok ? "true" : "false", (unsigned long long)res->total,
+	       (unsigned long long)res->expected,
+	       (unsigned long long)res->repairs,
+	       (unsigned long long)res->final_repairs,
+	       (unsigned long long)res->locks_held,
+	       (unsigned long long)res->aborts);
+	print_ids("dead", res->dead);
+	printf(",\"leaked_blocks\":%llu,\"lost_blocks\":%llu,\"lease_ms\":%llu,"
+	       "\"blocked\":%llu,\"blocked_p99_ms\":%.3f,\"blocked_max_ms\":%.3f,"
+	       "\"stalls\":%llu,\"stall_p50_ms\":%.3f,\"stall_p99_ms\":%.3f,"
+	       "\"stall_max_ms\":%.3f,"
+	       "\"reads_per_op\":%.3f,\"writes_per_op\":%.3f,\"cas_per_op\":%.3f,"
+	       "\"read_bytes_per_op\":%.1f,\"write_bytes_per_op\":%.1f",
+	       (unsigned long long)res->leaked, (unsigned long long)res->lost,
+	       (unsigned long long)(xf->rtx ? loco_rtx_lease_ms(xf->rtx, 4) : 0),
+	       (unsigned long long)res->blocked, res->blocked_p99_us / 1000.0,
+	       res->blocked_max_us / 1000.0, (unsigned long long)res->stalls,
+	       res->stall_p50_us / 1000.0, res->stall_p99_us / 1000.0,
+	       res->stall_max_us / 1000.0, per_op(res->st.reads, res->ops),
+	       per_op(res->st.writes, res->ops), per_op(res->st.cas, res->ops),
+	       per_op(res->st.bytes_read, res->ops),
+	       per_op(res->st.bytes_written, res->ops));
+	bench_json_end(stdout);
+}
+
+/* After the run: DONE mark, wait for the others, and if this is the
+ * lowest finished node, repair, check and report. */
+static int finish(struct xfer *xf, struct bench_lat *lat, bool *failed)
+{
+	struct xfer_result res = { .expected = (uint64_t)xf->o.accounts *
+					       xf->o.balance };
+	final_rec(xf, lat);
+	int rc = xfer_publish(xf, XFER_DONE);
+	if (!rc)
+		rc = xfer_wait_others(xf, &res);
+	if (rc || (uint32_t)__builtin_ctzll(res.done) != xf->self)
+		return rc;
+	rc = xf->o.mode == XFER_RTX ? xfer_rtx_final(xf, &res) :
+				      xfer_lock_final(xf, &res);
+	if (!rc && xf->o.timeline)
+		rc = xfer_write_timeline(xf, &res);
+	if (!rc) {
+		report(xf, &res, lat);
+		*failed = res.total != res.expected || res.nulls ||
+			  res.locks_held;
+	}
+	return rc;
+}
+
+static int run(struct xfer *xf, bool *failed)
+{
+	struct bench_lat lat;
+	int rc = bench_lat_init(&lat, LAT_CAP);
+	for (unsigned i = 0; !rc && i < xf->o.threads; i++) {
+		rc = bench_lat_init(&xf->ws[i].lat, LAT_CAP);
+		if (!rc)
+			rc = bench_lat_init(&xf->ws[i].blocked_lat, LAT_CAP / 4);
+		if (!rc)
+			rc = bench_lat_init(&xf->ws[i].stall_lat, LAT_CAP / 16);
+	}
+	if (!rc)
+		rc = xfer_ctl_open(xf);
+	if (!rc)
+		rc = mode_open(xf);
+	if (!rc)
+		rc = mode_init(xf);
+	if (!rc)
+		rc = run_phase(xf);
+	if (!rc)
+		rc = finish(xf, &lat, failed);
+	mode_close(xf);
+	xfer_ctl_close(xf);
+	for (unsigned i = 0; i < xf->o.threads; i++) {
+		bench_lat_fini(&xf->ws[i].lat);
+		bench_lat_fini(&xf->ws[i].blocked_lat);
+		bench_lat_fini(&xf->ws[i].stall_lat);
+	}
+	bench_lat_fini(&lat);
+	return rc;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	static struct xfer xf;
+	struct local_node ln;
+	bool failed = false;
+	if (wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	int rc = local_node_start(&ln, &argc, argv, PROG, "shm");
+	if (rc)
+		return rc;
+	rc = parse(&xf.o, argc, argv);
+	if (rc) {
+		local_node_stop(&ln);
+		return rc;
+	}
+	xf.mgr = ln.mgr;
+	cluster_info(&xf);
+	rc = loco_thread_create(xf.mgr, &xf.thr);
+	if (!rc) {
+		rc = run(&xf, &failed);
+		loco_thread_destroy(xf.thr);
+	}
+	if (rc)
+		fprintf(stderr, PROG ": node %u: %s\n", xf.self, loco_strerror(rc));
+	local_node_stop(&ln);
+	return rc ? 1 : failed ? 1 : 0;
+}

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-rtx-transfer: shared definitions of the program's parts.
+ *
+ * Every compute node runs the same program. Coordination is barrier-free
+ * and tolerates dead nodes: each node owns a record in region "xfer.ctl"
+ * on the home memory node, heartbeats into it while it works and marks it
+ * DONE at the end. A node that is not DONE and whose heartbeat stopped
+ * for --dead-ms is dead. When every node is DONE or dead, the DONE node
+ * with the lowest id repairs what the dead left, checks the total and
+ * prints the JSON result line. */
+#ifndef LOCO_APPS_XFER_H
+#define LOCO_APPS_XFER_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "apps/common/bench.h"
+#include "loco/loco.h"
+#include "rtx/rtx.h"
+
+#define XFER_MAX_THREADS 7          /* one rtx slot stays for the reporter */
+#define XFER_TL_SLACK_MS 3000       /* timeline past --duration */
+
+enum xfer_mode { XFER_RTX, XFER_LOCK };
+enum xfer_state { XFER_NONE = 0, XFER_RUNNING = 1, XFER_DONE = 2 };
+
+struct xfer_opts {
+	uint32_t accounts;
+	uint64_t balance;
+	uint32_t max_amount;
+	double duration;
+	unsigned threads;
+	enum xfer_mode mode;
+	uint32_t drift_ms;
+	bool no_opt1;
+	bool prelock;               /* OPT2: pre-lock both accounts */
+	unsigned touch_pct;         /* % of ops rewriting one account as is */
+	bool all_mem;               /* spread accounts over every memory node */
+	const char *timeline;       /* CSV path, or NULL */
+	unsigned hb_ms, dead_ms;
+	uint64_t seed;
+};
+
+/* Remote record of one compute node (region "xfer.ctl"). */
+struct xfer_rec {
+	uint64_t hb_ms;             /* CLOCK_REALTIME ms of the last beat */
+	uint64_t state;             /* enum xfer_state */
+	uint64_t ops, aborts, repairs, lock_waits;
+	/* remote ops of the measured phase (struct loco_stats) */
+	uint64_t reads, writes, cas, faa, bytes_read, bytes_written, rtts;
+	uint64_t blocked;           /* transfers that waited on a lock */
+	uint64_t blocked_p99_us, blocked_max_us;
+	uint64_t stalls;            /* transfers that repaired something */
+	uint64_t stall_p50_us, stall_p99_us, stall_max_us;
+	uint64_t pad[4];
+};
+static_assert(sizeof(struct xfer_rec) == 192, "remote layout");
+
+/* Region "xfer.ctl": this header, then one record per node id. */
+struct xfer_hdr {
+	uint64_t t0_ms;             /* timeline origin: first start, by CAS */
+	uint64_t pad[15];
+};
+static_assert(sizeof(struct xfer_hdr) == 128, "remote layout");
+
+/* Per worker thread. */
+struct xfer_wstats {
+	uint64_t ops, aborts, repairs, lock_waits, blocked, stalls;
+	struct bench_lat lat, blocked_lat, stall_lat;
+};
+
+struct xfer {
+	struct xfer_opts o;
+	struct loco_mgr *mgr;
+	struct loco_thread *thr;     /* the main thread's */
+	uint32_t self;
+	uint32_t home;               /* hosts xfer.ctl and the timeline */
+	uint64_t compute;            /* compute node ids, self included */
+	struct loco_rregion ctl, tlr;
+	struct loco_region local_ctl, local_tl, local_lk; /* self-hosted */
+	uint64_t t0_ms;
+	uint32_t tl_len;             /* buckets (ms) per node */
+	_Atomic uint32_t *tl;        /* this node's ops per ms */
+	uint32_t *tl_stage;          /* WRITE source of the timeline */
+	struct xfer_rec rec;         /* WRITE source of the record */
+	_Atomic bool stop;
+	_Atomic uint64_t live_ops, live_repairs; /* for the heartbeats */
+	uint64_t init_repairs;       /* repairs while initialising */
+	struct xfer_wstats ws[XFER_MAX_THREADS];
+	struct loco_stats st0, st1;  /* manager stats around the run */
+	/* mode state */
+	struct loco_rtx *rtx;
+	loco_raddr_t *acct;          /* rtx: TXObj of each account */
+	struct loco_rregion lk;      /* lock mode: accounts {lock, balance} */
+};
+
+/* Final outcome, filled by the reporter. */
+struct xfer_result {
+	uint64_t total, expected, nulls;
+	uint64_t repairs, final_repairs, locks_held;
+	uint64_t ops, aborts, blocked;
+	uint64_t blocked_p99_us, blocked_max_us;
+	uint64_t stalls, stall_p50_us, stall_p99_us, stall_max_us;
+	struct loco_stats st;        /* summed over the nodes */
+	uint64_t leaked, lost;
+	uint64_t dead;               /* node ids found dead */
+	uint64_t done;               /* node ids that finished */
+};
+
+uint64_t xfer_realtime_ms(void);
+uint64_t xfer_rng(uint64_t *s);
+/* Record one committed transfer of worker W at CLOCK_REALTIME ms NOW. */
+void xfer_tick(struct xfer *xf, uint64_t now_ms);
+
+/* xfer_ctl.c */
+/* Open region NAME of LEN on the home node (allocate it when we are it). */
+int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
+		     struct loco_region *local, struct loco_rregion *out);
+int xfer_ctl_open(struct xfer *xf);
+void xfer_ctl_close(struct xfer *xf);
+int xfer_publish(struct xfer *xf, enum xfer_state st);
+/* Remote-op counters of the record: NOW minus the start of the run. */
+void xfer_rec_stats(struct xfer *xf, const struct loco_stats *now);
+/* Wait until every other compute node is DONE or dead; fills the
+ * outcome's done/dead sets and sums over their records. */
+int xfer_wait_others(struct xfer *xf, struct xfer_result *res);
+int xfer_write_timeline(struct xfer *xf, const struct xfer_result *res);
+
+/* xfer_rtx.c */
+int xfer_rtx_open(struct xfer *xf);
+void xfer_rtx_close(struct xfer *xf);
+int xfer_rtx_init(struct xfer *xf, struct loco_rtx_worker *w);
+void *xfer_rtx_worker(void *arg);
+int xfer_rtx_final(struct xfer *xf, struct xfer_result *res);
+
+/* xfer_lock.c */
+int xfer_lock_open(struct xfer *xf);
+int xfer_lock_init(struct xfer *xf);
+void *xfer_lock_worker(void *arg);
+int xfer_lock_final(struct xfer *xf, struct xfer_result *res);
+
+/* Argument of a worker thread. */
+struct xfer_warg {
+	struct xfer *xf;
+	unsigned idx;
+	int rc;
+};
+
+#endif

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/* The rTX workload of loco-rtx-transfer: accounts are TXObjs, each
+ * transfer is one rTX over two random accounts; the reporter repairs what
+ * dead nodes left, adopts their thread slots (allocation), audits the
+ * data pool and sums the balances. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "apps/rtxbench/xfer.h"
+
+#define SUM_GROUP 32
+
+static uint64_t memory_nodes(struct loco_mgr *mgr)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(mgr);
+	uint64_t m = 0;
+	for (uint32_t id = 0; id <= h->max_id; id++)
+		if (h->node[id].present && h->node[id].role == LOCO_ROLE_MEMORY)
+			m |= UINT64_C(1) << id;
+	return m;
+}
+
+int xfer_rtx_open(struct xfer *xf)
+{
+	uint64_t mem = xf->o.all_mem ? memory_nodes(xf->mgr) : 0;
+	unsigned nmem = mem ? (unsigned)__builtin_popcountll(mem) : 1;
+	struct loco_rtx_opts o = {
+		.name = "xfer", .mem_nodes = mem, .data_len = 8,
+		.objects = (xf->o.accounts + nmem - 1) / nmem,
+		.drift_ms = xf->o.drift_ms, .no_opt1 = xf->o.no_opt1,
+	};
+	int rc = loco_rtx_create(xf->mgr, &o, &xf->rtx);
+	xf->acct = rc ? NULL : calloc(xf->o.accounts, sizeof(*xf->acct));
+	if (!rc && !xf->acct)
+		rc = -ENOMEM;
+	uint64_t nodes = rc ? 0 : loco_rtx_nodes(xf->rtx);
+	uint32_t ids[LOCO_MAX_NODES], n = 0;
+	for (uint64_t m = nodes; m; m &= m - 1)
+		ids[n++] = (uint32_t)__builtin_ctzll(m);
+	for (uint32_t i = 0; !rc && i < xf->o.accounts; i++)
+		xf->acct[i] = loco_rtx_obj(xf->rtx, ids[i % n], i / n);
+	return rc;
+}
+
+void xfer_rtx_close(struct xfer *xf)
+{
+	free(xf->acct);
+	loco_rtx_destroy(xf->rtx);
+}
+
+/* Give account I its opening balance unless someone already did. */
+static int init_one(struct xfer *xf, struct loco_rtx_worker *w, uint32_t i)
+{
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		const void *p;
+		if ((rc = loco_rtx_read(w, xf->acct[i], &p)) || p)
+			continue;
+		rc = loco_rtx_write(w, xf->acct[i], &xf->o.balance);
+	}
+	return rc;
+}
+
+/* Own share first, then every account (a node that died while
+ * initialising its share leaves it to the others). */
+int xfer_rtx_init(struct xfer *xf, struct loco_rtx_worker *w)
+{
+	unsigned k = (unsigned)__builtin_popcountll(
+		xf->compute & ((UINT64_C(1) << xf->self) - 1));
+	unsigned c = (unsigned)__builtin_popcountll(xf->compute);
+	int rc = 0;
+	for (uint32_t i = k; !rc && i < xf->o.accounts; i += c)
+		rc = init_one(xf, w, i);
+	for (uint32_t i = 0; !rc && i < xf->o.accounts; i++)
+		rc = init_one(xf, w, i);
+	return rc;
+}
+
+static int transfer(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a,
+		    uint32_t b, uint64_t amount)
+{
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		const uint64_t *pa, *pb;
+		if ((rc = loco_rtx_read(w, xf->acct[a], (const void **)&pa)) ||
+		    (rc = loco_rtx_read(w, xf->acct[b], (const void **)&pb)) ||
+		    !pa || !pb)
+			continue;
+		uint64_t m = amount < *pa ? amount : *pa;
+		uint64_t na = *pa - m, nb = *pb + m;
+		if (!(rc = loco_rtx_write(w, xf->acct[a], &na)))
+			rc = loco_rtx_write(w, xf->acct[b], &nb);
+	}
+	return rc;
+}
+
+/* Rewrite account A as it is: a one-object write set (OPT1). */
+static int touch(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a)
+{
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		const uint64_t *pa;
+		if ((rc = loco_rtx_read(w, xf->acct[a], (const void **)&pa)) ||
+		    !pa)
+			continue;
+		uint64_t v = *pa;
+		rc = loco_rtx_write(w, xf->acct[a], &v);
+	}
+	return rc;
+}
+
+static enum loco_rtx_cc prelock_all(void *arg, loco_raddr_t obj, bool write)
+{
+	(void)arg;
+	(void)obj;
+	(void)write;
+	return LOCO_RTX_CC_PRELOCK;
+}
+
+static const struct loco_rtx_hooks prelock_hooks = { .classify = prelock_all };
+
+static uint64_t met_locks(const struct loco_rtx_stats *s)
+{
+	return s->lock_waits + s->repair_waits + s->repairs;
+}
+
+/* One transfer with its bookkeeping. */
+static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
+		  struct xfer_wstats *ws, uint64_t *rng)
+{
+	struct loco_rtx_stats s0, s1;
+	uint32_t n = xf->o.accounts, a = (uint32_t)(xfer_rng(rng) % n);
+	uint32_t b = (uint32_t)(xfer_rng(rng) % (n - 1));
+	b += b >= a;
+	uint64_t amount = 1 + xfer_rng(rng) % xf->o.max_amount;
+	bool one = xfer_rng(rng) % 100 < xf->o.touch_pct;
+	loco_rtx_worker_stats(w, &s0);
+	uint64_t t0 = loco_now_ns();
+	int rc = one ? touch(xf, w, a) : transfer(xf, w, a, b, amount);
+	uint64_t t1 = loco_now_ns();
+	loco_rtx_worker_stats(w, &s1);
+	ws->aborts += s1.aborts - s0.aborts;
+	ws->lock_waits += s1.lock_waits - s0.lock_waits;
+	ws->repairs += s1.repairs - s0.repairs;
+	/* Relaxed: a counter for the heartbeats. */
+	atomic_fetch_add_explicit(&xf->live_repairs, s1.repairs - s0.repairs,
+				  memory_order_relaxed);
+	if (rc)
+		return rc;
+	ws->ops++;
+	bench_lat_add(&ws->lat, t1 - t0);
+	if (met_locks(&s1) != met_locks(&s0)) {
+		ws->blocked++;
+		bench_lat_add(&ws->blocked_lat, t1 - t0);
+	}
+	if (s1.repairs != s0.repairs) {
+		ws->stalls++;
+		bench_lat_add(&ws->stall_lat, t1 - t0);
+	}
+	xfer_tick(xf, xfer_realtime_ms());
+	return 0;
+}
+
+void *xfer_rtx_worker(void *arg)
+{
+	struct xfer_warg *wa = arg;
+	struct xfer *xf = wa->xf;
+	struct xfer_wstats *ws = &xf->ws[wa->idx];
+	struct loco_thread *thr;
+	struct loco_rtx_worker *w;
+	uint64_t rng = xf->o.seed ^ ((uint64_t)xf->self << 32) ^ (wa->idx + 1) *
+		       UINT64_C(0x9e3779b97f4a7c15);
+	wa->rc = loco_thread_create(xf->mgr, &thr);
+	if (wa->rc)
+		return NULL;
+	wa->rc = loco_rtx_worker_create(xf->rtx, thr, &w);
+	if (!wa->rc && xf->o.prelock)
+		loco_rtx_set_hooks(w, &prelock_hooks, NULL);
+	/* Relaxed: a stop flag; nothing is published with it. */
+	while (!wa->rc && !atomic_load_explicit(&xf->stop, memory_order_relaxed))
+		wa->rc = one_op(xf, w, ws, &rng);
+	if (wa->rc)
+		fprintf(stderr, "loco-rtx-transfer: node %u thread %u: %s\n",
+			xf->self, wa->idx, loco_strerror(wa->rc));
+	loco_rtx_worker_destroy(w);
+	loco_thread_destroy(thr);
+	return NULL;
+}
+
+/* ---- the reporter's final phase ------------------------------------------ */
+
+/* Take over every thread slot the run used (all its clients are DONE or
+ * dead): logs settled, allocation chunks rebuilt. */
+static int adopt_all(struct xfer *xf, struct loco_rtx_worker *w)
+{
+	uint32_t tpn = loco_rtx_threads_per_node(xf->rtx);
+	int rc = 0;
+	for (uint64_t m = xf->compute; m && !rc; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		for (uint32_t t = 0; t < tpn && !rc; t++) {
+			uint32_t slot = id * tpn + t;
+			if (slot != loco_rtx_worker_slot(w))
+				rc = loco_rtx_adopt_slot(w, slot);
+		}
+	}
+	return rc;
+}
+
+static int sum_group(struct xfer *xf, struct loco_rtx_worker *w, uint32_t f,
+		     uint32_t n, uint64_t *total, uint64_t *nulls)
+{
+	int rc;
+	uint64_t t = 0, z = 0;
+	LOCO_RTX_BLOCK(w, rc) {
+		t = z = 0;
+		for (uint32_t i = f; i < f + n && !rc; i++) {
+			const uint64_t *p;
+			rc = loco_rtx_read(w, xf->acct[i], (const void **)&p);
+			if (!rc && p)
+				t += *p;
+			z += !rc && !p;
+		}
+	}
+	*total += t;
+	*nulls += z;
+	return rc;
+}
+
+static int sum_all(struct xfer *xf, struct loco_rtx_worker *w,
+		   struct xfer_result *res)
+{
+	int rc = 0;
+	for (uint32_t f = 0; f < xf->o.accounts && !rc; f += SUM_GROUP) {
+		uint32_t n = xf->o.accounts - f < SUM_GROUP ?
+			     xf->o.accounts - f : SUM_GROUP;
+		rc = sum_group(xf, w, f, n, &res->total, &res->nulls);
+	}
+	return rc;
+}
+
+static int final_steps(struct xfer *xf, struct loco_rtx_worker *w,
+		       struct xfer_result *res)
+{
+	struct loco_rtx_audit au;
+	int timeout = (int)loco_rtx_lease_ms(xf->rtx, 64) * 20 + 5000;
+	int rc = loco_rtx_repair_all(w, timeout, &res->locks_held);
+	if (!rc)
+		rc = adopt_all(xf, w);
+	if (!rc)
+		rc = loco_rtx_repair_all(w, timeout, &res->locks_held);
+	if (!rc)
+		rc = loco_rtx_audit(w, &au);
+	if (!rc) {
+		res->leaked = au.leaked;
+		res->lost = au.lost;
+		rc = sum_all(xf, w, res);
+	}
+	return rc;
+}
+
+int xfer_rtx_final(struct xfer *xf, struct xfer_result *res)
+{
+	struct loco_rtx_worker *w;
+	struct loco_rtx_stats s;
+	int rc = loco_rtx_worker_create(xf->rtx, xf->thr, &w);
+	if (rc)
+		return rc;
+	rc = final_steps(xf, w, res);
+	loco_rtx_worker_stats(w, &s);
+	res->final_repairs = s.repairs;
+	res->repairs += s.repairs;
+	loco_rtx_worker_destroy(w);
+	return rc;
+}

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/* Data block allocation (rTX §4.4).
+ *
+ * Each hosting node's data pool is cut into chunks of 64 blocks. A chunk
+ * belongs to one thread slot (chunk owner word: incarnation << 16 |
+ * slot + 1, set by CAS) and only that slot's worker allocates from it or
+ * frees into it. The allocation bitmap (one word per chunk) records which
+ * blocks are in use; the owner updates it in batches (a WRITE every
+ * RTX_FLUSH_EVERY allocations and at scans), so after a crash it may be
+ * stale.
+ *
+ * Freeing is by reference scan, never by a message from another client:
+ * a block is in use while a TXObj points to it, while a log that is not
+ * DONE names it (old or new pointer: "data pointers reused only after
+ * DONE"), or while the owner's open transaction holds it. New references
+ * to a chunk's blocks are created only by its owner (a transaction
+ * installs blocks of its own worker; a steal installs the stealer's), so
+ * while the owner scans, references into its chunks can only go away:
+ * the scan reads the meta pool, then the logs (a block replaced before
+ * the meta read is either named by a log still not DONE, or its
+ * transaction is DONE), and frees every owned block it did not see.
+ *
+ * Incarnations: a worker that takes a slot bumps the slot's incarnation
+ * and adopts the chunks that carry an older one, rebuilding their bitmap
+ * words by a scan. loco_rtx_adopt_slot does the same for a slot of a
+ * client that is gone, so its garbage is reclaimed and nothing leaks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtx/crash.h"
+#include "rtx/internal.h"
+
+#define CHUNK_WORDS_PER_READ (RTX_SCAN_BYTES / 8)
+
+static uint64_t owner_word(const struct loco_rtx_worker *w)
+{
+	return w->inc << 16 | (w->slot + 1);
+}
+
+static uint32_t owner_slot(uint64_t word)
+{
+	return (uint32_t)(word & 0xffff) - 1;
+}
+
+/* Blocks of chunk C that may be allocated (block 0 is null). */
+static uint64_t chunk_valid(uint32_t c)
+{
+	return c ? ~UINT64_C(0) : ~UINT64_C(1);
+}
+
+int rtx_pools_init(struct loco_rtx_worker *w)
+{
+	const struct loco_rtx *x = w->x;
+	w->pool = calloc(x->nnodes, sizeof(*w->pool));
+	if (!w->pool)
+		return -ENOMEM;
+	for (unsigned i = 0; i < x->nnodes; i++) {
+		struct rtx_pool *p = &w->pool[i];
+		p->pos = malloc(x->nchunks * sizeof(*p->pos));
+		if (!p->pos)
+			return -ENOMEM;
+		memset(p->pos, -1, x->nchunks * sizeof(*p->pos));
+		p->claim_cursor = (w->slot * 7919u) % x->nchunks;
+	}
+	return 0;
+}
+
+void rtx_pools_fini(struct loco_rtx_worker *w)
+{
+	if (!w->pool)
+		return;
+	for (unsigned i = 0; i < w->x->nnodes; i++) {
+		free(w->pool[i].pos);
+		free(w->pool[i].ch);
+	}
+	free(w->pool);
+	w->pool = NULL;
+}
+
+static int chunk_add(struct rtx_pool *p, uint32_t idx, uint64_t free_mask,
+		     bool stale)
+{
+	if (p->n == p->cap) {
+		unsigned cap = p->cap ? 2 * p->cap : 8;
+		struct rtx_chunk *ch = realloc(p->ch, cap * sizeof(*ch));
+		if (!ch)
+			return -ENOMEM;
+		p->ch = ch;
+		p->cap = cap;
+	}
+	/* The remote word of a fresh chunk is 0; an adopted one's is
+	 * whatever its last owner flushed: rewrite it after the scan. */
+	uint64_t alloc = chunk_valid(idx) & ~free_mask;
+	p->ch[p->n] = (struct rtx_chunk){ .idx = idx, .free = free_mask,
+					  .alloc = alloc, .stage = alloc,
+					  .stale = stale };
+	p->pos[idx] = (int32_t)p->n++;
+	return 0;
+}
+
+/* ---- bitmap flush -------------------------------------------------------- */
+
+static int pool_flush(struct loco_rtx_worker *w, uint32_t ni)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	const struct loco_rregion *bm = &w->x->node[ni].bitmap;
+	/* The previous flush's sources are ours again once it completed. */
+	int rc = rtx_wait(w, &w->flush_ack);
+	for (unsigned i = 0; !rc && i < p->n; i++) {
+		struct rtx_chunk *c = &p->ch[i];
+		if (c->stage == c->alloc && !c->stale)
+			continue;
+		c->stage = c->alloc;
+		c->stale = false;
+		rc = loco_post_write(w->thr, bm, (uint64_t)c->idx * 8, &c->stage,
+				     8, &w->flush_ack);
+	}
+	p->unflushed = 0;
+	return rc;
+}
+
+/* ---- reference scan ------------------------------------------------------ */
+
+static void keep_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks)
+{
+	if (!block || block >= nblocks)
+		return;
+	int32_t pos = p->pos[block / LOCO_RTX_CHUNK_BLOCKS];
+	if (pos >= 0)
+		p->ch[pos].keep |= UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
+}
+
+static int scan_meta(struct loco_rtx_worker *w, uint32_t ni)
+{
+	const struct loco_rtx *x = w->x;
+	const uint32_t per = RTX_SCAN_BYTES / RTX_META_LEN;
+	uint64_t *meta = (uint64_t *)w->scan;
+	int rc = 0;
+	for (uint32_t f = 0; !rc && f < x->o.objects; f += per) {
+		uint32_t n = x->o.objects - f < per ? x->o.objects - f : per;
+		rc = loco_read(w->thr, rtx_meta(x, ni), (uint64_t)f * RTX_META_LEN,
+			       meta, n * RTX_META_LEN);
+		for (uint32_t i = 0; !rc && i < n; i++)
+			keep_block(&w->pool[ni],
+				   loco_rtx_dptr_block(meta[2 * i + 1]),
+				   x->nblocks);
+	}
+	return rc;
+}
+
+/* Blocks named by log BUF if it is a whole log not DONE. */
+static void keep_logged(struct loco_rtx_worker *w, uint32_t ni,
+			const uint8_t *buf)
+{
+	const struct loco_rtx_log_hdr *h = (const void *)buf;
+	const struct loco_rtx_log_ent *e = (const void *)(buf + sizeof(*h));
+	if (loco_rtx_state_of(h->state) == LOCO_RTX_LOG_DONE ||
+	    !loco_rtx_log_matches(buf, h->lockv, w->x->o.max_writes))
+		return;
+	for (unsigned i = 0; i < loco_rtx_log_nent(h); i++) {
+		if (loco_raddr_node(e[i].mptr) != w->x->node[ni].id)
+			continue;
+		keep_block(&w->pool[ni], loco_rtx_dptr_block(e[i].old_dptr),
+			   w->x->nblocks);
+		keep_block(&w->pool[ni], loco_rtx_dptr_block(e[i].new_dptr),
+			   w->x->nblocks);
+	}
+}
+
+static int scan_logs(struct loco_rtx_worker *w, uint32_t ni)
+{
+	const struct loco_rtx *x = w->x;
+	uint32_t per = RTX_SCAN_BYTES / x->log_len;
+	int rc = 0;
+	if (!per)
+		per = 1;
+	for (uint32_t f = 0; !rc && f < x->scan_slots; f += per) {
+		uint32_t n = x->scan_slots - f < per ? x->scan_slots - f : per;
+		rc = loco_read(w->thr, &x->logs, rtx_log_off(x, f), w->scan,
+			       n * x->log_len);
+		for (uint32_t i = 0; !rc && i < n; i++)
+			keep_logged(w, ni, w->scan + (size_t)i * x->log_len);
+	}
+	return rc;
+}
+
+static void keep_open_tx(struct loco_rtx_worker *w, uint32_t ni)
+{
+	if (!w->active)
+		return;
+	for (unsigned i = 0; i < w->nw; i++)
+		if (w->rs[w->ws[i].ri].ni == ni)
+			keep_block(&w->pool[ni], w->ws[i].block, w->x->nblocks);
+}
+
+/* Drop chunk at position POS (its flush must be complete). */
+static void chunk_remove(struct rtx_pool *p, unsigned pos)
+{
+	p->pos[p->ch[pos].idx] = -1;
+	p->ch[pos] = p->ch[--p->n];
+	if (pos < p->n)
+		p->pos[p->ch[pos].idx] = (int32_t)pos;
+}
+
+/* Give entirely free chunks back while more than two thirds of the owned
+ * blocks are free (claims start below one third): a worker's share
+ * follows its live blocks, and late workers find chunks. The bitmap word
+ * (0) is placed before the owner word frees the chunk: same QP. */
+static int pool_trim(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	const struct rtx_node *n = &w->x->node[ni];
+	static const uint64_t zero;
+	uint64_t mine = owner_word(w), old = 0;
+	int rc = rtx_wait(w, &w->flush_ack);
+	for (unsigned i = 0; !rc && i < p->n;) {
+		struct rtx_chunk *c = &p->ch[i];
+		uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS;
+		if (c->free != chunk_valid(c->idx) || *nfree * 3 <= owned * 2) {
+			i++;
+			continue;
+		}
+		rc = loco_write(w->thr, &n->bitmap, (uint64_t)c->idx * 8, &zero, 8);
+		if (!rc)
+			rc = loco_cas(w->thr, &n->chunks, (uint64_t)c->idx * 8, mine,
+				      0, &old);
+		*nfree -= (uint64_t)__builtin_popcountll(c->free);
+		chunk_remove(p, i);
+	}
+	return rc;
+}
+
+/* Recompute which owned blocks of node NI are free; returns how many. */
+static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	*nfree = 0;
+	if (!p->n)
+		return 0;
+	for (unsigned i = 0; i < p->n; i++)
+		p->ch[i].keep = 0;
+	int rc = scan_meta(w, ni);
+	if (!rc)
+		rc = scan_logs(w, ni);
+	if (rc)
+		return rc;
+	keep_open_tx(w, ni);
+	uint64_t gained = 0;
+	for (unsigned i = 0; i < p->n; i++) {
+		struct rtx_chunk *c = &p->ch[i];
+		uint64_t nf = chunk_valid(c->idx) & ~c->keep;
+		gained += (uint64_t)__builtin_popcountll(nf & ~c->free);
+		c->free = nf;
+		c->alloc = chunk_valid(c->idx) & ~nf;
+		*nfree += (uint64_t)__builtin_popcountll(nf);
+	}
+	p->since_scan = 0;
+	RTX_INC(w, scans);
+	rtx_count(w, RTX_STAT(reclaimed), gained);
+	rc = pool_flush(w, ni);
+	return rc ? rc : pool_trim(w, ni, nfree);
+}
+
+/* ---- chunks -------------------------------------------------------------- */
+
+/* CAS the first free chunk owner word (from the cursor) to ours. */
+static int pool_claim(struct loco_rtx_worker *w, uint32_t ni, bool *got)
+{
+	const struct loco_rtx *x = w->x;
+	struct rtx_pool *p = &w->pool[ni];
+	uint64_t *words = (uint64_t *)w->scan, mine = owner_word(w), old = 0;
+	*got = false;
+	/* chunk_add may move the flush sources: let the flush finish. */
+	int rc0 = rtx_wait(w, &w->flush_ack);
+	if (rc0)
+		return rc0;
+	for (uint32_t done = 0; done < x->nchunks;) {
+		uint32_t f = (p->claim_cursor + done) % x->nchunks;
+		uint32_t n = x->nchunks - f < CHUNK_WORDS_PER_READ ?
+			     x->nchunks - f : CHUNK_WORDS_PER_READ;
+		int rc = loco_read(w->thr, &x->node[ni].chunks, (uint64_t)f * 8,
+				   words, n * 8);
+		for (uint32_t i = 0; !rc && i < n; i++) {
+			if (words[i])
+				continue;
+			rc = loco_cas(w->thr, &x->node[ni].chunks,
+				      (uint64_t)(f + i) * 8, 0, mine, &old);
+			if (rc || old)
+				continue;
+			loco_crash_point("rtx.alloc_after_claim");
+			RTX_INC(w, chunk_claims);
+			p->claim_cursor = (f + i + 1) % x->nchunks;
+			*got = true;
+			return chunk_add(p, f + i, chunk_valid(f + i), false);
+		}
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
+/* Find more free blocks: scan (when some allocations happened since the
+ * last scan), and claim a chunk while less than a third of the owned
+ * blocks are free, so a worker keeps about 1.5 times its live blocks and
+ * scans about once per half its live-block count of allocations. When no
+ * chunk is left, whatever the scan found is enough. */
+static int refill(struct loco_rtx_worker *w, uint32_t ni)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS, nfree = 0;
+	bool got = false;
+	int rc = 0;
+	if (p->n && p->since_scan >= RTX_SCAN_MIN_ALLOCS) {
+		rc = pool_scan(w, ni, &nfree);
+		if (rc || nfree * 3 >= owned)
+			return rc;
+	}
+	rc = pool_claim(w, ni, &got);
+	if (rc || got || nfree)
+		return rc;
+	if (p->n)
+		rc = pool_scan(w, ni, &nfree);
+	if (!rc && !nfree)
+		rc = -ENOMEM;
+	return rc;
+}
+
+/* refill, waiting a little for other workers to give chunks back. */
+static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
+{
+	for (unsigned t = 0;; t++) {
+		int rc = refill(w, ni);
+		if (rc != -ENOMEM)
+			return rc;
+		if (t == RTX_FULL_WAITS) {
+			loco_warn(w->x->name, "node %u: data pool full",
+				  w->x->node[ni].id);
+			return rc;
+		}
+		w->pool[ni].since_scan = RTX_SCAN_MIN_ALLOCS;
+		rtx_sleep_us(1000);
+	}
+}
+
+static bool take_block(struct rtx_pool *p, uint64_t *block)
+{
+	for (unsigned i = 0; i < p->n; i++) {
+		struct rtx_chunk *c = &p->ch[i];
+		if (!c->free)
+			continue;
+		unsigned b = (unsigned)__builtin_ctzll(c->free);
+		c->free &= c->free - 1;
+		c->alloc |= UINT64_C(1) << b;
+		*block = (uint64_t)c->idx * LOCO_RTX_CHUNK_BLOCKS + b;
+		return true;
+	}
+	return false;
+}
+
+int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	for (unsigned round = 0; round < 3; round++) {
+		if (take_block(p, block)) {
+			RTX_INC(w, allocs);
+			p->since_scan++;
+			if (++p->unflushed >= RTX_FLUSH_EVERY)
+				return pool_flush(w, ni);
+			return 0;
+		}
+		int rc = refill_wait(w, ni);
+		if (rc)
+			return rc;
+	}
+	return -ENOMEM;
+}
+
+void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	int32_t pos = p->pos[block / LOCO_RTX_CHUNK_BLOCKS];
+	if (pos < 0)
+		return;
+	uint64_t bit = UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
+	p->ch[pos].free |= bit;
+	p->ch[pos].alloc &= ~bit;
+}
+
+/* ---- adoption and settling ----------------------------------------------- */
+
+static int adopt_on(struct loco_rtx_worker *w, uint32_t ni, uint32_t slot,
+		    bool stale_only, unsigned *adopted)
+{
+	const struct loco_rtx *x = w->x;
+	uint64_t *words = (uint64_t *)w->scan, mine = owner_word(w), old = 0;
+	/* chunk_add may move the flush sources: let the flush finish. */
+	int rc = rtx_wait(w, &w->flush_ack);
+	for (uint32_t f = 0; !rc && f < x->nchunks; f += CHUNK_WORDS_PER_READ) {
+		uint32_t n = x->nchunks - f < CHUNK_WORDS_PER_READ ?
+			     x->nchunks - f : CHUNK_WORDS_PER_READ;
+		rc = loco_read(w->thr, &x->node[ni].chunks, (uint64_t)f * 8,
+			       words, n * 8);
+		for (uint32_t i = 0; !rc && i < n; i++) {
+			uint64_t v = words[i];
+			if (!v || v == mine || owner_slot(v) != slot ||
+			    (stale_only && v >> 16 == w->inc))
+				continue;
+			rc = loco_cas(w->thr, &x->node[ni].chunks,
+				      (uint64_t)(f + i) * 8, v, mine, &old);
+			if (!rc && old == v && w->pool[ni].pos[f + i] < 0) {
+				rc = chunk_add(&w->pool[ni], f + i, 0, true);
+				(*adopted)++;
+			}
+		}
+	}
+	return rc;
+}
+
+int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only)
+{
+	for (uint32_t ni = 0; ni < w->x->nnodes; ni++) {
+		unsigned adopted = 0;
+		uint64_t nfree;
+		int rc = adopt_on(w, ni, slot, stale_only, &adopted);
+		if (!rc && adopted)
+			rc = pool_scan(w, ni, &nfree);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int rtx_pools_settle(struct loco_rtx_worker *w)
+{
+	int rc = 0;
+	for (uint32_t ni = 0; ni < w->x->nnodes && !rc; ni++) {
+		uint64_t nfree;
+		rc = pool_scan(w, ni, &nfree);
+	}
+	int rc2 = rtx_wait(w, &w->flush_ack);
+	return rc ? rc : rc2;
+}
+
+/* ---- audit --------------------------------------------------------------- */
+
+static int audit_meta(struct loco_rtx_worker *w, uint32_t ni, uint64_t *ref,
+		      struct loco_rtx_audit *a)
+{
+	const struct loco_rtx *x = w->x;
+	const uint32_t per = RTX_SCAN_BYTES / RTX_META_LEN;
+	uint64_t *meta = (uint64_t *)w->scan;
+	int rc = 0;
+	for (uint32_t f = 0; !rc && f < x->o.objects; f += per) {
+		uint32_t n = x->o.objects - f < per ? x->o.objects - f : per;
+		rc = loco_read(w->thr, rtx_meta(x, ni), (uint64_t)f * RTX_META_LEN,
+			       meta, n * RTX_META_LEN);
+		for (uint32_t i = 0; !rc && i < n; i++) {
+			uint64_t b = loco_rtx_dptr_block(meta[2 * i + 1]);
+			a->locked += loco_lllock_is_locked(meta[2 * i]);
+			if (!b || b >= x->nblocks)
+				continue;
+			a->objects++;
+			ref[b / 64] |= UINT64_C(1) << (b % 64);
+		}
+	}
+	return rc;
+}
+
+static int audit_bitmap(struct loco_rtx_worker *w, uint32_t ni,
+			const uint64_t *ref, struct loco_rtx_audit *a)
+{
+	const struct loco_rtx *x = w->x;
+	uint64_t *words = (uint64_t *)w->scan;
+	int rc = 0;
+	for (uint32_t f = 0; !rc && f < x->nchunks; f += CHUNK_WORDS_PER_READ) {
+		uint32_t n = x->nchunks - f < CHUNK_WORDS_PER_READ ?
+			     x->nchunks - f : CHUNK_WORDS_PER_READ;
+		rc = loco_read(w->thr, &x->node[ni].bitmap, (uint64_t)f * 8,
+			       words, n * 8);
+		for (uint32_t i = 0; !rc && i < n; i++) {
+			uint64_t al = words[i], rf = ref[f + i];
+			a->referenced += (uint64_t)__builtin_popcountll(rf);
+			a->allocated += (uint64_t)__builtin_popcountll(al);
+			a->leaked += (uint64_t)__builtin_popcountll(al & ~rf);
+			a->lost += (uint64_t)__builtin_popcountll(rf & ~al);
+		}
+	}
+	return rc;
+}
+
+int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out)
+{
+	struct loco_rtx_audit a = { 0 };
+	uint64_t *ref = malloc(w->x->nchunks * sizeof(*ref));
+	/* This worker's own bitmap words first (they are flushed lazily). */
+	int rc = ref ? rtx_pools_settle(w) : -ENOMEM;
+	for (uint32_t ni = 0; !rc && ni < w->x->nnodes; ni++) {
+		memset(ref, 0, w->x->nchunks * sizeof(*ref));
+		rc = audit_meta(w, ni, ref, &a);
+		if (!rc)
+			rc = audit_bitmap(w, ni, ref, &a);
+	}
+	free(ref);
+	if (!rc)
+		*out = a;
+	return rc;
+}

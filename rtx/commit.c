@@ -1,0 +1,723 @@
+/* SPDX-License-Identifier: MIT */
+/* Commit (rTX Fig. 8) and the idempotent TryCommit (Fig. 9), shared by
+ * owners and repairers.
+ *
+ * Logged commit, per round trip:
+ *   1  new data WRITEs + log WRITE (INIT) [+ thread fence if the objects
+ *      are not all on the log's node: the log and data must be placed
+ *      before any lock names them]
+ *   2  lock CASes, each followed on its QP by a 16-byte READ of the TXObj
+ *      (the data pointer is current while we hold the lock); the read set
+ *      validation READs ride along when every object is on one node,
+ *      since the QP then orders them after the locks
+ *  (2b read set validation when objects span nodes: after all locks)
+ *   3  CAS INIT -> DOING: the commit point; a repairer that CASes
+ *      INIT -> ABORT first wins, and the owner aborts
+ *   4  install CASes, release CASes, CAS DOING -> DONE (one batch when
+ *      everything is on one node: the QP orders them; otherwise one round
+ *      each, in that order)
+ *
+ * No-log commit (OPT1, one written object): data WRITE; lock CAS + READ;
+ * install CAS + release CAS. A repairer steals such a lock and switches
+ * the object to a copy, so the owner's install succeeds (and survives)
+ * or fails (and the transaction aborts): never half of a transaction.
+ *
+ * Wrap guard (rTX §4.4): before each round of install or release CASes,
+ * an executor that has not seen its log in DOING for guard_us re-reads
+ * the state word and stops if the log moved on (another executor
+ * finished it), so a stalled executor cannot apply a stale CAS after the
+ * data pointer versions could have wrapped. */
+#include <errno.h>
+#include <string.h>
+
+#include "rtx/crash.h"
+#include "rtx/internal.h"
+
+/* ---- batches that post themselves when full ------------------------------ */
+
+struct rtx_batch {
+	struct loco_batch b;
+	struct loco_ack *ack;
+	int rc;
+};
+
+static void bt_init(struct rtx_batch *bt, struct loco_rtx_worker *w,
+		    struct loco_ack *ack)
+{
+	loco_batch_init(&bt->b, w->thr);
+	bt->ack = ack;
+	bt->rc = 0;
+}
+
+static void bt_room(struct rtx_batch *bt)
+{
+	if (bt->b.n == LOCO_BATCH_MAX && !bt->rc)
+		bt->rc = loco_batch_post(&bt->b, bt->ack);
+}
+
+static void bt_read(struct rtx_batch *bt, const struct loco_rregion *rr,
+		    uint64_t off, void *dst, uint32_t len)
+{
+	bt_room(bt);
+	loco_batch_read(&bt->b, rr, off, dst, len);
+}
+
+static void bt_write(struct rtx_batch *bt, const struct loco_rregion *rr,
+		     uint64_t off, const void *src, uint32_t len)
+{
+	bt_room(bt);
+	loco_batch_write(&bt->b, rr, off, src, len);
+}
+
+static void bt_cas(struct rtx_batch *bt, const struct loco_rregion *rr,
+		   uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	bt_room(bt);
+	loco_batch_cas(&bt->b, rr, off, expect, desired, old);
+}
+
+static int bt_post(struct rtx_batch *bt)
+{
+	int rc = bt->rc;
+	if (!rc && bt->b.n)
+		rc = loco_batch_post(&bt->b, bt->ack);
+	return rc;
+}
+
+/* Post and wait. */
+static int bt_run(struct rtx_batch *bt, struct loco_rtx_worker *w)
+{
+	int rc = bt_post(bt);
+	return rc ? rc : rtx_wait(w, bt->ack);
+}
+
+static uint64_t obj_off(const struct rtx_rent *r, uint64_t field)
+{
+	return (uint64_t)r->idx * RTX_META_LEN + field;
+}
+
+/* ---- noted expired locks ------------------------------------------------- */
+
+void rtx_note_expired(struct loco_rtx_worker *w, loco_raddr_t obj,
+		      uint64_t word)
+{
+	for (unsigned i = 0; i < w->nrep; i++)
+		if (w->rep_obj[i] == obj && w->rep_word[i] == word)
+			return;
+	if (w->nrep == RTX_MAX_REPAIRS)
+		return;
+	w->rep_obj[w->nrep] = obj;
+	w->rep_word[w->nrep++] = word;
+}
+
+void rtx_repair_noted(struct loco_rtx_worker *w)
+{
+	for (unsigned i = 0; i < w->nrep; i++) {
+		int rc = rtx_repair(w, w->rep_obj[i], w->rep_word[i]);
+		if (rc && rc != -EBUSY)
+			loco_warn(w->x->name, "slot %u: repair: %s", w->slot,
+				  loco_strerror(rc));
+	}
+	w->nrep = 0;
+}
+
+/* A lock word that is not ours stopped us: count it, note it if expired. */
+static void met_lock(struct loco_rtx_worker *w, const struct rtx_rent *r,
+		     uint64_t word)
+{
+	if (!loco_lllock_is_locked(word))
+		return;
+	RTX_INC(w, lock_waits);
+	if (loco_lllock_expired(word, rtx_now_ms(w->x)))
+		rtx_note_expired(w, r->obj, word);
+}
+
+/* ---- blocks and pre-locks ------------------------------------------------ */
+
+static void free_blocks(struct loco_rtx_worker *w)
+{
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		if (e->block)
+			rtx_free_local(w, w->rs[e->ri].ni, e->block);
+		e->block = 0;
+	}
+}
+
+static int alloc_blocks(struct loco_rtx_worker *w)
+{
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		const struct rtx_rent *r = &w->rs[e->ri];
+		int rc = rtx_alloc(w, r->ni, &e->block);
+		if (rc) {
+			free_blocks(w);
+			return rc;
+		}
+		e->new_dptr = loco_rtx_dptr_next(r->dptr, e->block);
+	}
+	return 0;
+}
+
+static void post_data(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	const struct loco_rtx *x = w->x;
+	for (unsigned i = 0; i < w->nw; i++) {
+		const struct rtx_went *e = &w->ws[i];
+		const struct rtx_rent *r = &w->rs[e->ri];
+		bt_write(bt, &x->node[r->ni].data, e->block * x->block_len,
+			 e->data, x->o.data_len);
+	}
+}
+
+int rtx_release_prelocks(struct loco_rtx_worker *w)
+{
+	struct rtx_batch bt;
+	struct loco_ack ack = { 0, 0 };
+	bt_init(&bt, w, &ack);
+	for (unsigned i = 0; i < w->nr; i++) {
+		struct rtx_rent *r = &w->rs[i];
+		if (!r->prelock)
+			continue;
+		bt_cas(&bt, rtx_meta(w->x, r->ni), obj_off(r, RTX_LOCK_OFF),
+		       r->prelock, r->lock, &r->vmeta[0]);
+		r->prelock = 0;
+	}
+	return bt_run(&bt, w);
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+static bool validated_here(const struct rtx_rent *r)
+{
+	return r->wi < 0 && r->cc != LOCO_RTX_CC_DELEGATE;
+}
+
+static void post_validation(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	for (unsigned i = 0; i < w->nr; i++) {
+		struct rtx_rent *r = &w->rs[i];
+		if (validated_here(r))
+			bt_read(bt, rtx_meta(w->x, r->ni), obj_off(r, 0),
+				r->vmeta, RTX_META_LEN);
+	}
+}
+
+/* Every read-only object still has the lock word and data pointer it had
+ * when read (16-byte READ: a torn first read is caught by the pointer). */
+static bool reads_valid(struct loco_rtx_worker *w)
+{
+	bool ok = true;
+	for (unsigned i = 0; i < w->nr; i++) {
+		const struct rtx_rent *r = &w->rs[i];
+		if (!validated_here(r))
+			continue;
+		uint64_t want = r->prelock ? r->prelock : r->lock;
+		if (r->vmeta[0] != want || r->vmeta[1] != r->dptr) {
+			met_lock(w, r, r->vmeta[0]);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+static bool hooks_valid(struct loco_rtx_worker *w)
+{
+	return !w->hooks || !w->hooks->validate ||
+	       w->hooks->validate(w->hook_arg, w) == 0;
+}
+
+int rtx_commit_readonly(struct loco_rtx_worker *w)
+{
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	post_validation(w, &bt);
+	int rc = bt_run(&bt, w);
+	if (!rc && !(reads_valid(w) && hooks_valid(w)))
+		rc = -EAGAIN;
+	int rc2 = rtx_release_prelocks(w);
+	return rc ? rc : rc2;
+}
+
+/* ---- locking the write set ----------------------------------------------- */
+
+static uint64_t lock_expect(const struct rtx_rent *r)
+{
+	return r->prelock ? r->prelock : r->lock;
+}
+
+/* Lock CAS + TXObj READ per written object (the READ, after the CAS on
+ * the same QP, sees our lock and the current data pointer). */
+static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		struct rtx_rent *r = &w->rs[e->ri];
+		const struct loco_rregion *m = rtx_meta(w->x, r->ni);
+		if (!(r->prelock && r->prelock == w->lockv))
+			bt_cas(bt, m, obj_off(r, RTX_LOCK_OFF), lock_expect(r),
+			       w->lockv, &e->lock_old);
+		else
+			e->lock_old = r->prelock;
+		bt_read(bt, m, obj_off(r, 0), r->vmeta, RTX_META_LEN);
+	}
+}
+
+/* Which locks we got (bit i: ws[i]); false unless all, with the data
+ * pointers unchanged. A converted pre-lock is now held as lockv. */
+static bool locks_check(struct loco_rtx_worker *w, uint64_t *acquired)
+{
+	bool ok = true;
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		struct rtx_rent *r = &w->rs[e->ri];
+		if (e->lock_old != lock_expect(r)) {
+			met_lock(w, r, e->lock_old);
+			ok = false;
+			continue;
+		}
+		*acquired |= UINT64_C(1) << i;
+		r->prelock = 0;
+		if (r->vmeta[0] != w->lockv || r->vmeta[1] != r->dptr)
+			ok = false;
+	}
+	return ok;
+}
+
+/* Lock the write set and validate the read set. */
+static int lock_and_validate(struct loco_rtx_worker *w, uint64_t *acquired,
+			     bool *ok)
+{
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	post_locks(w, &bt);
+	if (w->single_node)
+		post_validation(w, &bt);
+	int rc = bt_run(&bt, w);
+	if (rc)
+		return rc;
+	*ok = locks_check(w, acquired);
+	if (*ok)
+		loco_crash_point(w->nw == 1 && !w->x->o.no_opt1 ?
+				 "rtx.opt1_after_lock" : "rtx.after_lock");
+	if (*ok && !w->single_node) {
+		bt_init(&bt, w, &w->ack);
+		post_validation(w, &bt);
+		rc = bt_run(&bt, w);
+		if (rc)
+			return rc;
+	}
+	*ok = *ok && reads_valid(w) && hooks_valid(w);
+	return 0;
+}
+
+/* Release the locks in ACQUIRED (held as lockv) to the versions read, and
+ * the remaining pre-locks. */
+static int release_acquired(struct loco_rtx_worker *w, uint64_t acquired)
+{
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		const struct rtx_rent *r = &w->rs[e->ri];
+		if (acquired & UINT64_C(1) << i)
+			bt_cas(&bt, rtx_meta(w->x, r->ni),
+			       obj_off(r, RTX_LOCK_OFF), w->lockv, r->lock,
+			       &e->cas_old[1]);
+	}
+	int rc = bt_run(&bt, w);
+	int rc2 = rtx_release_prelocks(w);
+	return rc ? rc : rc2;
+}
+
+/* ---- TryCommit (owner and repairer) -------------------------------------- */
+
+/* 0: go on; 1: the log left DOING (finished by another executor). */
+static int exec_guard(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	uint64_t now = loco_now_ns();
+	if (now - e->confirmed_ns < (uint64_t)w->x->o.guard_us * 1000u)
+		return 0;
+	uint64_t s = 0;
+	int rc = loco_read(w->thr, &w->x->logs, rtx_state_off(w->x, e->slot),
+			   &s, 8);
+	if (rc)
+		return rc;
+	if (loco_rtx_state_of(s) == LOCO_RTX_LOG_DOING &&
+	    loco_rtx_state_seq(s) == loco_rtx_state_seq(e->state)) {
+		e->state = s;
+		e->confirmed_ns = loco_now_ns();
+		return 0;
+	}
+	RTX_INC(w, guard_stops);
+	return 1;
+}
+
+static void post_installs(struct loco_rtx_worker *w, const struct rtx_exec *e,
+			  struct rtx_batch *bt, unsigned from, unsigned to)
+{
+	for (unsigned i = from; i < to; i++) {
+		uint32_t ni, idx;
+		if (rtx_locate(w->x, e->ent[i].mptr, &ni, &idx))
+			continue;
+		bt_cas(bt, rtx_meta(w->x, ni),
+		       (uint64_t)idx * RTX_META_LEN + RTX_DPTR_OFF,
+		       e->ent[i].old_dptr, e->ent[i].new_dptr, &w->xres[i]);
+	}
+}
+
+static void post_releases(struct loco_rtx_worker *w, const struct rtx_exec *e,
+			  struct rtx_batch *bt, unsigned from, unsigned to)
+{
+	for (unsigned i = from; i < to; i++) {
+		uint32_t ni, idx;
+		if (rtx_locate(w->x, e->ent[i].mptr, &ni, &idx))
+			continue;
+		uint64_t rel = e->release ? e->release[i] : rtx_fresh_version(w);
+		bt_cas(bt, rtx_meta(w->x, ni),
+		       (uint64_t)idx * RTX_META_LEN + RTX_LOCK_OFF, e->lockv,
+		       rel, &w->xres[LOCO_RTX_WRITES_MAX + i]);
+	}
+}
+
+static uint64_t done_word(const struct rtx_exec *e)
+{
+	return loco_rtx_state_word(LOCO_RTX_LOG_DONE,
+				   loco_rtx_state_seq(e->state),
+				   loco_lllock_lease(e->lockv));
+}
+
+static void post_done(struct loco_rtx_worker *w, const struct rtx_exec *e,
+		      struct rtx_batch *bt)
+{
+	bt_cas(bt, &w->x->logs, rtx_state_off(w->x, e->slot), e->state,
+	       done_word(e), &w->state_old);
+}
+
+/* CAS DOING -> DONE, following repairers that renewed the repair lease. */
+static int exec_done(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	for (;;) {
+		struct rtx_batch bt;
+		struct loco_ack ack = { 0, 0 };
+		bt_init(&bt, w, &ack);
+		post_done(w, e, &bt);
+		int rc = bt_run(&bt, w);
+		if (rc || w->state_old == e->state)
+			return rc;
+		if (loco_rtx_state_of(w->state_old) != LOCO_RTX_LOG_DOING ||
+		    loco_rtx_state_seq(w->state_old) != loco_rtx_state_seq(e->state))
+			return 0;
+		e->state = w->state_old;
+	}
+}
+
+/* Run install CASes [0, n) (split after the first for the crash point). */
+static int exec_installs(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	struct rtx_batch bt;
+	struct loco_ack ack = { 0, 0 };
+	unsigned first = loco_crash_armed("rtx.mid_install") && e->n > 1 ?
+			 1 : e->n;
+	bt_init(&bt, w, &ack);
+	post_installs(w, e, &bt, 0, first);
+	int rc = bt_run(&bt, w);
+	if (rc || first == e->n)
+		return rc;
+	loco_crash_point("rtx.mid_install");
+	bt_init(&bt, w, &ack);
+	post_installs(w, e, &bt, first, e->n);
+	return bt_run(&bt, w);
+}
+
+static int exec_releases(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	struct rtx_batch bt;
+	struct loco_ack ack = { 0, 0 };
+	unsigned first = loco_crash_armed("rtx.mid_release") && e->n > 1 ?
+			 1 : e->n;
+	loco_crash_point("rtx.before_release");
+	bt_init(&bt, w, &ack);
+	post_releases(w, e, &bt, 0, first);
+	int rc = bt_run(&bt, w);
+	if (rc || first == e->n)
+		return rc;
+	loco_crash_point("rtx.mid_release");
+	bt_init(&bt, w, &ack);
+	post_releases(w, e, &bt, first, e->n);
+	return bt_run(&bt, w);
+}
+
+static bool exec_one_node(const struct loco_rtx_worker *w,
+			  const struct rtx_exec *e)
+{
+	static const char *const split[] = { "rtx.mid_install",
+		"rtx.before_release", "rtx.mid_release", "rtx.before_done" };
+	for (unsigned i = 0; i < 4; i++)
+		if (loco_crash_armed(split[i]))
+			return false;
+	for (unsigned i = 0; i < e->n; i++)
+		if (loco_raddr_node(e->ent[i].mptr) != w->x->home)
+			return false;
+	return true;
+}
+
+/* Everything on the log's node: installs, releases and DONE in one
+ * batch; the QP executes them in that order. */
+static int exec_batched(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	struct rtx_batch bt;
+	struct loco_ack ack = { 0, 0 };
+	bt_init(&bt, w, &ack);
+	post_installs(w, e, &bt, 0, e->n);
+	post_releases(w, e, &bt, 0, e->n);
+	post_done(w, e, &bt);
+	int rc = bt_run(&bt, w);
+	if (rc || w->state_old == e->state)
+		return rc;
+	if (loco_rtx_state_of(w->state_old) != LOCO_RTX_LOG_DOING ||
+	    loco_rtx_state_seq(w->state_old) != loco_rtx_state_seq(e->state))
+		return 0;
+	e->state = w->state_old;
+	return exec_done(w, e);
+}
+
+int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e)
+{
+	int rc = exec_guard(w, e);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	if (exec_one_node(w, e))
+		return exec_batched(w, e);
+	rc = exec_installs(w, e);
+	if (!rc)
+		rc = exec_guard(w, e);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	rc = exec_releases(w, e);
+	if (rc)
+		return rc;
+	loco_crash_point("rtx.before_done");
+	return exec_done(w, e);
+}
+
+/* ---- logged commit ------------------------------------------------------- */
+
+static uint64_t tx_lease(const struct loco_rtx_worker *w)
+{
+	return loco_lllock_lease(w->lockv);
+}
+
+static struct loco_rtx_log_ent *log_entries(struct loco_rtx_worker *w)
+{
+	return (struct loco_rtx_log_ent *)(w->logbuf +
+					   sizeof(struct loco_rtx_log_hdr));
+}
+
+static void post_log(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	struct loco_rtx_log_hdr *h = (struct loco_rtx_log_hdr *)w->logbuf;
+	struct loco_rtx_log_ent *ent = log_entries(w);
+	for (unsigned i = 0; i < w->nw; i++) {
+		const struct rtx_went *e = &w->ws[i];
+		const struct rtx_rent *r = &w->rs[e->ri];
+		ent[i] = (struct loco_rtx_log_ent){ .mptr = r->obj,
+			.old_dptr = r->dptr, .new_dptr = e->new_dptr };
+	}
+	loco_rtx_log_seal(h, ent, w->nw, w->lockv, w->seq, tx_lease(w));
+	bt_write(bt, &w->x->logs, rtx_log_off(w->x, w->slot), w->logbuf,
+		 (uint32_t)loco_rtx_log_bytes(w->nw));
+}
+
+/* Data and log must be placed before the first lock names them: one QP
+ * orders that by itself, several need a fence. */
+static bool need_fence(const struct loco_rtx_worker *w)
+{
+	for (unsigned i = 0; i < w->nw; i++)
+		if (w->x->node[w->rs[w->ws[i].ri].ni].id != w->x->home)
+			return true;
+	return false;
+}
+
+static uint64_t state_now(const struct loco_rtx_worker *w,
+			  enum loco_rtx_log_state st)
+{
+	return loco_rtx_state_word(st, w->seq, tx_lease(w));
+}
+
+/* The owner's abort after writing its log: INIT -> ABORT (a repairer may
+ * have done it), release what we hold, ABORT -> DONE. */
+static int abort_logged(struct loco_rtx_worker *w, uint64_t acquired)
+{
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot),
+	       state_now(w, LOCO_RTX_LOG_INIT), state_now(w, LOCO_RTX_LOG_ABORT),
+	       &w->state_old);
+	int rc = bt_run(&bt, w);
+	if (!rc) {
+		loco_crash_point("rtx.mid_abort");
+		rc = release_acquired(w, acquired);
+	}
+	bt_init(&bt, w, &w->ack);
+	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot),
+	       state_now(w, LOCO_RTX_LOG_ABORT), state_now(w, LOCO_RTX_LOG_DONE),
+	       &w->state_old);
+	int rc2 = bt_run(&bt, w);
+	free_blocks(w);
+	return rc ? rc : rc2;
+}
+
+/* INIT -> DOING with a fresh repair lease: the commit point. */
+static int go_doing(struct loco_rtx_worker *w, uint64_t *doing)
+{
+	struct rtx_batch bt;
+	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, w->nw);
+	uint64_t init = state_now(w, LOCO_RTX_LOG_INIT);
+	*doing = loco_rtx_state_word(LOCO_RTX_LOG_DOING, w->seq, rl);
+	bt_init(&bt, w, &w->ack);
+	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
+	       &w->state_old);
+	int rc = bt_run(&bt, w);
+	return rc ? rc : w->state_old == init ? 0 : -EAGAIN;
+}
+
+static int owner_exec(struct loco_rtx_worker *w, uint64_t doing)
+{
+	uint64_t rel[LOCO_RTX_WRITES_MAX];
+	for (unsigned i = 0; i < w->nw; i++)
+		rel[i] = loco_lllock_version(w->rs[w->ws[i].ri].lock) + 1;
+	struct rtx_exec e = { .ent = log_entries(w), .n = w->nw,
+			      .lockv = w->lockv, .release = rel,
+			      .slot = w->slot, .state = doing,
+			      .confirmed_ns = loco_now_ns() };
+	int rc = rtx_exec_commit(w, &e);
+	int rc2 = rtx_release_prelocks(w);
+	return rc ? rc : rc2;
+}
+
+/* Blocks, tag, data and log WRITEs (round trip 1). */
+static int prepare_logged(struct loco_rtx_worker *w)
+{
+	uint64_t tag;
+	int rc = alloc_blocks(w);
+	if (!rc)
+		rc = rtx_next_tag(w, w->nw + w->nr, &tag);
+	if (rc) {
+		free_blocks(w);
+		return rc;
+	}
+	w->lockv = loco_lllock_make(tag, w->slot, false);
+	w->seq = (w->seq + 1) & LOCO_RTX_LOG_SEQ_MASK;
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	post_data(w, &bt);
+	post_log(w, &bt);
+	rc = bt_post(&bt);
+	if (!rc && need_fence(w))
+		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
+	return rc;
+}
+
+int rtx_commit_logged(struct loco_rtx_worker *w)
+{
+	uint64_t acquired = 0, doing = 0;
+	bool ok = false;
+	int rc = prepare_logged(w);
+	if (rc) {
+		rtx_release_prelocks(w);
+		return rc;
+	}
+	loco_crash_point("rtx.after_log");
+	rc = lock_and_validate(w, &acquired, &ok);
+	if (!rc && ok) {
+		loco_crash_point("rtx.after_validate");
+		rc = go_doing(w, &doing);
+		if (rc == -EAGAIN)
+			ok = false;
+	}
+	if (rc || !ok) {
+		int rc2 = abort_logged(w, acquired);
+		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
+	}
+	loco_crash_point("rtx.after_doing");
+	return owner_exec(w, doing);
+}
+
+/* ---- no-log commit (OPT1) ------------------------------------------------ */
+
+static int prepare_nolog(struct loco_rtx_worker *w)
+{
+	struct rtx_rent *r = &w->rs[w->ws[0].ri];
+	int rc = alloc_blocks(w);
+	if (rc)
+		return rc;
+	if (r->prelock) {
+		w->lockv = r->prelock;
+	} else {
+		uint64_t tag;
+		rc = rtx_next_tag(w, 1 + w->nr, &tag);
+		if (rc) {
+			free_blocks(w);
+			return rc;
+		}
+		w->lockv = loco_lllock_make(tag, w->slot, true);
+	}
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	post_data(w, &bt);
+	return bt_post(&bt);
+}
+
+/* Install CAS, then (same QP, so after it) the release CAS. If the
+ * install fails, a repairer stole the lock, so the release fails too. */
+static int install_nolog(struct loco_rtx_worker *w, bool *installed)
+{
+	struct rtx_went *e = &w->ws[0];
+	const struct rtx_rent *r = &w->rs[e->ri];
+	const struct loco_rregion *m = rtx_meta(w->x, r->ni);
+	bool split = loco_crash_armed("rtx.opt1_installed");
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	bt_cas(&bt, m, obj_off(r, RTX_DPTR_OFF), r->dptr, e->new_dptr,
+	       &e->cas_old[0]);
+	if (split) {
+		int rc = bt_run(&bt, w);
+		if (rc)
+			return rc;
+		loco_crash_point("rtx.opt1_installed");
+		bt_init(&bt, w, &w->ack);
+	}
+	bt_cas(&bt, m, obj_off(r, RTX_LOCK_OFF), w->lockv,
+	       loco_lllock_version(r->lock) + 1, &e->cas_old[1]);
+	int rc = bt_run(&bt, w);
+	*installed = e->cas_old[0] == r->dptr;
+	return rc;
+}
+
+int rtx_commit_nolog(struct loco_rtx_worker *w)
+{
+	uint64_t acquired = 0;
+	bool ok = false, installed = false;
+	int rc = prepare_nolog(w);
+	if (rc) {
+		rtx_release_prelocks(w);
+		return rc;
+	}
+	rc = lock_and_validate(w, &acquired, &ok);
+	if (rc || !ok) {
+		int rc2 = release_acquired(w, acquired);
+		free_blocks(w);
+		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
+	}
+	rc = install_nolog(w, &installed);
+	int rc2 = rtx_release_prelocks(w);
+	if (!rc && !installed) {
+		free_blocks(w);
+		return -EAGAIN;
+	}
+	w->ws[0].block = 0;
+	if (!rc && !rc2)
+		RTX_INC(w, nolog_commits);
+	return rc ? rc : rc2;
+}

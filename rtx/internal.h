@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/* Private structures of rtx (not installed). */
+#ifndef LOCO_RTX_INTERNAL_H
+#define LOCO_RTX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loco/loco.h"
+#include "rtx/log.h"
+#include "rtx/rtx.h"
+
+/* TXObj remote layout: LLLock word, then data pointer. */
+#define RTX_META_LEN 16
+#define RTX_LOCK_OFF 0
+#define RTX_DPTR_OFF 8
+
+#define RTX_NAME_MAX 48
+#define RTX_SCAN_BYTES (16u * 1024)   /* largest READ of a scan */
+#define RTX_FLUSH_EVERY 32            /* allocations between bitmap flushes */
+#define RTX_MAX_REPAIRS 8             /* expired locks noted per attempt */
+#define RTX_SCAN_MIN_ALLOCS 8         /* allocations before a rescan */
+#define RTX_FULL_WAITS 200            /* 1 ms waits for a chunk when full */
+
+/* Remote superblock (home node). */
+struct rtx_super {
+	uint64_t cfg;        /* hash of the options that shape the layout */
+	uint64_t epoch_ms;   /* POSIX ms of time 0 of every lease */
+	uint64_t pad[6];
+};
+
+/* Remote slot record (home node), one per thread slot. */
+struct rtx_slot_rec {
+	uint64_t incarnation; /* FAA'd by every worker that takes the slot */
+	uint64_t hwm_ms;      /* leases of this slot stay below this */
+	uint64_t pad[6];
+};
+
+struct rtx_node {
+	uint32_t id;
+	struct loco_rregion meta, data, bitmap, chunks;
+};
+
+/* Counters: one atomic per field of struct loco_rtx_stats, in order. The
+ * owning worker is the only writer (relaxed load + store); anyone may
+ * read them for a sum. */
+#define RTX_NSTATS (sizeof(struct loco_rtx_stats) / sizeof(uint64_t))
+struct rtx_counters {
+	_Atomic uint64_t v[RTX_NSTATS];
+};
+#define RTX_STAT(field) (offsetof(struct loco_rtx_stats, field) / sizeof(uint64_t))
+
+struct loco_rtx {
+	struct loco_mgr *mgr;
+	struct loco_rtx_opts o;
+	char name[RTX_NAME_MAX];
+	uint32_t home;
+	struct loco_rregion super, slots, logs;
+	unsigned nnodes;
+	struct rtx_node node[LOCO_MAX_NODES];
+	int8_t node_idx[LOCO_MAX_NODES];      /* -1: not hosting */
+	uint64_t node_mask;
+	uint64_t epoch_ms;
+	uint32_t block_len, log_len, nslots, nblocks, nchunks;
+	uint32_t scan_slots;                  /* slots of present node ids */
+	pthread_mutex_t lock;                 /* tidx_used, workers, retired */
+	uint64_t tidx_used;
+	struct loco_rtx_worker *workers;
+	uint64_t retired[RTX_NSTATS];
+};
+
+/* Read set entry. */
+struct rtx_rent {
+	loco_raddr_t obj;
+	uint32_t ni, idx;          /* hosting node index, TXObj index */
+	uint64_t lock;             /* unlocked word read (the version) */
+	uint64_t dptr;             /* data pointer read */
+	uint64_t prelock;          /* our no-log lock word if pre-locked */
+	uint64_t vmeta[2];         /* validation READ destination */
+	int32_t wi;                /* write set index, -1 if only read */
+	uint8_t cc;                /* enum loco_rtx_cc */
+	bool null;                 /* never written */
+	uint8_t *data;
+};
+
+/* Write set entry. */
+struct rtx_went {
+	uint32_t ri;               /* its read set entry */
+	uint64_t block;            /* new block, 0 until allocated */
+	uint64_t new_dptr;
+	uint64_t lock_old;         /* lock CAS result */
+	uint64_t cas_old[2];       /* install / release CAS results */
+	uint8_t *data;
+};
+
+/* This worker's chunks on one hosting node. */
+struct rtx_chunk {
+	uint32_t idx;              /* chunk index in the node's pool */
+	uint64_t free;             /* blocks known free (bit i: idx*64 + i) */
+	uint64_t alloc;            /* bitmap word as this worker keeps it */
+	uint64_t stage;            /* source of the last bitmap WRITE */
+	uint64_t keep;             /* scan scratch: referenced blocks */
+	bool stale;                /* remote word unknown: must be written */
+};
+
+struct rtx_pool {
+	struct rtx_chunk *ch;
+	unsigned n, cap;
+	int32_t *pos;              /* chunk index -> position in ch, or -1 */
+	uint32_t claim_cursor;
+	uint64_t since_scan;       /* allocations since the last scan */
+	unsigned unflushed;
+};
+
+struct loco_rtx_worker {
+	struct loco_rtx *x;
+	struct loco_thread *thr;
+	uint32_t slot, tidx;
+	uint64_t inc;              /* incarnation of this worker's slot */
+	uint64_t tag;              /* last tag issued */
+	uint64_t hwm_ms;           /* slot's persisted lease high-water mark */
+	uint32_t seq;              /* last log sequence number used */
+	unsigned fresh_ctr;
+	const struct loco_rtx_hooks *hooks;
+	void *hook_arg;
+	/* the open transaction */
+	bool active;
+	bool single_node;          /* every object on one hosting node */
+	unsigned nr, nw;
+	struct rtx_rent *rs;
+	struct rtx_went *ws;
+	uint64_t pretag;           /* tag of this transaction's pre-locks */
+	uint64_t lockv;
+	struct loco_ack ack;       /* everything the transaction posted */
+	unsigned nrep;             /* expired locks noted */
+	loco_raddr_t rep_obj[RTX_MAX_REPAIRS];
+	uint64_t rep_word[RTX_MAX_REPAIRS];
+	/* LOCO_RTX_BLOCK */
+	uint64_t block_t0;
+	unsigned block_tries;
+	/* buffers: log (WRITE source), repair log copy, data copy, scan */
+	uint8_t *logbuf, *rlog, *copy, *scan;
+	uint64_t state_old;        /* scratch CAS results */
+	uint64_t xres[2 * LOCO_RTX_WRITES_MAX];
+	/* allocation */
+	struct rtx_pool *pool;     /* one per hosting node */
+	struct loco_ack flush_ack;
+	struct rtx_counters st;
+	uint64_t rng;
+	struct loco_rtx_worker *next;
+};
+
+/* A TryCommit execution (owner or repairer), rTX Fig. 9. */
+struct rtx_exec {
+	const struct loco_rtx_log_ent *ent;
+	unsigned n;
+	uint64_t lockv;
+	const uint64_t *release;   /* per entry; NULL: fresh versions */
+	uint32_t slot;             /* whose log */
+	uint64_t state;            /* the DOING word last seen */
+	uint64_t confirmed_ns;     /* when STATE was seen current */
+};
+
+/* ---- rtx.c --------------------------------------------------------------- */
+static inline void rtx_count(struct loco_rtx_worker *w, size_t idx, uint64_t n)
+{
+	/* Relaxed: single writer; readers only sum statistics. */
+	uint64_t v = atomic_load_explicit(&w->st.v[idx], memory_order_relaxed);
+	atomic_store_explicit(&w->st.v[idx], v + n, memory_order_relaxed);
+}
+#define RTX_INC(w, field) rtx_count((w), RTX_STAT(field), 1)
+
+uint64_t rtx_now_ms(const struct loco_rtx *x);
+/* Strictly increasing tag for a transaction touching NOBJ objects. */
+int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag);
+uint64_t rtx_fresh_version(struct loco_rtx_worker *w);
+/* Hosting node index and TXObj index of OBJ, or -EINVAL. */
+int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj, uint32_t *ni,
+	       uint32_t *idx);
+const struct loco_rregion *rtx_meta(const struct loco_rtx *x, uint32_t ni);
+uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot);
+uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot);
+/* Wait for ACK; on success clear it. */
+int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack);
+void rtx_sleep_us(unsigned us);
+
+/* ---- commit.c ------------------------------------------------------------ */
+/* Run (or finish) a TryCommit whose log is DOING with E->state. Returns 0
+ * when the log is DONE, whoever finished it. */
+int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e);
+int rtx_commit_logged(struct loco_rtx_worker *w);
+int rtx_commit_nolog(struct loco_rtx_worker *w);
+int rtx_commit_readonly(struct loco_rtx_worker *w);
+/* Release every pre-lock of the read set to its version. */
+int rtx_release_prelocks(struct loco_rtx_worker *w);
+/* Note an expired lock for repair after the attempt aborts. */
+void rtx_note_expired(struct loco_rtx_worker *w, loco_raddr_t obj,
+		      uint64_t word);
+/* Repair the noted locks. */
+void rtx_repair_noted(struct loco_rtx_worker *w);
+
+/* ---- repair.c ------------------------------------------------------------ */
+/* Repair the transaction holding OBJ's lock with word LOCKV (expired).
+ * OBJ may be LOCO_RADDR_NULL: only the log is settled. Returns 0, -EBUSY
+ * (repair lease running elsewhere) or an op error. */
+int rtx_repair(struct loco_rtx_worker *w, loco_raddr_t obj, uint64_t lockv);
+/* Settle slot SLOT's log (a gone client's): wait out its leases, repair
+ * it until DONE. *SEQ (may be NULL) gets its last sequence number. */
+int rtx_recover_log(struct loco_rtx_worker *w, uint32_t slot, uint32_t *seq);
+
+/* ---- alloc.c ------------------------------------------------------------- */
+int rtx_pools_init(struct loco_rtx_worker *w);
+void rtx_pools_fini(struct loco_rtx_worker *w);
+int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block);
+/* Return a block this worker allocated and never installed. */
+void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block);
+/* Adopt SLOT's chunks on every node (all of them, or only those of
+ * another incarnation) and rebuild their state by a scan. */
+int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only);
+/* Scan and flush every pool of the worker (detach). */
+int rtx_pools_settle(struct loco_rtx_worker *w);
+
+#endif

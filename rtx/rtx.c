@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: MIT */
+/* rtx object: options, regions on the hosting memory nodes, superblock,
+ * time base and tags, workers (thread slots, incarnations), statistics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "rtx/internal.h"
+
+#define CFG_VERSION 1
+#define EPOCH_SLACK_MS (3600u * 1000u)  /* clients with slower clocks */
+#define HWM_AHEAD_MS 1000u             /* persisted lease headroom */
+#define DEFAULT_MIN_CHUNKS 64u
+
+/* ---- regions hosted by this very node -------------------------------------
+ * loco_region_open refuses the own node id (the control plane does not
+ * call itself), so a process that hosts its own rtx (no memory node, or a
+ * one-node test cluster) keeps its regions here, shared by every handle
+ * of the process and freed with the last one. */
+
+struct self_region {
+	struct loco_mgr *mgr;
+	struct loco_region reg;
+	unsigned refs;
+	struct self_region *next;
+};
+
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct self_region *self_list;
+
+static struct self_region *self_find(struct loco_mgr *mgr, const char *name)
+{
+	for (struct self_region *s = self_list; s; s = s->next)
+		if (s->mgr == mgr && !strcmp(s->reg.name, name))
+			return s;
+	return NULL;
+}
+
+static int self_open(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     struct loco_rregion *out)
+{
+	pthread_mutex_lock(&self_lock);
+	struct self_region *s = self_find(mgr, name);
+	int rc = 0;
+	if (s && s->reg.len != len)
+		rc = -LOCO_EMISMATCH;
+	if (!s && !rc) {
+		s = calloc(1, sizeof(*s));
+		rc = s ? loco_region_alloc(mgr, name, len, &s->reg) : -ENOMEM;
+		if (!rc) {
+			s->mgr = mgr;
+			s->next = self_list;
+			self_list = s;
+		} else {
+			free(s);
+		}
+	}
+	if (!rc) {
+		s->refs++;
+		loco_region_desc(mgr, &s->reg, out);
+	}
+	pthread_mutex_unlock(&self_lock);
+	return rc;
+}
+
+static void self_close(struct loco_mgr *mgr, const char *name)
+{
+	pthread_mutex_lock(&self_lock);
+	for (struct self_region **pp = &self_list; *pp; pp = &(*pp)->next) {
+		struct self_region *s = *pp;
+		if (s->mgr != mgr || strcmp(s->reg.name, name))
+			continue;
+		if (--s->refs == 0) {
+			*pp = s->next;
+			loco_region_free(mgr, &s->reg);
+			free(s);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&self_lock);
+}
+
+static void part_name(const struct loco_rtx *x, const char *part, char *buf,
+		      size_t len)
+{
+	snprintf(buf, len, "%s.%s", x->name, part);
+}
+
+static int region_open(struct loco_rtx *x, uint32_t node, const char *part,
+		       uint64_t len, struct loco_rregion *out)
+{
+	char name[LOCO_NAME_MAX];
+	part_name(x, part, name, sizeof(name));
+	if (node == loco_mgr_id(x->mgr))
+		return self_open(x->mgr, name, len, out);
+	return loco_region_open(x->mgr, node, name, len, out);
+}
+
+static void region_close(struct loco_rtx *x, uint32_t node, const char *part)
+{
+	char name[LOCO_NAME_MAX];
+	if (node != loco_mgr_id(x->mgr))
+		return;
+	part_name(x, part, name, sizeof(name));
+	self_close(x->mgr, name);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+static uint32_t round_up(uint32_t v, uint32_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static void opts_defaults(struct loco_rtx_opts *o)
+{
+	if (!o->name)
+		o->name = "rtx";
+	if (!o->max_writes)
+		o->max_writes = 16;
+	if (!o->max_reads)
+		o->max_reads = 64;
+	if (!o->threads_per_node)
+		o->threads_per_node = 8;
+	if (!o->drift_ms)
+		o->drift_ms = 8;
+	if (!o->per_obj_us)
+		o->per_obj_us = 100;
+	if (!o->guard_us)
+		o->guard_us = 500;
+	if (!o->blocks) {
+		uint64_t b = (uint64_t)o->objects * 8;
+		uint64_t min = DEFAULT_MIN_CHUNKS * LOCO_RTX_CHUNK_BLOCKS;
+		o->blocks = (uint32_t)(b < min ? min : b > UINT32_MAX / 2 ?
+				       UINT32_MAX / 2 : b);
+	}
+}
+
+static int opts_check(const struct loco_rtx_opts *o)
+{
+	if (!o->objects || !o->data_len || o->data_len > LOCO_RTX_DATA_MAX ||
+	    o->max_writes > LOCO_RTX_WRITES_MAX || o->max_reads < o->max_writes ||
+	    o->threads_per_node > 64 || strlen(o->name) >= RTX_NAME_MAX ||
+	    !o->name[0] || o->blocks < 2 * LOCO_RTX_CHUNK_BLOCKS)
+		return -EINVAL;
+	return 0;
+}
+
+/* Hosting nodes: as given, else the first memory node, else the lowest
+ * compute node. */
+static int pick_nodes(struct loco_rtx *x)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(x->mgr);
+	uint64_t mask = x->o.mem_nodes;
+	if (!mask) {
+		int m = loco_mgr_first_memnode(x->mgr);
+		for (uint32_t id = 0; m < 0 && id <= h->max_id; id++)
+			if (h->node[id].present)
+				m = (int)id;
+		mask = m >= 0 ? UINT64_C(1) << m : 0;
+	}
+	for (uint64_t m = mask; m; m &= m - 1)
+		if (!h->node[__builtin_ctzll(m)].present)
+			return -EINVAL;
+	if (!mask)
+		return -EINVAL;
+	x->node_mask = mask;
+	x->home = (uint32_t)__builtin_ctzll(mask);
+	memset(x->node_idx, -1, sizeof(x->node_idx));
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		x->node_idx[id] = (int8_t)x->nnodes;
+		x->node[x->nnodes++].id = id;
+	}
+	return 0;
+}
+
+static void layout(struct loco_rtx *x)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(x->mgr);
+	x->block_len = round_up(x->o.data_len, 8);
+	x->nblocks = round_up(x->o.blocks, LOCO_RTX_CHUNK_BLOCKS);
+	x->nchunks = x->nblocks / LOCO_RTX_CHUNK_BLOCKS;
+	x->log_len = round_up((uint32_t)loco_rtx_log_bytes(x->o.max_writes), 64);
+	x->nslots = LOCO_MAX_NODES * x->o.threads_per_node;
+	x->scan_slots = (h->max_id + 1) * x->o.threads_per_node;
+}
+
+/* ---- regions and superblock ---------------------------------------------- */
+
+static const char *const node_parts[] = { "meta", "data", "bitmap", "chunks" };
+
+static int open_node(struct loco_rtx *x, struct rtx_node *n)
+{
+	uint64_t len[4] = {
+		(uint64_t)x->o.objects * RTX_META_LEN,
+		(uint64_t)x->nblocks * x->block_len,
+		(uint64_t)x->nchunks * 8,
+		(uint64_t)x->nchunks * 8,
+	};
+	struct loco_rregion *out[4] = { &n->meta, &n->data, &n->bitmap,
+					&n->chunks };
+	for (unsigned i = 0; i < 4; i++) {
+		int rc = region_open(x, n->id, node_parts[i], len[i], out[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int open_regions(struct loco_rtx *x)
+{
+	int rc = region_open(x, x->home, "super", sizeof(struct rtx_super),
+			     &x->super);
+	if (!rc)
+		rc = region_open(x, x->home, "slots",
+				 (uint64_t)x->nslots * sizeof(struct rtx_slot_rec),
+				 &x->slots);
+	if (!rc)
+		rc = region_open(x, x->home, "logs",
+				 (uint64_t)x->nslots * x->log_len, &x->logs);
+	for (unsigned i = 0; i < x->nnodes && !rc; i++)
+		rc = open_node(x, &x->node[i]);
+	return rc;
+}
+
+static void close_regions(struct loco_rtx *x)
+{
+	region_close(x, x->home, "super");
+	region_close(x, x->home, "slots");
+	region_close(x, x->home, "logs");
+	for (unsigned i = 0; i < x->nnodes; i++)
+		for (unsigned p = 0; p < 4; p++)
+			region_close(x, x->node[i].id, node_parts[p]);
+}
+
+static uint64_t cfg_hash(const struct loco_rtx *x)
+{
+	uint64_t v[] = { CFG_VERSION, x->o.objects, x->o.data_len, x->nblocks,
+			 x->o.max_writes, x->o.threads_per_node, x->node_mask };
+	uint64_t h = XXH3_64bits(v, sizeof(v));
+	return h ? h : 1;
+}
+
+static uint64_t realtime_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* First creator: CAS the configuration hash and the epoch in; everyone
+ * else finds them there. */
+static int super_init(struct loco_rtx *x, struct loco_thread *thr)
+{
+	uint64_t want = cfg_hash(x), old = 0;
+	int rc = loco_cas(thr, &x->super, offsetof(struct rtx_super, cfg), 0,
+			  want, &old);
+	if (!rc && old && old != want) {
+		loco_err(x->name, "rtx exists with other options (layout hash "
+			 "%016llx, ours %016llx)", (unsigned long long)old,
+			 (unsigned long long)want);
+		return -LOCO_EMISMATCH;
+	}
+	uint64_t epoch = realtime_ms() - EPOCH_SLACK_MS;
+	if (!rc)
+		rc = loco_cas(thr, &x->super, offsetof(struct rtx_super, epoch_ms),
+			      0, epoch, &old);
+	if (!rc)
+		x->epoch_ms = old ? old : epoch;
+	return rc;
+}
+
+static int rtx_setup(struct loco_rtx *x)
+{
+	struct loco_thread *thr;
+	int rc = pick_nodes(x);
+	if (rc) {
+		loco_err("rtx", "no hosting node for rtx '%s'", x->o.name);
+		return rc;
+	}
+	layout(x);
+	rc = open_regions(x);
+	if (rc)
+		return rc;
+	rc = loco_thread_create(x->mgr, &thr);
+	if (!rc) {
+		rc = super_init(x, thr);
+		loco_thread_destroy(thr);
+	}
+	return rc;
+}
+
+int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
+		    struct loco_rtx **out)
+{
+	struct loco_rtx *x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->mgr = mgr;
+	x->o = *opts;
+	opts_defaults(&x->o);
+	int rc = opts_check(&x->o);
+	if (!rc) {
+		snprintf(x->name, sizeof(x->name), "%s", x->o.name);
+		x->o.name = x->name;
+		pthread_mutex_init(&x->lock, NULL);
+		rc = rtx_setup(x);
+		if (rc) {
+			close_regions(x);
+			pthread_mutex_destroy(&x->lock);
+		}
+	}
+	if (rc) {
+		free(x);
+		return rc;
+	}
+	*out = x;
+	return 0;
+}
+
+void loco_rtx_destroy(struct loco_rtx *x)
+{
+	if (!x)
+		return;
+	if (x->workers)
+		loco_warn(x->name, "rtx destroyed with live workers");
+	close_regions(x);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+
+loco_raddr_t loco_rtx_obj(const struct loco_rtx *x, uint32_t node,
+			  uint32_t index)
+{
+	if (node >= LOCO_MAX_NODES || x->node_idx[node] < 0 ||
+	    index >= x->o.objects)
+		return LOCO_RADDR_NULL;
+	const struct loco_rregion *m = &x->node[x->node_idx[node]].meta;
+	return loco_raddr(node, m->off + (uint64_t)index * RTX_META_LEN);
+}
+
+int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj, uint32_t *ni,
+	       uint32_t *idx)
+{
+	uint32_t node = loco_raddr_node(obj);
+	if (node >= LOCO_MAX_NODES || x->node_idx[node] < 0)
+		return -EINVAL;
+	const struct loco_rregion *m = &x->node[x->node_idx[node]].meta;
+	uint64_t off = loco_raddr_off(obj);
+	if (off < m->off || off - m->off >= m->len ||
+	    (off - m->off) % RTX_META_LEN)
+		return -EINVAL;
+	*ni = (uint32_t)x->node_idx[node];
+	*idx = (uint32_t)((off - m->off) / RTX_META_LEN);
+	return 0;
+}
+
+const struct loco_rregion *rtx_meta(const struct loco_rtx *x, uint32_t ni)
+{
+	return &x->node[ni].meta;
+}
+
+uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot)
+{
+	return (uint64_t)slot * x->log_len;
+}
+
+uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot)
+{
+	return rtx_log_off(x, slot) + offsetof(struct loco_rtx_log_hdr, state);
+}
+
+uint32_t loco_rtx_data_len(const struct loco_rtx *x)
+{
+	return x->o.data_len;
+}
+
+uint64_t loco_rtx_nodes(const struct loco_rtx *x)
+{
+	return x->node_mask;
+}
+
+uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x)
+{
+	return x->o.threads_per_node;
+}
+
+uint64_t rtx_now_ms(const struct loco_rtx *x)
+{
+	uint64_t now = realtime_ms();
+	return now > x->epoch_ms ? now - x->epoch_ms : 0;
+}
+
+uint64_t loco_rtx_now_ms(const struct loco_rtx *x)
+{
+	return rtx_now_ms(x);
+}
+
+uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj)
+{
+	return ((uint64_t)x->o.per_obj_us * nobj + 999) / 1000 + x->o.drift_ms;
+}
+
+int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack)
+{
+	if (!ack->peers)
+		return 0;
+	int rc = loco_ack_wait(w->thr, ack, -1);
+	loco_ack_clear(ack);
+	return rc;
+}
+
+void rtx_sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000u, (long)(us % 1000000u) * 1000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- tags ---------------------------------------------------------------- */
+
+/* Persist a new lease high-water mark before any lease above the old one
+ * is published, so a later incarnation of the slot starts above it. */
+static int hwm_raise(struct loco_rtx_worker *w, uint64_t hwm)
+{
+	struct loco_rtx *x = w->x;
+	uint64_t off = (uint64_t)w->slot * sizeof(struct rtx_slot_rec) +
+		       offsetof(struct rtx_slot_rec, hwm_ms);
+	w->hwm_ms = hwm;
+	int rc = loco_write(w->thr, &x->slots, off, &w->hwm_ms, 8);
+	/* Placed before the lock words that carry the higher leases. */
+	return rc ? rc : loco_fence(w->thr, LOCO_FENCE_PAIR, x->home);
+}
+
+int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag)
+{
+	uint64_t lease = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, nobj);
+	uint64_t t = loco_lllock_tag_of(lease, 0);
+	if (t <= w->tag)
+		t = w->tag + 1;
+	if ((t >> LOCO_LLLOCK_SEQ_BITS) >= w->hwm_ms) {
+		int rc = hwm_raise(w, (t >> LOCO_LLLOCK_SEQ_BITS) + HWM_AHEAD_MS);
+		if (rc)
+			return rc;
+	}
+	w->tag = t;
+	*tag = t;
+	return 0;
+}
+
+uint64_t rtx_fresh_version(struct loco_rtx_worker *w)
+{
+	return loco_lllock_fresh(rtx_now_ms(w->x), w->slot, w->fresh_ctr++);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+static void stats_out(const uint64_t *v, struct loco_rtx_stats *out)
+{
+	memcpy(out, v, sizeof(*out));
+}
+
+static void counters_load(const struct rtx_counters *c, uint64_t *v)
+{
+	for (size_t i = 0; i < RTX_NSTATS; i++)
+		/* Relaxed: statistics only. */
+		v[i] = atomic_load_explicit(&c->v[i], memory_order_relaxed);
+}
+
+void loco_rtx_worker_stats(const struct loco_rtx_worker *w,
+			   struct loco_rtx_stats *out)
+{
+	uint64_t v[RTX_NSTATS];
+	counters_load(&w->st, v);
+	stats_out(v, out);
+}
+
+void loco_rtx_stats(struct loco_rtx *x, struct loco_rtx_stats *out)
+{
+	uint64_t sum[RTX_NSTATS], v[RTX_NSTATS];
+	pthread_mutex_lock(&x->lock);
+	memcpy(sum, x->retired, sizeof(sum));
+	for (struct loco_rtx_worker *w = x->workers; w; w = w->next) {
+		counters_load(&w->st, v);
+		for (size_t i = 0; i < RTX_NSTATS; i++)
+			sum[i] += v[i];
+	}
+	pthread_mutex_unlock(&x->lock);
+	stats_out(sum, out);
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+static int tidx_take(struct loco_rtx *x, uint32_t *tidx)
+{
+	int rc = -EBUSY;
+	pthread_mutex_lock(&x->lock);
+	for (uint32_t i = 0; i < x->o.threads_per_node; i++) {
+		if (!(x->tidx_used & UINT64_C(1) << i)) {
+			x->tidx_used |= UINT64_C(1) << i;
+			*tidx = i;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&x->lock);
+	return rc;
+}
+
+static void tidx_put(struct loco_rtx *x, uint32_t tidx)
+{
+	pthread_mutex_lock(&x->lock);
+	x->tidx_used &= ~(UINT64_C(1) << tidx);
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void worker_free(struct loco_rtx_worker *w)
+{
+	rtx_pools_fini(w);
+	free(w->rs);
+	free(w->ws);
+	free(w->logbuf);
+	free(w->rlog);
+	free(w->copy);
+	free(w->scan);
+	free(w);
+}
+
+static int worker_alloc(struct loco_rtx *x, struct loco_rtx_worker **out)
+{
+	struct loco_rtx_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->x = x;
+	size_t dl = x->block_len, nr = x->o.max_reads, nw = x->o.max_writes;
+	w->rs = calloc(nr, sizeof(*w->rs) + dl);
+	w->ws = calloc(nw, sizeof(*w->ws) + dl);
+	w->logbuf = aligned_alloc(64, x->log_len);
+	w->rlog = aligned_alloc(64, x->log_len);
+	w->copy = aligned_alloc(64, round_up(x->block_len, 64));
+	w->scan = aligned_alloc(64, RTX_SCAN_BYTES);
+	if (!w->rs || !w->ws || !w->logbuf || !w->rlog || !w->copy || !w->scan ||
+	    rtx_pools_init(w)) {
+		worker_free(w);
+		return -ENOMEM;
+	}
+	uint8_t *rd = (uint8_t *)(w->rs + nr), *wd = (uint8_t *)(w->ws + nw);
+	for (size_t i = 0; i < nr; i++)
+		w->rs[i].data = rd + i * dl;
+	for (size_t i = 0; i < nw; i++)
+		w->ws[i].data = wd + i * dl;
+	*out = w;
+	return 0;
+}
+
+/* Take the slot: new incarnation, lease high-water mark, then settle what
+ * the previous incarnation left (log, allocation chunks). */
+static int slot_attach(struct loco_rtx_worker *w)
+{
+	struct loco_rtx *x = w->x;
+	uint64_t rec = (uint64_t)w->slot * sizeof(struct rtx_slot_rec), old = 0;
+	int rc = loco_faa(w->thr, &x->slots,
+			  rec + offsetof(struct rtx_slot_rec, incarnation), 1, &old);
+	if (!rc)
+		rc = loco_read(w->thr, &x->slots,
+			       rec + offsetof(struct rtx_slot_rec, hwm_ms),
+			       &w->hwm_ms, 8);
+	if (rc)
+		return rc;
+	w->inc = old + 1;
+	uint64_t start = rtx_now_ms(x);
+	if (w->hwm_ms > start)
+		start = w->hwm_ms;
+	w->tag = loco_lllock_tag_of(start, 0);
+	rc = rtx_recover_log(w, w->slot, &w->seq);
+	return rc ? rc : rtx_adopt_chunks(w, w->slot, true);
+}
+
+int loco_rtx_worker_create(struct loco_rtx *x, struct loco_thread *thr,
+			   struct loco_rtx_worker **out)
+{
+	struct loco_rtx_worker *w;
+	uint32_t tidx;
+	int rc = tidx_take(x, &tidx);
+	if (rc)
+		return rc;
+	rc = worker_alloc(x, &w);
+	if (rc) {
+		tidx_put(x, tidx);
+		return rc;
+	}
+	w->thr = thr;
+	w->tidx = tidx;
+	w->slot = loco_mgr_id(x->mgr) * x->o.threads_per_node + tidx;
+	w->rng = (uint64_t)w->slot * 0x9e3779b97f4a7c15ull ^ loco_now_ns();
+	rc = slot_attach(w);
+	if (rc) {
+		loco_err(x->name, "slot %u: attach failed: %s", w->slot,
+			 loco_strerror(rc));
+		worker_free(w);
+		tidx_put(x, tidx);
+		return rc;
+	}
+	pthread_mutex_lock(&x->lock);
+	w->next = x->workers;
+	x->workers = w;
+	pthread_mutex_unlock(&x->lock);
+	*out = w;
+	return 0;
+}
+
+static void worker_unlink(struct loco_rtx_worker *w)
+{
+	struct loco_rtx *x = w->x;
+	uint64_t v[RTX_NSTATS];
+	pthread_mutex_lock(&x->lock);
+	for (struct loco_rtx_worker **pp = &x->workers; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	counters_load(&w->st, v);
+	for (size_t i = 0; i < RTX_NSTATS; i++)
+		x->retired[i] += v[i];
+	x->tidx_used &= ~(UINT64_C(1) << w->tidx);
+	pthread_mutex_unlock(&x->lock);
+}
+
+void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
+{
+	if (!w)
+		return;
+	if (w->active)
+		loco_rtx_abort(w);
+	int rc = rtx_pools_settle(w);
+	if (rc)
+		loco_warn(w->x->name, "slot %u: final allocation scan: %s",
+			  w->slot, loco_strerror(rc));
+	worker_unlink(w);
+	worker_free(w);
+}
+
+uint32_t loco_rtx_worker_slot(const struct loco_rtx_worker *w)
+{
+	return w->slot;
+}
+
+struct loco_thread *loco_rtx_worker_thread(const struct loco_rtx_worker *w)
+{
+	return w->thr;
+}
+
+void loco_rtx_set_hooks(struct loco_rtx_worker *w,
+			const struct loco_rtx_hooks *hooks, void *arg)
+{
+	w->hooks = hooks;
+	w->hook_arg = arg;
+}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* rTX: repairable transactions on disaggregated memory (Wei et al., "Transactional
+ * Indexes on (RDMA or CXL-based) Disaggregated Memory with Repairable
+ * Transaction"). See docs/rtx.md for the protocol, layouts and crash points.
+ *
+ * An rtx object is a set of regions on memory nodes, opened with
+ * create-or-open (loco_region_open), so every client that creates it with
+ * the same options sees the same memory:
+ *
+ *   home node (the lowest hosting node):
+ *     "<name>.super"  epoch and configuration check
+ *     "<name>.slots"  per thread slot: incarnation, tag high-water mark
+ *     "<name>.logs"   the log array, one log per thread slot (rTX id)
+ *   every hosting node:
+ *     "<name>.meta"   meta pool: TXObjs {LLLock, data pointer}
+ *     "<name>.data"   data pool: fixed-size blocks
+ *     "<name>.bitmap" allocation bitmap, one word per 64-block chunk
+ *     "<name>.chunks" chunk owner table (slot and incarnation)
+ *
+ * Objects are TXObjs addressed by their remote address (loco_rtx_obj); an
+ * object never written reads as null. Each application thread that runs
+ * transactions creates a worker on its loco_thread; a worker owns one
+ * thread slot (its rTX id and log) for its lifetime:
+ *
+ *	struct loco_rtx_worker *w;
+ *	loco_rtx_worker_create(x, thr, &w);
+ *	int rc;
+ *	LOCO_RTX_BLOCK(w, rc) {
+ *		const uint64_t *a;
+ *		if ((rc = loco_rtx_read(w, obj, (const void **)&a)))
+ *			continue;
+ *		uint64_t v = (a ? *a : 0) + 1;
+ *		rc = loco_rtx_write(w, obj, &v);
+ *	}
+ *
+ * Return values are 0 or -errno: -EAGAIN means the transaction conflicted
+ * (it is aborted; run it again), -EBUSY that a repair of another client's
+ * transaction is under way elsewhere (run it again later). */
+#ifndef LOCO_RTX_RTX_H
+#define LOCO_RTX_RTX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loco/loco.h"
+#include "rtx/lllock.h"
+
+#define LOCO_RTX_DATA_MAX 4096     /* largest object value */
+#define LOCO_RTX_WRITES_MAX 64     /* largest write set (log entries) */
+#define LOCO_RTX_CHUNK_BLOCKS 64   /* blocks per allocation chunk */
+
+struct loco_rtx;
+struct loco_rtx_worker;
+
+/* Zero means "default" for every field but objects and data_len. All
+ * clients of one rtx must use the same options (the region sizes and the
+ * superblock check catch most mismatches, with -LOCO_EMISMATCH). */
+struct loco_rtx_opts {
+	const char *name;           /* region prefix (default "rtx") */
+	uint64_t mem_nodes;         /* hosting nodes, a bit per id; 0: the
+				     * first memory node, or the lowest
+				     * compute node when there is none */
+	uint32_t objects;           /* TXObjs per hosting node */
+	uint32_t data_len;          /* bytes per value, 1..LOCO_RTX_DATA_MAX */
+	uint32_t blocks;            /* data blocks per node (default 8 per
+				     * object, at least 64 chunks) */
+	uint32_t max_writes;        /* write set limit (default 16) */
+	uint32_t max_reads;         /* read set limit (default 64) */
+	uint32_t threads_per_node;  /* thread slots per compute node (8) */
+	uint32_t drift_ms;          /* lease drift (default 8) */
+	uint32_t per_obj_us;        /* lease budget per object (default 100) */
+	uint32_t guard_us;          /* wrap guard re-check interval (500) */
+	bool no_opt1;               /* log one-object write sets too */
+};
+
+/* Counters of a worker (or, summed, of an rtx). */
+struct loco_rtx_stats {
+	uint64_t commits;        /* committed transactions (read-only too) */
+	uint64_t nolog_commits;  /* of which OPT1 (no log) */
+	uint64_t aborts;         /* aborted attempts */
+	uint64_t lock_waits;     /* attempts that met another's lock */
+	uint64_t repairs;        /* repair actions that changed something */
+	uint64_t steals;         /* ... stolen no-log locks */
+	uint64_t rep_aborts;     /* ... INIT logs aborted */
+	uint64_t rep_releases;   /* ... aborted transactions' locks released */
+	uint64_t rep_recommits;  /* ... DOING logs committed again */
+	uint64_t rep_late;       /* ... late locks of finished logs released */
+	uint64_t repair_waits;   /* repairs that found a live (repair) lease */
+	uint64_t guard_stops;    /* executions stopped by the wrap guard */
+	uint64_t allocs;         /* data blocks allocated */
+	uint64_t scans;          /* reclamation scans */
+	uint64_t reclaimed;      /* blocks those scans freed */
+	uint64_t chunk_claims;   /* chunks claimed */
+};
+
+/* Concurrency control of one object (OPT2, rTX §4.5). */
+enum loco_rtx_cc {
+	LOCO_RTX_CC_OCC = 0,     /* default: validated at commit */
+	LOCO_RTX_CC_PRELOCK,     /* lock it at first access (execution) */
+	LOCO_RTX_CC_DELEGATE,    /* the index checks it: not validated (a
+				  * written object is still locked) */
+};
+
+/* OPT2 callbacks, set per worker. Both may be NULL. */
+struct loco_rtx_hooks {
+	/* First access to OBJ in a transaction (WRITE: by loco_rtx_write). */
+	enum loco_rtx_cc (*classify)(void *arg, loco_raddr_t obj, bool write);
+	/* After the write set is locked and the read set validated: the
+	 * index's own conflict check. 0 commits, -EAGAIN aborts. */
+	int (*validate)(void *arg, struct loco_rtx_worker *w);
+};
+
+/* Result of loco_rtx_audit: data blocks per state, all hosting nodes. */
+struct loco_rtx_audit {
+	uint64_t objects;        /* TXObjs with a non-null value */
+	uint64_t referenced;     /* blocks some TXObj points to */
+	uint64_t allocated;      /* blocks set in the bitmap */
+	uint64_t leaked;         /* allocated, not referenced */
+	uint64_t lost;           /* referenced, not allocated */
+	uint64_t locked;         /* TXObjs whose LLLock is held */
+};
+
+/* ---- rtx object ---------------------------------------------------------- */
+
+/* Open (creating on first use) the rtx described by OPTS: create-or-open
+ * its regions on the hosting nodes, then CAS the layout hash and the
+ * epoch into the superblock (the first creator's win). Returns 0, -EINVAL
+ * (bad options, no hosting node), -ENOMEM, -LOCO_EMISMATCH (it exists
+ * with other options) or a control-plane or op error.
+ * Ordering: the superblock CASes are atomic with every other client's.
+ * Completion: synchronous (control plane, then two CASes).
+ * Caller: any thread; the handle is shared by the process's workers. */
+int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
+		    struct loco_rtx **out);
+/* Workers must be destroyed first. The remote regions stay (regions this
+ * node hosts itself are freed with the last handle of the process). */
+void loco_rtx_destroy(struct loco_rtx *x);
+
+/* TXObj INDEX on hosting node NODE, or LOCO_RADDR_NULL if there is none. */
+loco_raddr_t loco_rtx_obj(const struct loco_rtx *x, uint32_t node,
+			  uint32_t index);
+uint32_t loco_rtx_data_len(const struct loco_rtx *x);
+/* Hosting nodes (bit per id). */
+uint64_t loco_rtx_nodes(const struct loco_rtx *x);
+/* Thread slots per compute node; slot = node id * this + thread index. */
+uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x);
+/* Now in milliseconds since the rtx epoch (CLOCK_REALTIME). */
+uint64_t loco_rtx_now_ms(const struct loco_rtx *x);
+/* Lease length (budget + drift) of a transaction touching NOBJ objects. */
+uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj);
+/* Counters summed over every worker of X, destroyed ones included. */
+void loco_rtx_stats(struct loco_rtx *x, struct loco_rtx_stats *out);
+
+/* ---- workers ------------------------------------------------------------- */
+
+/* Take the lowest free thread slot of this process (node id * threads per
+ * node + index) for THR. A slot's previous incarnation (a crashed process
+ * with this node id) is cleaned up first: its log is repaired once its
+ * lease ends (this may wait a lease), and its allocation chunks are
+ * adopted and their bitmap rebuilt. Returns 0, -EBUSY (no free slot),
+ * -ENOMEM or an op error.
+ * Ordering: the slot's state is settled on the memory node before return.
+ * Completion: synchronous.
+ * Caller: the thread owning THR, which then owns the worker. */
+int loco_rtx_worker_create(struct loco_rtx *x, struct loco_thread *thr,
+			   struct loco_rtx_worker **out);
+/* Abort an open transaction, run a final reclamation scan (giving free
+ * chunks back) and flush the allocation bitmap; the slot and its other
+ * chunks stay with this node id for the next incarnation.
+ * Ordering: the bitmap WRITEs are complete (acknowledged) on return.
+ * Completion: synchronous.
+ * Caller: the worker's thread. */
+void loco_rtx_worker_destroy(struct loco_rtx_worker *w);
+uint32_t loco_rtx_worker_slot(const struct loco_rtx_worker *w);
+struct loco_thread *loco_rtx_worker_thread(const struct loco_rtx_worker *w);
+void loco_rtx_worker_stats(const struct loco_rtx_worker *w,
+			   struct loco_rtx_stats *out);
+/* OPT2 callbacks (HOOKS may be NULL); ARG is passed to them. */
+void loco_rtx_set_hooks(struct loco_rtx_worker *w,
+			const struct loco_rtx_hooks *hooks, void *arg);
+
+/* ---- transactions -------------------------------------------------------- */
+
+/* Start a transaction (one at a time per worker). -EBUSY if one is open. */
+int loco_rtx_begin(struct loco_rtx_worker *w);
+
+/* Read OBJ: *VAL points to the transaction's copy (data_len bytes, valid
+ * until commit or abort; a value written earlier in the transaction if
+ * any), or is NULL if the object was never written. The first read costs
+ * two READs (TXObj, then data); later reads are local. An expired lock
+ * found on OBJ is repaired first. Returns 0, -EAGAIN (locked by a live
+ * transaction: abort), -EBUSY (its repair is under way elsewhere: abort),
+ * -EINVAL (not an object), -E2BIG (read set full) or an op error.
+ * Ordering: the value is the one installed when the TXObj was read; the
+ *   commit validates that it is still current.
+ * Completion: synchronous.
+ * Caller: the worker's thread, inside loco_rtx_begin .. commit/abort. */
+int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
+		  const void **val);
+
+/* Set OBJ to VAL (data_len bytes, copied) at commit; reads OBJ first if
+ * the transaction has not. Returns as loco_rtx_read, or -E2BIG (write set
+ * full).
+ * Ordering: none until commit (the value is local).
+ * Completion: synchronous (the first access READs).
+ * Caller: the worker's thread, inside a transaction. */
+int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
+		   const void *val);
+
+/* OPT2 pre-lock: take OBJ's LLLock now, as a no-log lock, so the commit
+ * cannot fail on it (reads it first if needed). Returns as loco_rtx_read.
+ * Ordering: the transaction's copy of OBJ is current while the lock is
+ *   held; the lease is the transaction's (budget for max_writes objects).
+ * Completion: synchronous (one CAS and one READ in one round trip).
+ * Caller: the worker's thread, inside a transaction. */
+int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj);
+
+/* Commit: write the log (unless OPT1), lock the write set, validate the
+ * read set, then TryCommit (INIT -> DOING, CAS-install the new data
+ * pointers, CAS-release the locks, DONE). Returns 0 (committed: every
+ * write is installed or will be by a repairer), -EAGAIN (aborted:
+ * conflict, or another client aborted it as suspected failed), -ENOMEM
+ * (data pool full) or an op error. Expired locks met on the way are
+ * repaired before it returns. The transaction is closed in every case.
+ * Ordering: serialisable with every other rtx transaction; on return 0
+ *   the new values are installed and visible to every reader.
+ * Completion: synchronous; every posted op has completed on return.
+ * Caller: the worker's thread. */
+int loco_rtx_commit(struct loco_rtx_worker *w);
+
+/* Abort: release pre-locks, drop the read and write sets.
+ * Ordering: pre-lock releases are complete on return.
+ * Completion: synchronous.
+ * Caller: the worker's thread. */
+void loco_rtx_abort(struct loco_rtx_worker *w);
+
+/* ---- maintenance --------------------------------------------------------- */
+
+/* Scan every TXObj's LLLock and repair the expired ones, waiting for
+ * running leases to end, until none is held or TIMEOUT_MS passes. *HELD
+ * (may be NULL) gets the number still held. Returns 0 or an op error.
+ * Ordering: repairs are complete and placed on return.
+ * Completion: synchronous.
+ * Caller: the worker's thread, outside a transaction. */
+int loco_rtx_repair_all(struct loco_rtx_worker *w, int timeout_ms,
+			uint64_t *held);
+
+/* Take over thread slot SLOT of a client that is gone (dead, or its
+ * workers destroyed): repair its log (waiting out its lease), adopt its
+ * allocation chunks and rebuild their bitmap words from a reference scan.
+ * Returns 0, -EINVAL (bad or own slot) or an op error.
+ * Ordering: the slot's log is DONE on the memory node on return.
+ * Completion: synchronous.
+ * Caller: the worker's thread, outside a transaction; the caller vouches
+ *   that no live process uses SLOT. */
+int loco_rtx_adopt_slot(struct loco_rtx_worker *w, uint32_t slot);
+
+/* Count data blocks by allocation state over every hosting node (see
+ * struct loco_rtx_audit), after settling this worker's own chunks (scan,
+ * bitmap flush). Exact only when no transaction runs and every other
+ * slot's worker is destroyed or adopted.
+ * Ordering: reads only.
+ * Completion: synchronous.
+ * Caller: the worker's thread, outside a transaction. */
+int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out);
+
+/* ---- the RTRANSACTION block ---------------------------------------------- */
+
+/* Run the block as a transaction until it commits, retrying (with
+ * backoff) while it fails with -EAGAIN or -EBUSY, for at most the
+ * manager's timeout. The block sets RC (an int) to 0 or an error and ends
+ * an attempt with `continue` or by falling off its end; `break` and
+ * `return` are not allowed. After the loop RC is 0 (committed) or the
+ * error that ended it (-ETIMEDOUT after too many retries). */
+#define LOCO_RTX_BLOCK(w, rc)                                               \
+	for (int loco_rtx_go_ = loco_rtx_block_start_((w), &(rc));          \
+	     loco_rtx_go_; loco_rtx_go_ = loco_rtx_block_next_((w), &(rc)))
+
+/* Helpers of LOCO_RTX_BLOCK. */
+int loco_rtx_block_start_(struct loco_rtx_worker *w, int *rc);
+int loco_rtx_block_next_(struct loco_rtx_worker *w, int *rc);
+
+#endif

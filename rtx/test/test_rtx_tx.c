@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/* rtx on a one-node cluster: transactions, conflicts, OPT1/OPT2, the
+ * allocation bitmap and its repair after a stale incarnation, and every
+ * repair action, driven by remote state crafted as a crashed client of a
+ * "ghost" slot would have left it. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtx/internal.h"
+#include "test/common/cluster1.h"
+
+#define NOBJ 32
+#define GHOST_SLOT (60 * 8)   /* a slot of node 60: nobody runs there */
+
+static struct cluster1 c;
+static struct loco_rtx *x;
+static struct loco_thread *thr;
+static struct loco_rtx_worker *w;
+
+static void make_rtx(bool no_opt1)
+{
+	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8,
+				   .no_opt1 = no_opt1 };
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &x), 0);
+	ck_assert_int_eq(loco_thread_create(c.mgr, &thr), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+}
+
+static void setup(void)
+{
+	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
+	make_rtx(false);
+}
+
+static void teardown(void)
+{
+	loco_rtx_worker_destroy(w);
+	loco_thread_destroy(thr);
+	loco_rtx_destroy(x);
+	cluster1_stop(&c);
+}
+
+static loco_raddr_t obj(uint32_t i)
+{
+	return loco_rtx_obj(x, x->home, i);
+}
+
+static int put_with(struct loco_rtx_worker *wk, uint32_t i, uint64_t v)
+{
+	int rc;
+	LOCO_RTX_BLOCK(wk, rc) {
+		rc = loco_rtx_write(wk, obj(i), &v);
+	}
+	return rc;
+}
+
+static void put(uint32_t i, uint64_t v)
+{
+	ck_assert_int_eq(put_with(w, i, v), 0);
+}
+
+/* Read-only transaction; returns the value, -1 for null. */
+static int64_t get(uint32_t i)
+{
+	const uint64_t *p = NULL;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(i), (const void **)&p), 0);
+	int64_t v = p ? (int64_t)*p : -1;
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	return v;
+}
+
+static struct loco_rtx_stats stats(void)
+{
+	struct loco_rtx_stats s;
+	loco_rtx_worker_stats(w, &s);
+	return s;
+}
+
+/* ---- raw access to the remote state ---------------------------------------- */
+
+static uint64_t word(uint32_t i, uint64_t field)
+{
+	uint64_t v;
+	ck_assert_int_eq(loco_read(thr, rtx_meta(x, 0),
+				   (uint64_t)i * RTX_META_LEN + field, &v, 8), 0);
+	return v;
+}
+
+static void set_word(uint32_t i, uint64_t field, uint64_t v)
+{
+	uint64_t old = word(i, field), got;
+	ck_assert_int_eq(loco_cas(thr, rtx_meta(x, 0),
+				  (uint64_t)i * RTX_META_LEN + field, old, v,
+				  &got), 0);
+	ck_assert_uint_eq(got, old);
+}
+
+static uint64_t ghost_lockv(int64_t lease_delta, bool nolog)
+{
+	uint64_t lease = (uint64_t)((int64_t)rtx_now_ms(x) + lease_delta);
+	return loco_lllock_make(loco_lllock_tag_of(lease, 0), GHOST_SLOT, nolog);
+}
+
+/* A data block of the last chunk (owned by nobody) holding V. */
+static uint64_t ghost_block(unsigned k, uint64_t v)
+{
+	uint64_t b = x->nblocks - 1 - k;
+	ck_assert_int_eq(loco_write(thr, &x->node[0].data, b * x->block_len,
+				    &v, 8), 0);
+	return b;
+}
+
+struct ghost_log {
+	struct loco_rtx_log_hdr h;
+	struct loco_rtx_log_ent e[2];
+};
+
+/* The ghost's log: objects 0 and 1 to NEW0/NEW1 (blocks), in STATE. */
+static void ghost_log(uint64_t lockv, enum loco_rtx_log_state st,
+		      int64_t ms_delta, uint64_t b0, uint64_t b1)
+{
+	struct ghost_log l;
+	uint64_t d0 = word(0, RTX_DPTR_OFF), d1 = word(1, RTX_DPTR_OFF);
+	l.e[0] = (struct loco_rtx_log_ent){ obj(0), d0, loco_rtx_dptr_next(d0, b0) };
+	l.e[1] = (struct loco_rtx_log_ent){ obj(1), d1, loco_rtx_dptr_next(d1, b1) };
+	loco_rtx_log_seal(&l.h, l.e, 2, lockv, 5, loco_lllock_lease(lockv));
+	l.h.state = loco_rtx_state_word(st, 5, (uint64_t)((int64_t)rtx_now_ms(x) +
+							  ms_delta));
+	ck_assert_int_eq(loco_write(thr, &x->logs, rtx_log_off(x, GHOST_SLOT),
+				    &l, sizeof(l)), 0);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, x->home), 0);
+}
+
+static uint64_t ghost_state(void)
+{
+	uint64_t s;
+	ck_assert_int_eq(loco_read(thr, &x->logs, rtx_state_off(x, GHOST_SLOT),
+				   &s, 8), 0);
+	return s;
+}
+
+/* ---- transactions ------------------------------------------------------------- */
+
+START_TEST(basic_read_write)
+{
+	ck_assert_int_eq(get(3), -1);
+	put(3, 42);
+	ck_assert_int_eq(get(3), 42);
+	put(3, 43);
+	ck_assert_int_eq(get(3), 43);
+	ck_assert(!loco_lllock_is_locked(word(3, RTX_LOCK_OFF)));
+	ck_assert_uint_eq(stats().nolog_commits, 2);
+	ck_assert_uint_eq(loco_rtx_obj(x, x->home, NOBJ), LOCO_RADDR_NULL);
+}
+END_TEST
+
+START_TEST(read_your_writes_and_cache)
+{
+	const uint64_t *p;
+	uint64_t v = 7;
+	put(0, 1);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 1);
+	ck_assert_int_eq(loco_rtx_write(w, obj(0), &v), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 7);
+	ck_assert_int_eq(loco_rtx_begin(w), -EBUSY);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(get(0), 7);
+}
+END_TEST
+
+START_TEST(logged_transfer)
+{
+	put(0, 100);
+	put(1, 100);
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		const uint64_t *a, *b;
+		if ((rc = loco_rtx_read(w, obj(0), (const void **)&a)) ||
+		    (rc = loco_rtx_read(w, obj(1), (const void **)&b)))
+			continue;
+		uint64_t na = *a - 30, nb = *b + 30;
+		if (!(rc = loco_rtx_write(w, obj(0), &na)))
+			rc = loco_rtx_write(w, obj(1), &nb);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(get(0), 70);
+	ck_assert_int_eq(get(1), 130);
+	uint64_t mine;
+	ck_assert_int_eq(loco_read(thr, &x->logs,
+				   rtx_state_off(x, loco_rtx_worker_slot(w)),
+				   &mine, 8), 0);
+	ck_assert_int_eq(loco_rtx_state_of(mine), LOCO_RTX_LOG_DONE);
+	ck_assert_uint_eq(loco_rtx_state_seq(mine), 1);
+}
+END_TEST
+
+START_TEST(conflict_aborts)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	const uint64_t *p;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	ck_assert_uint_ne(loco_rtx_worker_slot(w2), loco_rtx_worker_slot(w));
+	put(0, 10);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	uint64_t v = *p + 1;
+	ck_assert_int_eq(put_with(w2, 0, 99), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(0), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_int_eq(get(0), 99);
+	/* Read-only validation catches it too. */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	ck_assert_int_eq(put_with(w2, 0, 98), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	loco_rtx_worker_destroy(w2);
+	loco_thread_destroy(t2);
+}
+END_TEST
+
+START_TEST(limits)
+{
+	uint64_t v = 1;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	for (uint32_t i = 0; i < 16; i++)
+		ck_assert_int_eq(loco_rtx_write(w, obj(i), &v), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(16), &v), -E2BIG);
+	ck_assert_int_eq(loco_rtx_read(w, LOCO_RADDR_NULL, (const void **)&v),
+			 -EINVAL);
+	loco_rtx_abort(w);
+	ck_assert_int_eq(get(0), -1);
+}
+END_TEST
+
+struct counter_arg {
+	unsigned iters;
+	int rc;
+};
+
+static void *counter_thread(void *p)
+{
+	struct counter_arg *a = p;
+	struct loco_thread *t;
+	struct loco_rtx_worker *wk;
+	a->rc = loco_thread_create(c.mgr, &t);
+	if (!a->rc)
+		a->rc = loco_rtx_worker_create(x, t, &wk);
+	for (unsigned i = 0; !a->rc && i < a->iters; i++) {
+		LOCO_RTX_BLOCK(wk, a->rc) {
+			const uint64_t *p0, *p1;
+			if ((a->rc = loco_rtx_read(wk, obj(5), (const void **)&p0)) ||
+			    (a->rc = loco_rtx_read(wk, obj(6), (const void **)&p1)))
+				continue;
+			uint64_t v0 = (p0 ? *p0 : 0) + 1, v1 = (p1 ? *p1 : 0) + 2;
+			if (!(a->rc = loco_rtx_write(wk, obj(5), &v0)))
+				a->rc = loco_rtx_write(wk, obj(6), &v1);
+		}
+	}
+	loco_rtx_worker_destroy(wk);
+	loco_thread_destroy(t);
+	return NULL;
+}
+
+START_TEST(concurrent_counters)
+{
+	pthread_t th[3];
+	struct counter_arg a[3];
+	for (int i = 0; i < 3; i++) {
+		a[i] = (struct counter_arg){ .iters = 300 };
+		pthread_create(&th[i], NULL, counter_thread, &a[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(a[i].rc, 0);
+	}
+	ck_assert_int_eq(get(5), 900);
+	ck_assert_int_eq(get(6), 1800);
+	struct loco_rtx_audit au;
+	ck_assert_int_eq(loco_rtx_audit(w, &au), 0);
+	ck_assert_uint_eq(au.locked, 0);
+	ck_assert_uint_eq(au.lost, 0);
+}
+END_TEST
+
+/* ---- OPT2 ---------------------------------------------------------------------- */
+
+static enum loco_rtx_cc cc_prelock_writes(void *arg, loco_raddr_t o, bool wr)
+{
+	(void)arg;
+	(void)o;
+	return wr ? LOCO_RTX_CC_PRELOCK : LOCO_RTX_CC_OCC;
+}
+
+static enum loco_rtx_cc cc_delegate_reads(void *arg, loco_raddr_t o, bool wr)
+{
+	(void)arg;
+	(void)o;
+	return wr ? LOCO_RTX_CC_OCC : LOCO_RTX_CC_DELEGATE;
+}
+
+static int validate_refuse(void *arg, struct loco_rtx_worker *wk)
+{
+	(void)wk;
+	return *(int *)arg;
+}
+
+START_TEST(opt2_prelock)
+{
+	static const struct loco_rtx_hooks h = { .classify = cc_prelock_writes };
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	uint64_t v = 5;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	loco_rtx_set_hooks(w, &h, NULL);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(2), &v), 0);
+	uint64_t lw = word(2, RTX_LOCK_OFF);
+	ck_assert(loco_lllock_is_locked(lw) && loco_lllock_nolog(lw));
+	/* Another writer cannot get it while it is pre-locked. */
+	ck_assert_int_eq(loco_rtx_begin(w2), 0);
+	ck_assert_int_eq(loco_rtx_write(w2, obj(2), &v), -EAGAIN);
+	loco_rtx_abort(w2);
+	ck_assert_int_eq(loco_rtx_write(w, obj(3), &v), 0);  /* logged: 2 */
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(get(2), 5);
+	ck_assert_int_eq(get(3), 5);
+	ck_assert(!loco_lllock_is_locked(word(2, RTX_LOCK_OFF)));
+	/* Pre-lock, then abort: released. */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(4)), 0);
+	ck_assert(loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
+	loco_rtx_abort(w);
+	ck_assert(!loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
+	loco_rtx_worker_destroy(w2);
+	loco_thread_destroy(t2);
+}
+END_TEST
+
+START_TEST(opt2_delegate_and_validate)
+{
+	static const struct loco_rtx_hooks h = { .classify = cc_delegate_reads,
+						 .validate = validate_refuse };
+	int verdict = 0;
+	const uint64_t *p;
+	uint64_t v = 1;
+	put(0, 10);
+	loco_rtx_set_hooks(w, &h, &verdict);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	set_word(0, RTX_LOCK_OFF, word(0, RTX_LOCK_OFF) + 1); /* a commit */
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);  /* obj 0 not validated */
+	verdict = -EAGAIN;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	loco_rtx_set_hooks(w, NULL, NULL);
+}
+END_TEST
+
+/* ---- repairs ---------------------------------------------------------------------- */
+
+START_TEST(repair_steals_nolog_lock)
+{
+	put(0, 5);
+	uint64_t d = word(0, RTX_DPTR_OFF);
+	set_word(0, RTX_LOCK_OFF, ghost_lockv(-100, true));
+	ck_assert_int_eq(get(0), 5);
+	ck_assert(!loco_lllock_is_locked(word(0, RTX_LOCK_OFF)));
+	uint64_t d2 = word(0, RTX_DPTR_OFF);
+	ck_assert_uint_ne(loco_rtx_dptr_block(d2), loco_rtx_dptr_block(d));
+	ck_assert_uint_eq(loco_rtx_dptr_ver(d2), loco_rtx_dptr_ver(d) + 1);
+	ck_assert_uint_eq(stats().steals, 1);
+}
+END_TEST
+
+START_TEST(repair_waits_for_live_lease)
+{
+	const uint64_t *p;
+	put(0, 5);
+	set_word(0, RTX_LOCK_OFF, ghost_lockv(+60000, true));
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), -EAGAIN);
+	loco_rtx_abort(w);
+	ck_assert(loco_lllock_is_locked(word(0, RTX_LOCK_OFF)));
+	ck_assert_uint_eq(stats().repairs, 0);
+}
+END_TEST
+
+START_TEST(repair_aborts_init)
+{
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_INIT, -100, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(get(0), 5);
+	ck_assert_int_eq(get(1), 6);
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(ghost_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_uint_eq(stats().rep_aborts, 1);
+	ck_assert_uint_eq(stats().rep_releases, 1);
+}
+END_TEST
+
+START_TEST(repair_recommits_doing)
+{
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_DOING, -50, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(get(1), 60);
+	ck_assert_int_eq(get(0), 50);
+	ck_assert(!loco_lllock_is_locked(word(0, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(ghost_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_uint_eq(stats().rep_recommits, 1);
+}
+END_TEST
+
+/* Crashed mid-install: object 0 installed, object 1 not. */
+START_TEST(repair_finishes_half_install)
+{
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	uint64_t d0 = word(0, RTX_DPTR_OFF);
+	ghost_log(lv, LOCO_RTX_LOG_DOING, -50, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_DPTR_OFF, loco_rtx_dptr_next(d0, x->nblocks - 1));
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(get(0), 50);
+	ck_assert_int_eq(get(1), 60);
+	ck_assert_uint_eq(loco_rtx_dptr_ver(word(0, RTX_DPTR_OFF)),
+			  loco_rtx_dptr_ver(d0) + 1);   /* installed once */
+}
+END_TEST
+
+START_TEST(repair_waits_for_live_repair_lease)
+{
+	const uint64_t *p;
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_DOING, +60000, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), -EBUSY);
+	loco_rtx_abort(w);
+	ck_assert_uint_eq(stats().repair_waits, 1);
+	ck_assert_uint_eq(word(0, RTX_LOCK_OFF), lv);
+}
+END_TEST
+
+START_TEST(repair_releases_late_lock)
+{
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_DONE, -100, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(get(1), 6);
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
+	ck_assert_uint_eq(stats().rep_late, 1);
+}
+END_TEST
+
+START_TEST(repair_steals_on_reused_log)
+{
+	put(0, 5);
+	put(1, 6);
+	uint64_t old = ghost_lockv(-200, false), cur = ghost_lockv(-100, false);
+	ghost_log(cur, LOCO_RTX_LOG_DOING, -50, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, old);    /* names an older log */
+	ck_assert_int_eq(get(0), 5);       /* not 50: log not applied */
+	ck_assert_uint_eq(stats().steals, 1);
+	ck_assert_uint_eq(stats().rep_recommits, 0);
+	ck_assert_int_eq(loco_rtx_state_of(ghost_state()), LOCO_RTX_LOG_DOING);
+}
+END_TEST
+
+START_TEST(repair_all_sweeps)
+{
+	for (uint32_t i = 0; i < 8; i++) {
+		put(i, i);
+		set_word(i, RTX_LOCK_OFF, ghost_lockv(i < 4 ? -100 : 30, true));
+	}
+	uint64_t held = 99;
+	uint64_t t0 = loco_now_ns();
+	ck_assert_int_eq(loco_rtx_repair_all(w, 5000, &held), 0);
+	ck_assert_uint_eq(held, 0);
+	ck_assert_uint_ge(loco_now_ns() - t0, 20 * 1000000ull);  /* waited */
+	ck_assert_uint_eq(stats().steals, 8);
+	for (uint32_t i = 0; i < 8; i++)
+		ck_assert_int_eq(get(i), i);
+}
+END_TEST
+
+/* ---- allocation bitmap ------------------------------------------------------------ */
+
+static void bitmap_word(uint32_t chunk, uint64_t v)
+{
+	ck_assert_int_eq(loco_write(thr, &x->node[0].bitmap, chunk * 8, &v, 8), 0);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, x->home), 0);
+}
+
+static uint64_t bitmap_read(uint32_t chunk)
+{
+	uint64_t v;
+	ck_assert_int_eq(loco_read(thr, &x->node[0].bitmap, chunk * 8, &v, 8), 0);
+	return v;
+}
+
+START_TEST(bitmap_tracks_and_reclaims)
+{
+	struct loco_rtx_audit a;
+	for (unsigned r = 0; r < 20; r++)
+		for (uint32_t i = 0; i < NOBJ; i++)
+			put(i, r * 100 + i);   /* 640 allocations, 32 live */
+	loco_rtx_worker_destroy(w);  /* settles: final scan and flush */
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.objects, NOBJ);
+	ck_assert_uint_eq(a.referenced, NOBJ);
+	ck_assert_uint_eq(a.allocated, NOBJ);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+	for (uint32_t i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(get(i), 1900 + i);
+}
+END_TEST
+
+/* A crashed incarnation left the bitmap stale both ways; the next worker
+ * on the slot adopts its chunks and rewrites them. */
+START_TEST(bitmap_fixed_by_next_incarnation)
+{
+	struct loco_rtx_audit a;
+	for (uint32_t i = 0; i < NOBJ; i++)
+		put(i, i);
+	loco_rtx_worker_destroy(w);
+	w = NULL;
+	uint64_t b = loco_rtx_dptr_block(word(0, RTX_DPTR_OFF));
+	uint32_t chunk = (uint32_t)(b / 64);
+	uint64_t bm = bitmap_read(chunk);
+	bitmap_word(chunk, (bm | UINT64_C(0xff) << 56) & ~(UINT64_C(1) << (b % 64)));
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+	ck_assert_uint_eq(bitmap_read(chunk), bm);
+	ck_assert_uint_ge(stats().scans, 1);
+}
+END_TEST
+
+START_TEST(adopt_slot_reclaims_garbage)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	struct loco_rtx_audit a;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	uint32_t s2 = loco_rtx_worker_slot(w2);
+	for (uint32_t i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(put_with(w2, i, i), 0);
+	loco_rtx_worker_destroy(w2);
+	loco_thread_destroy(t2);
+	for (uint32_t i = 0; i < NOBJ; i++)
+		put(i, i + 1);   /* w2's blocks become garbage */
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.leaked, NOBJ);
+	ck_assert_int_eq(loco_rtx_adopt_slot(w, s2), 0);
+	ck_assert_int_eq(loco_rtx_adopt_slot(w, loco_rtx_worker_slot(w)), -EINVAL);
+	loco_rtx_worker_destroy(w);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+}
+END_TEST
+
+/* The previous incarnation of our own slot crashed mid-commit: the next
+ * worker on the slot settles its log before reusing it. */
+static void own_crashed_log(enum loco_rtx_log_state st)
+{
+	uint32_t slot = loco_rtx_worker_slot(w);
+	put(0, 5);
+	put(1, 6);
+	loco_rtx_worker_destroy(w);
+	w = NULL;
+	uint64_t lease = rtx_now_ms(x) - 100;
+	uint64_t lv = loco_lllock_make(loco_lllock_tag_of(lease, 0), slot, false);
+	struct ghost_log l;
+	uint64_t d0 = word(0, RTX_DPTR_OFF), d1 = word(1, RTX_DPTR_OFF);
+	uint64_t b0 = ghost_block(0, 50), b1 = ghost_block(1, 60);
+	l.e[0] = (struct loco_rtx_log_ent){ obj(0), d0, loco_rtx_dptr_next(d0, b0) };
+	l.e[1] = (struct loco_rtx_log_ent){ obj(1), d1, loco_rtx_dptr_next(d1, b1) };
+	loco_rtx_log_seal(&l.h, l.e, 2, lv, 9, lease);
+	l.h.state = loco_rtx_state_word(st, 9, lease);
+	ck_assert_int_eq(loco_write(thr, &x->logs, rtx_log_off(x, slot), &l,
+				    sizeof(l)), 0);
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+	ck_assert_uint_eq(loco_rtx_worker_slot(w), slot);
+	uint64_t sw;
+	ck_assert_int_eq(loco_read(thr, &x->logs, rtx_state_off(x, slot), &sw, 8), 0);
+	ck_assert_int_eq(loco_rtx_state_of(sw), LOCO_RTX_LOG_DONE);
+	ck_assert(!loco_lllock_is_locked(word(0, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
+	put(2, 7);   /* the next transaction continues the sequence */
+	put(0, get(0));
+}
+
+START_TEST(restart_aborts_own_init_log)
+{
+	own_crashed_log(LOCO_RTX_LOG_INIT);
+	ck_assert_int_eq(get(0), 5);
+	ck_assert_int_eq(get(1), 6);
+}
+END_TEST
+
+START_TEST(restart_recommits_own_doing_log)
+{
+	own_crashed_log(LOCO_RTX_LOG_DOING);
+	ck_assert_int_eq(get(0), 50);
+	ck_assert_int_eq(get(1), 60);
+}
+END_TEST
+
+static void setup_noopt1(void)
+{
+	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
+	make_rtx(true);
+}
+
+START_TEST(no_opt1_logs_single_writes)
+{
+	put(0, 1);
+	ck_assert_uint_eq(stats().nolog_commits, 0);
+	ck_assert_int_eq(get(0), 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("rtx-tx");
+	TCase *t = tcase_create("tx");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, basic_read_write);
+	tcase_add_test(t, read_your_writes_and_cache);
+	tcase_add_test(t, logged_transfer);
+	tcase_add_test(t, conflict_aborts);
+	tcase_add_test(t, limits);
+	tcase_add_test(t, concurrent_counters);
+	tcase_add_test(t, opt2_prelock);
+	tcase_add_test(t, opt2_delegate_and_validate);
+	suite_add_tcase(s, t);
+	t = tcase_create("repair");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, repair_steals_nolog_lock);
+	tcase_add_test(t, repair_waits_for_live_lease);
+	tcase_add_test(t, repair_aborts_init);
+	tcase_add_test(t, repair_recommits_doing);
+	tcase_add_test(t, repair_finishes_half_install);
+	tcase_add_test(t, repair_waits_for_live_repair_lease);
+	tcase_add_test(t, repair_releases_late_lock);
+	tcase_add_test(t, repair_steals_on_reused_log);
+	tcase_add_test(t, repair_all_sweeps);
+	suite_add_tcase(s, t);
+	t = tcase_create("bitmap");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, bitmap_tracks_and_reclaims);
+	tcase_add_test(t, bitmap_fixed_by_next_incarnation);
+	tcase_add_test(t, adopt_slot_reclaims_garbage);
+	tcase_add_test(t, restart_aborts_own_init_log);
+	tcase_add_test(t, restart_recommits_own_doing_log);
+	suite_add_tcase(s, t);
+	t = tcase_create("options");
+	tcase_add_checked_fixture(t, setup_noopt1, teardown);
+	tcase_add_test(t, no_opt1_logs_single_writes);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/* Pure parts of rtx: LLLock word and data pointer encoding, log checksum,
+ * repair decisions, crash point table. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtx/crash.h"
+#include "rtx/lllock.h"
+#include "rtx/log.h"
+
+START_TEST(lllock_roundtrip)
+{
+	uint64_t tag = loco_lllock_tag_of(123456789, 77);
+	uint64_t w = loco_lllock_make(tag, 4095, false);
+	ck_assert(loco_lllock_is_locked(w));
+	ck_assert(!loco_lllock_nolog(w));
+	ck_assert_uint_eq(loco_lllock_owner(w), 4095);
+	ck_assert_uint_eq(loco_lllock_tag(w), tag);
+	ck_assert_uint_eq(loco_lllock_lease(w), 123456789);
+	uint64_t n = loco_lllock_make(tag, 3, true);
+	ck_assert(loco_lllock_nolog(n) && loco_lllock_is_locked(n));
+	ck_assert_uint_eq(loco_lllock_owner(n), 3);
+	ck_assert_uint_eq(loco_lllock_lease(n), 123456789);
+	ck_assert_uint_ne(n, loco_lllock_make(tag + 1, 3, true));
+}
+END_TEST
+
+START_TEST(lllock_fields_do_not_overlap)
+{
+	uint64_t maxtag = LOCO_LLLOCK_TAG_MASK;
+	uint64_t w = loco_lllock_make(maxtag, 0, false);
+	ck_assert_uint_eq(loco_lllock_owner(w), 0);
+	ck_assert(!loco_lllock_nolog(w));
+	ck_assert_uint_eq(loco_lllock_tag(w), maxtag);
+	w = loco_lllock_make(0, LOCO_LLLOCK_MAX_OWNERS - 1, true);
+	ck_assert_uint_eq(loco_lllock_tag(w), 0);
+	ck_assert_uint_eq(loco_lllock_lease(w), 0);
+	/* Owner ids wider than 12 bits do not leak into the tag. */
+	ck_assert_uint_eq(loco_lllock_tag(loco_lllock_make(5, 0xffff, false)), 5);
+}
+END_TEST
+
+START_TEST(lllock_versions_and_expiry)
+{
+	ck_assert(!loco_lllock_is_locked(0));
+	ck_assert(!loco_lllock_is_locked(12345));
+	ck_assert_uint_eq(loco_lllock_version(12345), 12345);
+	uint64_t w = loco_lllock_make(loco_lllock_tag_of(1000, 0), 1, false);
+	ck_assert(!loco_lllock_expired(w, 999));
+	ck_assert(!loco_lllock_expired(w, 1000));
+	ck_assert(loco_lllock_expired(w, 1001));
+	ck_assert(!loco_lllock_expired(77, 1u << 30));   /* unlocked */
+	uint64_t f = loco_lllock_fresh(5000, 9, 3);
+	ck_assert(!loco_lllock_is_locked(f));
+	ck_assert(f & LOCO_LLLOCK_FRESH);
+	ck_assert_uint_ne(f, loco_lllock_fresh(5000, 9, 4));
+	ck_assert_uint_ne(f, loco_lllock_fresh(5000, 10, 3));
+	ck_assert_uint_gt(loco_lllock_fresh(5001, 0, 0), f + 1000);
+	/* Counting up from a fresh version stays unlocked. */
+	ck_assert(!loco_lllock_is_locked(loco_lllock_fresh(UINT64_C(1) << 39,
+							  4095, 1023) + 1000000));
+}
+END_TEST
+
+START_TEST(dptr_encoding)
+{
+	uint64_t d = loco_rtx_dptr(7, 123);
+	ck_assert_uint_eq(loco_rtx_dptr_ver(d), 7);
+	ck_assert_uint_eq(loco_rtx_dptr_block(d), 123);
+	uint64_t n = loco_rtx_dptr_next(d, 55);
+	ck_assert_uint_eq(loco_rtx_dptr_ver(n), 8);
+	ck_assert_uint_eq(loco_rtx_dptr_block(n), 55);
+	uint64_t wrap = loco_rtx_dptr_next(loco_rtx_dptr(0xffff, 1), 0);
+	ck_assert_uint_eq(loco_rtx_dptr_ver(wrap), 0);
+	ck_assert_uint_eq(loco_rtx_dptr_block(wrap), 0);
+	ck_assert_uint_eq(loco_rtx_dptr(0, 0), 0);   /* null, version 0 */
+}
+END_TEST
+
+/* ---- log ------------------------------------------------------------------ */
+
+struct test_log {
+	struct loco_rtx_log_hdr h;
+	struct loco_rtx_log_ent e[4];
+};
+
+static void make_log(struct test_log *l, uint64_t lockv, uint32_t seq,
+		     unsigned n, uint64_t salt)
+{
+	memset(l, 0, sizeof(*l));
+	for (unsigned i = 0; i < n; i++)
+		l->e[i] = (struct loco_rtx_log_ent){ .mptr = 0x100 + i * 16,
+			.old_dptr = salt + i, .new_dptr = salt + 100 + i };
+	loco_rtx_log_seal(&l->h, l->e, n, lockv, seq, 4242);
+}
+
+START_TEST(log_seal_and_match)
+{
+	struct test_log l;
+	uint64_t lockv = loco_lllock_make(loco_lllock_tag_of(4242, 1), 7, false);
+	make_log(&l, lockv, 9, 3, 1000);
+	ck_assert(loco_rtx_log_matches(&l, lockv, 16));
+	ck_assert_int_eq(loco_rtx_state_of(l.h.state), LOCO_RTX_LOG_INIT);
+	ck_assert_uint_eq(loco_rtx_state_seq(l.h.state), 9);
+	ck_assert_uint_eq(loco_rtx_state_ms(l.h.state), 4242);
+	ck_assert_uint_eq(loco_rtx_log_nent(&l.h), 3);
+	ck_assert_uint_eq(loco_rtx_log_seq(&l.h), 9);
+	/* The state word is not covered: it changes by CAS. */
+	l.h.state = loco_rtx_state_word(LOCO_RTX_LOG_DOING, 9, 99999);
+	ck_assert(loco_rtx_log_matches(&l, lockv, 16));
+	/* Another lock word: a reused log. */
+	ck_assert(!loco_rtx_log_matches(&l, lockv + 1, 16));
+	/* Too many entries for this rtx. */
+	ck_assert(!loco_rtx_log_matches(&l, lockv, 2));
+}
+END_TEST
+
+START_TEST(log_detects_corruption)
+{
+	struct test_log l;
+	uint64_t lockv = loco_lllock_make(loco_lllock_tag_of(4242, 1), 7, false);
+	make_log(&l, lockv, 9, 3, 1000);
+	l.e[2].new_dptr ^= 1;
+	ck_assert(!loco_rtx_log_matches(&l, lockv, 16));
+	make_log(&l, lockv, 9, 3, 1000);
+	l.h.meta = loco_rtx_log_meta(9, 2);  /* truncated */
+	ck_assert(!loco_rtx_log_matches(&l, lockv, 16));
+	/* An unlocked word never matches (a zeroed log included). */
+	memset(&l, 0, sizeof(l));
+	ck_assert(!loco_rtx_log_matches(&l, 0, 16));
+}
+END_TEST
+
+/* A log being rewritten by the slot's next transaction, read torn at
+ * 8-byte granularity: any mix of the two fails the check. */
+START_TEST(log_torn_mix_rejected)
+{
+	struct test_log a, b, mix;
+	uint64_t la = loco_lllock_make(loco_lllock_tag_of(4242, 1), 7, false);
+	uint64_t lb = loco_lllock_make(loco_lllock_tag_of(4243, 0), 7, false);
+	make_log(&a, la, 9, 3, 1000);
+	make_log(&b, lb, 10, 3, 5000);
+	const uint64_t *wa = (const uint64_t *)&a, *wb = (const uint64_t *)&b;
+	uint64_t *wm = (uint64_t *)&mix;
+	size_t words = sizeof(mix) / 8;
+	srand(7);
+	for (unsigned trial = 0; trial < 2000; trial++) {
+		for (size_t i = 0; i < words; i++)
+			wm[i] = rand() & 1 ? wa[i] : wb[i];
+		bool pure_a = !memcmp(&mix.h.lockv, &a.h.lockv,
+				      sizeof(mix) - 8);
+		bool pure_b = !memcmp(&mix.h.lockv, &b.h.lockv,
+				      sizeof(mix) - 8);
+		if (!pure_a)
+			ck_assert(!loco_rtx_log_matches(&mix, la, 16));
+		if (!pure_b)
+			ck_assert(!loco_rtx_log_matches(&mix, lb, 16));
+	}
+}
+END_TEST
+
+/* ---- repair decisions -------------------------------------------------------- */
+
+#define NOW 10000u
+
+static uint64_t lockv_at(uint64_t lease, bool nolog)
+{
+	return loco_lllock_make(loco_lllock_tag_of(lease, 0), 5, nolog);
+}
+
+START_TEST(decide_table)
+{
+	uint64_t live = lockv_at(NOW + 5, false), dead = lockv_at(NOW - 1, false);
+	uint64_t st_init = loco_rtx_state_word(LOCO_RTX_LOG_INIT, 3, NOW - 1);
+	uint64_t st_abort = loco_rtx_state_word(LOCO_RTX_LOG_ABORT, 3, NOW - 1);
+	uint64_t st_done = loco_rtx_state_word(LOCO_RTX_LOG_DONE, 3, NOW - 1);
+	uint64_t st_doing_old = loco_rtx_state_word(LOCO_RTX_LOG_DOING, 3, NOW - 1);
+	uint64_t st_doing_live = loco_rtx_state_word(LOCO_RTX_LOG_DOING, 3, NOW + 3);
+	struct { uint64_t lockv; bool match; uint64_t st; int want; } c[] = {
+		{ 42, true, st_init, LOCO_RTX_REPAIR_NONE },     /* unlocked */
+		{ live, true, st_init, LOCO_RTX_REPAIR_WAIT },   /* lease runs */
+		{ lockv_at(NOW, false), true, st_init, LOCO_RTX_REPAIR_WAIT },
+		{ dead, true, st_init, LOCO_RTX_REPAIR_ABORT },
+		{ dead, true, st_abort, LOCO_RTX_REPAIR_RELEASE },
+		{ dead, true, st_doing_old, LOCO_RTX_REPAIR_RECOMMIT },
+		{ dead, true, st_doing_live, LOCO_RTX_REPAIR_WAIT },
+		{ dead, true, st_done, LOCO_RTX_REPAIR_LATE_LOCK },
+		{ dead, false, st_init, LOCO_RTX_REPAIR_STEAL },  /* reused log */
+		{ dead, false, st_doing_old, LOCO_RTX_REPAIR_STEAL },
+		{ lockv_at(NOW - 1, true), true, st_init, LOCO_RTX_REPAIR_STEAL },
+		{ lockv_at(NOW + 1, true), false, 0, LOCO_RTX_REPAIR_WAIT },
+	};
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int got = loco_rtx_repair_decide(c[i].lockv, c[i].match,
+						 c[i].st, NOW);
+		ck_assert_msg(got == c[i].want, "case %u: %s, want %s", i,
+			      loco_rtx_repair_name(got),
+			      loco_rtx_repair_name(c[i].want));
+	}
+}
+END_TEST
+
+START_TEST(crash_points_listed)
+{
+	unsigned n = 0;
+	for (; loco_crash_points[n]; n++)
+		ck_assert(!strncmp(loco_crash_points[n], "rtx.", 4));
+	ck_assert_uint_ge(n, 10);
+	ck_assert(!loco_crash_armed("rtx.after_log"));  /* env unset */
+	loco_crash_point("rtx.after_log");              /* and survives */
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("rtx-unit");
+	TCase *t = tcase_create("lllock");
+	tcase_add_test(t, lllock_roundtrip);
+	tcase_add_test(t, lllock_fields_do_not_overlap);
+	tcase_add_test(t, lllock_versions_and_expiry);
+	tcase_add_test(t, dptr_encoding);
+	suite_add_tcase(s, t);
+	t = tcase_create("log");
+	tcase_add_test(t, log_seal_and_match);
+	tcase_add_test(t, log_detects_corruption);
+	tcase_add_test(t, log_torn_mix_rejected);
+	suite_add_tcase(s, t);
+	t = tcase_create("repair");
+	tcase_add_test(t, decide_table);
+	tcase_add_test(t, crash_points_listed);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/* Transaction execution phase (rTX Fig. 7): reads with a local read set
+ * and cache, local writes, OPT2 pre-locks; commit dispatch; the
+ * RTRANSACTION block's retry loop. */
+#include <errno.h>
+#include <string.h>
+
+#include "rtx/crash.h"
+#include "rtx/internal.h"
+
+#define FETCH_TRIES 4
+
+int loco_rtx_begin(struct loco_rtx_worker *w)
+{
+	if (w->active)
+		return -EBUSY;
+	w->active = true;
+	w->single_node = true;
+	w->nr = w->nw = 0;
+	w->pretag = 0;
+	w->nrep = 0;
+	loco_ack_clear(&w->ack);
+	return 0;
+}
+
+static struct rtx_rent *rs_find(struct loco_rtx_worker *w, loco_raddr_t obj)
+{
+	for (unsigned i = 0; i < w->nr; i++)
+		if (w->rs[i].obj == obj)
+			return &w->rs[i];
+	return NULL;
+}
+
+static enum loco_rtx_cc classify(struct loco_rtx_worker *w, loco_raddr_t obj,
+				 bool write)
+{
+	if (!w->hooks || !w->hooks->classify)
+		return LOCO_RTX_CC_OCC;
+	return w->hooks->classify(w->hook_arg, obj, write);
+}
+
+/* One TXObj READ (lock and data pointer); an expired lock is repaired
+ * and the TXObj read again. */
+static int fetch_meta(struct loco_rtx_worker *w, struct rtx_rent *r,
+		      uint64_t meta[2])
+{
+	for (unsigned t = 0; t < FETCH_TRIES; t++) {
+		int rc = loco_read(w->thr, rtx_meta(w->x, r->ni),
+				   (uint64_t)r->idx * RTX_META_LEN, meta,
+				   RTX_META_LEN);
+		if (rc)
+			return rc;
+		if (!loco_lllock_is_locked(meta[0]))
+			return 0;
+		RTX_INC(w, lock_waits);
+		if (!loco_lllock_expired(meta[0], rtx_now_ms(w->x)))
+			return -EAGAIN;
+		rc = rtx_repair(w, r->obj, meta[0]);
+		if (rc)
+			return rc;
+	}
+	return -EAGAIN;
+}
+
+static int fetch_data(struct loco_rtx_worker *w, struct rtx_rent *r)
+{
+	uint64_t block = loco_rtx_dptr_block(r->dptr);
+	r->null = block == 0;
+	if (r->null) {
+		memset(r->data, 0, w->x->block_len);
+		return 0;
+	}
+	if (block >= w->x->nblocks)
+		return -EIO;
+	return loco_read(w->thr, &w->x->node[r->ni].data,
+			 block * w->x->block_len, r->data, w->x->o.data_len);
+}
+
+static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r);
+
+static int fetch(struct loco_rtx_worker *w, loco_raddr_t obj, bool write,
+		 struct rtx_rent **out)
+{
+	uint32_t ni, idx;
+	uint64_t meta[2];
+	if (rtx_locate(w->x, obj, &ni, &idx))
+		return -EINVAL;
+	if (w->nr == w->x->o.max_reads)
+		return -E2BIG;
+	struct rtx_rent *r = &w->rs[w->nr];
+	*r = (struct rtx_rent){ .obj = obj, .ni = ni, .idx = idx, .wi = -1,
+				.data = r->data };
+	r->cc = (uint8_t)classify(w, obj, write);
+	int rc = fetch_meta(w, r, meta);
+	if (rc)
+		return rc;
+	r->lock = meta[0];
+	r->dptr = meta[1];
+	rc = fetch_data(w, r);
+	if (rc)
+		return rc;
+	if (w->nr && w->rs[0].ni != ni)
+		w->single_node = false;
+	w->nr++;
+	if (r->cc == LOCO_RTX_CC_PRELOCK)
+		rc = prelock(w, r);
+	*out = r;
+	return rc;
+}
+
+static const void *rent_value(struct loco_rtx_worker *w,
+			      const struct rtx_rent *r)
+{
+	if (r->wi >= 0)
+		return w->ws[r->wi].data;
+	return r->null ? NULL : r->data;
+}
+
+int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
+		  const void **val)
+{
+	if (!w->active)
+		return -EINVAL;
+	struct rtx_rent *r = rs_find(w, obj);
+	int rc = r ? 0 : fetch(w, obj, false, &r);
+	if (!rc)
+		*val = rent_value(w, r);
+	return rc;
+}
+
+int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
+		   const void *val)
+{
+	if (!w->active)
+		return -EINVAL;
+	struct rtx_rent *r = rs_find(w, obj);
+	int rc = r ? 0 : fetch(w, obj, true, &r);
+	if (rc)
+		return rc;
+	if (r->wi < 0) {
+		if (w->nw == w->x->o.max_writes)
+			return -E2BIG;
+		struct rtx_went *e = &w->ws[w->nw];
+		*e = (struct rtx_went){ .ri = (uint32_t)(r - w->rs),
+					.data = e->data };
+		r->wi = (int32_t)w->nw++;
+	}
+	memcpy(w->ws[r->wi].data, val, w->x->o.data_len);
+	return 0;
+}
+
+/* ---- OPT2 pre-locks ------------------------------------------------------ */
+
+/* CAS our no-log lock word in, READ the TXObj behind it on the same QP:
+ * if we got the lock, the data pointer we read is current. */
+static int prelock_post(struct loco_rtx_worker *w, struct rtx_rent *r,
+			uint64_t plv, uint64_t *old, uint64_t meta[2])
+{
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	uint64_t off = (uint64_t)r->idx * RTX_META_LEN;
+	loco_batch_init(&b, w->thr);
+	loco_batch_cas(&b, rtx_meta(w->x, r->ni), off + RTX_LOCK_OFF, r->lock,
+		       plv, old);
+	loco_batch_read(&b, rtx_meta(w->x, r->ni), off, meta, RTX_META_LEN);
+	int rc = loco_batch_post(&b, &ack);
+	return rc ? rc : rtx_wait(w, &ack);
+}
+
+static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r)
+{
+	uint64_t old = 0, meta[2] = { 0, 0 };
+	int rc = w->pretag ? 0 : rtx_next_tag(w, w->x->o.max_writes, &w->pretag);
+	if (rc)
+		return rc;
+	uint64_t plv = loco_lllock_make(w->pretag, w->slot, true);
+	rc = prelock_post(w, r, plv, &old, meta);
+	if (rc)
+		return rc;
+	if (old != r->lock) {
+		if (loco_lllock_expired(old, rtx_now_ms(w->x)))
+			rtx_note_expired(w, r->obj, old);
+		return -EAGAIN;
+	}
+	r->prelock = plv;
+	if (meta[1] != r->dptr)
+		return -EAGAIN;   /* torn first read; abort releases */
+	loco_crash_point("rtx.prelock_held");
+	return 0;
+}
+
+int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj)
+{
+	if (!w->active)
+		return -EINVAL;
+	struct rtx_rent *r = rs_find(w, obj);
+	int rc = r ? 0 : fetch(w, obj, true, &r);
+	if (rc)
+		return rc;
+	return r->prelock ? 0 : prelock(w, r);
+}
+
+/* ---- end of a transaction ------------------------------------------------ */
+
+static void tx_close(struct loco_rtx_worker *w)
+{
+	int rc = rtx_wait(w, &w->ack);
+	if (rc)
+		loco_warn(w->x->name, "slot %u: ops of the transaction: %s",
+			  w->slot, loco_strerror(rc));
+	w->active = false;
+}
+
+void loco_rtx_abort(struct loco_rtx_worker *w)
+{
+	if (!w->active)
+		return;
+	rtx_release_prelocks(w);
+	tx_close(w);
+	RTX_INC(w, aborts);
+	rtx_repair_noted(w);
+}
+
+int loco_rtx_commit(struct loco_rtx_worker *w)
+{
+	if (!w->active)
+		return -EINVAL;
+	int rc;
+	if (w->nw == 0)
+		rc = rtx_commit_readonly(w);
+	else if (w->nw == 1 && !w->x->o.no_opt1)
+		rc = rtx_commit_nolog(w);
+	else
+		rc = rtx_commit_logged(w);
+	tx_close(w);
+	if (rc) {
+		RTX_INC(w, aborts);
+		rtx_repair_noted(w);
+	} else {
+		RTX_INC(w, commits);
+	}
+	return rc;
+}
+
+/* ---- LOCO_RTX_BLOCK ------------------------------------------------------ */
+
+#define BACKOFF_MAX_US 200u
+
+static uint64_t rng_next(struct loco_rtx_worker *w)
+{
+	uint64_t x = w->rng;  /* xorshift64* */
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	w->rng = x;
+	return x * UINT64_C(2685821657736338717);
+}
+
+static void backoff(struct loco_rtx_worker *w)
+{
+	unsigned t = w->block_tries++;
+	if (t < 2)
+		return;
+	unsigned cap = t < 10 ? 1u << (t - 2) : BACKOFF_MAX_US;
+	if (cap > BACKOFF_MAX_US)
+		cap = BACKOFF_MAX_US;
+	rtx_sleep_us(1 + (unsigned)(rng_next(w) % cap));
+}
+
+int loco_rtx_block_start_(struct loco_rtx_worker *w, int *rc)
+{
+	w->block_t0 = loco_now_ns();
+	w->block_tries = 0;
+	*rc = loco_rtx_begin(w);
+	return *rc == 0;
+}
+
+int loco_rtx_block_next_(struct loco_rtx_worker *w, int *rc)
+{
+	if (*rc == 0)
+		*rc = loco_rtx_commit(w);
+	else
+		loco_rtx_abort(w);
+	if (*rc != -EAGAIN && *rc != -EBUSY)
+		return 0;
+	uint64_t limit = (uint64_t)loco_mgr_timeout_ms(w->x->mgr) * 1000000u;
+	if (loco_now_ns() - w->block_t0 > limit) {
+		*rc = -ETIMEDOUT;
+		return 0;
+	}
+	backoff(w);
+	*rc = loco_rtx_begin(w);
+	return *rc == 0;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Run loco-rtx-transfer under tools/loco-run and check its JSON result.
+
+usage: check_transfer.py [--min-dead N] [--min-repairs N] [--tries K]
+                         -- LOCO-RUN-ARGS... -- loco-rtx-transfer ARGS...
+
+Everything after the first "--" goes to tools/loco-run as is. The run
+passes when the reporter's JSON line has "conserved": true,
+"locks_held": 0, "leaked_blocks": 0, "lost_blocks": 0, at least
+--min-repairs repairs (default 1) and at least --min-dead dead nodes
+(default 1). A node killed by a crash point makes loco-run exit non-zero,
+so its status is not used; a missing JSON line fails.
+
+--tries K: a run whose kill or crash point hit no transaction state (it
+is possible for a plain --kill to land between transactions: repairs 0)
+is repeated up to K times; every run must still be conserved with no
+lock held. Exit status 0 on success, 1 on failure."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+
+
+def parse(argv):
+    opts = {"min_dead": 1, "min_repairs": 1, "tries": 1}
+    keys = {"--min-dead": "min_dead", "--min-repairs": "min_repairs",
+            "--tries": "tries"}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] not in keys or i + 1 >= len(argv):
+            sys.exit("check_transfer: bad argument %s" % argv[i])
+        opts[keys[argv[i]]] = int(argv[i + 1])
+        i += 2
+    if i >= len(argv):
+        sys.exit("check_transfer: no loco-run arguments after --")
+    return opts, argv[i + 1:]
+
+
+def run_once(run_args):
+    cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
+    out = p.stdout.decode(errors="replace")
+    err = p.stderr.decode(errors="replace")
+    for line in out.splitlines():
+        body = line.split("] ", 1)[1] if line.startswith("[n") else line
+        if body.startswith("{") and '"conserved"' in body:
+            return json.loads(body), out, err
+    return None, out, err
+
+
+def problems(res, opts, final):
+    bad = []
+    if not res["conserved"]:
+        bad.append("total %d != %d" % (res["total"], res["expected"]))
+    for key in ("locks_held", "leaked_blocks", "lost_blocks"):
+        if res[key] != 0:
+            bad.append("%s = %d" % (key, res[key]))
+    if final and len(res["dead"]) < opts["min_dead"]:
+        bad.append("%d dead nodes, want >= %d" % (len(res["dead"]),
+                                                  opts["min_dead"]))
+    if final and res["repairs"] < opts["min_repairs"]:
+        bad.append("%d repairs, want >= %d" % (res["repairs"],
+                                               opts["min_repairs"]))
+    return bad
+
+
+def main(argv):
+    opts, run_args = parse(argv)
+    for attempt in range(1, opts["tries"] + 1):
+        res, out, err = run_once(run_args)
+        if res is None:
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            print("check_transfer: no result line")
+            return 1
+        print(json.dumps(res))
+        hard = problems(res, opts, False)
+        if hard:
+            sys.stderr.write(err)
+            print("check_transfer: FAIL: " + "; ".join(hard))
+            return 1
+        soft = problems(res, opts, True)
+        if not soft:
+            print("check_transfer: ok (attempt %d)" % attempt)
+            return 0
+        print("check_transfer: attempt %d: %s" % (attempt, "; ".join(soft)))
+    print("check_transfer: FAIL after %d attempts" % opts["tries"])
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
