@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* lock_array: the array's own channel holds no region; it names the locks
+ * ("<array>/<i>") and pairs the members. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "channels/lock_array.h"
+
+/* Node id of the (I mod P)-th set bit of MEMBERS (P bits set). */
+static uint32_t member_at(uint64_t members, unsigned i)
+{
+	unsigned k = i % (unsigned)__builtin_popcountll(members);
+	while (k--)
+		members &= members - 1;
+	return (uint32_t)__builtin_ctzll(members);
+}
+
+static int locks_init(struct loco_lock_array *a, uint64_t members)
+{
+	for (unsigned i = 0; i < a->n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%u", i);
+		int rc = loco_ticket_lock_init(&a->locks[i], a->base.mgr, &a->base,
+					       name, member_at(members, i),
+					       members);
+		if (rc) {
+			while (i--)
+				loco_ticket_lock_fini(&a->locks[i]);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int loco_lock_array_init(struct loco_lock_array *a, struct loco_mgr *mgr,
+			 struct loco_channel *parent, const char *name,
+			 unsigned n, uint64_t participants)
+{
+	if (!n)
+		return -EINVAL;
+	int rc = loco_channel_init(&a->base, mgr, parent, name, participants);
+	if (rc)
+		return rc;
+	a->n = n;
+	a->locks = calloc(n, sizeof(*a->locks));
+	if (!a->locks) {
+		loco_channel_fini(&a->base);
+		return -ENOMEM;
+	}
+	/* Self included: a mask of 0 would mean every compute node. */
+	rc = locks_init(a, a->base.participants |
+			   UINT64_C(1) << loco_channel_self(&a->base));
+	if (!rc) {
+		rc = loco_channel_join(&a->base);
+		if (rc)
+			for (unsigned i = 0; i < n; i++)
+				loco_ticket_lock_fini(&a->locks[i]);
+	}
+	if (rc) {
+		free(a->locks);
+		loco_channel_fini(&a->base);
+	}
+	return rc;
+}
+
+void loco_lock_array_fini(struct loco_lock_array *a)
+{
+	for (unsigned i = 0; i < a->n; i++)
+		loco_ticket_lock_fini(&a->locks[i]);
+	free(a->locks);
+	a->locks = NULL;
+	loco_channel_fini(&a->base);
+}

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/* ticket_lock: see ticket_lock.h for the protocol.
+ *
+ * Invariants on the words at the host (serving only grows; next grows by
+ * FAA and shrinks only when the owner of the last ticket gives it back):
+ *  - serving <= next, and the tickets in [serving, next) are outstanding;
+ *  - serving passes ticket t only by a release of t, by its holder or by
+ *    a releaser that found t marked abandoned;
+ *  - skip[t % SLOTS] == t + 1 exactly while t is outstanding and marked.
+ * So a value of serving once seen is a lower bound of serving, and a node
+ * whose ticket equals such a value holds the lock: the hint `seen` spares
+ * the READ of serving when this node released last. */
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+#include "channels/chan_util.h"
+#include "channels/ticket_lock.h"
+
+/* State of a local waiter; TL_HELD and TL_OWNER are also the results of
+ * local_acquire. */
+enum {
+	TL_WAITING = 0,
+	TL_HELD = 1,   /* handed the lock, still held globally */
+	TL_OWNER = 2,  /* made local owner: must take a ticket */
+};
+
+struct loco_tl_waiter {
+	struct loco_tl_waiter *next;
+	_Atomic int state;
+};
+
+#define SLOT_BYTES ((uint64_t)LOCO_TICKET_LOCK_SLOTS * 8)
+/* A local waiter spins, then yields, this many rounds before it sleeps on
+ * the condition variable until granted. */
+#define WAIT_SPINS 64
+#define WAIT_YIELDS 256
+
+/* ---- set-up ----------------------------------------------------------- */
+
+/* Region "skip" at the host, expected from the host by everyone. */
+static int skip_add(struct loco_ticket_lock *l)
+{
+	int rc = 0;
+	if (l->host == loco_channel_self(&l->base))
+		rc = loco_channel_add_region(&l->base, "skip", SLOT_BYTES, NULL);
+	int idx = rc ? rc : loco_channel_expect(&l->base, "skip", SLOT_BYTES,
+						UINT64_C(1) << l->host);
+	if (idx < 0)
+		return idx;
+	l->skip_idx = (unsigned)idx;
+	return 0;
+}
+
+static void local_init(struct loco_ticket_lock *l, uint32_t host)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	/* The deadlines are CLOCK_MONOTONIC (loco_now_ns). */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	l->host = host;
+	pthread_mutex_init(&l->mu, NULL);
+	l->owned = false;
+	l->ticket = 0;
+	l->streak = 0;
+	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
+	l->head = l->tail = NULL;
+	l->st = (struct loco_ticket_lock_stats){ 0 };
+	atomic_init(&l->seen, 0);
+}
+
+/* The two words, over the lock's participants and this node (a mask of 0
+ * would mean every compute node). */
+static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr)
+{
+	uint64_t members = l->base.participants |
+			   UINT64_C(1) << loco_channel_self(&l->base);
+	int rc = loco_atomic_var_init(&l->next, mgr, &l->base, "next", l->host,
+				      members);
+	if (rc)
+		return rc;
+	rc = loco_atomic_var_init(&l->serving, mgr, &l->base, "serving",
+				  l->host, members);
+	if (rc)
+		loco_atomic_var_fini(&l->next);
+	return rc;
+}
+
+int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
+			  struct loco_channel *parent, const char *name,
+			  uint32_t host, uint64_t participants)
+{
+	if (host >= LOCO_MAX_NODES)
+		return -EINVAL;
+	int rc = loco_channel_init(&l->base, mgr, parent, name, participants);
+	if (rc)
+		return rc;
+	local_init(l, host);
+	if (host != loco_channel_self(&l->base) &&
+	    !(l->base.participants & UINT64_C(1) << host))
+		rc = -EINVAL;
+	if (!rc)
+		rc = skip_add(l);
+	if (!rc)
+		rc = words_init(l, mgr);
+	if (rc)
+		goto fini_chan;
+	rc = loco_channel_join(&l->base);
+	if (!rc)
+		return 0;
+	loco_atomic_var_fini(&l->serving);
+	loco_atomic_var_fini(&l->next);
+fini_chan:
+	loco_channel_fini(&l->base);
+	pthread_cond_destroy(&l->cv);
+	pthread_mutex_destroy(&l->mu);
+	return rc;
+}
+
+void loco_ticket_lock_fini(struct loco_ticket_lock *l)
+{
+	loco_atomic_var_fini(&l->serving);
+	loco_atomic_var_fini(&l->next);
+	loco_channel_fini(&l->base);
+	pthread_cond_destroy(&l->cv);
+	pthread_mutex_destroy(&l->mu);
+}
+
+void loco_ticket_lock_set_handover_max(struct loco_ticket_lock *l, unsigned n)
+{
+	pthread_mutex_lock(&l->mu);
+	l->handover_max = n;
+	pthread_mutex_unlock(&l->mu);
+}
+
+void loco_ticket_lock_stats(struct loco_ticket_lock *l,
+			    struct loco_ticket_lock_stats *out)
+{
+	pthread_mutex_lock(&l->mu);
+	*out = l->st;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- remote words ------------------------------------------------------ */
+
+static const struct loco_rregion *word_rr(struct loco_atomic_var *av)
+{
+	return loco_channel_remote(&av->base, av->idx, av->host);
+}
+
+static uint64_t slot_off(uint64_t ticket)
+{
+	return ticket % LOCO_TICKET_LOCK_SLOTS * 8;
+}
+
+/* CAS of ticket T's skip slot. */
+static int slot_cas(struct loco_ticket_lock *l, struct loco_thread *thr,
+		    uint64_t t, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	const struct loco_rregion *rr =
+		loco_channel_remote(&l->base, l->skip_idx, l->host);
+	return rr ? loco_cas(thr, rr, slot_off(t), expect, desired, old) :
+		    -ENOTCONN;
+}
+
+static uint64_t seen_get(struct loco_ticket_lock *l)
+{
+	/* Relaxed: a hint; every use is checked by the remote words. */
+	return atomic_load_explicit(&l->seen, memory_order_relaxed);
+}
+
+static void seen_set(struct loco_ticket_lock *l, uint64_t v)
+{
+	/* Relaxed: a hint (a value serving had). */
+	atomic_store_explicit(&l->seen, v, memory_order_relaxed);
+}
+
+/* ---- local queue (l->mu held unless noted) ---------------------------- */
+
+static void queue_push(struct loco_ticket_lock *l, struct loco_tl_waiter *w)
+{
+	w->next = NULL;
+	if (l->tail)
+		l->tail->next = w;
+	else
+		l->head = w;
+	l->tail = w;
+}
+
+static struct loco_tl_waiter *queue_pop(struct loco_ticket_lock *l)
+{
+	struct loco_tl_waiter *w = l->head;
+	l->head = w->next;
+	if (!l->head)
+		l->tail = NULL;
+	return w;
+}
+
+static void queue_unlink(struct loco_ticket_lock *l, struct loco_tl_waiter *w)
+{
+	struct loco_tl_waiter *prev = NULL;
+	for (struct loco_tl_waiter *p = l->head; p != w; p = p->next)
+		prev = p;
+	if (prev)
+		prev->next = w->next;
+	else
+		l->head = w->next;
+	if (l->tail == w)
+		l->tail = prev;
+}
+
+/* Wake W with STATE (l->mu held); W may return, and its frame vanish, as
+ * soon as l->mu is released. */
+static void grant(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
+		  int state)
+{
+	/* Release: pairs with the acquire load in waiter_spin; the waiter
+	 * sees everything the granter did before. */
+	atomic_store_explicit(&w->state, state, memory_order_release);
+	pthread_cond_broadcast(&l->cv);
+}
+
+/* Give up local ownership (not holding the global lock): the first local
+ * waiter becomes owner and takes a ticket itself. Takes l->mu. */
+static void local_pass(struct loco_ticket_lock *l)
+{
+	pthread_mutex_lock(&l->mu);
+	if (l->head)
+		grant(l, queue_pop(l), TL_OWNER);
+	else
+		l->owned = false;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Spin, then yield, for a grant: the state, or TL_WAITING. */
+static int waiter_spin(struct loco_tl_waiter *w)
+{
+	for (unsigned i = 0; i < WAIT_SPINS + WAIT_YIELDS; i++) {
+		/* Acquire: pairs with the release store in grant. */
+		int s = atomic_load_explicit(&w->state, memory_order_acquire);
+		if (s != TL_WAITING)
+			return s;
+		if (i < WAIT_SPINS)
+			chan_cpu_relax();
+		else
+			sched_yield();
+	}
+	return TL_WAITING;
+}
+
+/* Wait in the local queue: TL_HELD, TL_OWNER or -ETIMEDOUT. Spins first
+ * (a handover on an idle host takes microseconds), then sleeps on l->cv
+ * until granted (on a busy host a polling nap would be scheduled late). */
+static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
+		       uint64_t deadline)
+{
+	int s = waiter_spin(w);
+	if (s != TL_WAITING)
+		return s;
+	struct timespec ts = { (time_t)(deadline / 1000000000u),
+			       (long)(deadline % 1000000000u) };
+	int rc = 0;
+	pthread_mutex_lock(&l->mu);
+	/* Relaxed: grant stores under l->mu, which orders it with this load. */
+	while ((s = atomic_load_explicit(&w->state, memory_order_relaxed)) ==
+	       TL_WAITING && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+	if (s == TL_WAITING)
+		queue_unlink(l, w);
+	pthread_mutex_unlock(&l->mu);
+	return s == TL_WAITING ? -ETIMEDOUT : s;
+}
+
+/* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
+ * -ETIMEDOUT. Takes l->mu. */
+static int local_acquire(struct loco_ticket_lock *l, uint64_t deadline)
+{
+	struct loco_tl_waiter w;
+	atomic_init(&w.state, TL_WAITING);
+	pthread_mutex_lock(&l->mu);
+	if (!l->owned) {
+		l->owned = true;
+		pthread_mutex_unlock(&l->mu);
+		return TL_OWNER;
+	}
+	queue_push(l, &w);
+	pthread_mutex_unlock(&l->mu);
+	return waiter_wait(l, &w, deadline);
+}
+
+/* This node now holds ticket T. Takes l->mu. */
+static void hold(struct loco_ticket_lock *l, uint64_t t)
+{
+	pthread_mutex_lock(&l->mu);
+	l->ticket = t;
+	l->streak = 0;
+	l->st.acquires++;
+	pthread_mutex_unlock(&l->mu);
+}
+
+static void count(struct loco_ticket_lock *l, uint64_t *ctr)
+{
+	pthread_mutex_lock(&l->mu);
+	(*ctr)++;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- global lock ------------------------------------------------------- */
+
+/* One step of a ticket wait with D tickets still to be served before
+ * ours: the next in line spins briefly, then yields; the others yield at
+ * once (on a host with more nodes than cores the holder and the next in
+ * line need the CPU). No sleep: a sleeper that is served before it wakes
+ * leaves the lock idle. */
+static void wait_step(uint64_t d, unsigned *spins)
+{
+	if (d == 1 && ++*spins < CHAN_SPIN_LIMIT)
+		chan_cpu_relax();
+	else
+		sched_yield();
+}
+
+/* Wait until serving reaches T: 1 when it does, 0 past DEADLINE, or an
+ * error. Ordering: the READ that sees T is the acquire (docs/ordering.md:
+ * the releaser fenced before its FAA). */
+static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t, uint64_t deadline)
+{
+	unsigned spins = 0;
+	uint64_t s = seen_get(l);
+	while (s != t) {
+		if (s > t) {
+			loco_err(l->base.name, "serving %llu passed ticket %llu",
+				 (unsigned long long)s, (unsigned long long)t);
+			return -LOCO_EPROTO;
+		}
+		if (loco_now_ns() > deadline)
+			return 0;
+		wait_step(t - s, &spins);
+		int rc = loco_atomic_var_read(&l->serving, thr, &s);
+		if (rc)
+			return rc;
+		seen_set(l, s);
+	}
+	return 1;
+}
+
+/* T is marked abandoned; if serving reached T before the mark landed, the
+ * releaser may have missed it: take the mark back and hold the lock (0).
+ * The check is an FAA of 0, not a READ: with the releaser's FAA and CAS
+ * it forms a store-buffering pattern that only atomics totally ordered
+ * with each other rule out. */
+static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t)
+{
+	uint64_t s, old;
+	int rc = loco_atomic_var_faa(&l->serving, thr, 0, &s);
+	if (rc)
+		return rc;
+	seen_set(l, s);
+	if (s == t) {
+		rc = slot_cas(l, thr, t, t + 1, 0, &old);
+		if (rc || old == t + 1)
+			return rc;
+	}
+	count(l, &l->st.abandoned);
+	return -ETIMEDOUT;
+}
+
+/* Ticket T timed out: give it back if it is the last one, else mark it
+ * abandoned. -ETIMEDOUT, 0 if T was served meanwhile (now held), or an
+ * op error. A busy slot (SLOTS older abandoned tickets outstanding) makes
+ * us wait to be served for another default timeout, then try again. */
+static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
+			uint64_t t)
+{
+	uint64_t old;
+	int rc = loco_atomic_var_cas(&l->next, thr, t + 1, t, &old);
+	if (rc)
+		return rc;
+	if (old == t + 1) {
+		count(l, &l->st.returned);
+		return -ETIMEDOUT;
+	}
+	int wait_ms = loco_mgr_timeout_ms(l->base.mgr);
+	for (;;) {
+		rc = slot_cas(l, thr, t, 0, t + 1, &old);
+		if (rc)
+			return rc;
+		if (old == 0)
+			return mark_settle(l, thr, t);
+		rc = wait_served(l, thr, t, chan_deadline(loco_now_ns(), wait_ms));
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+}
+
+/* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
+static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
+			  uint64_t deadline)
+{
+	uint64_t t;
+	int rc = loco_atomic_var_faa(&l->next, thr, 1, &t);
+	if (rc)
+		return rc;
+	rc = wait_served(l, thr, t, deadline);
+	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
+	if (!rc)
+		hold(l, t);
+	return rc;
+}
+
+/* Take ticket S if next == S; serving <= next and serving >= S (a value
+ * it had) then make serving == S: the lock was free and is ours. */
+static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
+		      uint64_t s, uint64_t *next)
+{
+	int rc = loco_atomic_var_cas(&l->next, thr, s, s + 1, next);
+	if (rc)
+		return rc;
+	if (*next != s)
+		return -EBUSY;
+	hold(l, s);
+	return 0;
+}
+
+static int global_try(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	uint64_t next, s;
+	int rc = try_ticket(l, thr, seen_get(l), &next);
+	if (rc != -EBUSY)
+		return rc;
+	rc = loco_atomic_var_read(&l->serving, thr, &s);
+	if (rc)
+		return rc;
+	seen_set(l, s);
+	return s == next ? try_ticket(l, thr, s, &next) : -EBUSY;
+}
+
+/* Release ticket T: serving = T + 1, and if T + 1 is marked abandoned,
+ * clear the mark and release it too, and so on. The FAA and the CAS go to
+ * the host in one doorbell on one QP: the CAS executes after the FAA. */
+static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
+		      uint64_t t)
+{
+	const struct loco_rregion *srv = word_rr(&l->serving);
+	const struct loco_rregion *skip =
+		loco_channel_remote(&l->base, l->skip_idx, l->host);
+	if (!srv || !skip)
+		return -ENOTCONN;
+	for (;; t++) {
+		uint64_t old, mark;
+		struct loco_ack ack = { 0, 0 };
+		struct loco_batch b;
+		loco_batch_init(&b, thr);
+		loco_batch_faa(&b, srv, 0, 1, &old);
+		loco_batch_cas(&b, skip, slot_off(t + 1), t + 2, 0, &mark);
+		int rc = loco_batch_post(&b, &ack);
+		if (!rc)
+			rc = loco_ack_wait(thr, &ack, -1);
+		if (rc)
+			return rc;
+		seen_set(l, t + 1);
+		if (mark != t + 2)
+			return 0;
+		count(l, &l->st.skipped);
+	}
+}
+
+/* ---- public operations --------------------------------------------------- */
+
+int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
+			  int timeout_ms)
+{
+	if (timeout_ms < 0)
+		timeout_ms = loco_mgr_timeout_ms(l->base.mgr);
+	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
+	int rc = local_acquire(l, deadline);
+	if (rc == TL_HELD)
+		return 0;
+	if (rc == TL_OWNER) {
+		rc = global_acquire(l, thr, deadline);
+		if (rc)
+			local_pass(l);
+	}
+	if (rc == -ETIMEDOUT)
+		count(l, &l->st.timeouts);
+	return rc;
+}
+
+int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
+			     struct loco_thread *thr)
+{
+	pthread_mutex_lock(&l->mu);
+	bool busy = l->owned;
+	if (!busy)
+		l->owned = true;
+	pthread_mutex_unlock(&l->mu);
+	if (busy)
+		return -EBUSY;
+	int rc = global_try(l, thr);
+	if (rc)
+		local_pass(l);
+	return rc;
+}
+
+int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
+			    enum loco_fence_scope scope, uint32_t peer)
+{
+	/* Release: places the writes made under the lock before the next
+	 * holder can see the lock move (pairs with the acquire load of the
+	 * waiter state in waiter_spin, or l->mu in waiter_wait, or the next
+	 * holder's READ of serving in wait_served). */
+	int frc = loco_fence(thr, scope, peer);
+	pthread_mutex_lock(&l->mu);
+	if (l->head && l->streak < l->handover_max) {
+		l->streak++;
+		l->st.handovers++;
+		grant(l, queue_pop(l), TL_HELD);
+		pthread_mutex_unlock(&l->mu);
+		return frc;
+	}
+	uint64_t t = l->ticket;
+	pthread_mutex_unlock(&l->mu);
+	int rc = serve_next(l, thr, t);
+	local_pass(l);
+	return frc ? frc : rc;
+}

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/* ticket_lock and lock_array on in-process clusters (every manager in this
+ * process, so a process-wide flag sees two holders at once): lock, trylock
+ * and unlock across nodes; mutual exclusion and an exact remote counter
+ * with two threads per node; local handovers (and none with a bound of
+ * 0); a timed-out last ticket given back; an abandoned ticket skipped by
+ * the release that serves it; a storm of short timeouts that never breaks
+ * exclusion nor wedges the lock; the lock array's striping. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "channels/lock_array.h"
+#include "channels/shared_region.h"
+#include "channels/ticket_lock.h"
+#include "test/channels2/cluster_retry.h"
+#include "test/common/skip.h"
+
+#define LONG_MS 60000
+
+static struct cluster cl;
+static struct loco_ticket_lock lk[CL_MAX];
+
+static void setup2(void)
+{
+	ck_assert_int_eq(cluster_start_retry(&cl, 2, 10000), 0);
+}
+
+static void setup3(void)
+{
+	ck_assert_int_eq(cluster_start_retry(&cl, 3, 10000), 0);
+}
+
+static void teardown(void)
+{
+	cluster_stop(&cl);
+}
+
+/* Lock "lk" hosted at node 0 on every node of the cluster. */
+static void locks_init(void)
+{
+	for (unsigned i = 0; i < cl.n; i++)
+		ck_assert_int_eq(loco_ticket_lock_init(&lk[i], cl.mgr[i], NULL,
+						       "lk", 0, 0), 0);
+	ck_assert_int_eq(cluster_ready(&cl, 5000), 0);
+}
+
+static void locks_fini(void)
+{
+	for (unsigned i = 0; i < cl.n; i++)
+		loco_ticket_lock_fini(&lk[i]);
+}
+
+START_TEST(init_errors)
+{
+	struct loco_ticket_lock l;
+	ck_assert_int_eq(loco_ticket_lock_init(&l, cl.mgr[0], NULL, "l", 3, 0),
+			 -EINVAL);
+	ck_assert_int_eq(loco_ticket_lock_init(&l, cl.mgr[0], NULL, "l",
+					       LOCO_MAX_NODES, 0), -EINVAL);
+	ck_assert_int_eq(loco_ticket_lock_init(&l, cl.mgr[0], NULL, "a.b", 0, 0),
+			 -EINVAL);
+	/* node 1 hosts, but only node 0 takes part */
+	ck_assert_int_eq(loco_ticket_lock_init(&l, cl.mgr[0], NULL, "l", 1,
+					       UINT64_C(1) << 0), -EINVAL);
+	/* a failed init leaves nothing behind: the name is free again */
+	ck_assert_int_eq(loco_ticket_lock_init(&l, cl.mgr[0], NULL, "l", 0, 0), 0);
+	loco_ticket_lock_fini(&l);
+}
+END_TEST
+
+START_TEST(lock_trylock_unlock)
+{
+	struct loco_ticket_lock_stats s;
+	locks_init();
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], 1000), 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[0], cl.thr[0]), -EBUSY);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 50), -ETIMEDOUT);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+						 LOCO_FENCE_THREAD, 0), 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[0], cl.thr[0]), 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[1], cl.thr[1]), -EBUSY);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_GLOBAL, 0), 0);
+	/* the node that released last acquires without reading serving */
+	struct loco_stats a, b;
+	loco_thread_stats(cl.thr[0], &a);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	loco_thread_stats(cl.thr[0], &b);
+	ck_assert_uint_eq(b.faa - a.faa, 1);
+	ck_assert_uint_eq(b.reads - a.reads, 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_PAIR, 1), 0);
+	loco_ticket_lock_stats(&lk[0], &s);
+	ck_assert_uint_eq(s.acquires, 2);
+	ck_assert_uint_eq(s.timeouts, 1);
+	ck_assert_uint_eq(s.returned, 1);
+	loco_ticket_lock_stats(&lk[1], &s);
+	ck_assert_uint_eq(s.acquires, 1);
+	locks_fini();
+}
+END_TEST
+
+/* ---- threads ---------------------------------------------------------- */
+
+static _Atomic int inside;              /* holders right now, all nodes */
+static _Atomic unsigned long overlaps;
+static pthread_barrier_t start;         /* all workers begin together */
+
+static void enter(void)
+{
+	/* Relaxed: a witness of overlap; the lock orders the sections. */
+	if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed))
+		atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
+}
+
+static void leave(void)
+{
+	/* Relaxed: as in enter. */
+	atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+}
+
+struct worker {
+	pthread_t tid;
+	unsigned node;
+	struct loco_shared_region *sr;  /* counter at node 0, offset 0 */
+	long iters;
+	int timeout_ms;                 /* < LONG_MS: timeouts expected */
+	long hold_us;                   /* sleep inside the section */
+	long done, timeouts;
+	int err;
+};
+
+/* One increment under the lock: READ, WRITE, fenced by the release. */
+static int increment(struct worker *w, struct loco_thread *thr)
+{
+	uint64_t v;
+	int rc = loco_shared_region_read(w->sr, thr, 0, 0, &v, 8);
+	v++;
+	if (!rc)
+		rc = loco_shared_region_write(w->sr, thr, 0, 0, &v, 8);
+	return rc;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct loco_thread *thr;
+	w->err = loco_thread_create(cl.mgr[w->node], &thr);
+	pthread_barrier_wait(&start);
+	for (long i = 0; !w->err && i < w->iters; i++) {
+		int rc = loco_ticket_lock_lock(&lk[w->node], thr, w->timeout_ms);
+		if (rc == -ETIMEDOUT) {
+			w->timeouts++;
+			continue;
+		}
+		enter();
+		w->err = rc ? rc : increment(w, thr);
+		if (w->hold_us)
+			usleep((useconds_t)w->hold_us);
+		leave();
+		rc = loco_ticket_lock_unlock(&lk[w->node], thr, LOCO_FENCE_PAIR, 0);
+		w->err = w->err ? w->err : rc;
+		w->done++;
+	}
+	if (!w->err)
+		loco_thread_destroy(thr);
+	return NULL;
+}
+
+/* PER threads on every node, ITERS sections each; returns sections done. */
+static long run_workers(struct loco_shared_region *sr, unsigned per, long iters,
+			int timeout_ms, long hold_us)
+{
+	struct worker w[CL_MAX * 2];
+	unsigned n = cl.n * per;
+	long done = 0;
+	pthread_barrier_init(&start, NULL, n);
+	for (unsigned i = 0; i < n; i++) {
+		w[i] = (struct worker){ .node = i % cl.n, .sr = sr, .iters = iters,
+					.timeout_ms = timeout_ms,
+					.hold_us = hold_us };
+		ck_assert_int_eq(pthread_create(&w[i].tid, NULL, worker_main, &w[i]),
+				 0);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(w[i].tid, NULL);
+		ck_assert_msg(w[i].err == 0, "worker %u: %s", i,
+			      loco_strerror(w[i].err));
+		ck_assert_int_eq(w[i].done + w[i].timeouts, iters);
+		done += w[i].done;
+	}
+	pthread_barrier_destroy(&start);
+	return done;
+}
+
+static uint64_t counter(struct loco_shared_region *sr)
+{
+	uint64_t v;
+	ck_assert_int_eq(loco_shared_region_read(sr, cl.thr[1], 0, 0, &v, 8), 0);
+	return v;
+}
+
+static void regions_init(struct loco_shared_region *sr)
+{
+	for (unsigned i = 0; i < cl.n; i++)
+		ck_assert_int_eq(loco_shared_region_init(&sr[i], cl.mgr[i], NULL,
+							 "ctr", 64, 0), 0);
+	locks_init();
+}
+
+static void regions_fini(struct loco_shared_region *sr)
+{
+	locks_fini();
+	for (unsigned i = 0; i < cl.n; i++)
+		loco_shared_region_fini(&sr[i]);
+}
+
+START_TEST(threads_exclusive_with_handovers)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_ticket_lock_stats s;
+	uint64_t handovers = 0, acquires = 0;
+	regions_init(sr);
+	long done = run_workers(sr, 2, 1000, LONG_MS, 20);
+	ck_assert_int_eq(done, 2 * 2 * 1000);
+	ck_assert_uint_eq(counter(sr), 4000);
+	ck_assert_uint_eq(overlaps, 0);
+	for (unsigned i = 0; i < cl.n; i++) {
+		loco_ticket_lock_stats(&lk[i], &s);
+		handovers += s.handovers;
+		acquires += s.acquires;
+	}
+	ck_assert_uint_eq(handovers + acquires, 4000);
+	ck_assert_uint_gt(handovers, 0);
+	regions_fini(sr);
+}
+END_TEST
+
+START_TEST(no_handover_when_bound_is_zero)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_ticket_lock_stats s;
+	regions_init(sr);
+	for (unsigned i = 0; i < cl.n; i++)
+		loco_ticket_lock_set_handover_max(&lk[i], 0);
+	ck_assert_int_eq(run_workers(sr, 2, 300, LONG_MS, 20), 1200);
+	ck_assert_uint_eq(counter(sr), 1200);
+	for (unsigned i = 0; i < cl.n; i++) {
+		loco_ticket_lock_stats(&lk[i], &s);
+		ck_assert_uint_eq(s.handovers, 0);
+		ck_assert_uint_eq(s.acquires, 600);
+	}
+	regions_fini(sr);
+}
+END_TEST
+
+/* A lock attempt in its own thread (its own QPs), unlocking at once. */
+struct attempt {
+	pthread_t tid;
+	unsigned node;
+	int timeout_ms;
+	int rc;
+};
+
+static void *attempt_main(void *arg)
+{
+	struct attempt *a = arg;
+	struct loco_thread *thr;
+	a->rc = loco_thread_create(cl.mgr[a->node], &thr);
+	if (a->rc)
+		return NULL;
+	a->rc = loco_ticket_lock_lock(&lk[a->node], thr, a->timeout_ms);
+	if (!a->rc)
+		a->rc = loco_ticket_lock_unlock(&lk[a->node], thr,
+						LOCO_FENCE_THREAD, 0);
+	loco_thread_destroy(thr);
+	return NULL;
+}
+
+/* Wait until next_ticket reaches WANT. */
+static void next_wait(uint64_t want)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 5000 && v < want; i++) {
+		ck_assert_int_eq(loco_atomic_var_read(&lk[0].next, cl.thr[0], &v), 0);
+		usleep(1000);
+	}
+	ck_assert_uint_eq(v, want);
+}
+
+static void lock_unlock(unsigned node)
+{
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[node], cl.thr[node], 5000), 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[node], cl.thr[node],
+						 LOCO_FENCE_THREAD, 0), 0);
+}
+
+/* Node 0 holds; node 1 times out with node 2 queued behind it, so it
+ * cannot give its ticket back: it marks it abandoned, and node 0's
+ * release skips it straight to node 2. */
+START_TEST(abandoned_ticket_is_skipped)
+{
+	struct loco_ticket_lock_stats s;
+	struct attempt a1 = { .node = 1, .timeout_ms = 500 };
+	struct attempt a2 = { .node = 2, .timeout_ms = LONG_MS };
+	locks_init();
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	ck_assert_int_eq(pthread_create(&a1.tid, NULL, attempt_main, &a1), 0);
+	next_wait(2);
+	ck_assert_int_eq(pthread_create(&a2.tid, NULL, attempt_main, &a2), 0);
+	next_wait(3);
+	pthread_join(a1.tid, NULL);
+	ck_assert_int_eq(a1.rc, -ETIMEDOUT);
+	loco_ticket_lock_stats(&lk[1], &s);
+	ck_assert_uint_eq(s.abandoned, 1);
+	ck_assert_uint_eq(s.returned, 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	pthread_join(a2.tid, NULL);
+	ck_assert_int_eq(a2.rc, 0);
+	loco_ticket_lock_stats(&lk[0], &s);
+	ck_assert_uint_eq(s.skipped, 1);
+	for (unsigned i = 0; i < cl.n; i++)
+		lock_unlock(i);
+	locks_fini();
+}
+END_TEST
+
+/* Timeouts of 1 ms under contention: tickets given back, abandoned,
+ * skipped (and taken back when served meanwhile) at random. Exclusion
+ * holds, the counter counts exactly the sections entered, and afterwards
+ * every node still gets the lock and every abandoned ticket was skipped. */
+START_TEST(timeout_storm)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_ticket_lock_stats s;
+	uint64_t abandoned = 0, skipped = 0, timeouts = 0;
+	regions_init(sr);
+	long done = run_workers(sr, 2, 400, 1, 100);
+	ck_assert_uint_eq(counter(sr), (uint64_t)done);
+	ck_assert_uint_eq(overlaps, 0);
+	for (unsigned i = 0; i < cl.n; i++)
+		lock_unlock(i);
+	for (unsigned i = 0; i < cl.n; i++) {
+		loco_ticket_lock_stats(&lk[i], &s);
+		abandoned += s.abandoned;
+		skipped += s.skipped;
+		timeouts += s.timeouts;
+	}
+	ck_assert_uint_eq(abandoned, skipped);
+	ck_assert_uint_eq(done + timeouts, 3 * 2 * 400);
+	printf("timeout storm: %ld sections, %llu timeouts, %llu abandoned and "
+	       "skipped\n", done, (unsigned long long)timeouts,
+	       (unsigned long long)abandoned);
+	regions_fini(sr);
+}
+END_TEST
+
+/* Lock i of an array of 5 over 3 nodes is hosted at node i mod 3, and
+ * every lock works from every node. */
+START_TEST(lock_array_striped)
+{
+	struct loco_lock_array a[CL_MAX];
+	for (unsigned i = 0; i < cl.n; i++)
+		ck_assert_int_eq(loco_lock_array_init(&a[i], cl.mgr[i], NULL,
+						      "locks", 5, 0), 0);
+	ck_assert_int_eq(cluster_ready(&cl, 5000), 0);
+	ck_assert_int_eq(loco_lock_array_init(&a[3], cl.mgr[0], NULL, "x", 0, 0),
+			 -EINVAL);
+	for (unsigned k = 0; k < 5; k++) {
+		ck_assert_uint_eq(loco_lock_array_at(&a[0], k)->host, k % 3);
+		ck_assert_ptr_eq(loco_lock_array_for_key(&a[1], k + 10),
+				 loco_lock_array_at(&a[1], k));
+		for (unsigned i = 0; i < cl.n; i++) {
+			struct loco_ticket_lock *l = loco_lock_array_at(&a[i], k);
+			ck_assert_int_eq(loco_ticket_lock_lock(l, cl.thr[i], 1000), 0);
+			ck_assert_int_eq(loco_ticket_lock_trylock(
+				loco_lock_array_at(&a[(i + 1) % 3], k),
+				cl.thr[(i + 1) % 3]), -EBUSY);
+			ck_assert_int_eq(loco_ticket_lock_unlock(l, cl.thr[i],
+						LOCO_FENCE_THREAD, 0), 0);
+		}
+	}
+	ck_assert_str_eq(loco_lock_array_at(&a[2], 4)->base.name, "locks/4");
+	for (unsigned i = 0; i < cl.n; i++)
+		loco_lock_array_fini(&a[i]);
+}
+END_TEST
+
+int main(void)
+{
+	if (test_transport_skip())
+		return TEST_SKIP;
+	Suite *s = suite_create("ticket_lock");
+	TCase *tc = tcase_create("two_nodes");
+	tcase_add_checked_fixture(tc, setup2, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, init_errors);
+	tcase_add_test(tc, lock_trylock_unlock);
+	tcase_add_test(tc, threads_exclusive_with_handovers);
+	tcase_add_test(tc, no_handover_when_bound_is_zero);
+	suite_add_tcase(s, tc);
+	TCase *t3 = tcase_create("three_nodes");
+	tcase_add_checked_fixture(t3, setup3, teardown);
+	tcase_set_timeout(t3, 120);
+	tcase_add_test(t3, abandoned_ticket_is_skipped);
+	tcase_add_test(t3, timeout_storm);
+	tcase_add_test(t3, lock_array_striped);
+	suite_add_tcase(s, t3);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
