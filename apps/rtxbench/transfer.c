@@ -410,7 +410,8 @@ static bool wants_help(int argc, char **argv)
 	return false;
 }
 
-int main(int argc, char **argv)
+/* The program: loco-rtx-transfer, and loco-transfer --rtx. */
+int rtx_transfer_main(int argc, char **argv)
 {
 	static struct xfer xf;
 	struct local_node ln;

@@ -148,4 +148,7 @@ struct xfer_warg {
 	int rc;
 };
 
+/* Entry point of the rTX transfer program (argv as for main). */
+int rtx_transfer_main(int argc, char **argv);
+
 #endif
