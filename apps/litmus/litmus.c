@@ -165,6 +165,12 @@ static int torn_writer(struct litmus *l, struct loco_thread *qa)
 		for (int i = 0; i < WORDS; i++)
 			src[i] = (uint64_t)t;
 		rc = loco_write(qa, &l->rr, DATA_OFF, src, sizeof(src));
+		/* A writer that outruns placement only makes the NIC place
+		 * whole writes at once; pausing lets pieces land one by one
+		 * while the reader reads. */
+		uint64_t t0 = loco_now_ns();
+		while (loco_now_ns() - t0 < 5000)
+			;
 	}
 	/* Relaxed: see torn_reader. */
 	atomic_store_explicit(&l->writer_done, true, memory_order_relaxed);
