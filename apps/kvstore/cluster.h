@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* The frame of a benchmark run on every compute node (loco-kvstore,
+ * loco-transfer): a barrier to start and end together, and an SST with
+ * one row of results per node, read by every node after the final
+ * barrier so the lowest id can print the cluster-wide line.
+ *
+ * Channel "<name>" with sub-channels "<name>/bar" and "<name>/rows". */
+#ifndef LOCO_APPS_CLUSTER_H
+#define LOCO_APPS_CLUSTER_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "channels/barrier.h"
+#include "channels/sst.h"
+#include "loco/channel.h"
+
+#define CL_EXTRA 16
+
+/* Remote layout of one node's results. */
+struct cl_row {
+	uint64_t ops;
+	uint64_t dur_ns;
+	uint64_t p50_ns, p99_ns;
+	uint64_t reads, writes, cas, faa, rtts;  /* verbs of the run */
+	uint64_t extra[CL_EXTRA];                /* the app's counters */
+};
+static_assert(sizeof(struct cl_row) == 200, "remote layout");
+
+struct cl_run {
+	struct loco_channel base;
+	struct loco_barrier bar;
+	struct loco_sst rows;
+	unsigned nodes;
+};
+static_assert(offsetof(struct cl_run, base) == 0, "base first");
+
+/* Create the endpoints on every compute node and start joining. */
+int cl_run_init(struct cl_run *r, struct loco_mgr *mgr, const char *name);
+void cl_run_fini(struct cl_run *r);
+
+/* Wait for every node, up to TIMEOUT_MS (the phases before a barrier
+ * may take long: prefills). Returns 0, -ETIMEDOUT or an error.
+ * Ordering: a barrier (global fence on arrival): remote writes any
+ *   thread of any node made before arriving are placed at the return.
+ * Completion: synchronous.
+ * Caller: one thread per node, THR's owner. */
+int cl_run_sync(struct cl_run *r, struct loco_thread *thr, int timeout_ms);
+
+/* Store this node's row, push it (placed), then cl_run_sync: after the
+ * return every node's row can be loaded with cl_run_sum.
+ * Ordering: the push is placed before the barrier arrival.
+ * Completion: synchronous.
+ * Caller: as cl_run_sync. */
+int cl_run_publish(struct cl_run *r, struct loco_thread *thr,
+		   const struct cl_row *mine, int timeout_ms);
+
+/* Sum of every node's row into *OUT: counters and ops added, dur_ns and
+ * the latency percentiles the maximum over the nodes (an upper bound of
+ * the cluster's percentile); *MIN_OPS and *MAX_OPS get the fewest and
+ * most ops of a node (fairness). Returns 0 or a row load error. */
+int cl_run_sum(struct cl_run *r, struct cl_row *out, uint64_t *min_ops,
+	       uint64_t *max_ops);
+
+/* True on the lowest node id, which prints the cluster line. */
+bool cl_run_leader(const struct cl_run *r);
+
+/* Fill the verbs of ROW from the difference of two manager snapshots. */
+void cl_row_verbs(struct cl_row *row, const struct loco_stats *before,
+		  const struct loco_stats *after);
+
+#endif

@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-kvstore: YCSB-style driver of the kvstore (LOCO §7.2). Every
+ * compute node runs it with the same options: each prefills its share of
+ * the keys, the nodes pass a barrier, run the mix for --duration seconds
+ * (a progress line a second on stderr), pass a barrier again, and print
+ * their JSON result line; the lowest node id also prints the cluster's
+ * (scope "cluster": ops summed, latency percentiles the maximum over the
+ * nodes). Without a hosts file it runs as a private one-node cluster. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "apps/common/local.h"
+#include "apps/kvstore/drv.h"
+#include "loco/history.h"
+
+/* The barrier after the prefill waits this long (a prefill may take a
+ * while), the final one less: the nodes stop at the same time, give or
+ * take one operation and its timeouts. */
+#define SYNC_MS 300000
+#define FINAL_MS 60000
+#define READY_MS 60000
+
+static const char usage[] =
+"usage: loco-kvstore [options] (plus --id/--hosts/--transport, or none for\n"
+"                    a private one-node cluster)\n"
+"  --keys N          key space 0..N-1 (default 100000)\n"
+"  --value-size B    value bytes, a multiple of 8, 8..4096 (default 64)\n"
+"  --read-ratio R    fraction of gets (default 0.9)\n"
+"  --insert-ratio I  fraction of inserts, and as many deletes (default 0.02)\n"
+"  --put-ratio P     fraction of puts (default 0); the rest are updates\n"
+"  --zipf THETA      Zipfian skew in [0, 1), 0 = uniform (default 0)\n"
+"  --fill F          fraction of the keys prefilled (default 0.8)\n"
+"  --threads T       worker threads per node (default 1)\n"
+"  --window W        operations in flight per thread, 1..128 (default 1)\n"
+"  --duration S      seconds of the measured phase (default 5)\n"
+"  --ops N           stop each thread after N operations (default: no limit)\n"
+"  --locks L         index locks (default 64)\n"
+"  --seed S          seed of the key and op choices (default 1)\n"
+"  --record FILE     record the history for loco-lincheck (model map);\n"
+"                    %n in FILE is the node id, a directory gets nodeID.jsonl\n"
+"  --broken-fence    tests only: unlock without placing writes to other\n"
+"                    hosts (shm-weak histories must then fail the check)\n"
+"Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
+"raise --arena-mb for big runs).\n";
+
+static int num_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || !*s || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int num_dbl(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (*end || !*s || !(v >= lo && v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_one(struct drv_opts *o, int c, const char *arg)
+{
+	uint64_t v = 0;
+	int rc = 0;
+	switch (c) {
+	case 'k': rc = num_u64(arg, 1, UINT64_C(1) << 40, &o->keys); break;
+	case 'v': rc = num_u64(arg, 8, KV_VALUE_MAX, &v) || v % 8;
+		  o->value_size = (uint32_t)v; break;
+	case 'r': rc = num_dbl(arg, 0, 1, &o->read); break;
+	case 'i': rc = num_dbl(arg, 0, 0.5, &o->insert); break;
+	case 'p': rc = num_dbl(arg, 0, 1, &o->put); break;
+	case 'z': rc = num_dbl(arg, 0, 0.9999, &o->zipf); break;
+	case 'f': rc = num_dbl(arg, 0, 1, &o->fill); break;
+	case 't': rc = num_u64(arg, 1, DRV_MAX_THREADS, &v); o->threads = (unsigned)v; break;
+	case 'w': rc = num_u64(arg, 1, DRV_MAX_WINDOW, &v); o->window = (unsigned)v; break;
+	case 'd': rc = num_dbl(arg, 0.001, 86400, &o->duration); break;
+	case 'l': rc = num_u64(arg, 1, 4096, &v); o->locks = (unsigned)v; break;
+	case 's': rc = num_u64(arg, 0, UINT64_MAX, &o->seed); break;
+	case 'o': rc = num_u64(arg, 1, UINT64_MAX, &o->max_ops); break;
+	case 'R': o->record = arg; break;
+	case 'B': o->broken_fence = true; break;
+	default: return -1;
+	}
+	return rc ? -1 : 0;
+}
+
+static int parse(struct drv_opts *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "keys", required_argument, NULL, 'k' },
+		{ "value-size", required_argument, NULL, 'v' },
+		{ "read-ratio", required_argument, NULL, 'r' },
+		{ "insert-ratio", required_argument, NULL, 'i' },
+		{ "put-ratio", required_argument, NULL, 'p' },
+		{ "zipf", required_argument, NULL, 'z' },
+		{ "fill", required_argument, NULL, 'f' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "locks", required_argument, NULL, 'l' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "ops", required_argument, NULL, 'o' },
+		{ "record", required_argument, NULL, 'R' },
+		{ "broken-fence", no_argument, NULL, 'B' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == '?' || parse_one(o, c, optarg)) {
+			if (c != '?')
+				fprintf(stderr, "loco-kvstore: bad value '%s'\n",
+					optarg);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "loco-kvstore: unexpected '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (o->read + 2 * o->insert + o->put > 1.0 + 1e-9) {
+		fprintf(stderr, "loco-kvstore: read + 2 x insert + put ratios "
+			"exceed 1\n");
+		return 2;
+	}
+	return 0;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return true;
+	return false;
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+static void member_rank(struct drv *d)
+{
+	uint64_t members = loco_mgr_compute_peers(d->mgr) |
+			   UINT64_C(1) << d->self;
+	d->nmembers = (unsigned)__builtin_popcountll(members);
+	d->member = (unsigned)__builtin_popcountll(members &
+						   ((UINT64_C(1) << d->self) - 1));
+}
+
+static int setup(struct drv *d)
+{
+	struct kv_config cfg = {
+		.capacity = d->o.keys, .value_size = d->o.value_size,
+		.nlocks = d->o.locks, .broken_fence = d->o.broken_fence,
+	};
+	d->self = loco_mgr_id(d->mgr);
+	member_rank(d);
+	int rc = d->o.record ? loco_history_open(d->mgr, d->o.record) : 0;
+	if (!rc)
+		rc = zipf_init(&d->zipf, d->o.keys, d->o.zipf);
+	if (!rc)
+		rc = kv_init(&d->kv, d->mgr, NULL, "kv", &cfg);
+	if (rc)
+		return rc;
+	rc = cl_run_init(&d->run, d->mgr, "kvrun");
+	if (rc)
+		goto fini_kv;
+	rc = loco_mgr_wait_ready(d->mgr, READY_MS);
+	if (!rc)
+		rc = kv_start(&d->kv);
+	if (!rc)
+		return 0;
+	cl_run_fini(&d->run);
+fini_kv:
+	kv_fini(&d->kv);
+	return rc;
+}
+
+static void teardown(struct drv *d)
+{
+	kv_stop(&d->kv);
+	cl_run_fini(&d->run);
+	kv_fini(&d->kv);
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+static uint64_t live_ops(struct drv *d)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < d->o.threads; i++)
+		/* Relaxed: a progress counter. */
+		n += atomic_load_explicit(&d->w[i].live_ops, memory_order_relaxed);
+	return n;
+}
+
+/* Print a progress line a second until every worker is done. */
+static void progress(struct drv *d, uint64_t t0)
+{
+	uint64_t last_ns = t0, last_ops = 0;
+	/* Acquire: pairs with each worker's release increment. */
+	while (atomic_load_explicit(&d->done, memory_order_acquire) < d->o.threads) {
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+		uint64_t now = loco_now_ns();
+		if (now - last_ns < 1000000000u)
+			continue;
+		uint64_t ops = live_ops(d);
+		fprintf(stderr, "kvstore: node %u: %.0f s, %.0f ops/s\n", d->self,
+			(double)(now - t0) / 1e9,
+			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns));
+		last_ns = now;
+		last_ops = ops;
+	}
+}
+
+/* The phase barrier counts every worker: one that cannot start leaves
+ * the process nothing to do but exit. */
+static void workers_start(struct drv *d)
+{
+	for (unsigned i = 0; i < d->o.threads; i++) {
+		d->w[i].d = d;
+		d->w[i].idx = i;
+		if (pthread_create(&d->w[i].tid, NULL, drv_worker_main, &d->w[i])) {
+			fprintf(stderr, "loco-kvstore: cannot start a thread\n");
+			exit(1);
+		}
+	}
+}
+
+/* Sum the workers into ROW (and their latencies into LAT). */
+static int row_fill(struct drv *d, struct cl_row *row, struct bench_lat *lat)
+{
+	size_t n = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < d->o.threads; i++) {
+		for (unsigned x = 0; x < X_N; x++)
+			row->extra[x] += d->w[i].n[x];
+		rc = rc ? rc : d->w[i].rc;
+		n += d->w[i].lat.n;
+	}
+	struct kv_stats st = { 0 };
+	kv_store_stats(&d->kv, &st);
+	row->extra[X_APPLIED] = st.applied;
+	row->ops = row->extra[X_GETS] + row->extra[X_INSERTS] +
+		   row->extra[X_DELETES] + row->extra[X_UPDATES] + row->extra[X_PUTS];
+	if (bench_lat_init(lat, n ? n : 1))
+		return -ENOMEM;
+	for (unsigned i = 0; i < d->o.threads; i++) {
+		for (size_t k = 0; k < d->w[i].lat.n; k++)
+			bench_lat_add(lat, d->w[i].lat.ns[k]);
+		bench_lat_fini(&d->w[i].lat);
+	}
+	row->p50_ns = (uint64_t)(bench_lat_pct_us(lat, 50) * 1000);
+	row->p99_ns = (uint64_t)(bench_lat_pct_us(lat, 99) * 1000);
+	return rc;
+}
+
+/* ---- report -------------------------------------------------------------- */
+
+/* CLUSTER: the fewest and most ops of a node for the cluster line, or
+ * NULL for this node's line. */
+static void report(struct drv *d, const struct cl_row *row,
+		   const uint64_t *cluster)
+{
+	const struct drv_opts *o = &d->o;
+	const uint64_t *x = row->extra;
+	struct bench_result r = {
+		.app = "kvstore", .transport = loco_mgr_transport(d->mgr),
+		.nodes = d->nmembers, .threads = o->threads,
+		.duration_s = (double)row->dur_ns / 1e9, .ops = row->ops,
+		.p50_us = (double)row->p50_ns / 1000,
+		.p99_us = (double)row->p99_ns / 1000,
+		.stats = { .reads = row->reads, .writes = row->writes,
+			   .cas = row->cas, .faa = row->faa, .rtts = row->rtts },
+	};
+	bench_json_begin(stdout, &r);
+	if (cluster)
+		printf(",\"scope\":\"cluster\",\"clients\":%u,\"min_node_ops\":%"
+		       PRIu64 ",\"max_node_ops\":%" PRIu64,
+		       d->nmembers * o->threads, cluster[0], cluster[1]);
+	else
+		printf(",\"scope\":\"node\",\"node\":%u", d->self);
+	printf(",\"keys\":%" PRIu64 ",\"value_size\":%u,\"read_ratio\":%g,"
+	       "\"insert_ratio\":%g,\"put_ratio\":%g,\"zipf\":%g,\"window\":%u,"
+	       "\"locks\":%u,\"recorded\":%s,\"broken_fence\":%s", o->keys,
+	       o->value_size, o->read, o->insert, o->put, o->zipf, o->window,
+	       o->locks, o->record ? "true" : "false",
+	       o->broken_fence ? "true" : "false");
+	printf(",\"gets\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"inserts\":%" PRIu64
+	       ",\"inserted\":%" PRIu64 ",\"deletes\":%" PRIu64 ",\"deleted\":%"
+	       PRIu64 ",\"updates\":%" PRIu64 ",\"updated\":%" PRIu64
+	       ",\"puts\":%" PRIu64, x[X_GETS], x[X_HITS], x[X_INSERTS],
+	       x[X_INSERTED], x[X_DELETES], x[X_DELETED], x[X_UPDATES],
+	       x[X_UPDATED], x[X_PUTS]);
+	printf(",\"torn_retries\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"invalid\":%"
+	       PRIu64 ",\"applied\":%" PRIu64 ",\"prefilled\":%" PRIu64
+	       ",\"bad_values\":%" PRIu64, x[X_TORN], x[X_STALE], x[X_INVALID],
+	       x[X_APPLIED], x[X_PREFILL], x[X_BAD]);
+	bench_json_end(stdout);
+}
+
+/* Publish this node's row, print it, and on the leader the cluster's. */
+static int finish(struct drv *d, struct loco_thread *thr, struct cl_row *row)
+{
+	int rc = cl_run_publish(&d->run, thr, row, FINAL_MS);
+	report(d, row, NULL);
+	struct cl_row sum;
+	uint64_t spread[2];
+	if (!rc && cl_run_leader(&d->run) &&
+	    !(rc = cl_run_sum(&d->run, &sum, &spread[0], &spread[1])))
+		report(d, &sum, spread);
+	return rc;
+}
+
+static int run_all(struct drv *d)
+{
+	struct loco_thread *thr;
+	int rc = loco_thread_create(d->mgr, &thr);
+	if (rc)
+		return rc;
+	pthread_barrier_init(&d->phase, NULL, d->o.threads + 1);
+	workers_start(d);
+	pthread_barrier_wait(&d->phase);
+	rc = cl_run_sync(&d->run, thr, SYNC_MS);
+	struct loco_stats s0, s1;
+	loco_mgr_stats(d->mgr, &s0);
+	uint64_t t0 = loco_now_ns();
+	d->end_ns = rc ? t0 : t0 + (uint64_t)(d->o.duration * 1e9);
+	pthread_barrier_wait(&d->phase);
+	progress(d, t0);
+	for (unsigned i = 0; i < d->o.threads; i++)
+		pthread_join(d->w[i].tid, NULL);
+	struct cl_row row = { .dur_ns = loco_now_ns() - t0 };
+	loco_mgr_stats(d->mgr, &s1);
+	cl_row_verbs(&row, &s0, &s1);
+	struct bench_lat lat;
+	int wrc = row_fill(d, &row, &lat);
+	bench_lat_fini(&lat);
+	if (!rc)
+		rc = finish(d, thr, &row);
+	pthread_barrier_destroy(&d->phase);
+	loco_thread_destroy(thr);
+	return rc ? rc : wrc ? wrc : row.extra[X_BAD] ? -EIO : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (wants_help(argc, argv)) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	struct drv *d = calloc(1, sizeof(*d));
+	struct local_node ln;
+	if (!d)
+		return 1;
+	d->o = (struct drv_opts){ .keys = 100000, .value_size = 64, .read = 0.9,
+				  .insert = 0.02, .threads = 1, .window = 1,
+				  .locks = 64, .duration = 5, .fill = 0.8,
+				  .seed = 1 };
+	int rc = local_node_start(&ln, &argc, argv, "loco-kvstore", "shm");
+	if (rc) {
+		free(d);
+		return rc;
+	}
+	d->mgr = ln.mgr;
+	rc = parse(&d->o, argc, argv);
+	if (!rc && (rc = setup(d)))
+		fprintf(stderr, "loco-kvstore: set-up: %s\n", loco_strerror(rc));
+	else if (!rc) {
+		rc = run_all(d);
+		if (rc)
+			fprintf(stderr, "loco-kvstore: node %u: %s\n", d->self,
+				loco_strerror(rc));
+		teardown(d);
+	}
+	local_node_stop(&ln);
+	free(d);
+	return rc == 2 ? 2 : rc ? 1 : 0;
+}

@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: MIT */
+/* kvstore: set-up, slots and the operations (see kv.h for the protocol
+ * and the linearization points). Every slot access goes through the
+ * transport, this node's own slots included (on RDMA the CPU and the NIC
+ * do not order their accesses to the same memory). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "apps/kvstore/kv_internal.h"
+
+#define HDR_WORDS (sizeof(struct kv_slot_hdr) / 8)
+
+static uint32_t round8(uint32_t n)
+{
+	return (n + 7) & ~7u;
+}
+
+/* ---- set-up ----------------------------------------------------------- */
+
+static int config_check(const struct kv_config *c)
+{
+	if (!c->capacity || c->value_size < 8 || c->value_size > KV_VALUE_MAX ||
+	    !c->nlocks || (c->ring_size && c->ring_size < LOCO_RB_MIN_SIZE))
+		return -EINVAL;
+	uint64_t slot = sizeof(struct kv_slot_hdr) + round8(c->value_size);
+	return c->capacity > UINT64_MAX / slot ? -EINVAL : 0;
+}
+
+static int alloc_init(struct kv_store *kv)
+{
+	uint64_t n = kv->cfg.capacity;
+	kv->free_slot = malloc(n * sizeof(*kv->free_slot));
+	kv->counter = calloc(n, sizeof(*kv->counter));
+	if (!kv->free_slot || !kv->counter)
+		return -ENOMEM;
+	/* A stack: slot 0 is handed out first. */
+	for (uint64_t i = 0; i < n; i++)
+		kv->free_slot[i] = n - 1 - i;
+	kv->nfree = n;
+	return 0;
+}
+
+static void members_init(struct kv_store *kv)
+{
+	uint64_t m = kv->base.participants | UINT64_C(1) << kv->self;
+	kv->nmembers = 0;
+	for (; m; m &= m - 1)
+		kv->node[kv->nmembers++] = (uint32_t)__builtin_ctzll(m);
+}
+
+static int trackers_init(struct kv_store *kv)
+{
+	uint64_t size = kv->cfg.ring_size ? kv->cfg.ring_size : KV_RING_DEFAULT;
+	kv->tr = calloc(kv->nmembers, sizeof(*kv->tr));
+	if (!kv->tr)
+		return -ENOMEM;
+	for (unsigned i = 0; i < kv->nmembers; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "tr%u", kv->node[i]);
+		int rc = loco_ringbuffer_init(&kv->tr[i], kv->base.mgr, &kv->base,
+					      name, kv->node[i], size, 0);
+		if (rc) {
+			while (i--)
+				loco_ringbuffer_fini(&kv->tr[i]);
+			free(kv->tr);
+			kv->tr = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void trackers_fini(struct kv_store *kv)
+{
+	for (unsigned i = 0; kv->tr && i < kv->nmembers; i++)
+		loco_ringbuffer_fini(&kv->tr[i]);
+	free(kv->tr);
+	kv->tr = NULL;
+}
+
+/* The sub-channels, in order; undone in reverse on failure. */
+static int subs_init(struct kv_store *kv)
+{
+	struct loco_mgr *mgr = kv->base.mgr;
+	int rc = loco_shared_region_init(&kv->data, mgr, &kv->base, "data",
+					 kv->cfg.capacity * kv->slot_len, 0);
+	if (rc)
+		return rc;
+	rc = loco_lock_array_init(&kv->locks, mgr, &kv->base, "locks",
+				  kv->cfg.nlocks, 0);
+	if (rc)
+		goto fini_data;
+	rc = trackers_init(kv);
+	if (rc)
+		goto fini_locks;
+	return 0;
+fini_locks:
+	loco_lock_array_fini(&kv->locks);
+fini_data:
+	loco_shared_region_fini(&kv->data);
+	return rc;
+}
+
+static void local_fini(struct kv_store *kv)
+{
+	kv_index_destroy(kv);
+	free(kv->free_slot);
+	free(kv->counter);
+	pthread_mutex_destroy(&kv->alloc_mu);
+	pthread_mutex_destroy(&kv->req_mu);
+}
+
+int kv_init(struct kv_store *kv, struct loco_mgr *mgr,
+	    struct loco_channel *parent, const char *name,
+	    const struct kv_config *cfg)
+{
+	int rc = config_check(cfg);
+	if (rc)
+		return rc;
+	memset(kv, 0, sizeof(*kv));
+	rc = loco_channel_init(&kv->base, mgr, parent, name, 0);
+	if (rc)
+		return rc;
+	kv->cfg = *cfg;
+	kv->self = loco_channel_self(&kv->base);
+	kv->slot_len = (uint32_t)sizeof(struct kv_slot_hdr) +
+		       round8(cfg->value_size);
+	members_init(kv);
+	pthread_mutex_init(&kv->alloc_mu, NULL);
+	pthread_mutex_init(&kv->req_mu, NULL);
+	atomic_init(&kv->stop, false);
+	atomic_init(&kv->error, 0);
+	atomic_init(&kv->applied, 0);
+	rc = alloc_init(kv);
+	if (!rc)
+		rc = kv_index_create(kv);
+	if (!rc)
+		rc = subs_init(kv);
+	if (rc)
+		goto fini_local;
+	rc = loco_channel_join(&kv->base);
+	if (!rc)
+		return 0;
+	trackers_fini(kv);
+	loco_lock_array_fini(&kv->locks);
+	loco_shared_region_fini(&kv->data);
+fini_local:
+	local_fini(kv);
+	loco_channel_fini(&kv->base);
+	return rc;
+}
+
+int kv_start(struct kv_store *kv)
+{
+	int rc = pthread_create(&kv->monitor, NULL, kv_monitor_main, kv);
+	kv->running = !rc;
+	return -rc;
+}
+
+void kv_stop(struct kv_store *kv)
+{
+	if (!kv->running)
+		return;
+	/* Relaxed: a stop flag; the join orders everything after it. */
+	atomic_store_explicit(&kv->stop, true, memory_order_relaxed);
+	pthread_join(kv->monitor, NULL);
+	kv->running = false;
+}
+
+void kv_fini(struct kv_store *kv)
+{
+	trackers_fini(kv);
+	loco_lock_array_fini(&kv->locks);
+	loco_shared_region_fini(&kv->data);
+	local_fini(kv);
+	loco_channel_fini(&kv->base);
+}
+
+void kv_store_stats(struct kv_store *kv, struct kv_stats *out)
+{
+	/* Relaxed: a statistic. */
+	out->applied += atomic_load_explicit(&kv->applied, memory_order_relaxed);
+}
+
+/* ---- threads and get buffers ------------------------------------------- */
+
+int kv_thread_init(struct kv_thread *t, struct kv_store *kv,
+		   struct loco_thread *thr)
+{
+	memset(t, 0, sizeof(*t));
+	t->kv = kv;
+	t->thr = thr;
+	t->wbuf = aligned_alloc(8, kv->slot_len);
+	if (!t->wbuf)
+		return -ENOMEM;
+	kv_rcu_online();
+	return 0;
+}
+
+void kv_thread_fini(struct kv_thread *t)
+{
+	kv_rcu_offline();
+	free(t->wbuf);
+	t->wbuf = NULL;
+}
+
+int kv_get_init(struct kv_get *g, const struct kv_store *kv)
+{
+	memset(g, 0, sizeof(*g));
+	g->buf = aligned_alloc(8, kv->slot_len);
+	return g->buf ? 0 : -ENOMEM;
+}
+
+void kv_get_fini(struct kv_get *g)
+{
+	free(g->buf);
+	g->buf = NULL;
+}
+
+/* ---- slots -------------------------------------------------------------- */
+
+/* Take a free slot of this node; *COUNTER gets its new insertion count. */
+static int slot_alloc(struct kv_store *kv, uint64_t *slot, uint64_t *counter)
+{
+	int rc = -ENOSPC;
+	pthread_mutex_lock(&kv->alloc_mu);
+	if (kv->nfree) {
+		*slot = kv->free_slot[--kv->nfree];
+		*counter = ++kv->counter[*slot];
+		rc = 0;
+	}
+	pthread_mutex_unlock(&kv->alloc_mu);
+	return rc;
+}
+
+void kv_slot_free(struct kv_store *kv, uint64_t slot)
+{
+	pthread_mutex_lock(&kv->alloc_mu);
+	bool ok = kv->nfree < kv->cfg.capacity;
+	if (ok)
+		kv->free_slot[kv->nfree++] = slot;
+	pthread_mutex_unlock(&kv->alloc_mu);
+	if (!ok)
+		loco_err(kv->base.name, "slot %llu freed twice",
+			 (unsigned long long)slot);
+}
+
+/* Checksum of a slot image W holding LEN value bytes. */
+static uint64_t slot_sum(const uint64_t *w, uint32_t len)
+{
+	return XXH3_64bits(&w[1], 3 * 8 + len);
+}
+
+/* Build a slot image in W; returns its bytes (header + value). */
+static uint32_t slot_image(uint64_t *w, uint64_t key, uint64_t counter,
+			   bool valid, const void *val, uint32_t len)
+{
+	w[1] = key;
+	w[2] = counter;
+	w[3] = (uint64_t)len << 32 | (valid ? KV_META_VALID : 0);
+	if (len) {
+		w[HDR_WORDS + round8(len) / 8 - 1] = 0;
+		memcpy(&w[HDR_WORDS], val, len);
+	}
+	w[0] = slot_sum(w, len);
+	return (uint32_t)sizeof(struct kv_slot_hdr) + round8(len);
+}
+
+/* WRITE the first BYTES of t->wbuf to SLOT of HOST; complete (acked,
+ * not necessarily placed) on return. */
+static int slot_write(struct kv_thread *t, uint32_t host, uint64_t slot,
+		      uint32_t bytes)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_shared_region_post_write(&t->kv->data, t->thr, host,
+					       slot * t->kv->slot_len, t->wbuf,
+					       bytes, &ack);
+	return rc ? rc : loco_ack_wait(t->thr, &ack, -1);
+}
+
+/* ---- get ---------------------------------------------------------------- */
+
+/* Look G's key up and post the READ of its slot: 1 if not indexed (done,
+ * -ENOENT), 0 if posted, or a post error. */
+static int get_post(struct kv_thread *t, struct kv_get *g)
+{
+	struct kv_loc loc;
+	if (!kv_index_find(t->kv, g->key, &loc)) {
+		g->rc = -ENOENT;
+		return 1;
+	}
+	g->host = loc.host;
+	g->slot = loc.slot;
+	g->counter = loc.counter;
+	loco_ack_clear(&g->ack);
+	int rc = loco_shared_region_post_read(&t->kv->data, t->thr, loc.host,
+					      loc.slot * t->kv->slot_len, g->buf,
+					      t->kv->slot_len, &g->ack);
+	g->busy = !rc;
+	return rc;
+}
+
+/* Judge the slot image G read: 0 (valid, the indexed insertion), -ENOENT
+ * (another insertion or not valid) or -EAGAIN (torn: retry). */
+static int get_check(struct kv_thread *t, struct kv_get *g)
+{
+	const struct kv_slot_hdr *h = (const void *)g->buf;
+	uint32_t len = (uint32_t)(h->meta >> 32);
+	if (len > t->kv->cfg.value_size || h->sum != slot_sum(g->buf, len)) {
+		t->st.torn++;
+		return -EAGAIN;
+	}
+	if (h->counter != g->counter || h->key != g->key) {
+		t->st.stale++;
+		return -ENOENT;
+	}
+	if (!(h->meta & KV_META_VALID)) {
+		t->st.invalid++;
+		return -ENOENT;
+	}
+	g->len = len;
+	return 0;
+}
+
+int kv_get_start(struct kv_thread *t, struct kv_get *g, uint64_t key)
+{
+	g->key = key;
+	g->busy = false;
+	g->deadline = loco_now_ns() +
+		      (uint64_t)loco_mgr_timeout_ms(t->kv->base.mgr) * 1000000u;
+	return get_post(t, g);
+}
+
+int kv_get_poll(struct kv_thread *t, struct kv_get *g)
+{
+	if (!g->busy)
+		return 1;
+	int rc = loco_ack_test(t->thr, &g->ack);
+	if (rc <= 0) {
+		g->busy = rc == 0;
+		return rc;
+	}
+	g->busy = false;
+	rc = get_check(t, g);
+	if (rc != -EAGAIN) {
+		g->rc = rc;
+		return 1;
+	}
+	/* Torn by a concurrent update or reuse: the whole get again (the
+	 * index may have changed too), until the default timeout. */
+	if (loco_now_ns() > g->deadline)
+		return -LOCO_ETORN;
+	return get_post(t, g);
+}
+
+int kv_get(struct kv_thread *t, struct kv_get *g, uint64_t key, void *val,
+	   uint32_t *len)
+{
+	int rc = kv_get_start(t, g, key);
+	while (rc == 0) {
+		rc = loco_ack_wait(t->thr, &g->ack, -1);
+		if (!rc)
+			rc = kv_get_poll(t, g);
+	}
+	if (rc < 0)
+		return rc;
+	if (!g->rc) {
+		memcpy(val, kv_get_value(g), g->len);
+		*len = g->len;
+	}
+	return g->rc;
+}
+
+/* ---- locked operations -------------------------------------------------- */
+
+static int lock_key(struct kv_thread *t, uint64_t key)
+{
+	return loco_ticket_lock_lock(loco_lock_array_for_key(&t->kv->locks, key),
+				     t->thr, -1);
+}
+
+/* Release KEY's lock after fencing this thread's writes to HOST (all the
+ * protected writes go there). RC: the operation's result; an unlock error
+ * replaces a result (0, -EEXIST, -ENOENT): its writes may not be placed. */
+static int unlock_key(struct kv_thread *t, uint64_t key, uint32_t host, int rc)
+{
+	/* The test-only broken variant fences the wrong pair (this node):
+	 * a write to another host may still be unplaced after the unlock. */
+	if (t->kv->cfg.broken_fence)
+		host = t->kv->self;
+	/* Release: the unlock's fence places the writes before the next
+	 * holder's acquire (see loco_ticket_lock_unlock). */
+	int urc = loco_ticket_lock_unlock(
+		loco_lock_array_for_key(&t->kv->locks, key), t->thr,
+		LOCO_FENCE_PAIR, host);
+	bool result = !rc || rc == -EEXIST || rc == -ENOENT;
+	return urc && result ? urc : rc;
+}
+
+/* Insert KEY (absent, lock held) into a free slot of this node. */
+static int insert_locked(struct kv_thread *t, uint64_t key, const void *val,
+			 uint32_t len)
+{
+	struct kv_store *kv = t->kv;
+	struct kv_loc loc = { .host = kv->self };
+	int rc = slot_alloc(kv, &loc.slot, &loc.counter);
+	if (rc)
+		return rc;
+	uint32_t bytes = slot_image(t->wbuf, key, loc.counter, false, val, len);
+	rc = slot_write(t, kv->self, loc.slot, bytes);
+	if (!rc)
+		rc = kv_index_put(kv, key, &loc);
+	if (rc) {
+		kv_slot_free(kv, loc.slot);
+		return rc;
+	}
+	struct kv_msg m = { KV_MSG_INSERT, key, kv->self, loc.slot, loc.counter };
+	rc = kv_broadcast(kv, &m, 1);
+	if (rc)
+		return rc;
+	/* Every node indexed the key: set the valid bit (same QP as the
+	 * slot WRITE, so placed after it); the unlock fences it. */
+	t->wbuf[3] |= KV_META_VALID;
+	t->wbuf[0] = slot_sum(t->wbuf, len);
+	return slot_write(t, kv->self, loc.slot, sizeof(struct kv_slot_hdr));
+}
+
+/* Delete KEY at LOC (lock held). */
+static int delete_locked(struct kv_thread *t, uint64_t key,
+			 const struct kv_loc *loc)
+{
+	struct kv_store *kv = t->kv;
+	uint32_t bytes = slot_image(t->wbuf, key, loc->counter, false, NULL, 0);
+	int rc = slot_write(t, loc->host, loc->slot, bytes);
+	/* Release: the cleared valid bit (the linearization point) is placed
+	 * before any node learns of the delete from the tracker. */
+	if (!rc)
+		rc = loco_fence(t->thr, LOCO_FENCE_PAIR, loc->host);
+	if (rc)
+		return rc;
+	struct kv_msg m = { KV_MSG_DELETE, key, loc->host, loc->slot,
+			    loc->counter };
+	rc = kv_broadcast(kv, &m, 1);
+	if (rc)
+		return rc;
+	kv_index_del(kv, key, loc);
+	/* Another host frees its slot when it applies the message. */
+	if (loc->host == kv->self)
+		kv_slot_free(kv, loc->slot);
+	return 0;
+}
+
+/* Rewrite KEY's slot at LOC in place (lock held); the unlock fences it. */
+static int update_locked(struct kv_thread *t, uint64_t key,
+			 const struct kv_loc *loc, const void *val, uint32_t len)
+{
+	uint32_t bytes = slot_image(t->wbuf, key, loc->counter, true, val, len);
+	return slot_write(t, loc->host, loc->slot, bytes);
+}
+
+static bool len_ok(const struct kv_thread *t, uint32_t len)
+{
+	return len && len <= t->kv->cfg.value_size;
+}
+
+int kv_insert(struct kv_thread *t, uint64_t key, const void *val, uint32_t len)
+{
+	if (!len_ok(t, len))
+		return -EINVAL;
+	int rc = lock_key(t, key);
+	if (rc)
+		return rc;
+	struct kv_loc loc;
+	rc = kv_index_find(t->kv, key, &loc) ? -EEXIST :
+	     insert_locked(t, key, val, len);
+	return unlock_key(t, key, t->kv->self, rc);
+}
+
+int kv_update(struct kv_thread *t, uint64_t key, const void *val, uint32_t len)
+{
+	if (!len_ok(t, len))
+		return -EINVAL;
+	int rc = lock_key(t, key);
+	if (rc)
+		return rc;
+	struct kv_loc loc = { .host = t->kv->self };
+	rc = kv_index_find(t->kv, key, &loc) ?
+	     update_locked(t, key, &loc, val, len) : -ENOENT;
+	return unlock_key(t, key, loc.host, rc);
+}
+
+int kv_put(struct kv_thread *t, uint64_t key, const void *val, uint32_t len)
+{
+	if (!len_ok(t, len))
+		return -EINVAL;
+	int rc = lock_key(t, key);
+	if (rc)
+		return rc;
+	struct kv_loc loc = { .host = t->kv->self };
+	rc = kv_index_find(t->kv, key, &loc) ?
+	     update_locked(t, key, &loc, val, len) :
+	     insert_locked(t, key, val, len);
+	return unlock_key(t, key, loc.host, rc);
+}
+
+int kv_delete(struct kv_thread *t, uint64_t key)
+{
+	int rc = lock_key(t, key);
+	if (rc)
+		return rc;
+	struct kv_loc loc = { .host = t->kv->self };
+	rc = kv_index_find(t->kv, key, &loc) ? delete_locked(t, key, &loc) :
+	     -ENOENT;
+	return unlock_key(t, key, loc.host, rc);
+}
+
+/* ---- bulk load ------------------------------------------------------------ */
+
+/* Write N slot images for KEYS into fresh slots of this node (valid at
+ * once) and index them here; *MSGS gets the tracker messages. */
+static int load_slots(struct kv_thread *t, const uint64_t *keys,
+		      const uint8_t *vals, uint32_t len, unsigned n,
+		      uint64_t *img, struct kv_msg *msgs)
+{
+	struct kv_store *kv = t->kv;
+	struct loco_ack ack = { 0, 0 };
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < n; i++) {
+		struct kv_loc loc = { .host = kv->self };
+		uint64_t *w = img + (size_t)i * kv->slot_len / 8;
+		rc = slot_alloc(kv, &loc.slot, &loc.counter);
+		if (rc)
+			break;
+		uint32_t bytes = slot_image(w, keys[i], loc.counter, true,
+					    vals + (size_t)i * len, len);
+		rc = loco_shared_region_post_write(&kv->data, t->thr, kv->self,
+						   loc.slot * kv->slot_len, w,
+						   bytes, &ack);
+		if (!rc)
+			rc = kv_index_put(kv, keys[i], &loc);
+		msgs[i] = (struct kv_msg){ KV_MSG_INSERT, keys[i], kv->self,
+					   loc.slot, loc.counter };
+	}
+	int wrc = loco_ack_wait(t->thr, &ack, -1);
+	return rc ? rc : wrc;
+}
+
+int kv_load(struct kv_thread *t, const uint64_t *keys, const void *vals,
+	    uint32_t len, unsigned n)
+{
+	struct kv_store *kv = t->kv;
+	if (!len_ok(t, len) || !n || n > KV_LOAD_MAX)
+		return -EINVAL;
+	uint64_t *img = malloc((size_t)n * kv->slot_len);
+	struct kv_msg *msgs = malloc((size_t)n * sizeof(*msgs));
+	int rc = img && msgs ? 0 : -ENOMEM;
+	if (!rc)
+		rc = load_slots(t, keys, vals, len, n, img, msgs);
+	/* Release: the slots are placed before any node can index them. */
+	if (!rc)
+		rc = loco_fence(t->thr, LOCO_FENCE_PAIR, kv->self);
+	if (!rc) {
+			rc = kv_broadcast(kv, msgs, n);
+	}
+	free(img);
+	free(msgs);
+	return rc;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* Key choosers of the benchmark drivers: a per-thread xorshift generator
+ * and YCSB's scrambled Zipfian distribution (Gray et al., "Quickly
+ * generating billion-record synthetic databases"), as in YCSB-C. */
+#ifndef LOCO_APPS_ZIPF_H
+#define LOCO_APPS_ZIPF_H
+
+#include <stdint.h>
+
+/* splitmix64: seeds and scrambles. */
+uint64_t rng_mix(uint64_t x);
+
+/* xorshift64*: next value of state *S (never 0). */
+uint64_t rng_next(uint64_t *s);
+
+/* Uniform in [0, 1). */
+double rng_unit(uint64_t *s);
+
+struct zipf {
+	uint64_t n;
+	double theta;       /* 0: uniform */
+	double alpha, zetan, eta, half_pow_theta;
+};
+
+/* Items 0..N-1 (N >= 1) with skew THETA in [0, 1). -EINVAL otherwise.
+ * Costs O(N) once (the zeta sum). */
+int zipf_init(struct zipf *z, uint64_t n, double theta);
+
+/* Next item: rank drawn from Zipf(theta), then scrambled over 0..N-1 so
+ * the hot items are spread (YCSB's ScrambledZipfianGenerator). */
+uint64_t zipf_next(const struct zipf *z, uint64_t *s);
+
+#endif

@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-transfer: the transactional locking benchmark of LOCO §7.1 (Fig. 4).
+ *
+ * Accounts are atomic_vars "xfer/a<I>" striped across the compute nodes
+ * (account I hosted by the (I mod P)-th node), each starting at
+ * --balance. Locks are a lock_array "xfer/locks": account I is guarded by
+ * lock I mod --locks. A transfer takes the locks of two distinct random
+ * accounts in lock-index order (once if they share it), READs both
+ * balances, moves a random amount (at most the source's balance) with a
+ * CAS on each account from the balance it read, and releases the locks in
+ * reverse order. --single-lock is --locks 1: every transfer takes the
+ * same lock (Fig. 4, left: a contended lock-protected read-modify-write).
+ *
+ * Every node runs the same program: its hosts initialise their accounts,
+ * the nodes pass a barrier and read the initial total, run --duration
+ * seconds (a progress line a second on stderr), pass a barrier and read
+ * the final total. The total is conserved iff the locks exclude each
+ * other: a lost update (two holders of one account) changes it, and a CAS
+ * that finds another balance than the one read under the lock is counted
+ * as a conflict. Exit status 1 if the total moved or any CAS conflicted. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "apps/common/bench.h"
+#include "apps/common/local.h"
+#include "apps/kvstore/cluster.h"
+#include "apps/kvstore/zipf.h"
+#include "apps/rtxbench/xfer.h"
+#include "channels/atomic_var.h"
+#include "channels/lock_array.h"
+
+#define MAX_THREADS 64
+#define MAX_ACCOUNTS 16384          /* each account is a channel */
+#define LAT_CAP (1u << 20)
+#define SYNC_MS 120000              /* barriers before the run */
+#define FINAL_MS 60000              /* the one after: nodes stop together */
+#define READY_MS 120000
+#define READ_BATCH 64
+
+enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_N };
+
+struct xo {
+	uint32_t accounts;
+	unsigned threads, locks;
+	double duration;
+	uint64_t balance, max_amount, seed;
+};
+
+struct xf;
+
+struct xf_worker {
+	struct xf *x;
+	unsigned idx;
+	pthread_t tid;
+	uint64_t rng;
+	uint64_t ops, n[X_N];
+	_Atomic uint64_t live_ops;
+	struct bench_lat lat;
+	int rc;
+};
+
+struct xf {
+	struct xo o;
+	struct loco_mgr *mgr;
+	struct loco_channel base;
+	struct loco_atomic_var *acct;
+	struct loco_lock_array locks;
+	struct cl_run run;
+	uint32_t self;
+	unsigned nmembers;
+	uint32_t node[LOCO_MAX_NODES];  /* members in id order */
+	pthread_barrier_t phase;
+	uint64_t end_ns;
+	_Atomic unsigned done;
+	struct xf_worker w[MAX_THREADS];
+};
+
+static const char usage[] =
+"usage: loco-transfer [options] (plus --id/--hosts/--transport, or none for\n"
+"                     a private one-node cluster)\n"
+"  --rtx             run the rTX transfer instead (loco-rtx-transfer; its\n"
+"                    options follow, see loco-transfer --rtx --help)\n"
+"  --accounts N      accounts (atomic_vars), 2..16384 (default 1024)\n"
+"  --locks L         locks, account I guarded by lock I mod L (default 64)\n"
+"  --single-lock     one lock for every transfer (same as --locks 1)\n"
+"  --threads T       worker threads per node (default 1)\n"
+"  --duration S      seconds of the measured phase (default 5)\n"
+"  --balance B       initial balance of each account (default 1000000)\n"
+"  --max-amount A    largest amount of a transfer (default 100)\n"
+"  --seed S          seed of the choices (default 1)\n"
+"Prints a JSON line per node and, on the lowest id, the cluster's, with\n"
+"initial_total, final_total and conserved; exit 1 unless conserved.\n";
+
+/* ---- options ----------------------------------------------------------- */
+
+static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || !*s || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_one(struct xo *o, int c, const char *arg)
+{
+	uint64_t v = 0;
+	char *end;
+	switch (c) {
+	case 'a': if (num(arg, 2, MAX_ACCOUNTS, &v)) return -1;
+		  o->accounts = (uint32_t)v; return 0;
+	case 'l': if (num(arg, 1, 4096, &v)) return -1;
+		  o->locks = (unsigned)v; return 0;
+	case '1': o->locks = 1; return 0;
+	case 't': if (num(arg, 1, MAX_THREADS, &v)) return -1;
+		  o->threads = (unsigned)v; return 0;
+	case 'd': o->duration = strtod(arg, &end);
+		  return *end || !(o->duration > 0) ? -1 : 0;
+	case 'b': return num(arg, 1, UINT64_C(1) << 40, &o->balance);
+	case 'm': return num(arg, 1, UINT64_C(1) << 40, &o->max_amount);
+	case 's': return num(arg, 0, UINT64_MAX, &o->seed);
+	default: return -1;
+	}
+}
+
+static int parse(struct xo *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "accounts", required_argument, NULL, 'a' },
+		{ "locks", required_argument, NULL, 'l' },
+		{ "single-lock", no_argument, NULL, '1' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "balance", required_argument, NULL, 'b' },
+		{ "max-amount", required_argument, NULL, 'm' },
+		{ "seed", required_argument, NULL, 's' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == '?' || parse_one(o, c, optarg)) {
+			if (c != '?')
+				fprintf(stderr, "loco-transfer: bad value '%s'\n",
+					optarg);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "loco-transfer: unexpected '%s'\n", argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- accounts ------------------------------------------------------------ */
+
+static uint32_t host_of(const struct xf *x, uint32_t i)
+{
+	return x->node[i % x->nmembers];
+}
+
+static int accounts_init(struct xf *x)
+{
+	x->acct = calloc(x->o.accounts, sizeof(*x->acct));
+	if (!x->acct)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < x->o.accounts; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "a%u", i);
+		int rc = loco_atomic_var_init(&x->acct[i], x->mgr, &x->base, name,
+					      host_of(x, i), 0);
+		if (rc) {
+			while (i--)
+				loco_atomic_var_fini(&x->acct[i]);
+			free(x->acct);
+			x->acct = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void accounts_fini(struct xf *x)
+{
+	for (uint32_t i = 0; x->acct && i < x->o.accounts; i++)
+		loco_atomic_var_fini(&x->acct[i]);
+	free(x->acct);
+	x->acct = NULL;
+}
+
+/* Hosts set their accounts to the initial balance (before the barrier
+ * that starts the run). */
+static int accounts_fill(struct xf *x, struct loco_thread *thr)
+{
+	for (uint32_t i = 0; i < x->o.accounts; i++) {
+		if (host_of(x, i) != x->self)
+			continue;
+		int rc = loco_atomic_var_write(&x->acct[i], thr, x->o.balance);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Sum of every balance, READ_BATCH READs in flight at a time. */
+static int accounts_total(struct xf *x, struct loco_thread *thr,
+			  uint64_t *total)
+{
+	uint64_t bal[READ_BATCH], sum = 0;
+	for (uint32_t i = 0; i < x->o.accounts; i += READ_BATCH) {
+		uint32_t n = x->o.accounts - i < READ_BATCH ? x->o.accounts - i :
+							      READ_BATCH;
+		struct loco_ack ack = { 0, 0 };
+		int rc = 0;
+		for (uint32_t k = 0; !rc && k < n; k++)
+			rc = loco_atomic_var_post_read(&x->acct[i + k], thr,
+						       &bal[k], &ack);
+		int wrc = loco_ack_wait(thr, &ack, -1);
+		if (rc || wrc)
+			return rc ? rc : wrc;
+		for (uint32_t k = 0; k < n; k++)
+			sum += bal[k];
+	}
+	*total = sum;
+	return 0;
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+static void members_init(struct xf *x)
+{
+	uint64_t m = loco_mgr_compute_peers(x->mgr) | UINT64_C(1) << x->self;
+	x->nmembers = 0;
+	for (; m; m &= m - 1)
+		x->node[x->nmembers++] = (uint32_t)__builtin_ctzll(m);
+}
+
+static int setup(struct xf *x)
+{
+	x->self = loco_mgr_id(x->mgr);
+	members_init(x);
+	int rc = loco_channel_init(&x->base, x->mgr, NULL, "xfer", 0);
+	if (rc)
+		return rc;
+	rc = accounts_init(x);
+	if (rc)
+		goto fini_base;
+	rc = loco_lock_array_init(&x->locks, x->mgr, &x->base, "locks",
+				  x->o.locks, 0);
+	if (rc)
+		goto fini_accounts;
+	rc = cl_run_init(&x->run, x->mgr, "xferrun");
+	if (rc)
+		goto fini_locks;
+	rc = loco_channel_join(&x->base);
+	if (!rc)
+		rc = loco_mgr_wait_ready(x->mgr, READY_MS);
+	if (!rc)
+		return 0;
+	cl_run_fini(&x->run);
+fini_locks:
+	loco_lock_array_fini(&x->locks);
+fini_accounts:
+	accounts_fini(x);
+fini_base:
+	loco_channel_fini(&x->base);
+	return rc;
+}
+
+static void teardown(struct xf *x)
+{
+	cl_run_fini(&x->run);
+	loco_lock_array_fini(&x->locks);
+	accounts_fini(x);
+	loco_channel_fini(&x->base);
+}
+
+/* ---- transfers ----------------------------------------------------------- */
+
+static int lock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
+		    unsigned hi)
+{
+	int rc = loco_ticket_lock_lock(loco_lock_array_at(&x->locks, lo), thr, -1);
+	if (rc || hi == lo)
+		return rc;
+	rc = loco_ticket_lock_lock(loco_lock_array_at(&x->locks, hi), thr, -1);
+	if (rc)
+		loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, lo), thr,
+					LOCO_FENCE_THREAD, 0);
+	return rc;
+}
+
+/* Release in reverse order. The protected writes are this thread's CASes
+ * (to up to two hosts): thread scope. RC: the transfer's result. */
+static int unlock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
+		      unsigned hi, int rc)
+{
+	/* Release (in the unlocks' fences): pairs with the next holder's
+	 * acquire of the lock (see loco_ticket_lock_unlock). */
+	int urc = hi == lo ? 0 :
+		  loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, hi), thr,
+					  LOCO_FENCE_THREAD, 0);
+	int lrc = loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, lo), thr,
+					  LOCO_FENCE_THREAD, 0);
+	return rc ? rc : urc ? urc : lrc;
+}
+
+/* Move up to AMOUNT from account A to B (their locks held). */
+static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
+		uint32_t b, uint64_t amount)
+{
+	struct xf *x = w->x;
+	uint64_t bal[2], old[2];
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_atomic_var_post_read(&x->acct[a], thr, &bal[0], &ack);
+	if (!rc)
+		rc = loco_atomic_var_post_read(&x->acct[b], thr, &bal[1], &ack);
+	int wrc = loco_ack_wait(thr, &ack, -1);
+	if (rc || wrc)
+		return rc ? rc : wrc;
+	if (amount > bal[0])
+		amount = bal[0];
+	loco_ack_clear(&ack);
+	rc = loco_atomic_var_post_cas(&x->acct[a], thr, bal[0], bal[0] - amount,
+				      &old[0], &ack);
+	if (!rc)
+		rc = loco_atomic_var_post_cas(&x->acct[b], thr, bal[1],
+					      bal[1] + amount, &old[1], &ack);
+	wrc = loco_ack_wait(thr, &ack, -1);
+	if (rc || wrc)
+		return rc ? rc : wrc;
+	w->n[X_CONFLICTS] += (old[0] != bal[0]) + (old[1] != bal[1]);
+	w->n[X_MOVED] += amount;
+	return 0;
+}
+
+static int transfer(struct xf_worker *w, struct loco_thread *thr)
+{
+	struct xf *x = w->x;
+	uint32_t n = x->o.accounts, a = (uint32_t)(rng_next(&w->rng) % n);
+	uint32_t b = (uint32_t)(rng_next(&w->rng) % (n - 1));
+	b += b >= a;
+	uint64_t amount = rng_next(&w->rng) % (x->o.max_amount + 1);
+	unsigned la = a % x->o.locks, lb = b % x->o.locks;
+	unsigned lo = la < lb ? la : lb, hi = la < lb ? lb : la;
+	uint64_t t0 = loco_now_ns();
+	int rc = lock_two(x, thr, lo, hi);
+	if (rc)
+		return rc;
+	rc = unlock_two(x, thr, lo, hi, move(w, thr, a, b, amount));
+	if (rc)
+		return rc;
+	bench_lat_add(&w->lat, loco_now_ns() - t0);
+	w->n[X_SAME_LOCK] += lo == hi;
+	w->ops++;
+	/* Relaxed: a progress counter. */
+	atomic_store_explicit(&w->live_ops, w->ops, memory_order_relaxed);
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct xf_worker *w = arg;
+	struct xf *x = w->x;
+	struct loco_thread *thr = NULL;
+	w->rng = rng_mix(x->o.seed ^ (uint64_t)x->self << 32 ^ w->idx);
+	w->rc = bench_lat_init(&w->lat, LAT_CAP);
+	if (!w->rc)
+		w->rc = loco_thread_create(x->mgr, &thr);
+	pthread_barrier_wait(&x->phase);   /* the run starts */
+	while (!w->rc && loco_now_ns() < x->end_ns)
+		w->rc = transfer(w, thr);
+	if (w->rc)
+		fprintf(stderr, "transfer: node %u worker %u: %s\n", x->self,
+			w->idx, loco_strerror(w->rc));
+	if (thr)
+		loco_thread_destroy(thr);
+	/* Release: pairs with the acquire load in progress(); the worker's
+	 * counters are final. */
+	atomic_fetch_add_explicit(&x->done, 1, memory_order_release);
+	return NULL;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+static void progress(struct xf *x, uint64_t t0)
+{
+	uint64_t last_ns = t0, last_ops = 0;
+	/* Acquire: pairs with each worker's release increment. */
+	while (atomic_load_explicit(&x->done, memory_order_acquire) < x->o.threads) {
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+		uint64_t now = loco_now_ns(), ops = 0;
+		if (now - last_ns < 1000000000u)
+			continue;
+		for (unsigned i = 0; i < x->o.threads; i++)
+			/* Relaxed: a progress counter. */
+			ops += atomic_load_explicit(&x->w[i].live_ops,
+						    memory_order_relaxed);
+		fprintf(stderr, "transfer: node %u: %.0f s, %.0f transfers/s\n",
+			x->self, (double)(now - t0) / 1e9,
+			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns));
+		last_ns = now;
+		last_ops = ops;
+	}
+}
+
+/* Sum the workers and this node's lock counters into ROW. */
+static int row_fill(struct xf *x, struct cl_row *row)
+{
+	struct bench_lat lat;
+	size_t n = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < x->o.threads; i++) {
+		row->ops += x->w[i].ops;
+		for (unsigned k = 0; k < X_N; k++)
+			row->extra[k] += x->w[i].n[k];
+		n += x->w[i].lat.n;
+		rc = rc ? rc : x->w[i].rc;
+	}
+	for (unsigned i = 0; i < x->o.locks; i++) {
+		struct loco_ticket_lock_stats st;
+		loco_ticket_lock_stats(loco_lock_array_at(&x->locks, i), &st);
+		row->extra[X_ACQUIRES] += st.acquires;
+		row->extra[X_HANDOVERS] += st.handovers;
+	}
+	if (bench_lat_init(&lat, n ? n : 1))
+		return -ENOMEM;
+	for (unsigned i = 0; i < x->o.threads; i++) {
+		for (size_t k = 0; k < x->w[i].lat.n; k++)
+			bench_lat_add(&lat, x->w[i].lat.ns[k]);
+		bench_lat_fini(&x->w[i].lat);
+	}
+	row->p50_ns = (uint64_t)(bench_lat_pct_us(&lat, 50) * 1000);
+	row->p99_ns = (uint64_t)(bench_lat_pct_us(&lat, 99) * 1000);
+	bench_lat_fini(&lat);
+	return rc;
+}
+
+/* CLUSTER: the fewest and most transfers of a node for the cluster line,
+ * or NULL for this node's line. */
+static void report(struct xf *x, const struct cl_row *row,
+		   const uint64_t *cluster, uint64_t initial, uint64_t final)
+{
+	const uint64_t *e = row->extra;
+	uint64_t expected = (uint64_t)x->o.accounts * x->o.balance;
+	struct bench_result r = {
+		.app = "transfer", .transport = loco_mgr_transport(x->mgr),
+		.nodes = x->nmembers, .threads = x->o.threads,
+		.duration_s = (double)row->dur_ns / 1e9, .ops = row->ops,
+		.p50_us = (double)row->p50_ns / 1000,
+		.p99_us = (double)row->p99_ns / 1000,
+		.stats = { .reads = row->reads, .writes = row->writes,
+			   .cas = row->cas, .faa = row->faa, .rtts = row->rtts },
+	};
+	bench_json_begin(stdout, &r);
+	if (cluster)
+		printf(",\"scope\":\"cluster\",\"clients\":%u,\"min_node_ops\":%"
+		       PRIu64 ",\"max_node_ops\":%" PRIu64,
+		       x->nmembers * x->o.threads, cluster[0], cluster[1]);
+	else
+		printf(",\"scope\":\"node\",\"node\":%u", x->self);
+	printf(",\"mode\":\"%s\",\"accounts\":%u,\"locks\":%u,\"initial_total\":%"
+	       PRIu64 ",\"final_total\":%" PRIu64 ",\"expected_total\":%" PRIu64
+	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
+	       ",\"moved\":%" PRIu64 ",\"acquires\":%" PRIu64 ",\"handovers\":%"
+	       PRIu64, x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
+	       x->o.locks, initial, final, expected,
+	       initial == expected && final == expected ? "true" : "false",
+	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],
+	       e[X_HANDOVERS]);
+	bench_json_end(stdout);
+}
+
+/* After the run: publish, read the final total, print. 0 if conserved
+ * and conflict-free. */
+static int finish(struct xf *x, struct loco_thread *thr, struct cl_row *row,
+		  uint64_t initial)
+{
+	uint64_t final = 0, expected = (uint64_t)x->o.accounts * x->o.balance;
+	struct cl_row sum;
+	int rc = cl_run_publish(&x->run, thr, row, FINAL_MS);
+	if (!rc)
+		rc = accounts_total(x, thr, &final);
+	if (rc)
+		return rc;
+	uint64_t spread[2];
+	report(x, row, NULL, initial, final);
+	if (cl_run_leader(&x->run) &&
+	    !(rc = cl_run_sum(&x->run, &sum, &spread[0], &spread[1])))
+		report(x, &sum, spread, initial, final);
+	if (rc)
+		return rc;
+	if (initial != expected || final != expected || row->extra[X_CONFLICTS]) {
+		fprintf(stderr, "transfer: node %u: total %" PRIu64 " -> %" PRIu64
+			", expected %" PRIu64 ", %" PRIu64 " conflicts\n", x->self,
+			initial, final, expected, row->extra[X_CONFLICTS]);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Initialise, read the initial total, run the workers. */
+static int run_all(struct xf *x, struct loco_thread *thr)
+{
+	uint64_t initial = 0;
+	int rc = accounts_fill(x, thr);
+	if (!rc)
+		rc = cl_run_sync(&x->run, thr, SYNC_MS);
+	if (!rc)
+		rc = accounts_total(x, thr, &initial);
+	/* Every node read its initial total before any transfer starts. */
+	if (!rc)
+		rc = cl_run_sync(&x->run, thr, SYNC_MS);
+	pthread_barrier_init(&x->phase, NULL, x->o.threads + 1);
+	for (unsigned i = 0; i < x->o.threads; i++) {
+		x->w[i].x = x;
+		x->w[i].idx = i;
+		if (pthread_create(&x->w[i].tid, NULL, worker_main, &x->w[i])) {
+			fprintf(stderr, "loco-transfer: cannot start a thread\n");
+			exit(1);
+		}
+	}
+	struct loco_stats s0, s1;
+	loco_mgr_stats(x->mgr, &s0);
+	uint64_t t0 = loco_now_ns();
+	x->end_ns = rc ? t0 : t0 + (uint64_t)(x->o.duration * 1e9);
+	pthread_barrier_wait(&x->phase);
+	progress(x, t0);
+	for (unsigned i = 0; i < x->o.threads; i++)
+		pthread_join(x->w[i].tid, NULL);
+	pthread_barrier_destroy(&x->phase);
+	struct cl_row row = { .dur_ns = loco_now_ns() - t0 };
+	loco_mgr_stats(x->mgr, &s1);
+	cl_row_verbs(&row, &s0, &s1);
+	int wrc = row_fill(x, &row);
+	if (!rc)
+		rc = finish(x, thr, &row, initial);
+	return rc ? rc : wrc;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return true;
+	return false;
+}
+
+/* --rtx: the transfer as one repairable transaction over two TXObj
+ * accounts on a memory node (apps/rtxbench, docs/rtx.md); the remaining
+ * options are that program's. */
+static bool take_rtx(int *argc, char **argv)
+{
+	for (int i = 1; i < *argc && strcmp(argv[i], "--"); i++) {
+		if (strcmp(argv[i], "--rtx"))
+			continue;
+		memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i) * sizeof(*argv));
+		(*argc)--;
+		return true;
+	}
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	if (take_rtx(&argc, argv))
+		return rtx_transfer_main(argc, argv);
+	if (wants_help(argc, argv)) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	struct xf *x = calloc(1, sizeof(*x));
+	struct local_node ln;
+	struct loco_thread *thr;
+	if (!x)
+		return 1;
+	x->o = (struct xo){ .accounts = 1024, .threads = 1, .locks = 64,
+			    .duration = 5, .balance = 1000000, .max_amount = 100,
+			    .seed = 1 };
+	int rc = local_node_start(&ln, &argc, argv, "loco-transfer", "shm");
+	if (rc) {
+		free(x);
+		return rc;
+	}
+	x->mgr = ln.mgr;
+	rc = parse(&x->o, argc, argv);
+	if (!rc && (rc = setup(x))) {
+		fprintf(stderr, "loco-transfer: set-up: %s\n", loco_strerror(rc));
+	} else if (!rc) {
+		rc = loco_thread_create(x->mgr, &thr);
+		if (!rc) {
+			rc = run_all(x, thr);
+			loco_thread_destroy(thr);
+		}
+		if (rc)
+			fprintf(stderr, "loco-transfer: node %u: %s\n", x->self,
+				loco_strerror(rc));
+		teardown(x);
+	}
+	local_node_stop(&ln);
+	free(x);
+	return rc == 2 ? 2 : rc ? 1 : 0;
+}
