@@ -1,19 +1,19 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Check test/model/rtx.pml with spin: run_spin.sh pass|fail [-DNAME=VALUE]...
+# Check a Promela model with spin: run_spin.sh MODEL pass|fail [-DNAME=VALUE]...
 #   pass: the exhaustive safety search must report "errors: 0" and have
 #         completed (pan exits 0 even on a violation, hence the grep);
 #   fail: it must report errors > 0 (a broken variant is caught).
+# Exit 77 (skip) when spin is not installed.
 set -eu
-expect=$1
-shift
-here=$(cd "$(dirname "$0")" && pwd)
+model=$1 expect=$2
+shift 2
 command -v spin >/dev/null || { echo "spin not installed"; exit 77; }
 dir=$(mktemp -d /tmp/loco-spin-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-cp "$here/rtx.pml" "$dir/"
+cp "$model" "$dir/model.pml"
 cd "$dir"
-spin -a "$@" rtx.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
+spin -a "$@" model.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
 cc -O2 -w -DSAFETY -DCOLLAPSE -DMEMLIM=3000 -o pan pan.c
 ./pan -m200000 >pan.out 2>&1 || true
 grep -E "errors:|states, stored|assertion violated|search depth|Search not" pan.out || true
@@ -31,7 +31,7 @@ fail)
 		exit 1
 	fi ;;
 *)
-	echo "usage: run_spin.sh pass|fail [-Dname=value]..."
+	echo "usage: run_spin.sh MODEL pass|fail [-Dname=value]..."
 	exit 2 ;;
 esac
 echo "run_spin: ok ($expect, errors: $errors)"
