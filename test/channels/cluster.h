@@ -7,6 +7,7 @@
 #ifndef LOCO_TEST_CHANNELS_CLUSTER_H
 #define LOCO_TEST_CHANNELS_CLUSTER_H
 
+#include "test/common/rundir.h"
 #include "loco/loco.h"
 #include "test/common/cluster1.h"
 
@@ -34,6 +35,7 @@ static inline int cluster_start(struct cluster *c, unsigned nodes,
 	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-chan-%d",
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
+	rundir_at_exit(c->run_dir);
 	for (unsigned i = 0; i < nodes; i++) {
 		struct loco_opts o = { .node_id = (int)i, .timeout_ms = timeout_ms,
 				       .arena_bytes = 16 << 20 };

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "loco/loco.h"
+#include "test/common/rundir.h"
 
 struct cluster1 {
 	char hosts[64];
@@ -46,6 +47,7 @@ static inline int cluster1_start(struct cluster1 *c, const char *extra,
 	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
+	rundir_at_exit(c->run_dir);
 	struct loco_opts o = { .node_id = 0, .timeout_ms = timeout_ms,
 			       .arena_bytes = 16 << 20 };
 	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);

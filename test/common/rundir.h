@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* Removal of a test's private shm run directory when the test process
+ * exits, also after a failed assertion (Check ends a failing test's
+ * process without its teardown). Only the directory this process named
+ * after its own pid is touched. */
+#ifndef LOCO_TEST_RUNDIR_H
+#define LOCO_TEST_RUNDIR_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char rundir_path[64];
+
+static inline void rundir_remove(void)
+{
+	DIR *d = rundir_path[0] ? opendir(rundir_path) : NULL;
+	if (!d)
+		return;
+	struct dirent *e;
+	char f[160];
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(f, sizeof(f), "%s/%s", rundir_path, e->d_name);
+			unlink(f);
+		}
+	closedir(d);
+	rmdir(rundir_path);
+}
+
+/* Remember DIR and remove it at exit (registered once per process). */
+static inline void rundir_at_exit(const char *dir)
+{
+	static pid_t registered;
+	snprintf(rundir_path, sizeof(rundir_path), "%s", dir);
+	if (registered != getpid()) {
+		registered = getpid();
+		atexit(rundir_remove);
+	}
+}
+
+#endif
