@@ -4,7 +4,8 @@
 
 Without arguments it is a fake memory node: serves until SIGTERM/SIGINT and
 exits 0 (or exits $FAKE_MEMNODE_EXIT after 0.2 s if that is set).
-With arguments it is a compute node:
+With arguments it is a compute node; it first waits (as real compute nodes
+do) until every memory node in the hosts file is up, then:
 
   --lines K        print K numbered lines on stdout, one line on stderr
   --sleep ID:S     node ID sleeps S seconds (any id: `*:S`)
@@ -63,6 +64,11 @@ def per_id(args, flag, conv):
 
 
 def memnode():
+    # Handlers first: the dump below tells compute nodes that we are up,
+    # and from then on a SIGTERM must reach the handler.
+    stop = []
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda signo, _f: stop.append(signo))
     record_pid(os.getpid())
     dump()
     print("fake memnode %d up" % NODE, file=sys.stderr, flush=True)
@@ -70,17 +76,32 @@ def memnode():
     if code:
         time.sleep(0.2)
         sys.exit(int(code))
-    stop = []
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, lambda signo, _f: stop.append(signo))
     while not stop:
         signal.pause()
     print("fake memnode %d stopping" % NODE, file=sys.stderr, flush=True)
     sys.exit(0)
 
 
+def wait_for_memory_nodes(timeout=30.0):
+    """Like a real compute node's wait for readiness: return once every
+    memory node in the hosts file has written its dump."""
+    hosts = os.environ.get("LOCO_HOSTS", "")
+    if not hosts:
+        return
+    ids = [l.split()[0] for l in open(hosts)
+           if l.split() and l.split()[-1] == "memory"]
+    deadline = time.monotonic() + timeout
+    for i in ids:
+        path = os.path.join(FAKE_DIR, "n%s.json" % i)
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                sys.exit("fake node %d: memory node %s not up" % (NODE, i))
+            time.sleep(0.01)
+
+
 def compute(args):
     record_pid(os.getpid())
+    wait_for_memory_nodes()
     dump()
     if "--grandchild" in args:
         child = subprocess.Popen(["sleep", "300"])
