@@ -70,7 +70,7 @@ static void state_init(struct loco_ringbuffer *rb, uint32_t writer,
 	rb->head = rb->posted = rb->seq = 0;
 	memset(rb->acked, 0, sizeof(rb->acked));
 	rb->if_head = rb->if_count = 0;
-	rb->rpos = rb->pushed = 0;
+	rb->rpos = rb->consumed = rb->pushed = 0;
 	rb->rseq = 1;
 	rb->st = (struct loco_rb_stats){ 0 };
 }
@@ -400,9 +400,10 @@ int loco_ringbuffer_wait_acked(struct loco_ringbuffer *rb,
 
 static int ack_push(struct loco_ringbuffer *rb, struct loco_thread *thr)
 {
-	uint64_t pos = rb->rpos;
-	/* Release (inside the store): the loads of the consumed records come
-	 * before the row value that frees their space. */
+	uint64_t pos = rb->consumed;
+	/* Release (inside the store): the loads of the consumed records, and
+	 * what the caller did with them, come before the row value that frees
+	 * their space. */
 	loco_sst_store_mine(&rb->acks, &pos);
 	int rc = loco_sst_push_broadcast(&rb->acks, thr, LOCO_PUSH_PLACE, NULL);
 	if (rc)
@@ -416,14 +417,17 @@ int loco_ringbuffer_ack(struct loco_ringbuffer *rb, struct loco_thread *thr)
 {
 	if (loco_ringbuffer_is_writer(rb))
 		return -EPERM;
-	return rb->rpos == rb->pushed ? 0 : ack_push(rb, thr);
+	rb->consumed = rb->rpos;
+	return rb->consumed == rb->pushed ? 0 : ack_push(rb, thr);
 }
 
-/* Nothing new: acknowledge what was consumed, so a writer waiting for
- * space is not left waiting for a push threshold. */
+/* Nothing new: the caller is done with everything returned (it asked
+ * again); acknowledge it, so a writer waiting for space is not left
+ * waiting for a push threshold. */
 static int idle(struct loco_ringbuffer *rb, struct loco_thread *thr)
 {
-	int rc = rb->rpos == rb->pushed ? 0 : ack_push(rb, thr);
+	rb->consumed = rb->rpos;
+	int rc = rb->consumed == rb->pushed ? 0 : ack_push(rb, thr);
 	return rc && rc != -ENOTCONN ? rc : -EAGAIN;
 }
 
@@ -470,12 +474,15 @@ static int take(struct loco_ringbuffer *rb, struct loco_thread *thr,
 	if (h->len > cap)
 		return -EMSGSIZE;
 	memcpy(buf, rb->scratch + HDR_WORDS, h->len);
+	/* The caller asked again: done with every earlier message (and the
+	 * pads before this one). This one counts from the next call on. */
+	rb->consumed = rb->rpos;
 	rb->rpos += HDR + round8(h->len);
 	rb->rseq++;
 	rb->st.msgs++;
 	rb->st.bytes += h->len;
 	/* A failed push stays pending: the idle path retries and reports. */
-	if (rb->rpos - rb->pushed >= rb->size / 4)
+	if (rb->consumed - rb->pushed >= rb->size / 4)
 		ack_push(rb, thr);
 	return 0;
 }

@@ -24,7 +24,11 @@
  * Flow control: each reader publishes the stream position it consumed up
  * to in its row of the SST "<rb>/acks" (8-byte rows, pushed when a
  * quarter of the ring has been consumed since the last push, when the
- * reader finds nothing new, or on loco_ringbuffer_ack). The writer reuses
+ * reader finds nothing new, or on loco_ringbuffer_ack). A message counts
+ * as consumed once the reader calls again (or acknowledges): an
+ * acknowledgement never covers the message just returned, so "every
+ * reader acknowledged position P" means every reader finished with what
+ * it did with the messages before P. The writer reuses
  * space once every reader's row has passed it and the WRITEs that carried
  * it completed (their source is the writer's copy). A full ring makes a
  * send return -EAGAIN, or wait up to a timeout.
@@ -108,9 +112,10 @@ struct loco_ringbuffer {
 	uint64_t acked[LOCO_MAX_NODES];
 	struct loco_rb_post inflight[LOCO_RB_INFLIGHT];
 	unsigned if_head, if_count;
-	/* reader: next position to read, next message number, last pushed
-	 * consumed position. */
-	uint64_t rpos, rseq, pushed;
+	/* reader: next position to read, next message number, the end of
+	 * the messages the caller is done with (every message returned
+	 * before the last one), and the last pushed consumed position. */
+	uint64_t rpos, rseq, consumed, pushed;
 	struct loco_rb_stats st;
 };
 static_assert(offsetof(struct loco_ringbuffer, base) == 0, "base first");
@@ -198,8 +203,9 @@ int loco_ringbuffer_wait_acked(struct loco_ringbuffer *rb,
  * Returns 0, -EAGAIN if no complete message is there yet, -EMSGSIZE if
  * CAP is too small (*LEN gets the size; the message stays), -EPERM on the
  * writer, or the error of an acknowledgement push. The messages returned
- * by earlier calls count as consumed: they are acknowledged (pushed) when
- * a quarter of the ring has been consumed or when nothing new is there.
+ * by earlier calls count as consumed (the one returned now does not): they
+ * are acknowledged (pushed) when a quarter of the ring has been consumed
+ * or when nothing new is there.
  * Ordering: acquire on this node's copy: a message carries what the writer
  *   fenced before sending it. An acknowledgement is a release of the
  *   reader's loads of the space it frees.
@@ -217,7 +223,8 @@ int loco_ringbuffer_try_recv(struct loco_ringbuffer *rb, struct loco_thread *thr
 int loco_ringbuffer_recv(struct loco_ringbuffer *rb, struct loco_thread *thr,
 			 void *buf, uint32_t cap, uint32_t *len, int timeout_ms);
 
-/* Reader: push the consumed position now (if it moved), placed. Returns
+/* Reader: every message returned so far counts as consumed; push the
+ * consumed position now (if it moved), placed. Returns
  * 0, -EPERM, -ENOTCONN (rows not joined yet) or a post error.
  * Ordering: as the pushes of loco_ringbuffer_try_recv.
  * Completion: posted; placed once THR's next fence or push completes.

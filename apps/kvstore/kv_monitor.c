@@ -13,13 +13,13 @@
  * again.
  *
  * Receiving: the monitor applies each message to the index (and frees
- * this node's slot of a delete) before acknowledging it. The ringbuffer
- * acknowledges on its own in two places: when try_recv finds nothing new
- * (everything taken was applied by then) and inside try_recv once a
- * quarter of the ring was consumed since the last acknowledgement, which
- * would cover the message being returned before it is applied. So the
- * monitor takes at most RECV_BATCH messages from a tracker (well under a
- * quarter of the ring) and acknowledges them itself after applying them. */
+ * this node's slot of a delete) before acknowledging it. A ringbuffer
+ * acknowledgement never covers the message just returned (it counts once
+ * the reader asks again), so the acknowledgements the ringbuffer pushes
+ * on its own only cover applied messages. The monitor takes at most
+ * about a quarter of a ring's messages from a tracker per pass, so one
+ * busy tracker does not starve the others, and acknowledges them after
+ * applying them. */
 #include <errno.h>
 #include <sched.h>
 #include <time.h>
@@ -225,8 +225,8 @@ static int apply(struct kv_store *kv, const struct kv_msg *m, uint32_t from)
 	return 0;
 }
 
-/* Apply up to RECV_BATCH messages of node FROM's tracker, then
- * acknowledge them. Returns the number applied or an error. */
+/* Apply up to about a quarter of a ring of node FROM's tracker's
+ * messages, then acknowledge them. Returns the number applied or an error. */
 static int tracker_poll(struct kv_store *kv, struct loco_ringbuffer *rb,
 			uint32_t from, struct loco_thread *thr)
 {

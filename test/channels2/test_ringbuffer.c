@@ -195,6 +195,39 @@ START_TEST(full_then_acked)
 }
 END_TEST
 
+/* 1000-byte messages take 1024 bytes, a quarter of the ring: taking the
+ * second one pushes an acknowledgement, which covers the first message
+ * only; the second counts once the reader acknowledges (or asks again). */
+START_TEST(ack_excludes_message_just_returned)
+{
+	uint8_t buf[1000];
+	uint64_t end[2];
+	rings_init(SMALL);
+	for (unsigned i = 0; i < 2; i++) {
+		fill(buf, i, sizeof(buf));
+		ck_assert_int_eq(loco_ringbuffer_try_send(&rb[0], cl.thr[0], buf,
+							  sizeof(buf), 0, &end[i]), 0);
+	}
+	ck_assert_uint_eq(end[0], 1024);
+	ck_assert_int_eq(loco_ringbuffer_flush(&rb[0], cl.thr[0]), 0);
+	for (unsigned r = 1; r < 3; r++) {
+		expect_msg(r, 0, sizeof(buf));
+		ck_assert_uint_eq(rb[r].st.acks, 0);
+		expect_msg(r, 1, sizeof(buf));
+		ck_assert_uint_eq(rb[r].st.acks, 1);
+	}
+	ck_assert_int_eq(loco_ringbuffer_wait_acked(&rb[0], cl.thr[0], end[0],
+						    5000), 0);
+	ck_assert_int_eq(loco_ringbuffer_wait_acked(&rb[0], cl.thr[0], end[1],
+						    200), -ETIMEDOUT);
+	for (unsigned r = 1; r < 3; r++)
+		ck_assert_int_eq(loco_ringbuffer_ack(&rb[r], cl.thr[r]), 0);
+	ck_assert_int_eq(loco_ringbuffer_wait_acked(&rb[0], cl.thr[0], end[1],
+						    5000), 0);
+	rings_fini();
+}
+END_TEST
+
 /* 300-byte records (276-byte messages) in a 4 KiB ring leave 196 bytes
  * at the end of each lap: a pad record. 200-byte messages leave 16 bytes:
  * an implicit skip. Many laps, one message at a time. */
@@ -305,6 +338,7 @@ int main(void)
 	tcase_add_test(tc, init_errors_and_roles);
 	tcase_add_test(tc, sizes_in_order);
 	tcase_add_test(tc, full_then_acked);
+	tcase_add_test(tc, ack_excludes_message_just_returned);
 	tcase_add_test(tc, wrap_many_laps);
 	tcase_add_test(tc, concurrent_random_sizes);
 	suite_add_tcase(s, tc);
