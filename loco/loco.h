@@ -146,7 +146,10 @@ int loco_post_faa(struct loco_thread *thr, const struct loco_rregion *rr,
 		  uint64_t off, uint64_t add, uint64_t *old, struct loco_ack *ack);
 
 /* Synchronous forms: post, then wait with the default timeout.
- * Ordering/Completion as above; the op is complete on return 0. */
+ * Ordering/Completion as above; the op is complete on return 0. On
+ * -ETIMEDOUT the thread's QP to that peer goes to the error state: the op
+ * never touches the buffer after the return, and later ops of THR to
+ * that peer fail (docs/api.md). */
 int loco_read(struct loco_thread *thr, const struct loco_rregion *rr,
 	      uint64_t off, void *dst, uint32_t len);
 int loco_write(struct loco_thread *thr, const struct loco_rregion *rr,

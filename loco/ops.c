@@ -492,10 +492,32 @@ int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 	return loco_post_faa(thr, &rr, loco_raddr_off(ra), add, old, ack);
 }
 
+/* A synchronous op to PEERS timed out: its local buffer is the caller's
+ * (often on the stack) and must not be touched once we return. Move the
+ * QPs to the error state, like RDMA after a transport error: every
+ * outstanding op fails, later posts to those peers fail. */
+static void qps_abort(struct loco_thread *thr, uint64_t peers, int err)
+{
+	pthread_mutex_lock(&thr->lock);
+	for (uint64_t m = peers; m; m &= m - 1) {
+		struct loco_qp *qp = thr->qp[__builtin_ctzll(m)];
+		if (!qp || !qp->tp)
+			continue;
+		thr->mgr->tp_ops->qp_abort(qp->tp);
+		qp_retire(qp, UINT64_MAX, err);
+	}
+	pthread_mutex_unlock(&thr->lock);
+}
+
 /* Post through POSTED's ack, then wait for it. */
 static int finish_sync(struct loco_thread *thr, int rc, struct loco_ack *ack)
 {
-	return rc ? rc : loco_ack_wait(thr, ack, -1);
+	if (rc)
+		return rc;
+	rc = loco_ack_wait(thr, ack, -1);
+	if (rc == -ETIMEDOUT)
+		qps_abort(thr, ack->peers, rc);
+	return rc;
 }
 
 int loco_read(struct loco_thread *thr, const struct loco_rregion *rr,

@@ -287,6 +287,12 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 	}
 }
 
+/* Requests execute at post time: nothing is left to stop. */
+static void shm_qp_abort(struct loco_tp_qp *qp)
+{
+	(void)qp;
+}
+
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -325,4 +331,5 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_destroy = shm_qp_destroy,
 	.post = shm_post,
 	.poll = shm_poll,
+	.qp_abort = shm_qp_abort,
 };

@@ -577,6 +577,18 @@ static void weak_qp_destroy(struct loco_tp_qp *tqp)
 	free(tqp);
 }
 
+/* Drop the requests not yet executed (the NIC executes under qp->lock, so
+ * none is half done). Executed WRITEs still being placed only touch the
+ * peer's memory, from copies: they are left to the NIC. */
+static void weak_qp_abort(struct loco_tp_qp *tqp)
+{
+	struct weak_qp *qp = tqp->weak;
+	pthread_spin_lock(&qp->lock);
+	qp->qhead = 0;
+	qp->qcount = 0;
+	pthread_spin_unlock(&qp->lock);
+}
+
 static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned n)
 {
 	struct weak_qp *qp = tqp->weak;
@@ -619,4 +631,5 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.qp_destroy = weak_qp_destroy,
 	.post = weak_post,
 	.poll = weak_poll,
+	.qp_abort = weak_qp_abort,
 };

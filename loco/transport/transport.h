@@ -78,6 +78,12 @@ struct loco_transport_ops {
 	int (*post)(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);
+	/* Move QP to the error state (its caller gave up waiting): once this
+	 * returns, no request posted to QP reads or writes local memory any
+	 * more; requests not yet executed never execute. The core treats
+	 * every outstanding request as failed and posts no more to QP.
+	 * Caller: the thread that polls the QP's CQ. */
+	void (*qp_abort)(struct loco_tp_qp *qp);
 };
 
 extern const struct loco_transport_ops loco_shm_ops;

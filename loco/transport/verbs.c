@@ -946,6 +946,24 @@ static int verbs_post_refused(struct loco_tp_qp *q, unsigned n, int err,
 	return -LOCO_EQP;
 }
 
+/* The error state stops the NIC's work on Q: requests not yet done are
+ * flushed (no data moves for them any more). Every outstanding request
+ * is failed now, so none copies a result out of the bounce buffer. */
+static void verbs_qp_abort(struct loco_tp_qp *q)
+{
+	if (verbs_sq_failed(&q->sq))
+		return;
+	loco_err(VERBS_LOG, "giving up on the requests of thread %u to node %u: QP moved to "
+		 "the error state", q->link.thread, q->link.node);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	int r = ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+	if (r)
+		loco_err(VERBS_LOG, "moving the QP to node %u to the error state: %s",
+			 q->link.node, strerror(r));
+	verbs_sq_fail_partial(&q->sq, 0, -ETIMEDOUT);
+	q->cq->dirty |= UINT64_C(1) << q->sq.tag;
+}
+
 static int verbs_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 {
 	struct verbs_sq *sq = &q->sq;
@@ -1052,4 +1070,5 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.qp_destroy = verbs_qp_destroy,
 	.post = verbs_post,
 	.poll = verbs_poll,
+	.qp_abort = verbs_qp_abort,
 };

@@ -306,6 +306,55 @@ START_TEST(wait_ready_without_channels)
 }
 END_TEST
 
+/* shm-weak with a 1 s round trip and a 100 ms op timeout: a synchronous
+ * op gives up long before the emulated NIC would execute it. */
+static void setup_slow(void)
+{
+	setenv("LOCO_TRANSPORT", "shm-weak", 1);
+	setenv("LOCO_SHM_WEAK_RTT_NS", "1000000000", 1);
+	ck_assert_int_eq(cluster1_start(&cl, "", 100), 0);
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &thr), 0);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "t.data", 4096, &reg), 0);
+	loco_region_desc(cl.mgr, &reg, &rr);
+}
+
+static void teardown_slow(void)
+{
+	teardown();
+	unsetenv("LOCO_TRANSPORT");
+	unsetenv("LOCO_SHM_WEAK_RTT_NS");
+}
+
+/* A timed-out synchronous op never writes the caller's buffer later, and
+ * the thread's QP to that peer is in the error state; another thread's
+ * QP is not. */
+START_TEST(sync_timeout_abandons_op)
+{
+	uint8_t *back = malloc(64);
+	uint64_t old = 7;
+	memset(reg.base, 0x11, 64);
+	memset(back, 0x5a, 64);
+	ck_assert_int_eq(loco_read(thr, &rr, 0, back, 64), -ETIMEDOUT);
+	usleep(1200 * 1000);  /* the NIC would have executed it by now */
+	for (int i = 0; i < 64; i++)
+		ck_assert_uint_eq(back[i], 0x5a);
+	ck_assert_int_eq(loco_cas(thr, &rr, 0, 0x1111111111111111ull, 3, &old),
+			 -ETIMEDOUT);
+	ck_assert_uint_eq(old, 7);
+	ck_assert_uint_eq(*(uint64_t *)reg.base, 0x1111111111111111ull);
+
+	struct loco_thread *t2;
+	struct loco_ack ack = { 0, 0 };
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &t2), 0);
+	ck_assert_int_eq(loco_post_read(t2, &rr, 0, back, 64, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(t2, &ack, 5000), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_uint_eq(back[i], 0x11);
+	loco_thread_destroy(t2);
+	free(back);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -323,6 +372,11 @@ int main(void)
 	tcase_add_test(tc, exact_stats);
 	tcase_add_test(tc, arena_file_private);
 	tcase_add_test(tc, wait_ready_without_channels);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slow-nic");
+	tcase_add_checked_fixture(tc, setup_slow, teardown_slow);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, sync_timeout_abandons_op);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
