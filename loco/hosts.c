@@ -13,7 +13,21 @@
 
 #define LINE_MAX_CHARS 1023          /* longest accepted line, without '\n' */
 #define HOSTS_FILE_MAX (1024 * 1024) /* a hosts file is small; refuse more */
-#define MAX_FIELDS 4                 /* ID HOST:PORT ROLE, plus one to report */
+/* ID HOST:PORT ROLE, every setting once, plus one to report. */
+#define MAX_FIELDS (3 + LOCO_HOPT_NR + 1)
+
+static const char *const opt_names[LOCO_HOPT_NR] = {
+	[LOCO_HOPT_RDMA_DEV] = "rdma_dev",
+	[LOCO_HOPT_RDMA_PORT] = "rdma_port",
+	[LOCO_HOPT_GID_INDEX] = "gid_index",
+	[LOCO_HOPT_MTU] = "mtu",
+	[LOCO_HOPT_DM_BYTES] = "dm_bytes",
+};
+
+const char *loco_host_opt_name(enum loco_host_opt opt)
+{
+	return (unsigned)opt < LOCO_HOPT_NR ? opt_names[opt] : NULL;
+}
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -153,6 +167,32 @@ static int split_fields(char *line, char *field[MAX_FIELDS])
 	return n;
 }
 
+/* One KEY=VALUE setting into NODE (values are checked by the transport
+ * that uses them, which names this file and line). */
+static int parse_opt(struct hosts_parser *p, char *s, struct loco_host *node)
+{
+	char *eq = strchr(s, '=');
+	if (!eq)
+		return line_err(p, "unexpected field '%s' (settings are KEY=VALUE)", s);
+	*eq = '\0';
+	const char *val = eq + 1;
+	int k = 0;
+	while (k < LOCO_HOPT_NR && strcmp(opt_names[k], s))
+		k++;
+	if (k == LOCO_HOPT_NR)
+		return line_err(p, "unknown setting '%s' (expected rdma_dev, rdma_port, "
+				"gid_index, mtu or dm_bytes)", s);
+	if (node->opt[k][0])
+		return line_err(p, "setting '%s' given twice", s);
+	if (!*val)
+		return line_err(p, "setting '%s' has an empty value", s);
+	if (strlen(val) >= LOCO_HOST_OPT_MAX)
+		return line_err(p, "setting '%s': value longer than %d bytes", s,
+				LOCO_HOST_OPT_MAX - 1);
+	strcpy(node->opt[k], val);
+	return 0;
+}
+
 static int parse_line(struct hosts_parser *p, char *line)
 {
 	char *field[MAX_FIELDS];
@@ -171,11 +211,20 @@ static int parse_line(struct hosts_parser *p, char *line)
 	ret = parse_addr(p, field[1], &node);
 	if (ret)
 		return ret;
-	ret = parse_role(p, n > 2 ? field[2] : NULL, &node.role);
+	/* The role may be left out before settings too. */
+	int first_opt = n > 2 && !strchr(field[2], '=') ? 3 : 2;
+	ret = parse_role(p, first_opt == 3 ? field[2] : NULL, &node.role);
 	if (ret)
 		return ret;
 	if (n == MAX_FIELDS)
-		return line_err(p, "unexpected extra field '%s'", field[3]);
+		return line_err(p, "too many fields (at most ID HOST:PORT ROLE and "
+				"%d settings)", LOCO_HOPT_NR);
+	for (int i = first_opt; i < n; i++) {
+		ret = parse_opt(p, field[i], &node);
+		if (ret)
+			return ret;
+	}
+	node.line = p->line;
 
 	p->hosts.node[node.id] = node;
 	p->first_line[node.id] = p->line;

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Hosts file and node options.
  *
- * Hosts file: one node per line, `ID HOST:PORT ROLE`, ROLE is `compute` or
- * `memory` (optional, default compute). `#` starts a comment; blank lines are
- * ignored. IDs are 0..LOCO_MAX_NODES-1, unique; HOST is an IPv4 address or a
- * name (at most LOCO_HOST_MAX-1 bytes), PORT 1..65535. */
+ * Hosts file: one node per line, `ID HOST:PORT ROLE [KEY=VALUE]...`, ROLE
+ * is `compute` or `memory` (optional, default compute). `#` starts a
+ * comment; blank lines are ignored. IDs are 0..LOCO_MAX_NODES-1, unique;
+ * HOST is an IPv4 address or a name (at most LOCO_HOST_MAX-1 bytes), PORT
+ * 1..65535. The optional KEY=VALUE fields are per-node transport settings
+ * (enum loco_host_opt; each at most once, values below LOCO_HOST_OPT_MAX
+ * bytes): the verbs transport reads them as defaults for its LOCO_VERBS_*
+ * variables (docs/verbs.md). */
 #ifndef LOCO_HOSTS_H
 #define LOCO_HOSTS_H
 
@@ -19,13 +23,29 @@
 
 enum loco_role { LOCO_ROLE_COMPUTE = 0, LOCO_ROLE_MEMORY = 1 };
 
+/* Per-node transport settings a hosts-file line may carry. */
+enum loco_host_opt {
+	LOCO_HOPT_RDMA_DEV,      /* rdma_dev=NAME   (LOCO_VERBS_DEVICE) */
+	LOCO_HOPT_RDMA_PORT,     /* rdma_port=N     (LOCO_VERBS_PORT) */
+	LOCO_HOPT_GID_INDEX,     /* gid_index=N     (LOCO_VERBS_GID_INDEX) */
+	LOCO_HOPT_MTU,           /* mtu=BYTES       (LOCO_VERBS_MTU) */
+	LOCO_HOPT_DM_BYTES,      /* dm_bytes=BYTES  (LOCO_VERBS_DM_BYTES) */
+	LOCO_HOPT_NR
+};
+#define LOCO_HOST_OPT_MAX 64
+
 struct loco_host {
 	uint32_t id;
 	uint16_t port;
 	uint8_t role;            /* enum loco_role */
 	uint8_t present;         /* 1 if this id appears in the file */
+	uint32_t line;           /* its line in the file */
 	char host[LOCO_HOST_MAX];
+	char opt[LOCO_HOPT_NR][LOCO_HOST_OPT_MAX]; /* "" = not given */
 };
+
+/* The KEY of setting OPT ("rdma_dev", ...), or NULL if out of range. */
+const char *loco_host_opt_name(enum loco_host_opt opt);
 
 struct loco_hosts {
 	struct loco_host node[LOCO_MAX_NODES]; /* indexed by id */

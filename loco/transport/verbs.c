@@ -5,10 +5,11 @@
  * - One arena per node, huge pages where available, registered once as one
  *   MR. Peers learn its address and rkey from the arena descriptor.
  * - Device, port and GID: the device and port are the ones holding this
- *   node's hosts-file address (LOCO_VERBS_DEVICE / _PORT can only confirm
- *   them: a QP on another port could not be reached at that address); the
- *   GID is chosen from the port's GID table (verbs_gid_pick) or set with
- *   LOCO_VERBS_GID_INDEX.
+ *   node's hosts-file address (LOCO_VERBS_DEVICE / _PORT, or rdma_dev /
+ *   rdma_port on the node's hosts-file line, can only confirm them: a QP
+ *   on another port could not be reached at that address); the GID is
+ *   chosen from the port's GID table (verbs_gid_pick) or set with
+ *   LOCO_VERBS_GID_INDEX or gid_index. The environment wins over the file.
  * - QPs are connected through rdma_cm (verbs_cm.c); the active side's QP
  *   sends its completions to the thread's CQ, the passive side's QPs only
  *   serve one-sided ops.
@@ -158,9 +159,10 @@ static int verbs_device_open(struct loco_tp *tp, struct ibv_device **list,
 	const char *host = tp->hosts->node[tp->self].host;
 	if ((tp->cfg.device[0] && strcmp(tp->cfg.device, bound)) ||
 	    (tp->cfg.port && tp->cfg.port != bport)) {
-		loco_err(VERBS_LOG, "LOCO_VERBS_DEVICE=%s LOCO_VERBS_PORT=%u, but this node's "
-			 "hosts-file address %s is on %s port %u: unset them or put the "
-			 "address of the wanted interface in the hosts file",
+		loco_err(VERBS_LOG, "device %s port %u asked for (LOCO_VERBS_DEVICE/_PORT or "
+			 "rdma_dev/rdma_port in the hosts file), but this node's hosts-file "
+			 "address %s is on %s port %u: drop them or put the address of the "
+			 "wanted interface in the hosts file",
 			 tp->cfg.device[0] ? tp->cfg.device : "(unset)", tp->cfg.port,
 			 host, bound, bport);
 		return -ENODEV;
@@ -190,7 +192,7 @@ static int verbs_mtu_setup(struct loco_tp *tp, const struct ibv_port_attr *pa)
 	}
 	int e = verbs_mtu_enum(tp->cfg.mtu);
 	if (e > (int)pa->active_mtu) {
-		loco_err(VERBS_LOG, "LOCO_VERBS_MTU=%u exceeds the active MTU %u of %s port %u",
+		loco_err(VERBS_LOG, "MTU %u (LOCO_VERBS_MTU or mtu) exceeds the active MTU %u of %s port %u",
 			 tp->cfg.mtu, verbs_mtu_bytes(pa->active_mtu), tp->devname, tp->port);
 		return -EINVAL;
 	}
@@ -257,7 +259,7 @@ static int verbs_gid_choose(struct loco_tp *tp, const struct verbs_gid *tab,
 		char valid[512];
 		verbs_gid_list(tab, n, valid, sizeof(valid));
 		if (tp->cfg.gid_index >= 0)
-			loco_err(VERBS_LOG, "LOCO_VERBS_GID_INDEX=%d is not a valid GID of %s port %u (valid: %s)",
+			loco_err(VERBS_LOG, "GID index %d (LOCO_VERBS_GID_INDEX or gid_index) is not a valid GID of %s port %u (valid: %s)",
 				 tp->cfg.gid_index, tp->devname, tp->port, n ? valid : "none");
 		else
 			loco_err(VERBS_LOG, "%s port %u has no valid GID", tp->devname, tp->port);
@@ -516,10 +518,12 @@ static void verbs_pool_destroy(struct loco_tp *tp)
 
 /* ---- open / close ------------------------------------------------------- */
 
-static int verbs_config_load(struct verbs_config *vc)
+static int verbs_config_load(const struct loco_tp_config *cfg,
+			     struct verbs_config *vc)
 {
-	char err[256];
-	int r = verbs_config_parse(verbs_getenv, vc, err, sizeof(err));
+	char err[VERBS_LABEL_MAX + 256];
+	int r = verbs_config_parse_host(verbs_getenv, &cfg->hosts->node[cfg->node_id],
+					cfg->hosts->path, vc, err, sizeof(err));
 	if (r < 0)
 		loco_err(VERBS_LOG, "%s", err);
 	return r;
@@ -618,7 +622,9 @@ static int verbs_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	struct ibv_device **list;
 	struct loco_tp *tp;
 	int ndev;
-	int r = verbs_config_load(&vc);
+	int r = verbs_config_check(cfg);
+	if (!r)
+		r = verbs_config_load(cfg, &vc);
 	if (r < 0)
 		return r;
 	if (cfg->timeout_ms > 0)  /* the manager's --timeout-ms wins */
@@ -626,9 +632,6 @@ static int verbs_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	r = verbs_devices_get(vc.device, &list, &ndev);
 	if (r < 0)
 		return r;
-	r = verbs_config_check(cfg);
-	if (r < 0)
-		goto free_list;
 	tp = verbs_tp_alloc(cfg, &vc);
 	r = -ENOMEM;
 	if (!tp)

@@ -80,57 +80,100 @@ static int verbs_num_parse(const char *s, bool suffix, uint64_t max,
 	return 0;
 }
 
-/* One numeric variable: unset or empty keeps *OUT; else MIN..MAX. */
-static int verbs_env_num(verbs_env_fn env, const char *name, bool suffix,
+/* Where settings come from: the environment, else (when HOST is set)
+ * this node's hosts-file line. */
+struct verbs_src {
+	verbs_env_fn env;
+	const struct loco_host *host;
+	const char *path;
+};
+
+static const struct {
+	const char *var;
+	enum loco_host_opt opt;
+} host_keys[] = {
+	{ "LOCO_VERBS_DEVICE", LOCO_HOPT_RDMA_DEV },
+	{ "LOCO_VERBS_PORT", LOCO_HOPT_RDMA_PORT },
+	{ "LOCO_VERBS_GID_INDEX", LOCO_HOPT_GID_INDEX },
+	{ "LOCO_VERBS_MTU", LOCO_HOPT_MTU },
+	{ "LOCO_VERBS_DM_BYTES", LOCO_HOPT_DM_BYTES },
+};
+
+/* Value of variable NAME, NULL if unset or empty; LABEL (for errors) gets
+ * "NAME" or "PATH:LINE: key". */
+static const char *src_get(const struct verbs_src *src, const char *name,
+			   char *label, size_t len)
+{
+	const char *s = src->env(name);
+	snprintf(label, len, "%s", name);
+	if (s && *s)
+		return s;
+	for (size_t i = 0; src->host && i < sizeof(host_keys) / sizeof(host_keys[0]); i++) {
+		const char *v = src->host->opt[host_keys[i].opt];
+		if (strcmp(host_keys[i].var, name) || !v[0])
+			continue;
+		snprintf(label, len, "%s:%u: %s", src->path, src->host->line,
+			 loco_host_opt_name(host_keys[i].opt));
+		return v;
+	}
+	return NULL;
+}
+
+/* One numeric setting: unset or empty keeps *OUT; else MIN..MAX. */
+static int verbs_env_num(const struct verbs_src *src, const char *name, bool suffix,
 			 uint64_t min, uint64_t max, const char *expect,
 			 uint64_t *out, char *err, size_t errlen)
 {
-	const char *s = env(name);
-	if (!s || !*s)
+	char label[VERBS_LABEL_MAX];
+	const char *s = src_get(src, name, label, sizeof(label));
+	if (!s)
 		return 0;
 	uint64_t v;
 	if (verbs_num_parse(s, suffix, max, &v) < 0 || v < min) {
-		snprintf(err, errlen, "%s=%s: expected %s", name, s, expect);
+		snprintf(err, errlen, "%s=%s: expected %s", label, s, expect);
 		return -EINVAL;
 	}
 	*out = v;
 	return 0;
 }
 
-static int verbs_env_device(verbs_env_fn env, struct verbs_config *c,
+static int verbs_env_device(const struct verbs_src *src, struct verbs_config *c,
 			    char *err, size_t errlen)
 {
-	const char *s = env("LOCO_VERBS_DEVICE");
-	if (!s || !*s)
+	char label[VERBS_LABEL_MAX];
+	const char *s = src_get(src, "LOCO_VERBS_DEVICE", label, sizeof(label));
+	if (!s)
 		return 0;
 	if (strlen(s) >= sizeof(c->device)) {
-		snprintf(err, errlen, "LOCO_VERBS_DEVICE=%s: name longer than %zu bytes",
-			 s, sizeof(c->device) - 1);
+		snprintf(err, errlen, "%s=%s: name longer than %zu bytes",
+			 label, s, sizeof(c->device) - 1);
 		return -EINVAL;
 	}
 	strcpy(c->device, s);
 	return 0;
 }
 
-static int verbs_env_mtu(verbs_env_fn env, struct verbs_config *c, char *err,
-			 size_t errlen)
+static int verbs_env_mtu(const struct verbs_src *src, struct verbs_config *c,
+			 char *err, size_t errlen)
 {
+	static const char expect[] = "one of 256, 512, 1024, 2048, 4096";
 	uint64_t v = 0;
-	int r = verbs_env_num(env, "LOCO_VERBS_MTU", false, 256, 4096,
-			      "one of 256, 512, 1024, 2048, 4096", &v, err, errlen);
+	int r = verbs_env_num(src, "LOCO_VERBS_MTU", false, 256, 4096, expect, &v,
+			      err, errlen);
 	if (r < 0 || v == 0)
 		return r;
 	if (verbs_mtu_enum((uint32_t)v) < 0) {
-		snprintf(err, errlen, "LOCO_VERBS_MTU=%s: expected one of 256, 512, 1024, 2048, 4096",
-			 env("LOCO_VERBS_MTU"));
+		char label[VERBS_LABEL_MAX];
+		const char *s = src_get(src, "LOCO_VERBS_MTU", label, sizeof(label));
+		snprintf(err, errlen, "%s=%s: expected %s", label, s, expect);
 		return -EINVAL;
 	}
 	c->mtu = (uint32_t)v;
 	return 0;
 }
 
-int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
-		       size_t errlen)
+static int verbs_config_src(const struct verbs_src *src, struct verbs_config *out,
+			    char *err, size_t errlen)
 {
 	struct verbs_config c = {
 		.gid_index = -1,
@@ -139,24 +182,24 @@ int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
 	};
 	uint64_t port = 0, offset = c.cm_port_offset, timeout = c.timeout_ms;
 	uint64_t gid = UINT64_MAX;
-	int r = verbs_env_device(env, &c, err, errlen);
+	int r = verbs_env_device(src, &c, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_VERBS_PORT", false, 1, 255,
+		r = verbs_env_num(src, "LOCO_VERBS_PORT", false, 1, 255,
 				  "a port number 1..255", &port, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_VERBS_GID_INDEX", false, 0, 255,
+		r = verbs_env_num(src, "LOCO_VERBS_GID_INDEX", false, 0, 255,
 				  "a GID table index 0..255", &gid, err, errlen);
 	if (!r)
-		r = verbs_env_mtu(env, &c, err, errlen);
+		r = verbs_env_mtu(src, &c, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_VERBS_DM_BYTES", true, 0, VERBS_DM_BYTES_MAX,
+		r = verbs_env_num(src, "LOCO_VERBS_DM_BYTES", true, 0, VERBS_DM_BYTES_MAX,
 				  "bytes (suffix k/m/g allowed), at most 1g",
 				  &c.dm_bytes, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_VERBS_CM_PORT_OFFSET", false, 1, 65534,
+		r = verbs_env_num(src, "LOCO_VERBS_CM_PORT_OFFSET", false, 1, 65534,
 				  "a port offset 1..65534", &offset, err, errlen);
 	if (!r)
-		r = verbs_env_num(env, "LOCO_TIMEOUT_MS", false, 1, 3600000,
+		r = verbs_env_num(src, "LOCO_TIMEOUT_MS", false, 1, 3600000,
 				  "milliseconds 1..3600000", &timeout, err, errlen);
 	if (r < 0)
 		return r;
@@ -166,6 +209,21 @@ int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
 	c.timeout_ms = (uint32_t)timeout;
 	*out = c;
 	return 0;
+}
+
+int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
+		       size_t errlen)
+{
+	struct verbs_src src = { .env = env };
+	return verbs_config_src(&src, out, err, errlen);
+}
+
+int verbs_config_parse_host(verbs_env_fn env, const struct loco_host *host,
+			    const char *path, struct verbs_config *out, char *err,
+			    size_t errlen)
+{
+	struct verbs_src src = { .env = env, .host = host, .path = path };
+	return verbs_config_src(&src, out, err, errlen);
 }
 
 int verbs_cm_port(uint16_t ctrl_port, uint32_t offset, uint16_t *out)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* verbs transport: the parts that need no device, unit-tested on any
  * machine (test/unit/test_verbs.c):
- *  - configuration from the environment (LOCO_VERBS_*), with clear errors;
+ *  - configuration from the environment (LOCO_VERBS_*) and the node's
+ *    hosts-file settings, with clear errors;
  *  - the arena descriptor peers exchange (wire format, versioned);
  *  - the rdma_cm connection private data (wire format, versioned);
  *  - GID selection from a port's GID table;
@@ -14,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loco/hosts.h"
+
 #pragma GCC visibility push(hidden)
 
 /* ---- configuration ------------------------------------------------------ */
@@ -22,6 +25,7 @@
 #define VERBS_CM_PORT_OFFSET_DEFAULT 1000
 #define VERBS_TIMEOUT_MS_DEFAULT 5000
 #define VERBS_DM_BYTES_MAX (UINT64_C(1) << 30)
+#define VERBS_LABEL_MAX (LOCO_PATH_MAX + 32)
 
 struct verbs_config {
 	char device[VERBS_DEVNAME_MAX]; /* LOCO_VERBS_DEVICE; "" = the device of this node's address */
@@ -41,6 +45,14 @@ typedef const char *(*verbs_env_fn)(const char *name);
  * written only on success. */
 int verbs_config_parse(verbs_env_fn env, struct verbs_config *out, char *err,
 		       size_t errlen);
+
+/* As verbs_config_parse, with the settings of HOST (this node's line of
+ * hosts file PATH: rdma_dev, rdma_port, gid_index, mtu, dm_bytes) for the
+ * variables ENV leaves unset or empty: the environment wins. A bad value
+ * from the file is reported as "PATH:LINE: key=value: what is wrong". */
+int verbs_config_parse_host(verbs_env_fn env, const struct loco_host *host,
+			    const char *path, struct verbs_config *out, char *err,
+			    size_t errlen);
 
 /* The rdma_cm listener port of a node: its hosts-file port + OFFSET.
  * -ERANGE if that is above 65535. */

@@ -97,6 +97,34 @@ START_TEST(parse_valid_full)
 }
 END_TEST
 
+START_TEST(parse_settings)
+{
+	static const char text[] =
+		"0 10.0.0.1:7000 memory rdma_dev=mlx5_1 rdma_port=2 gid_index=3 # RoCE v2\n"
+		"1 10.0.0.2:7000 mtu=1024 dm_bytes=128k\n"
+		"2 10.0.0.3:7000 compute\n";
+	struct loco_hosts h;
+	char err[ERRLEN] = "";
+
+	ck_assert_int_eq(loco_hosts_parse("hosts.txt", text, &h, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h.node[0].role, LOCO_ROLE_MEMORY);
+	ck_assert_uint_eq(h.node[0].line, 1);
+	ck_assert_str_eq(h.node[0].opt[LOCO_HOPT_RDMA_DEV], "mlx5_1");
+	ck_assert_str_eq(h.node[0].opt[LOCO_HOPT_RDMA_PORT], "2");
+	ck_assert_str_eq(h.node[0].opt[LOCO_HOPT_GID_INDEX], "3");
+	ck_assert_str_eq(h.node[0].opt[LOCO_HOPT_MTU], "");
+	ck_assert_uint_eq(h.node[1].role, LOCO_ROLE_COMPUTE);
+	ck_assert_uint_eq(h.node[1].line, 2);
+	ck_assert_str_eq(h.node[1].opt[LOCO_HOPT_MTU], "1024");
+	ck_assert_str_eq(h.node[1].opt[LOCO_HOPT_DM_BYTES], "128k");
+	ck_assert_str_eq(h.node[1].opt[LOCO_HOPT_RDMA_DEV], "");
+	for (int k = 0; k < LOCO_HOPT_NR; k++)
+		ck_assert_str_eq(h.node[2].opt[k], "");
+	ck_assert_str_eq(loco_host_opt_name(LOCO_HOPT_GID_INDEX), "gid_index");
+	ck_assert_ptr_null(loco_host_opt_name(LOCO_HOPT_NR));
+}
+END_TEST
+
 START_TEST(parse_valid_edges)
 {
 	char host[LOCO_HOST_MAX];
@@ -170,8 +198,16 @@ static const struct bad_case bad_cases[] = {
 	{ "0 hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh:80\n", 1,
 	  "host name too long" },
 	{ "0 a,b:80\n", 1, "bad character ',' in host name 'a,b'" },
-	{ "0 a:1\n1 b:2 compute x\n", 2, "unexpected extra field 'x'" },
-	{ "0 a:1 memory x y # c\n", 1, "unexpected extra field 'x'" },
+	{ "0 a:1\n1 b:2 compute x\n", 2, "unexpected field 'x' (settings are KEY=VALUE)" },
+	{ "0 a:1 memory x y # c\n", 1, "unexpected field 'x'" },
+	{ "0 a:1 memory gid_index=1 x\n", 1, "unexpected field 'x'" },
+	{ "0 a:1 compute gid=3\n", 1, "unknown setting 'gid' (expected rdma_dev, " },
+	{ "0 a:1 mtu=1024 mtu=2048\n", 1, "setting 'mtu' given twice" },
+	{ "0 a:1 compute rdma_dev=\n", 1, "setting 'rdma_dev' has an empty value" },
+	{ "0 a:1 rdma_dev=mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm\n",
+	  1, "setting 'rdma_dev': value longer than 63 bytes" },
+	{ "0 a:1 memory rdma_dev=a rdma_port=1 gid_index=2 mtu=3 dm_bytes=4 mtu=5\n",
+	  1, "too many fields" },
 	{ "0 a:1\n1 b:2 c:3\n", 2, "unknown role 'c:3'" },
 };
 
@@ -646,6 +682,7 @@ static Suite *hosts_suite(void)
 	tc = tcase_create("parse");
 	tcase_add_test(tc, parse_valid_full);
 	tcase_add_test(tc, parse_valid_edges);
+	tcase_add_test(tc, parse_settings);
 	tcase_add_loop_test(tc, parse_malformed, 0,
 			    (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_test(tc, parse_line_too_long);

@@ -128,6 +128,53 @@ START_TEST(config_bad)
 }
 END_TEST
 
+/* Per-node settings from the hosts file: used where the environment is
+ * silent, overridden where it speaks, bad values named by file and line. */
+START_TEST(config_hosts_file)
+{
+	static const char text[] =
+		"0 10.0.0.1:7000 memory rdma_dev=mlx5_1 rdma_port=2 gid_index=3\n"
+		"# node 1 asks too much\n"
+		"1 10.0.0.2:7000 compute mtu=1024 dm_bytes=2g\n"
+		"2 10.0.0.3:7000 mtu=1000\n";
+	struct loco_hosts h;
+	struct verbs_config c = { .port = 77 };
+	char err[VERBS_LABEL_MAX + 256] = "";
+	ck_assert_int_eq(loco_hosts_parse("hosts.txt", text, &h, err, sizeof(err)), 0);
+	env_clear();
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[0], h.path, &c, err,
+						 sizeof(err)), 0);
+	ck_assert_str_eq(c.device, "mlx5_1");
+	ck_assert_uint_eq(c.port, 2);
+	ck_assert_int_eq(c.gid_index, 3);
+	ck_assert_uint_eq(c.mtu, 0);
+	env_set("LOCO_VERBS_GID_INDEX", "1");
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[0], h.path, &c, err,
+						 sizeof(err)), 0);
+	ck_assert_int_eq(c.gid_index, 1);
+	ck_assert_str_eq(c.device, "mlx5_1");
+
+	env_clear();
+	c.port = 77;
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[1], h.path, &c, err,
+						 sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "hosts.txt:3: dm_bytes=2g: expected bytes (suffix k/m/g "
+			 "allowed), at most 1g");
+	ck_assert_uint_eq(c.port, 77);
+	env_set("LOCO_VERBS_DM_BYTES", "1m");  /* the environment wins */
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[1], h.path, &c, err,
+						 sizeof(err)), 0);
+	ck_assert_uint_eq(c.dm_bytes, 1 << 20);
+	ck_assert_uint_eq(c.mtu, 1024);
+
+	env_clear();
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[2], h.path, &c, err,
+						 sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "hosts.txt:4: mtu=1000: expected one of 256, 512, 1024, "
+			 "2048, 4096");
+}
+END_TEST
+
 START_TEST(cm_port)
 {
 	uint16_t p;
@@ -757,6 +804,7 @@ static Suite *verbs_suite(void)
 	tcase_add_test(t, config_defaults);
 	tcase_add_test(t, config_values);
 	tcase_add_loop_test(t, config_bad, 0, sizeof(bad_env) / sizeof(bad_env[0]));
+	tcase_add_test(t, config_hosts_file);
 	tcase_add_test(t, cm_port);
 	tcase_add_test(t, mtu_and_pages);
 	suite_add_tcase(s, t);
