@@ -7,6 +7,8 @@
 #ifndef LOCO_TEST_CHANNELS_CLUSTER_H
 #define LOCO_TEST_CHANNELS_CLUSTER_H
 
+#include <errno.h>
+
 #include "test/common/rundir.h"
 #include "loco/loco.h"
 #include "test/common/cluster1.h"
@@ -21,8 +23,10 @@ struct cluster {
 	struct loco_thread *thr[CL_MAX];
 };
 
-static inline int cluster_start(struct cluster *c, unsigned nodes,
-				 unsigned absent, int timeout_ms)
+static inline void cluster_stop(struct cluster *c);
+
+static inline int cluster_start_once(struct cluster *c, unsigned nodes,
+				      unsigned absent, int timeout_ms)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-chan-hosts-XXXXXX");
@@ -50,6 +54,20 @@ static inline int cluster_start(struct cluster *c, unsigned nodes,
 		c->n = i + 1;
 	}
 	return 0;
+}
+
+/* Free ports are found by binding port 0 and closing it; a test starting
+ * in parallel can take such a port before our manager listens on it
+ * (-EADDRINUSE): start again with fresh ports, a few times. */
+static inline int cluster_start(struct cluster *c, unsigned nodes,
+				unsigned absent, int timeout_ms)
+{
+	for (int i = 1;; i++) {
+		int rc = cluster_start_once(c, nodes, absent, timeout_ms);
+		if (rc != -EADDRINUSE || i == 5)
+			return rc;
+		cluster_stop(c);
+	}
 }
 
 /* Wait until every manager's channels are ready: 0 or the first error. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "channels/queue.h"
-#include "test/channels2/cluster_retry.h"
+#include "test/channels/cluster.h"
 #include "test/common/skip.h"
 
 static struct cluster cl;
@@ -20,12 +20,12 @@ static struct loco_queue q[CL_MAX];
 
 static void setup2(void)
 {
-	ck_assert_int_eq(cluster_start_retry(&cl, 2, 10000), 0);
+	ck_assert_int_eq(cluster_start(&cl, 2, 0, 10000), 0);
 }
 
 static void setup3(void)
 {
-	ck_assert_int_eq(cluster_start_retry(&cl, 3, 10000), 0);
+	ck_assert_int_eq(cluster_start(&cl, 3, 0, 10000), 0);
 }
 
 static void teardown(void)

@@ -12,7 +12,7 @@
 #include <pthread.h>
 
 #include "channels/ringbuffer.h"
-#include "test/channels2/cluster_retry.h"
+#include "test/channels/cluster.h"
 #include "test/common/skip.h"
 
 #define SMALL 4096
@@ -23,7 +23,7 @@ static struct loco_ringbuffer rb[CL_MAX];
 
 static void setup3(void)
 {
-	ck_assert_int_eq(cluster_start_retry(&cl, 3, 10000), 0);
+	ck_assert_int_eq(cluster_start(&cl, 3, 0, 10000), 0);
 }
 
 static void teardown(void)

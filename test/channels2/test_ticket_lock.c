@@ -13,7 +13,7 @@
 #include "channels/lock_array.h"
 #include "channels/shared_region.h"
 #include "channels/ticket_lock.h"
-#include "test/channels2/cluster_retry.h"
+#include "test/channels/cluster.h"
 #include "test/common/skip.h"
 
 #define LONG_MS 60000
@@ -23,12 +23,12 @@ static struct loco_ticket_lock lk[CL_MAX];
 
 static void setup2(void)
 {
-	ck_assert_int_eq(cluster_start_retry(&cl, 2, 10000), 0);
+	ck_assert_int_eq(cluster_start(&cl, 2, 0, 10000), 0);
 }
 
 static void setup3(void)
 {
-	ck_assert_int_eq(cluster_start_retry(&cl, 3, 10000), 0);
+	ck_assert_int_eq(cluster_start(&cl, 3, 0, 10000), 0);
 }
 
 static void teardown(void)

@@ -5,6 +5,7 @@
 #define LOCO_TEST_CLUSTER1_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +35,8 @@ static inline int free_port(void)
 	return ntohs(sa.sin_port);
 }
 
-/* EXTRA: more hosts-file lines (nodes that never start), or "". */
-static inline int cluster1_start(struct cluster1 *c, const char *extra,
-				 int timeout_ms)
+static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
+				      int timeout_ms)
 {
 	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-test-hosts-XXXXXX");
 	int fd = mkstemp(c->hosts);
@@ -62,6 +62,20 @@ static inline void cluster1_stop(struct cluster1 *c)
 	c->mgr = NULL;
 	unlink(c->hosts);
 	rmdir(c->run_dir);
+}
+
+/* EXTRA: more hosts-file lines (nodes that never start), or "". The port
+ * comes from binding port 0 and closing it, so a parallel test may take
+ * it first (-EADDRINUSE): then start again with a fresh one. */
+static inline int cluster1_start(struct cluster1 *c, const char *extra,
+				 int timeout_ms)
+{
+	for (int i = 1;; i++) {
+		int rc = cluster1_start_once(c, extra, timeout_ms);
+		if (rc != -EADDRINUSE || i == 5)
+			return rc;
+		unlink(c->hosts);
+	}
 }
 
 #endif
