@@ -79,7 +79,8 @@ void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg);
 /* Descriptor of a local region, for operations through the transport. */
 void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 		      struct loco_rregion *out);
-/* Create-or-open region NAME of LEN bytes on memory node NODE: the first
+/* Create-or-open region NAME of LEN bytes on node NODE (usually a memory
+ * node; this node's own id works too, without a message): the first
  * caller gets a zeroed region, later callers the same one. -LOCO_EMISMATCH
  * if it exists with another size; -ETIMEDOUT if the node does not answer. */
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,

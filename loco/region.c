@@ -188,6 +188,27 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	region_ack(reply, rc, msg, off, have);
 }
 
+/* Send REQ to NODE's REGION_OPEN handler (called directly for this node,
+ * whose server does not call itself); *REP (malloc'd) gets the reply. */
+static int open_request(struct loco_mgr *mgr, uint32_t node,
+			const struct loco_wbuf *req, uint8_t **rep, size_t *rlen)
+{
+	if (node != mgr->id)
+		return loco_ctrl_request(mgr, node, LOCO_MSG_REGION_OPEN, req->p,
+					 req->len, LOCO_MSG_REGION_ACK, rep, rlen, -1);
+	struct loco_wbuf reply;
+	loco_wbuf_init(&reply);
+	loco_region_handle_open(mgr, node, req->p, req->len, &reply);
+	int rc = reply.err;
+	if (rc) {
+		loco_wbuf_fini(&reply);
+		return rc;
+	}
+	*rep = reply.p;
+	*rlen = reply.len;
+	return 0;
+}
+
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out)
 {
@@ -200,9 +221,7 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 	loco_put_u64(&w, len);
 	uint8_t *rep = NULL;
 	size_t rlen = 0;
-	int rc = w.err ? w.err :
-		 loco_ctrl_request(mgr, node, LOCO_MSG_REGION_OPEN, w.p, w.len,
-				   LOCO_MSG_REGION_ACK, &rep, &rlen, -1);
+	int rc = w.err ? w.err : open_request(mgr, node, &w, &rep, &rlen);
 	loco_wbuf_fini(&w);
 	if (rc) {
 		loco_err("region", "open '%s' on node %u: %s", name, node,

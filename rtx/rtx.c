@@ -16,10 +16,11 @@
 #define DEFAULT_MIN_CHUNKS 64u
 
 /* ---- regions hosted by this very node -------------------------------------
- * loco_region_open refuses the own node id (the control plane does not
- * call itself), so a process that hosts its own rtx (no memory node, or a
- * one-node test cluster) keeps its regions here, shared by every handle
- * of the process and freed with the last one. */
+ * loco_region_open on the own node id keeps a region as long as the
+ * manager lives (like a memory node). A process that hosts its own rtx
+ * (no memory node, or a one-node test cluster) keeps its regions here
+ * instead, shared by every handle of the process and freed with the last
+ * one, so that a later rtx of the same name starts from zeroed memory. */
 
 struct self_region {
 	struct loco_mgr *mgr;
