@@ -121,15 +121,19 @@ void rtx_repair_noted(struct loco_rtx_worker *w)
 	w->nrep = 0;
 }
 
-/* A lock word that is not ours stopped us: count it, note it if expired. */
+/* A lock word that is not ours stopped us: count it, note it if expired,
+ * else remember when it expires (the retry wakes then, not later). */
 static void met_lock(struct loco_rtx_worker *w, const struct rtx_rent *r,
 		     uint64_t word)
 {
 	if (!loco_lllock_is_locked(word))
 		return;
 	RTX_INC(w, lock_waits);
+	uint64_t lease = loco_lllock_lease(word);
 	if (loco_lllock_expired(word, rtx_now_ms(w->x)))
 		rtx_note_expired(w, r->obj, word);
+	else if (!w->wake_lease || lease < w->wake_lease)
+		w->wake_lease = lease;
 }
 
 /* ---- blocks and pre-locks ------------------------------------------------ */

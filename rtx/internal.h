@@ -141,6 +141,8 @@ struct loco_rtx_worker {
 	/* LOCO_RTX_BLOCK */
 	uint64_t block_t0;
 	unsigned block_tries;
+	uint64_t wake_lease;       /* earliest lease (ms) of a live foreign lock
+				    * that stopped the attempt; 0 = none */
 	/* buffers: log (WRITE source), repair log copy, data copy, scan */
 	uint8_t *logbuf, *rlog, *copy, *scan;
 	uint64_t state_old;        /* scratch CAS results */

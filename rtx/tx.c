@@ -256,21 +256,42 @@ static uint64_t rng_next(struct loco_rtx_worker *w)
 	return x * UINT64_C(2685821657736338717);
 }
 
+/* Microseconds until a lock with lease LEASE_MS has expired (the first
+ * POSIX millisecond past it), 0 if it has. */
+static unsigned lease_left_us(const struct loco_rtx *x, uint64_t lease_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	uint64_t at = (x->epoch_ms + lease_ms + 1) * 1000u;
+	return at > now ? (unsigned)(at - now) : 0;
+}
+
+/* Random exponential back-off, cut short at the moment the live lock that
+ * stopped us expires: a dead owner's lock is repaired without oversleeping
+ * its lease. */
 static void backoff(struct loco_rtx_worker *w)
 {
 	unsigned t = w->block_tries++;
+	uint64_t lease = w->wake_lease;
+	w->wake_lease = 0;
 	if (t < 2)
 		return;
 	unsigned cap = t < 10 ? 1u << (t - 2) : BACKOFF_MAX_US;
 	if (cap > BACKOFF_MAX_US)
 		cap = BACKOFF_MAX_US;
-	rtx_sleep_us(1 + (unsigned)(rng_next(w) % cap));
+	unsigned us = 1 + (unsigned)(rng_next(w) % cap);
+	unsigned left = lease ? lease_left_us(w->x, lease) : 0;
+	if (left && left < us)
+		us = left;
+	rtx_sleep_us(us);
 }
 
 int loco_rtx_block_start_(struct loco_rtx_worker *w, int *rc)
 {
 	w->block_t0 = loco_now_ns();
 	w->block_tries = 0;
+	w->wake_lease = 0;
 	*rc = loco_rtx_begin(w);
 	return *rc == 0;
 }
