@@ -40,6 +40,12 @@ double bench_lat_pct_us(struct bench_lat *l, double p)
 	return (double)l->ns[i] / 1000.0;
 }
 
+void bench_lat_append(struct bench_lat *dst, const struct bench_lat *src)
+{
+	for (size_t k = 0; k < src->n; k++)
+		bench_lat_add(dst, src->ns[k]);
+}
+
 void bench_json_begin(FILE *f, const struct bench_result *r)
 {
 	double ops = r->ops ? (double)r->ops : 1;
@@ -59,4 +65,9 @@ void bench_json_end(FILE *f)
 {
 	fputs("}\n", f);
 	fflush(f);
+}
+
+uint64_t bench_members(const struct loco_mgr *mgr)
+{
+	return loco_mgr_compute_peers(mgr) | UINT64_C(1) << loco_mgr_id(mgr);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared pieces of the benchmark programs: latency samples and the final
- * JSON result line (fields named in DESIGN.md). */
+/* Shared pieces of the benchmark programs: latency samples, the final
+ * JSON result line (fields named in DESIGN.md) and the compute nodes. */
 #ifndef LOCO_APPS_BENCH_H
 #define LOCO_APPS_BENCH_H
 
@@ -21,6 +21,8 @@ void bench_lat_fini(struct bench_lat *l);
 void bench_lat_add(struct bench_lat *l, uint64_t ns);
 /* Percentile P (0..100) in microseconds; sorts the samples. 0 if none. */
 double bench_lat_pct_us(struct bench_lat *l, double p);
+/* Add SRC's samples to DST (up to DST's capacity). */
+void bench_lat_append(struct bench_lat *dst, const struct bench_lat *src);
 
 struct bench_result {
 	const char *app;
@@ -36,5 +38,8 @@ struct bench_result {
  * append their own fields and then call bench_json_end. */
 void bench_json_begin(FILE *f, const struct bench_result *r);
 void bench_json_end(FILE *f);
+
+/* The compute nodes, this one included, as a mask of node ids. */
+uint64_t bench_members(const struct loco_mgr *mgr);
 
 #endif

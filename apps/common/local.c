@@ -88,3 +88,22 @@ void local_node_stop(struct local_node *ln)
 		rmdir(ln->run_dir);
 	ln->hosts[0] = ln->run_dir[0] = 0;
 }
+
+int local_main(const struct local_prog *p, void *arg, int argc, char **argv)
+{
+	struct local_node ln;
+	int rc = local_node_start(&ln, &argc, argv, p->name, "shm");
+	if (rc)
+		return rc;
+	rc = p->parse(arg, argc, argv);
+	if (rc) {
+		p->usage(rc == 1 ? stdout : stderr);
+		local_node_stop(&ln);
+		return rc == 1 ? 0 : 2;
+	}
+	rc = p->run(arg, ln.mgr);
+	if (rc)
+		fprintf(stderr, "%s: %s\n", p->name, loco_strerror(rc));
+	local_node_stop(&ln);
+	return rc ? 1 : 0;
+}

@@ -5,6 +5,8 @@
 #ifndef LOCO_APPS_LOCAL_H
 #define LOCO_APPS_LOCAL_H
 
+#include <stdio.h>
+
 #include "loco/loco.h"
 
 struct local_node {
@@ -19,5 +21,21 @@ struct local_node {
 int local_node_start(struct local_node *ln, int *argc, char **argv,
 		     const char *prog, const char *default_transport);
 void local_node_stop(struct local_node *ln);
+
+/* A program run on a local_node (transport shm by default). */
+struct local_prog {
+	const char *name;           /* "loco-<app>", of the error lines */
+	void (*usage)(FILE *f);
+	/* The program's options into ARG: 0 to run, 1 for --help, 2 if bad. */
+	int (*parse)(void *arg, int argc, char **argv);
+	/* The whole run on MGR. Returns 0 or -errno. */
+	int (*run)(void *arg, struct loco_mgr *mgr);
+};
+
+/* main() of P: start the node, parse (on 1 or 2 the usage goes to stdout
+ * or stderr), run, name a failure on stderr, stop the node. Returns the
+ * exit status: 0; 1 if the node did not start or the run failed; 2 on
+ * bad options. */
+int local_main(const struct local_prog *p, void *arg, int argc, char **argv);
 
 #endif

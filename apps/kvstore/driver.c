@@ -7,14 +7,12 @@
  * (scope "cluster": ops summed, latency percentiles the maximum over the
  * nodes). Without a hosts file it runs as a private one-node cluster. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "apps/common/local.h"
+#include "apps/common/opts.h"
 #include "apps/kvstore/drv.h"
 #include "loco/history.h"
 
@@ -48,17 +46,6 @@ static const char usage[] =
 "Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
 "raise --arena-mb for big runs).\n";
 
-static int num_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || !*s || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static int num_dbl(const char *s, double lo, double hi, double *out)
 {
 	char *end;
@@ -69,25 +56,29 @@ static int num_dbl(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
-static int parse_one(struct drv_opts *o, int c, const char *arg)
+static int parse_one(void *opts, int c, const char *arg)
 {
+	struct drv_opts *o = opts;
 	uint64_t v = 0;
 	int rc = 0;
 	switch (c) {
-	case 'k': rc = num_u64(arg, 1, UINT64_C(1) << 40, &o->keys); break;
-	case 'v': rc = num_u64(arg, 8, KV_VALUE_MAX, &v) || v % 8;
+	case 'k': rc = bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->keys); break;
+	case 'v': rc = bench_parse_u64(arg, 8, KV_VALUE_MAX, &v) || v % 8;
 		  o->value_size = (uint32_t)v; break;
 	case 'r': rc = num_dbl(arg, 0, 1, &o->read); break;
 	case 'i': rc = num_dbl(arg, 0, 0.5, &o->insert); break;
 	case 'p': rc = num_dbl(arg, 0, 1, &o->put); break;
 	case 'z': rc = num_dbl(arg, 0, 0.9999, &o->zipf); break;
 	case 'f': rc = num_dbl(arg, 0, 1, &o->fill); break;
-	case 't': rc = num_u64(arg, 1, DRV_MAX_THREADS, &v); o->threads = (unsigned)v; break;
-	case 'w': rc = num_u64(arg, 1, DRV_MAX_WINDOW, &v); o->window = (unsigned)v; break;
+	case 't': rc = bench_parse_u64(arg, 1, DRV_MAX_THREADS, &v);
+		  o->threads = (unsigned)v; break;
+	case 'w': rc = bench_parse_u64(arg, 1, DRV_MAX_WINDOW, &v);
+		  o->window = (unsigned)v; break;
 	case 'd': rc = num_dbl(arg, 0.001, 86400, &o->duration); break;
-	case 'l': rc = num_u64(arg, 1, 4096, &v); o->locks = (unsigned)v; break;
-	case 's': rc = num_u64(arg, 0, UINT64_MAX, &o->seed); break;
-	case 'o': rc = num_u64(arg, 1, UINT64_MAX, &o->max_ops); break;
+	case 'l': rc = bench_parse_u64(arg, 1, 4096, &v);
+		  o->locks = (unsigned)v; break;
+	case 's': rc = bench_parse_u64(arg, 0, UINT64_MAX, &o->seed); break;
+	case 'o': rc = bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops); break;
 	case 'R': o->record = arg; break;
 	case 'B': o->broken_fence = true; break;
 	default: return -1;
@@ -115,19 +106,8 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 		{ "broken-fence", no_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == '?' || parse_one(o, c, optarg)) {
-			if (c != '?')
-				fprintf(stderr, "loco-kvstore: bad value '%s'\n",
-					optarg);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "loco-kvstore: unexpected '%s'\n", argv[optind]);
+	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
 		return 2;
-	}
 	if (o->read + 2 * o->insert + o->put > 1.0 + 1e-9) {
 		fprintf(stderr, "loco-kvstore: read + 2 x insert + put ratios "
 			"exceed 1\n");
@@ -136,20 +116,11 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 	return 0;
 }
 
-static bool wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return true;
-	return false;
-}
-
 /* ---- set-up -------------------------------------------------------------- */
 
 static void member_rank(struct drv *d)
 {
-	uint64_t members = loco_mgr_compute_peers(d->mgr) |
-			   UINT64_C(1) << d->self;
+	uint64_t members = bench_members(d->mgr);
 	d->nmembers = (unsigned)__builtin_popcountll(members);
 	d->member = (unsigned)__builtin_popcountll(members &
 						   ((UINT64_C(1) << d->self) - 1));
@@ -193,8 +164,9 @@ static void teardown(struct drv *d)
 
 /* ---- the run ------------------------------------------------------------- */
 
-static uint64_t live_ops(struct drv *d)
+static uint64_t live_ops(void *arg)
 {
+	struct drv *d = arg;
 	uint64_t n = 0;
 	for (unsigned i = 0; i < d->o.threads; i++)
 		/* Relaxed: a progress counter. */
@@ -205,21 +177,12 @@ static uint64_t live_ops(struct drv *d)
 /* Print a progress line a second until every worker is done. */
 static void progress(struct drv *d, uint64_t t0)
 {
-	uint64_t last_ns = t0, last_ops = 0;
-	/* Acquire: pairs with each worker's release increment. */
-	while (atomic_load_explicit(&d->done, memory_order_acquire) < d->o.threads) {
-		struct timespec ts = { 0, 50000000 };
-		nanosleep(&ts, NULL);
-		uint64_t now = loco_now_ns();
-		if (now - last_ns < 1000000000u)
-			continue;
-		uint64_t ops = live_ops(d);
-		fprintf(stderr, "kvstore: node %u: %.0f s, %.0f ops/s\n", d->self,
-			(double)(now - t0) / 1e9,
-			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns));
-		last_ns = now;
-		last_ops = ops;
-	}
+	struct cl_progress p = {
+		.name = "kvstore", .unit = "ops", .node = d->self,
+		.threads = d->o.threads, .done = &d->done,
+		.live_ops = live_ops, .arg = d,
+	};
+	cl_progress_run(&p, t0);
 }
 
 /* The phase barrier counts every worker: one that cannot start leaves
@@ -255,12 +218,10 @@ static int row_fill(struct drv *d, struct cl_row *row, struct bench_lat *lat)
 	if (bench_lat_init(lat, n ? n : 1))
 		return -ENOMEM;
 	for (unsigned i = 0; i < d->o.threads; i++) {
-		for (size_t k = 0; k < d->w[i].lat.n; k++)
-			bench_lat_add(lat, d->w[i].lat.ns[k]);
+		bench_lat_append(lat, &d->w[i].lat);
 		bench_lat_fini(&d->w[i].lat);
 	}
-	row->p50_ns = (uint64_t)(bench_lat_pct_us(lat, 50) * 1000);
-	row->p99_ns = (uint64_t)(bench_lat_pct_us(lat, 99) * 1000);
+	cl_row_lat(row, lat);
 	return rc;
 }
 
@@ -276,19 +237,8 @@ static void report(struct drv *d, const struct cl_row *row,
 	struct bench_result r = {
 		.app = "kvstore", .transport = loco_mgr_transport(d->mgr),
 		.nodes = d->nmembers, .threads = o->threads,
-		.duration_s = (double)row->dur_ns / 1e9, .ops = row->ops,
-		.p50_us = (double)row->p50_ns / 1000,
-		.p99_us = (double)row->p99_ns / 1000,
-		.stats = { .reads = row->reads, .writes = row->writes,
-			   .cas = row->cas, .faa = row->faa, .rtts = row->rtts },
 	};
-	bench_json_begin(stdout, &r);
-	if (cluster)
-		printf(",\"scope\":\"cluster\",\"clients\":%u,\"min_node_ops\":%"
-		       PRIu64 ",\"max_node_ops\":%" PRIu64,
-		       d->nmembers * o->threads, cluster[0], cluster[1]);
-	else
-		printf(",\"scope\":\"node\",\"node\":%u", d->self);
+	cl_json_begin(stdout, &r, row, cluster, d->self);
 	printf(",\"keys\":%" PRIu64 ",\"value_size\":%u,\"read_ratio\":%g,"
 	       "\"insert_ratio\":%g,\"put_ratio\":%g,\"zipf\":%g,\"window\":%u,"
 	       "\"locks\":%u,\"recorded\":%s,\"broken_fence\":%s", o->keys,
@@ -354,7 +304,7 @@ static int run_all(struct drv *d)
 
 int main(int argc, char **argv)
 {
-	if (wants_help(argc, argv)) {
+	if (bench_wants_help(argc, argv)) {
 		fputs(usage, stdout);
 		return 0;
 	}

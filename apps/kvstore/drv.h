@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 #include "apps/common/bench.h"
-#include "apps/kvstore/cluster.h"
+#include "apps/common/cluster.h"
+#include "apps/common/zipf.h"
 #include "apps/kvstore/kv.h"
-#include "apps/kvstore/zipf.h"
 
 #define DRV_MAX_THREADS 64
 #define DRV_MAX_WINDOW 128

@@ -351,8 +351,8 @@ void *drv_worker_main(void *arg)
 		fprintf(stderr, "kvstore: node %u worker %u: %s\n", d->self,
 			w->idx, loco_strerror(w->rc));
 	worker_teardown(w);
-	/* Release: pairs with the acquire load in driver.c's progress loop;
-	 * the worker's counters are final. */
+	/* Release: pairs with the acquire load in cl_progress_run (driver.c's
+	 * progress); the worker's counters are final. */
 	atomic_fetch_add_explicit(&d->done, 1, memory_order_release);
 	return NULL;
 }

@@ -12,23 +12,15 @@
  *	tools/loco-run -n 4 -- loco-lockbench --threads 2 --duration 5
  *
  * Without a hosts file it runs as a private one-node cluster. */
-#include <errno.h>
-#include <getopt.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "apps/common/bench.h"
 #include "apps/common/local.h"
-#include "channels/atomic_var.h"
-#include "channels/barrier.h"
+#include "apps/common/opts.h"
+#include "apps/common/pool.h"
 #include "channels/shared_region.h"
 #include "channels/ticket_lock.h"
-
-#define LAT_CAP (1u << 20)
-#define PROGRESS_NS 1000000000ull
 
 struct opts {
 	unsigned threads;
@@ -40,24 +32,11 @@ struct opts {
 struct bench {
 	struct opts o;
 	struct loco_mgr *mgr;
-	struct loco_thread *thr;    /* main thread: barrier, totals */
 	struct loco_ticket_lock lk;
 	struct loco_shared_region ctr;
-	struct loco_atomic_var total;
-	struct loco_barrier bar;
+	struct bench_pool pool;     /* main thread, "total", "bar", workers */
 	uint32_t first, last;       /* lowest and highest compute id */
 	unsigned nodes;
-	_Atomic bool go;            /* workers start together */
-	uint64_t end_ns;            /* written before go */
-};
-
-struct worker {
-	pthread_t tid;
-	struct bench *b;
-	struct bench_lat lat;
-	_Atomic uint64_t ops;
-	struct loco_stats st;
-	int err;
 };
 
 static void usage(FILE *f)
@@ -72,7 +51,24 @@ static void usage(FILE *f)
 		LOCO_TICKET_LOCK_HANDOVER_MAX);
 }
 
-static int parse(struct opts *o, int argc, char **argv)
+static int parse_one(void *arg, int c, const char *s)
+{
+	struct opts *o = arg;
+	char *end = NULL;
+	if (c == 't')
+		o->threads = (unsigned)strtoul(s, &end, 10);
+	else if (c == 'd')
+		o->duration = strtod(s, &end);
+	else if (c == 'm')
+		o->handover_max = (int)strtol(s, &end, 10);
+	else if (c == 'e')
+		o->empty = true;
+	else
+		return -1;
+	return end && *end ? -1 : 0;
+}
+
+static int parse(void *arg, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "threads", required_argument, NULL, 't' },
@@ -82,27 +78,10 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	char *end = NULL;
-	while ((c = getopt_long(argc, argv, "t:d:h", lo, NULL)) != -1) {
-		if (c == 't')
-			o->threads = (unsigned)strtoul(optarg, &end, 10);
-		else if (c == 'd')
-			o->duration = strtod(optarg, &end);
-		else if (c == 'm')
-			o->handover_max = (int)strtol(optarg, &end, 10);
-		else if (c == 'e')
-			o->empty = true;
-		else if (c == 'h')
-			return 1;
-		else
-			return 2;
-		if (end && *end)
-			return 2;
-	}
-	bool ok = optind == argc && o->threads >= 1 && o->threads <= 64 &&
-		  o->duration > 0;
-	return ok ? 0 : 2;
+	struct opts *o = &((struct bench *)arg)->o;
+	int rc = bench_getopt(argc, argv, "t:d:h", lo, parse_one, o, NULL);
+	bool ok = o->threads >= 1 && o->threads <= 64 && o->duration > 0;
+	return rc ? rc : ok ? 0 : 2;
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -117,8 +96,11 @@ static int section(struct bench *b, struct loco_thread *thr)
 	return rc ? rc : loco_shared_region_write(&b->ctr, thr, b->last, 0, &v, 8);
 }
 
-static int one_op(struct bench *b, struct loco_thread *thr)
+static int one_op(void *arg, struct loco_thread *thr, unsigned idx, uint64_t k)
 {
+	struct bench *b = arg;
+	(void)idx;
+	(void)k;
 	int rc = loco_ticket_lock_lock(&b->lk, thr, -1);
 	if (rc)
 		return rc;
@@ -127,102 +109,24 @@ static int one_op(struct bench *b, struct loco_thread *thr)
 	return rc ? rc : urc;
 }
 
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct bench *b = w->b;
-	struct loco_thread *thr;
-	w->err = loco_thread_create(b->mgr, &thr);
-	/* Acquire: pairs with the release in workers_run (end_ns). */
-	while (!atomic_load_explicit(&b->go, memory_order_acquire))
-		sched_yield();
-	if (w->err)
-		return NULL;
-	uint64_t now = loco_now_ns();
-	while (!w->err && now < b->end_ns) {
-		uint64_t t0 = now;
-		w->err = one_op(b, thr);
-		now = loco_now_ns();
-		bench_lat_add(&w->lat, now - t0);
-		/* Relaxed: a counter the main thread samples for progress. */
-		atomic_fetch_add_explicit(&w->ops, 1, memory_order_relaxed);
-	}
-	loco_thread_stats(thr, &w->st);
-	loco_thread_destroy(thr);
-	return NULL;
-}
-
-static uint64_t ops_now(struct worker *w, unsigned n)
-{
-	uint64_t sum = 0;
-	for (unsigned i = 0; i < n; i++)
-		/* Relaxed: progress only. */
-		sum += atomic_load_explicit(&w[i].ops, memory_order_relaxed);
-	return sum;
-}
-
-/* Start the workers together, print progress each second, join them. */
-static int workers_run(struct bench *b, struct worker *w)
-{
-	unsigned n = b->o.threads, started = 0;
-	int rc = 0;
-	for (unsigned i = 0; i < n && !rc; i++) {
-		w[i] = (struct worker){ .b = b };
-		rc = bench_lat_init(&w[i].lat, LAT_CAP);
-	}
-	for (; started < n && !rc; started++)
-		if (pthread_create(&w[started].tid, NULL, worker_main, &w[started]))
-			rc = -EAGAIN;
-	b->end_ns = rc ? 0 : loco_now_ns() + (uint64_t)(b->o.duration * 1e9);
-	/* Release: pairs with the acquire in worker_main. */
-	atomic_store_explicit(&b->go, true, memory_order_release);
-	while (loco_now_ns() + PROGRESS_NS < b->end_ns) {
-		struct timespec ts = { 1, 0 };
-		nanosleep(&ts, NULL);
-		fprintf(stderr, "lockbench: node %u: %llu ops\n", loco_mgr_id(b->mgr),
-			(unsigned long long)ops_now(w, n));
-	}
-	for (unsigned i = 0; i < started; i++) {
-		pthread_join(w[i].tid, NULL);
-		rc = rc ? rc : w[i].err;
-	}
-	return rc;
-}
-
 /* ---- totals and report ---------------------------------------------------- */
-
-static void stats_add(struct loco_stats *d, const struct loco_stats *s)
-{
-	d->reads += s->reads;
-	d->writes += s->writes;
-	d->cas += s->cas;
-	d->faa += s->faa;
-	d->bytes_read += s->bytes_read;
-	d->bytes_written += s->bytes_written;
-	d->doorbells += s->doorbells;
-	d->rtts += s->rtts;
-	d->fences += s->fences;
-}
 
 /* Sum every node's ops in "total"; the counter must equal the sum. */
 static int cluster_total(struct bench *b, uint64_t ops, uint64_t *sum,
 			 bool *conserved)
 {
-	uint64_t old, ctr = 0;
-	int rc = loco_atomic_var_faa(&b->total, b->thr, ops, &old);
-	if (!rc)
-		rc = loco_barrier_wait(&b->bar, b->thr, -1);
-	if (!rc)
-		rc = loco_atomic_var_read(&b->total, b->thr, sum);
+	uint64_t ctr = 0;
+	int rc = bench_pool_total(&b->pool, ops, sum);
 	if (!rc && !b->o.empty)
-		rc = loco_shared_region_read(&b->ctr, b->thr, b->last, 0, &ctr, 8);
+		rc = loco_shared_region_read(&b->ctr, b->pool.thr, b->last, 0,
+					     &ctr, 8);
 	*conserved = b->o.empty || ctr == *sum;
 	return rc;
 }
 
-static void report(struct bench *b, struct worker *w, double secs)
+static void report(void *arg, double secs)
 {
-	struct bench_lat all;
+	struct bench *b = arg;
 	struct bench_result r = {
 		.app = "lockbench", .transport = loco_mgr_transport(b->mgr),
 		.nodes = b->nodes, .threads = b->o.threads, .duration_s = secs,
@@ -230,16 +134,8 @@ static void report(struct bench *b, struct worker *w, double secs)
 	struct loco_ticket_lock_stats ls;
 	uint64_t sum = 0;
 	bool conserved = false;
-	if (bench_lat_init(&all, LAT_CAP * b->o.threads))
+	if (bench_pool_result(&b->pool, &r))
 		return;
-	for (unsigned i = 0; i < b->o.threads; i++) {
-		r.ops += ops_now(&w[i], 1);
-		stats_add(&r.stats, &w[i].st);
-		for (size_t k = 0; k < w[i].lat.n; k++)
-			bench_lat_add(&all, w[i].lat.ns[k]);
-	}
-	r.p50_us = bench_lat_pct_us(&all, 50);
-	r.p99_us = bench_lat_pct_us(&all, 99);
 	int rc = cluster_total(b, r.ops, &sum, &conserved);
 	loco_ticket_lock_stats(&b->lk, &ls);
 	bench_json_begin(stdout, &r);
@@ -249,7 +145,6 @@ static void report(struct bench *b, struct worker *w, double secs)
 	       (unsigned long long)ls.acquires, (unsigned long long)ls.handovers,
 	       !rc && conserved ? "true" : "false");
 	bench_json_end(stdout);
-	bench_lat_fini(&all);
 }
 
 /* ---- set-up -------------------------------------------------------------- */
@@ -265,14 +160,14 @@ static int channels_init(struct bench *b)
 	rc = loco_shared_region_init(&b->ctr, b->mgr, NULL, "ctr", 64, 0);
 	if (rc)
 		goto fini_lock;
-	rc = loco_atomic_var_init(&b->total, b->mgr, NULL, "total", b->first, 0);
-	if (rc)
-		goto fini_ctr;
-	rc = loco_barrier_init(&b->bar, b->mgr, NULL, "bar", 0);
+	b->pool = (struct bench_pool){
+		.name = "lockbench", .mgr = b->mgr, .threads = b->o.threads,
+		.duration = b->o.duration, .op = one_op, .report = report,
+		.arg = b,
+	};
+	rc = bench_pool_init(&b->pool, b->first);
 	if (!rc)
 		return 0;
-	loco_atomic_var_fini(&b->total);
-fini_ctr:
 	loco_shared_region_fini(&b->ctr);
 fini_lock:
 	loco_ticket_lock_fini(&b->lk);
@@ -281,62 +176,34 @@ fini_lock:
 
 static void channels_fini(struct bench *b)
 {
-	loco_barrier_fini(&b->bar);
-	loco_atomic_var_fini(&b->total);
+	bench_pool_fini(&b->pool);
 	loco_shared_region_fini(&b->ctr);
 	loco_ticket_lock_fini(&b->lk);
 }
 
-static int run(struct bench *b)
+static int run(void *arg, struct loco_mgr *mgr)
 {
-	struct worker *w = calloc(b->o.threads, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	int rc = loco_mgr_wait_ready(b->mgr, -1);
-	if (!rc)
-		rc = loco_barrier_wait(&b->bar, b->thr, -1);
-	uint64_t t0 = loco_now_ns();
-	if (!rc)
-		rc = workers_run(b, w);
-	double secs = (double)(loco_now_ns() - t0) / 1e9;
-	if (!rc)
-		report(b, w, secs);
-	for (unsigned i = 0; i < b->o.threads; i++)
-		bench_lat_fini(&w[i].lat);
-	free(w);
-	/* Nobody leaves while others still use its memory. */
-	int frc = loco_barrier_wait(&b->bar, b->thr, -1);
-	return rc ? rc : frc;
+	struct bench *b = arg;
+	uint64_t members = bench_members(mgr);
+	b->mgr = mgr;
+	b->first = (uint32_t)__builtin_ctzll(members);
+	b->last = 63 - (uint32_t)__builtin_clzll(members);
+	b->nodes = (unsigned)__builtin_popcountll(members);
+	int rc = channels_init(b);
+	if (rc)
+		return rc;
+	rc = bench_pool_run(&b->pool);
+	channels_fini(b);
+	return rc;
 }
+
+static const struct local_prog prog = {
+	.name = "loco-lockbench", .usage = usage, .parse = parse, .run = run,
+};
 
 int main(int argc, char **argv)
 {
 	struct bench b = { .o = { .threads = 1, .duration = 2,
 				  .handover_max = -1 } };
-	struct local_node ln;
-	int rc = local_node_start(&ln, &argc, argv, "loco-lockbench", "shm");
-	if (rc)
-		return rc;
-	rc = parse(&b.o, argc, argv);
-	if (rc) {
-		usage(rc == 1 ? stdout : stderr);
-		local_node_stop(&ln);
-		return rc == 1 ? 0 : 2;
-	}
-	b.mgr = ln.mgr;
-	uint64_t members = loco_mgr_compute_peers(b.mgr) |
-			   UINT64_C(1) << loco_mgr_id(b.mgr);
-	b.first = (uint32_t)__builtin_ctzll(members);
-	b.last = 63 - (uint32_t)__builtin_clzll(members);
-	b.nodes = (unsigned)__builtin_popcountll(members);
-	rc = loco_thread_create(b.mgr, &b.thr);
-	if (!rc && !(rc = channels_init(&b))) {
-		rc = run(&b);
-		channels_fini(&b);
-	}
-	if (rc)
-		fprintf(stderr, "loco-lockbench: %s\n", loco_strerror(rc));
-	loco_thread_destroy(b.thr);
-	local_node_stop(&ln);
-	return rc ? 1 : 0;
+	return local_main(&prog, &b, argc, argv);
 }

@@ -14,13 +14,13 @@
  *
  *	tools/loco-run -n 4 -- loco-rbbench --duration 5 */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apps/common/bench.h"
 #include "apps/common/local.h"
+#include "apps/common/opts.h"
 #include "channels/barrier.h"
 #include "channels/ringbuffer.h"
 
@@ -58,7 +58,26 @@ static void usage(FILE *f)
 		"(default 8); the others receive. One JSON line per node.\n");
 }
 
-static int parse(struct opts *o, int argc, char **argv)
+static int parse_one(void *arg, int c, const char *s)
+{
+	struct opts *o = arg;
+	char *end = NULL;
+	if (c == 'd')
+		o->duration = strtod(s, &end);
+	else if (c == 'a')
+		o->min = (uint32_t)strtoul(s, &end, 10);
+	else if (c == 'b')
+		o->max = (uint32_t)strtoul(s, &end, 10);
+	else if (c == 'n')
+		o->batch = (uint32_t)strtoul(s, &end, 10);
+	else if (c == 'r')
+		o->ring = strtoull(s, &end, 0);
+	else
+		return -1;
+	return *end ? -1 : 0;
+}
+
+static int parse(void *arg, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "duration", required_argument, NULL, 'd' },
@@ -69,27 +88,11 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	char *end = NULL;
-	while ((c = getopt_long(argc, argv, "d:h", lo, NULL)) != -1) {
-		if (c == 'd')
-			o->duration = strtod(optarg, &end);
-		else if (c == 'a')
-			o->min = (uint32_t)strtoul(optarg, &end, 10);
-		else if (c == 'b')
-			o->max = (uint32_t)strtoul(optarg, &end, 10);
-		else if (c == 'n')
-			o->batch = (uint32_t)strtoul(optarg, &end, 10);
-		else if (c == 'r')
-			o->ring = strtoull(optarg, &end, 0);
-		else
-			return c == 'h' ? 1 : 2;
-		if (end && *end)
-			return 2;
-	}
-	bool ok = optind == argc && o->duration > 0 && o->min >= HDR_BYTES &&
-		  o->min <= o->max && o->batch >= 1;
-	return ok ? 0 : 2;
+	struct opts *o = &((struct bench *)arg)->o;
+	int rc = bench_getopt(argc, argv, "d:h", lo, parse_one, o, NULL);
+	bool ok = o->duration > 0 && o->min >= HDR_BYTES && o->min <= o->max &&
+		  o->batch >= 1;
+	return rc ? rc : ok ? 0 : 2;
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -218,10 +221,11 @@ static int run(struct bench *b)
 	return rc ? rc : brc;
 }
 
-static int bench_main(struct bench *b)
+static int bench_run(void *arg, struct loco_mgr *mgr)
 {
-	uint64_t members = loco_mgr_compute_peers(b->mgr) |
-			   UINT64_C(1) << loco_mgr_id(b->mgr);
+	struct bench *b = arg;
+	uint64_t members = bench_members(mgr);
+	b->mgr = mgr;
 	b->nodes = (unsigned)__builtin_popcountll(members);
 	int rc = loco_thread_create(b->mgr, &b->thr);
 	if (rc)
@@ -255,24 +259,13 @@ destroy_thr:
 	return rc;
 }
 
+static const struct local_prog prog = {
+	.name = "loco-rbbench", .usage = usage, .parse = parse, .run = bench_run,
+};
+
 int main(int argc, char **argv)
 {
 	struct bench b = { .o = { .duration = 2, .min = HDR_BYTES, .max = 1024,
 				  .batch = 8, .ring = 1 << 20 } };
-	struct local_node ln;
-	int rc = local_node_start(&ln, &argc, argv, "loco-rbbench", "shm");
-	if (rc)
-		return rc;
-	rc = parse(&b.o, argc, argv);
-	if (rc) {
-		usage(rc == 1 ? stdout : stderr);
-		local_node_stop(&ln);
-		return rc == 1 ? 0 : 2;
-	}
-	b.mgr = ln.mgr;
-	rc = bench_main(&b);
-	if (rc)
-		fprintf(stderr, "loco-rbbench: %s\n", loco_strerror(rc));
-	local_node_stop(&ln);
-	return rc ? 1 : 0;
+	return local_main(&prog, &b, argc, argv);
 }

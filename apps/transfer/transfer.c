@@ -19,19 +19,18 @@
  * that finds another balance than the one read under the lock is counted
  * as a conflict. Exit status 1 if the total moved or any CAS conflicted. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "apps/common/bench.h"
+#include "apps/common/cluster.h"
 #include "apps/common/local.h"
-#include "apps/kvstore/cluster.h"
-#include "apps/kvstore/zipf.h"
+#include "apps/common/opts.h"
+#include "apps/common/zipf.h"
 #include "apps/rtxbench/xfer.h"
 #include "channels/atomic_var.h"
 #include "channels/lock_array.h"
@@ -100,34 +99,24 @@ static const char usage[] =
 
 /* ---- options ----------------------------------------------------------- */
 
-static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+static int parse_one(void *opts, int c, const char *arg)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || !*s || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_one(struct xo *o, int c, const char *arg)
-{
+	struct xo *o = opts;
 	uint64_t v = 0;
 	char *end;
 	switch (c) {
-	case 'a': if (num(arg, 2, MAX_ACCOUNTS, &v)) return -1;
+	case 'a': if (bench_parse_u64(arg, 2, MAX_ACCOUNTS, &v)) return -1;
 		  o->accounts = (uint32_t)v; return 0;
-	case 'l': if (num(arg, 1, 4096, &v)) return -1;
+	case 'l': if (bench_parse_u64(arg, 1, 4096, &v)) return -1;
 		  o->locks = (unsigned)v; return 0;
 	case '1': o->locks = 1; return 0;
-	case 't': if (num(arg, 1, MAX_THREADS, &v)) return -1;
+	case 't': if (bench_parse_u64(arg, 1, MAX_THREADS, &v)) return -1;
 		  o->threads = (unsigned)v; return 0;
 	case 'd': o->duration = strtod(arg, &end);
 		  return *end || !(o->duration > 0) ? -1 : 0;
-	case 'b': return num(arg, 1, UINT64_C(1) << 40, &o->balance);
-	case 'm': return num(arg, 1, UINT64_C(1) << 40, &o->max_amount);
-	case 's': return num(arg, 0, UINT64_MAX, &o->seed);
+	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance);
+	case 'm': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->max_amount);
+	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed);
 	default: return -1;
 	}
 }
@@ -145,20 +134,8 @@ static int parse(struct xo *o, int argc, char **argv)
 		{ "seed", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == '?' || parse_one(o, c, optarg)) {
-			if (c != '?')
-				fprintf(stderr, "loco-transfer: bad value '%s'\n",
-					optarg);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "loco-transfer: unexpected '%s'\n", argv[optind]);
-		return 2;
-	}
-	return 0;
+	return bench_getopt(argc, argv, "", opts, parse_one, o, "loco-transfer") ?
+	       2 : 0;
 }
 
 /* ---- accounts ------------------------------------------------------------ */
@@ -238,7 +215,7 @@ static int accounts_total(struct xf *x, struct loco_thread *thr,
 
 static void members_init(struct xf *x)
 {
-	uint64_t m = loco_mgr_compute_peers(x->mgr) | UINT64_C(1) << x->self;
+	uint64_t m = bench_members(x->mgr);
 	x->nmembers = 0;
 	for (; m; m &= m - 1)
 		x->node[x->nmembers++] = (uint32_t)__builtin_ctzll(m);
@@ -384,34 +361,33 @@ static void *worker_main(void *arg)
 			w->idx, loco_strerror(w->rc));
 	if (thr)
 		loco_thread_destroy(thr);
-	/* Release: pairs with the acquire load in progress(); the worker's
-	 * counters are final. */
+	/* Release: pairs with the acquire load in cl_progress_run (from
+	 * progress()); the worker's counters are final. */
 	atomic_fetch_add_explicit(&x->done, 1, memory_order_release);
 	return NULL;
 }
 
 /* ---- the run ------------------------------------------------------------- */
 
+static uint64_t live_ops(void *arg)
+{
+	struct xf *x = arg;
+	uint64_t n = 0;
+	for (unsigned i = 0; i < x->o.threads; i++)
+		/* Relaxed: a progress counter. */
+		n += atomic_load_explicit(&x->w[i].live_ops, memory_order_relaxed);
+	return n;
+}
+
+/* Print a progress line a second until every worker is done. */
 static void progress(struct xf *x, uint64_t t0)
 {
-	uint64_t last_ns = t0, last_ops = 0;
-	/* Acquire: pairs with each worker's release increment. */
-	while (atomic_load_explicit(&x->done, memory_order_acquire) < x->o.threads) {
-		struct timespec ts = { 0, 50000000 };
-		nanosleep(&ts, NULL);
-		uint64_t now = loco_now_ns(), ops = 0;
-		if (now - last_ns < 1000000000u)
-			continue;
-		for (unsigned i = 0; i < x->o.threads; i++)
-			/* Relaxed: a progress counter. */
-			ops += atomic_load_explicit(&x->w[i].live_ops,
-						    memory_order_relaxed);
-		fprintf(stderr, "transfer: node %u: %.0f s, %.0f transfers/s\n",
-			x->self, (double)(now - t0) / 1e9,
-			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns));
-		last_ns = now;
-		last_ops = ops;
-	}
+	struct cl_progress p = {
+		.name = "transfer", .unit = "transfers", .node = x->self,
+		.threads = x->o.threads, .done = &x->done,
+		.live_ops = live_ops, .arg = x,
+	};
+	cl_progress_run(&p, t0);
 }
 
 /* Sum the workers and this node's lock counters into ROW. */
@@ -436,12 +412,10 @@ static int row_fill(struct xf *x, struct cl_row *row)
 	if (bench_lat_init(&lat, n ? n : 1))
 		return -ENOMEM;
 	for (unsigned i = 0; i < x->o.threads; i++) {
-		for (size_t k = 0; k < x->w[i].lat.n; k++)
-			bench_lat_add(&lat, x->w[i].lat.ns[k]);
+		bench_lat_append(&lat, &x->w[i].lat);
 		bench_lat_fini(&x->w[i].lat);
 	}
-	row->p50_ns = (uint64_t)(bench_lat_pct_us(&lat, 50) * 1000);
-	row->p99_ns = (uint64_t)(bench_lat_pct_us(&lat, 99) * 1000);
+	cl_row_lat(row, &lat);
 	bench_lat_fini(&lat);
 	return rc;
 }
@@ -456,19 +430,8 @@ static void report(struct xf *x, const struct cl_row *row,
 	struct bench_result r = {
 		.app = "transfer", .transport = loco_mgr_transport(x->mgr),
 		.nodes = x->nmembers, .threads = x->o.threads,
-		.duration_s = (double)row->dur_ns / 1e9, .ops = row->ops,
-		.p50_us = (double)row->p50_ns / 1000,
-		.p99_us = (double)row->p99_ns / 1000,
-		.stats = { .reads = row->reads, .writes = row->writes,
-			   .cas = row->cas, .faa = row->faa, .rtts = row->rtts },
 	};
-	bench_json_begin(stdout, &r);
-	if (cluster)
-		printf(",\"scope\":\"cluster\",\"clients\":%u,\"min_node_ops\":%"
-		       PRIu64 ",\"max_node_ops\":%" PRIu64,
-		       x->nmembers * x->o.threads, cluster[0], cluster[1]);
-	else
-		printf(",\"scope\":\"node\",\"node\":%u", x->self);
+	cl_json_begin(stdout, &r, row, cluster, x->self);
 	printf(",\"mode\":\"%s\",\"accounts\":%u,\"locks\":%u,\"initial_total\":%"
 	       PRIu64 ",\"final_total\":%" PRIu64 ",\"expected_total\":%" PRIu64
 	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
@@ -548,14 +511,6 @@ static int run_all(struct xf *x, struct loco_thread *thr)
 	return rc ? rc : wrc;
 }
 
-static bool wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return true;
-	return false;
-}
-
 /* --rtx: the transfer as one repairable transaction over two TXObj
  * accounts on a memory node (apps/rtxbench, docs/rtx.md); the remaining
  * options are that program's. */
@@ -575,7 +530,7 @@ int main(int argc, char **argv)
 {
 	if (take_rtx(&argc, argv))
 		return rtx_transfer_main(argc, argv);
-	if (wants_help(argc, argv)) {
+	if (bench_wants_help(argc, argv)) {
 		fputs(usage, stdout);
 		return 0;
 	}

@@ -2,17 +2,21 @@
 /* The frame of a benchmark run on every compute node (loco-kvstore,
  * loco-transfer): a barrier to start and end together, and an SST with
  * one row of results per node, read by every node after the final
- * barrier so the lowest id can print the cluster-wide line.
+ * barrier so the lowest id can print the cluster-wide line; and the
+ * progress and result lines of such a run.
  *
  * Channel "<name>" with sub-channels "<name>/bar" and "<name>/rows". */
 #ifndef LOCO_APPS_CLUSTER_H
 #define LOCO_APPS_CLUSTER_H
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "apps/common/bench.h"
 #include "channels/barrier.h"
 #include "channels/sst.h"
 #include "loco/channel.h"
@@ -70,5 +74,28 @@ bool cl_run_leader(const struct cl_run *r);
 /* Fill the verbs of ROW from the difference of two manager snapshots. */
 void cl_row_verbs(struct cl_row *row, const struct loco_stats *before,
 		  const struct loco_stats *after);
+
+/* The latency percentiles of LAT into ROW (LAT's samples get sorted). */
+void cl_row_lat(struct cl_row *row, struct bench_lat *lat);
+
+/* bench_json_begin for ROW: R gives app, transport, nodes and threads,
+ * ROW the rest. Then the scope: CLUSTER, the fewest and most ops of a
+ * node, for the cluster's line; NULL for the line of node NODE. */
+void cl_json_begin(FILE *f, struct bench_result *r, const struct cl_row *row,
+		   const uint64_t *cluster, uint32_t node);
+
+/* The progress of the measured phase: every second until *DONE reaches
+ * THREADS, "NAME: node NODE: S s, R UNIT/s" on stderr, R the rate of
+ * LIVE_OPS(ARG) since the last line. */
+struct cl_progress {
+	const char *name, *unit;
+	uint32_t node;
+	unsigned threads;
+	_Atomic unsigned *done;     /* incremented (release) by each worker */
+	uint64_t (*live_ops)(void *arg);
+	void *arg;
+};
+
+void cl_progress_run(const struct cl_progress *p, uint64_t t0);
 
 #endif

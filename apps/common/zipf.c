@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "apps/kvstore/zipf.h"
+#include "apps/common/zipf.h"
 
 #include <errno.h>
 #include <math.h>

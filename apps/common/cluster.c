@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include "apps/kvstore/cluster.h"
+#include "apps/common/cluster.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <time.h>
 
 int cl_run_init(struct cl_run *r, struct loco_mgr *mgr, const char *name)
 {
@@ -106,4 +108,49 @@ void cl_row_verbs(struct cl_row *row, const struct loco_stats *a,
 	row->cas = b->cas - a->cas;
 	row->faa = b->faa - a->faa;
 	row->rtts = b->rtts - a->rtts;
+}
+
+void cl_row_lat(struct cl_row *row, struct bench_lat *lat)
+{
+	row->p50_ns = (uint64_t)(bench_lat_pct_us(lat, 50) * 1000);
+	row->p99_ns = (uint64_t)(bench_lat_pct_us(lat, 99) * 1000);
+}
+
+void cl_json_begin(FILE *f, struct bench_result *r, const struct cl_row *row,
+		   const uint64_t *cluster, uint32_t node)
+{
+	r->duration_s = (double)row->dur_ns / 1e9;
+	r->ops = row->ops;
+	r->p50_us = (double)row->p50_ns / 1000;
+	r->p99_us = (double)row->p99_ns / 1000;
+	r->stats = (struct loco_stats){ .reads = row->reads, .writes = row->writes,
+					.cas = row->cas, .faa = row->faa,
+					.rtts = row->rtts };
+	bench_json_begin(f, r);
+	if (cluster)
+		fprintf(f, ",\"scope\":\"cluster\",\"clients\":%u,"
+			"\"min_node_ops\":%" PRIu64 ",\"max_node_ops\":%" PRIu64,
+			r->nodes * r->threads, cluster[0], cluster[1]);
+	else
+		fprintf(f, ",\"scope\":\"node\",\"node\":%u", node);
+}
+
+void cl_progress_run(const struct cl_progress *p, uint64_t t0)
+{
+	uint64_t last_ns = t0, last_ops = 0;
+	/* Acquire: pairs with each worker's release increment of *done. */
+	while (atomic_load_explicit(p->done, memory_order_acquire) < p->threads) {
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+		uint64_t now = loco_now_ns();
+		if (now - last_ns < 1000000000u)
+			continue;
+		uint64_t ops = p->live_ops(p->arg);
+		fprintf(stderr, "%s: node %u: %.0f s, %.0f %s/s\n", p->name,
+			p->node, (double)(now - t0) / 1e9,
+			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns),
+			p->unit);
+		last_ns = now;
+		last_ops = ops;
+	}
 }
