@@ -5,6 +5,7 @@
  * window decides throughput: W in flight per RTT. Prints one JSON line per
  * window and a final line with the ratio of the last to the first. */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,8 +92,9 @@ static int parse(struct win_opts *o, int argc, char **argv)
 		}
 		if (c == 'h') {
 			printf("usage: loco-window [--windows 3,128] [--duration S]\n"
-			       "  [--transport T] (default shm-weak with "
-			       "LOCO_SHM_WEAK_RTT_NS=10000)\n");
+			       "  [--transport T] (run alone: shm-weak with "
+			       "LOCO_SHM_WEAK_RTT_NS=10000 by default;\n"
+			       "  under loco-run: its --transport)\n");
 			exit(0);
 		}
 		fprintf(stderr, "loco-window: bad option\n");
@@ -111,8 +113,11 @@ static void report(struct loco_mgr *mgr, unsigned w, double secs,
 		.p99_us = bench_lat_pct_us(lat, 99), .stats = *st,
 	};
 	bench_json_begin(stdout, &r);
-	printf(",\"window\":%u,\"rtt_ns\":%s", w,
-	       getenv("LOCO_SHM_WEAK_RTT_NS") ? getenv("LOCO_SHM_WEAK_RTT_NS") : "0");
+	/* Only shm-weak emulates a round trip; other transports have their
+	 * own (shm: none to speak of, verbs: the network's). */
+	const char *rtt = getenv("LOCO_SHM_WEAK_RTT_NS");
+	bool weak = !strcmp(r.transport, "shm-weak");
+	printf(",\"window\":%u,\"rtt_ns\":%s", w, weak && rtt ? rtt : "null");
 	bench_json_end(stdout);
 }
 
