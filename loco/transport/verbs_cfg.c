@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,20 @@ static int verbs_env_device(const struct verbs_src *src, struct verbs_config *c,
 		return -EINVAL;
 	}
 	strcpy(c->device, s);
+	snprintf(c->device_from, sizeof(c->device_from), "%s", label);
+	return 0;
+}
+
+static int verbs_env_port(const struct verbs_src *src, struct verbs_config *c,
+			  char *err, size_t errlen)
+{
+	uint64_t port = 0;
+	int r = verbs_env_num(src, "LOCO_VERBS_PORT", false, 1, 255,
+			      "a port number 1..255", &port, err, errlen);
+	if (r < 0 || !port)
+		return r;
+	c->port = (uint32_t)port;
+	src_get(src, "LOCO_VERBS_PORT", c->port_from, sizeof(c->port_from));
 	return 0;
 }
 
@@ -180,12 +195,11 @@ static int verbs_config_src(const struct verbs_src *src, struct verbs_config *ou
 		.cm_port_offset = VERBS_CM_PORT_OFFSET_DEFAULT,
 		.timeout_ms = VERBS_TIMEOUT_MS_DEFAULT,
 	};
-	uint64_t port = 0, offset = c.cm_port_offset, timeout = c.timeout_ms;
+	uint64_t offset = c.cm_port_offset, timeout = c.timeout_ms;
 	uint64_t gid = UINT64_MAX;
 	int r = verbs_env_device(src, &c, err, errlen);
 	if (!r)
-		r = verbs_env_num(src, "LOCO_VERBS_PORT", false, 1, 255,
-				  "a port number 1..255", &port, err, errlen);
+		r = verbs_env_port(src, &c, err, errlen);
 	if (!r)
 		r = verbs_env_num(src, "LOCO_VERBS_GID_INDEX", false, 0, 255,
 				  "a GID table index 0..255", &gid, err, errlen);
@@ -203,7 +217,6 @@ static int verbs_config_src(const struct verbs_src *src, struct verbs_config *ou
 				  "milliseconds 1..3600000", &timeout, err, errlen);
 	if (r < 0)
 		return r;
-	c.port = (uint32_t)port;
 	c.gid_index = gid == UINT64_MAX ? -1 : (int32_t)gid;
 	c.cm_port_offset = (uint32_t)offset;
 	c.timeout_ms = (uint32_t)timeout;
@@ -325,6 +338,226 @@ int verbs_conn_unpack(const void *buf, size_t len, struct verbs_conn_msg *out)
 	if (m.kind != VERBS_CONN_REJ && !verbs_mtu_bytes(m.mtu))
 		return -LOCO_EPROTO;
 	*out = m;
+	return 0;
+}
+
+/* ---- device, port and address selection --------------------------------- */
+
+#define SEL_LIST_MAX 512
+
+/* Append to BUF (LEN bytes, *USED so far), truncating quietly. */
+__attribute__((format(printf, 4, 5)))
+static void sel_append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+	if (*used >= len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+	va_end(ap);
+	*used += n > 0 ? (size_t)n : 0;
+}
+
+/* "mlx5_0 port 1 ACTIVE, mlx5_1 port 1 DOWN": the ports of DEV (every
+ * device's when DEV is NULL), or "none". */
+static void sel_ports_text(const struct verbs_port_info *p, size_t np,
+			   const char *dev, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < np; i++)
+		if (!dev || !strcmp(p[i].dev, dev))
+			sel_append(buf, len, &used, "%s%s port %u %s", used ? ", " : "",
+				   p[i].dev, p[i].port, p[i].state);
+	if (!used)
+		snprintf(buf, len, "none");
+}
+
+/* "10.0.0.1 on ens1f0 (mlx5_0 port 1), ..." or "none". */
+static void sel_ips_text(const struct verbs_ip *ips, size_t ni, char *buf,
+			 size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < ni; i++)
+		sel_append(buf, len, &used, "%s%s on %s (%s port %u)", used ? ", " : "",
+			   ips[i].text, ips[i].ifname, ips[i].dev, ips[i].port);
+	if (!used)
+		snprintf(buf, len, "none");
+}
+
+static bool sel_has_dev(const struct verbs_port_info *p, size_t np, const char *dev)
+{
+	for (size_t i = 0; i < np; i++)
+		if (!strcmp(p[i].dev, dev))
+			return true;
+	return false;
+}
+
+static long sel_port_find(const struct verbs_port_info *p, size_t np,
+			  const char *dev, uint32_t port)
+{
+	for (size_t i = 0; i < np; i++)
+		if (!strcmp(p[i].dev, dev) && p[i].port == port)
+			return (long)i;
+	return -1;
+}
+
+/* Address to use on (DEV, PORT): the hosts-file one, else the first
+ * IPv4, else the first; -1 if the port has none. */
+static long sel_ip(const struct verbs_ip *ips, size_t ni, const char *dev,
+		   uint8_t port)
+{
+	long best = -1;
+	for (size_t i = 0; i < ni; i++) {
+		if (strcmp(ips[i].dev, dev) || ips[i].port != port)
+			continue;
+		if (ips[i].ctrl)
+			return (long)i;
+		if (best < 0 || (ips[best].ipv6 && !ips[i].ipv6))
+			best = (long)i;
+	}
+	return best;
+}
+
+/* The hosts-file address among IPS (so on an RDMA port), or -1. */
+static long sel_ctrl(const struct verbs_ip *ips, size_t ni)
+{
+	for (size_t i = 0; i < ni; i++)
+		if (ips[i].ctrl)
+			return (long)i;
+	return -1;
+}
+
+/* First port (of DEV if set; numbered PORT if nonzero) that is active and
+ * has an address; else the first active one; else the first; -1 if none. */
+static long sel_first(const struct verbs_port_info *p, size_t np,
+		      const struct verbs_ip *ips, size_t ni, const char *dev,
+		      uint32_t port)
+{
+	long active = -1, any = -1;
+	for (size_t i = 0; i < np; i++) {
+		if ((dev && strcmp(p[i].dev, dev)) || (port && p[i].port != port))
+			continue;
+		if (p[i].active && sel_ip(ips, ni, p[i].dev, p[i].port) >= 0)
+			return (long)i;
+		if (p[i].active && active < 0)
+			active = (long)i;
+		if (any < 0)
+			any = (long)i;
+	}
+	return active >= 0 ? active : any;
+}
+
+/* "LOCO_VERBS_DEVICE=mlx5_9" or "hosts.txt:3: rdma_dev=mlx5_9". */
+static void sel_setting(const char *from, const char *var, const char *value,
+			char *buf, size_t len)
+{
+	snprintf(buf, len, "%s=%s", from[0] ? from : var, value);
+}
+
+/* The port named by CFG (device and/or port); *WHY gets the reason. */
+static int sel_named(const struct verbs_config *cfg,
+		     const struct verbs_port_info *ports, size_t np,
+		     const struct verbs_ip *ips, size_t ni, long *out,
+		     char *why, size_t whylen, char *msg, size_t msglen)
+{
+	char dev_set[VERBS_LABEL_MAX + VERBS_DEVNAME_MAX + 2] = "";
+	char port_set[VERBS_LABEL_MAX + 8] = "", portnum[8], have[SEL_LIST_MAX];
+	long c = sel_ctrl(ips, ni), i;
+	snprintf(portnum, sizeof(portnum), "%u", cfg->port);
+	if (cfg->device[0])
+		sel_setting(cfg->device_from, "LOCO_VERBS_DEVICE", cfg->device, dev_set,
+			    sizeof(dev_set));
+	if (cfg->port)
+		sel_setting(cfg->port_from, "LOCO_VERBS_PORT", portnum, port_set,
+			    sizeof(port_set));
+	snprintf(why, whylen, "%s%s%s", dev_set, dev_set[0] && port_set[0] ? ", " : "",
+		 port_set);
+	if (cfg->device[0] && !sel_has_dev(ports, np, cfg->device)) {
+		sel_ports_text(ports, np, NULL, have, sizeof(have));
+		snprintf(msg, msglen, "%s: no such RDMA device (this machine has: %s)",
+			 dev_set, have);
+		return -LOCO_ENODEV;
+	}
+	/* The device: the named one, else the one of the hosts-file address. */
+	const char *dev = cfg->device[0] ? cfg->device : c >= 0 ? ips[c].dev : NULL;
+	if (cfg->port) {
+		i = dev ? sel_port_find(ports, np, dev, cfg->port)
+			: sel_first(ports, np, ips, ni, NULL, cfg->port);
+		if (i < 0) {
+			sel_ports_text(ports, np, dev, have, sizeof(have));
+			if (dev)
+				snprintf(msg, msglen, "%s: %s%s has no port %u (it has: %s)",
+					 port_set, dev, cfg->device[0] ? "" :
+					 " (the device of the hosts-file address)",
+					 cfg->port, have);
+			else
+				snprintf(msg, msglen, "%s: no RDMA device has a port %u "
+					 "(this machine has: %s)", port_set, cfg->port, have);
+			return -LOCO_ENODEV;
+		}
+	} else if (c >= 0 && !strcmp(ips[c].dev, dev)) {
+		i = sel_port_find(ports, np, dev, ips[c].port);
+		if (i < 0 || !ports[i].active)
+			i = sel_first(ports, np, ips, ni, dev, 0);
+	} else {
+		i = sel_first(ports, np, ips, ni, dev, 0);
+	}
+	*out = i;
+	return 0;
+}
+
+int verbs_select(const struct verbs_config *cfg,
+		 const struct verbs_port_info *ports, size_t np,
+		 const struct verbs_ip *ips, size_t ni,
+		 struct verbs_choice *out, char *msg, size_t msglen)
+{
+	char why[2 * VERBS_LABEL_MAX + 64], have[SEL_LIST_MAX], addrs[SEL_LIST_MAX];
+	long c = sel_ctrl(ips, ni), i;
+	if (cfg->device[0] || cfg->port) {
+		int r = sel_named(cfg, ports, np, ips, ni, &i, why, sizeof(why), msg, msglen);
+		if (r < 0)
+			return r;
+	} else if (c >= 0) {
+		i = sel_port_find(ports, np, ips[c].dev, ips[c].port);
+		snprintf(why, sizeof(why), "it holds the hosts-file address %s", ips[c].text);
+	} else {
+		i = sel_first(ports, np, ips, ni, NULL, 0);
+		snprintf(why, sizeof(why), "the first active port with an IP address; "
+			 "the hosts-file address is not on an RDMA device");
+	}
+	sel_ports_text(ports, np, NULL, have, sizeof(have));
+	if (i < 0) {
+		snprintf(msg, msglen, "no RDMA port (ports: %s)", have);
+		return -LOCO_ENODEV;
+	}
+	if (!cfg->device[0] && !cfg->port && c < 0 &&
+	    (!ports[i].active || sel_ip(ips, ni, ports[i].dev, ports[i].port) < 0)) {
+		sel_ips_text(ips, ni, addrs, sizeof(addrs));
+		snprintf(msg, msglen, "no active RDMA port with an IP address, and the "
+			 "hosts-file address is not on an RDMA device (ports: %s; addresses "
+			 "on RDMA ports: %s)", have, addrs);
+		return ports[i].active ? -EADDRNOTAVAIL : -ENETDOWN;
+	}
+	const struct verbs_port_info *p = &ports[i];
+	if (!p->active) {
+		snprintf(msg, msglen, "%s port %u (%s) is %s, not active: check the link "
+			 "with ibv_devinfo, or choose another port with LOCO_VERBS_DEVICE / "
+			 "LOCO_VERBS_PORT (ports: %s)", p->dev, p->port, why, p->state, have);
+		return -ENETDOWN;
+	}
+	long a = sel_ip(ips, ni, p->dev, p->port);
+	if (a < 0) {
+		sel_ips_text(ips, ni, addrs, sizeof(addrs));
+		snprintf(msg, msglen, "%s port %u (%s) has no IP address: rdma_cm needs one "
+			 "on its netdev (the RoCE interface or IPoIB; addresses on RDMA "
+			 "ports: %s)", p->dev, p->port, why, addrs);
+		return -EADDRNOTAVAIL;
+	}
+	snprintf(msg, msglen, "%s port %u (%s), address %s on %s", p->dev, p->port, why,
+		 ips[a].text, ips[a].ifname);
+	*out = (struct verbs_choice){ .port = (size_t)i, .ip = (size_t)a };
 	return 0;
 }
 

@@ -5,6 +5,7 @@
  *    hosts-file settings, with clear errors;
  *  - the arena descriptor peers exchange (wire format, versioned);
  *  - the rdma_cm connection private data (wire format, versioned);
+ *  - choosing the RDMA device, port and address among what the machine has;
  *  - GID selection from a port's GID table;
  *  - MTU conversions and the huge page sizes to try for an arena.
  * Internal to the library: every symbol here is hidden. */
@@ -28,8 +29,12 @@
 #define VERBS_LABEL_MAX (LOCO_PATH_MAX + 32)
 
 struct verbs_config {
-	char device[VERBS_DEVNAME_MAX]; /* LOCO_VERBS_DEVICE; "" = the device of this node's address */
-	uint32_t port;                  /* LOCO_VERBS_PORT, 1-based; 0 = the port of this node's address */
+	char device[VERBS_DEVNAME_MAX]; /* LOCO_VERBS_DEVICE; "" = chosen (verbs_select) */
+	uint32_t port;                  /* LOCO_VERBS_PORT, 1-based; 0 = chosen (verbs_select) */
+	/* Where DEVICE and PORT came from, for messages: "LOCO_VERBS_DEVICE"
+	 * or "PATH:LINE: rdma_dev"; "" when unset. */
+	char device_from[VERBS_LABEL_MAX];
+	char port_from[VERBS_LABEL_MAX];
 	int32_t gid_index;              /* LOCO_VERBS_GID_INDEX; -1 = choose (verbs_gid_pick) */
 	uint32_t mtu;                   /* LOCO_VERBS_MTU in bytes; 0 = the port's active MTU */
 	uint64_t dm_bytes;              /* LOCO_VERBS_DM_BYTES; 0 = no device memory */
@@ -126,6 +131,62 @@ struct verbs_conn_msg {
 void verbs_conn_pack(const struct verbs_conn_msg *m, uint8_t buf[VERBS_CONN_LEN]);
 /* -LOCO_EPROTO on short data, wrong magic, version or kind, bad MTU. */
 int verbs_conn_unpack(const void *buf, size_t len, struct verbs_conn_msg *out);
+
+/* ---- device, port and address selection ----------------------------------
+ *
+ * The hosts-file address is the control plane's (TCP) and may sit on a
+ * management NIC without RDMA. The RDMA device, port and the IP address
+ * rdma_cm uses are chosen from what the machine has (verbs_dev.c lists it):
+ *  1. LOCO_VERBS_DEVICE / LOCO_VERBS_PORT (or rdma_dev / rdma_port) when
+ *     given: that device (its port holding the hosts-file address, else its
+ *     first active port with an address) or that port (of the device holding
+ *     the hosts-file address, else of the first device where it is active
+ *     with an address); absent, down or address-less is an error naming the
+ *     setting and listing what exists;
+ *  2. else the port holding the hosts-file address, if it is on an RDMA
+ *     device (a down port is then an error, not a silent switch of NIC);
+ *  3. else the first port, in device-list order, that is active and has
+ *     an IP address.
+ * On the chosen port the address is the hosts-file address if it is there,
+ * else the first IPv4 address, else the first IPv6 one. */
+
+#define VERBS_PORT_STATE_MAX 24
+
+/* One port of one device, as ibv_query_port saw it. */
+struct verbs_port_info {
+	char dev[VERBS_DEVNAME_MAX];
+	uint8_t port;
+	bool active;                       /* IBV_PORT_ACTIVE */
+	char state[VERBS_PORT_STATE_MAX];  /* ibv_port_state_str, for messages */
+};
+
+/* A local IP address and the (device, port) rdma_cm binds it to. Only
+ * addresses on RDMA ports are listed. */
+struct verbs_ip {
+	char dev[VERBS_DEVNAME_MAX];
+	uint8_t port;
+	bool ipv6;
+	bool ctrl;                         /* it is the hosts-file address */
+	char text[48];                     /* numeric form, for messages */
+	char ifname[16];                   /* its netdev */
+};
+
+/* What verbs_select chose: indices into its PORTS and IPS arguments. */
+struct verbs_choice {
+	size_t port;
+	size_t ip;
+};
+
+/* Choose among NP ports and NI addresses by the rules above (CFG's device,
+ * port and their sources). On success MSG says what was chosen and why
+ * ("mlx5_0 port 1 (LOCO_VERBS_DEVICE), address 10.0.0.1 on ens1f0"); on
+ * failure returns -LOCO_ENODEV (no such device or port), -ENETDOWN (not
+ * active) or -EADDRNOTAVAIL (no address), with the error in MSG. OUT is
+ * written only on success. */
+int verbs_select(const struct verbs_config *cfg,
+		 const struct verbs_port_info *ports, size_t np,
+		 const struct verbs_ip *ips, size_t ni,
+		 struct verbs_choice *out, char *msg, size_t msglen);
 
 /* ---- GID selection ------------------------------------------------------ */
 

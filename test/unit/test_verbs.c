@@ -281,6 +281,207 @@ START_TEST(conn_roundtrip)
 }
 END_TEST
 
+/* ---- device, port and address selection --------------------------------- */
+
+/* Two dual-port NICs: mlx5_0 port 1 down, port 2 active without address;
+ * mlx5_1 port 1 active with an IPv6 and an IPv4 address, port 2 active
+ * with one IPv4 address. */
+static const struct verbs_port_info sel_ports[] = {
+	{ "mlx5_0", 1, false, "PORT_DOWN" },
+	{ "mlx5_0", 2, true, "PORT_ACTIVE" },
+	{ "mlx5_1", 1, true, "PORT_ACTIVE" },
+	{ "mlx5_1", 2, true, "PORT_ACTIVE" },
+};
+#define SEL_NP (sizeof(sel_ports) / sizeof(sel_ports[0]))
+
+static struct verbs_ip sel_ips[] = {
+	{ "mlx5_1", 1, true, false, "fd00::5", "ens2f0" },
+	{ "mlx5_1", 1, false, false, "10.0.1.5", "ens2f0" },
+	{ "mlx5_1", 2, false, false, "10.0.2.5", "ens2f1" },
+};
+#define SEL_NI (sizeof(sel_ips) / sizeof(sel_ips[0]))
+
+static char sel_msg[4 * VERBS_LABEL_MAX];
+
+static int sel(const struct verbs_config *c, const struct verbs_port_info *p,
+	       size_t np, const struct verbs_ip *ips, size_t ni,
+	       struct verbs_choice *out)
+{
+	return verbs_select(c, p, np, ips, ni, out, sel_msg, sizeof(sel_msg));
+}
+
+#define SEL_IS(ch, pi, ii) do { \
+	ck_assert_uint_eq((ch).port, pi); \
+	ck_assert_uint_eq((ch).ip, ii); \
+} while (0)
+
+/* Nothing set and the hosts-file address on a management NIC: the first
+ * active port with an address, IPv4 preferred. */
+START_TEST(select_default_first_active)
+{
+	struct verbs_config c = { .gid_index = -1 };
+	struct verbs_choice ch;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 2, 1);
+	ck_assert_msg(strstr(sel_msg, "mlx5_1 port 1") && strstr(sel_msg, "10.0.1.5 on ens2f0") &&
+		      strstr(sel_msg, "first active port"), "%s", sel_msg);
+}
+END_TEST
+
+/* The hosts-file address on an RDMA port wins over the first active one,
+ * and on that port over other addresses. */
+START_TEST(select_default_ctrl_address)
+{
+	struct verbs_config c = { .gid_index = -1 };
+	struct verbs_ip ips[SEL_NI];
+	struct verbs_choice ch;
+	memcpy(ips, sel_ips, sizeof(ips));
+	ips[2].ctrl = true;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 3, 2);
+	ck_assert_msg(strstr(sel_msg, "hosts-file address 10.0.2.5"), "%s", sel_msg);
+	memcpy(ips, sel_ips, sizeof(ips));
+	ips[0].ctrl = true; /* an IPv6 hosts-file address beats the IPv4 one */
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 2, 0);
+}
+END_TEST
+
+/* The hosts-file address on a down port: an error, not another NIC. */
+START_TEST(select_default_ctrl_down)
+{
+	struct verbs_config c = { .gid_index = -1 };
+	struct verbs_port_info ports[SEL_NP];
+	struct verbs_ip ips[SEL_NI];
+	struct verbs_choice ch = { 77, 77 };
+	memcpy(ports, sel_ports, sizeof(ports));
+	memcpy(ips, sel_ips, sizeof(ips));
+	ports[3].active = false;
+	strcpy(ports[3].state, "PORT_DOWN");
+	ips[2].ctrl = true;
+	ck_assert_int_eq(sel(&c, ports, SEL_NP, ips, SEL_NI, &ch), -ENETDOWN);
+	ck_assert_msg(strstr(sel_msg, "mlx5_1 port 2 (it holds the hosts-file address 10.0.2.5) "
+			     "is PORT_DOWN, not active") &&
+		      strstr(sel_msg, "LOCO_VERBS_DEVICE") &&
+		      strstr(sel_msg, "mlx5_0 port 2 PORT_ACTIVE"), "%s", sel_msg);
+	SEL_IS(ch, 77, 77); /* untouched on failure */
+}
+END_TEST
+
+/* Nothing usable: no port active, or none with an address. */
+START_TEST(select_default_nothing)
+{
+	struct verbs_config c = { .gid_index = -1 };
+	struct verbs_choice ch;
+	ck_assert_int_eq(sel(&c, sel_ports, 1, sel_ips, SEL_NI, &ch), -ENETDOWN);
+	ck_assert_msg(strstr(sel_msg, "no active RDMA port with an IP address") &&
+		      strstr(sel_msg, "ports: mlx5_0 port 1 PORT_DOWN"), "%s", sel_msg);
+	ck_assert_int_eq(sel(&c, sel_ports, 2, sel_ips, 0, &ch), -EADDRNOTAVAIL);
+	ck_assert_msg(strstr(sel_msg, "addresses on RDMA ports: none"), "%s", sel_msg);
+	ck_assert_int_eq(sel(&c, sel_ports, 0, sel_ips, 0, &ch), -LOCO_ENODEV);
+}
+END_TEST
+
+/* A named device: its port with the hosts-file address, else its first
+ * active port with an address; the message names the setting's source. */
+START_TEST(select_device)
+{
+	struct verbs_config c = { .gid_index = -1, .device = "mlx5_1",
+				  .device_from = "hosts.txt:4: rdma_dev" };
+	struct verbs_ip ips[SEL_NI];
+	struct verbs_choice ch;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 2, 1);
+	ck_assert_msg(strstr(sel_msg, "(hosts.txt:4: rdma_dev=mlx5_1)"), "%s", sel_msg);
+	memcpy(ips, sel_ips, sizeof(ips));
+	ips[2].ctrl = true;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 3, 2);
+	/* mlx5_0: port 1 is down, port 2 has no address. */
+	strcpy(c.device, "mlx5_0");
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), -EADDRNOTAVAIL);
+	ck_assert_msg(strstr(sel_msg, "mlx5_0 port 2 (hosts.txt:4: rdma_dev=mlx5_0) has no IP "
+			     "address") && strstr(sel_msg, "10.0.2.5 on ens2f1 (mlx5_1 port 2)"),
+		      "%s", sel_msg);
+	strcpy(c.device, "mlx5_9");
+	c.device_from[0] = '\0';
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), -LOCO_ENODEV);
+	ck_assert_str_eq(sel_msg, "LOCO_VERBS_DEVICE=mlx5_9: no such RDMA device (this machine "
+			 "has: mlx5_0 port 1 PORT_DOWN, mlx5_0 port 2 PORT_ACTIVE, mlx5_1 port 1 "
+			 "PORT_ACTIVE, mlx5_1 port 2 PORT_ACTIVE)");
+}
+END_TEST
+
+START_TEST(select_device_port)
+{
+	struct verbs_config c = { .gid_index = -1, .device = "mlx5_1", .port = 2,
+				  .device_from = "LOCO_VERBS_DEVICE",
+				  .port_from = "LOCO_VERBS_PORT" };
+	struct verbs_choice ch;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 3, 2);
+	ck_assert_msg(strstr(sel_msg, "LOCO_VERBS_DEVICE=mlx5_1, LOCO_VERBS_PORT=2"), "%s",
+		      sel_msg);
+	c.port = 3;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), -LOCO_ENODEV);
+	ck_assert_str_eq(sel_msg, "LOCO_VERBS_PORT=3: mlx5_1 has no port 3 (it has: mlx5_1 "
+			 "port 1 PORT_ACTIVE, mlx5_1 port 2 PORT_ACTIVE)");
+	strcpy(c.device, "mlx5_0");
+	c.port = 1;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), -ENETDOWN);
+	ck_assert_msg(strstr(sel_msg, "mlx5_0 port 1 (LOCO_VERBS_DEVICE=mlx5_0, "
+			     "LOCO_VERBS_PORT=1) is PORT_DOWN, not active"), "%s", sel_msg);
+}
+END_TEST
+
+/* A port without a device: of the hosts-file address's device, else of
+ * the first device where it is active with an address. */
+START_TEST(select_port_only)
+{
+	struct verbs_config c = { .gid_index = -1, .port = 2,
+				  .port_from = "hosts.txt:2: rdma_port" };
+	struct verbs_ip ips[SEL_NI];
+	struct verbs_choice ch;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 3, 2); /* mlx5_0 port 2 has no address */
+	memcpy(ips, sel_ips, sizeof(ips));
+	ips[1].ctrl = true; /* on mlx5_1 port 1: port 2 of mlx5_1 */
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, ips, SEL_NI, &ch), 0);
+	SEL_IS(ch, 3, 2);
+	c.port = 3;
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, ips, SEL_NI, &ch), -LOCO_ENODEV);
+	ck_assert_msg(strstr(sel_msg, "hosts.txt:2: rdma_port=3: mlx5_1 (the device of the "
+			     "hosts-file address) has no port 3"), "%s", sel_msg);
+	ck_assert_int_eq(sel(&c, sel_ports, SEL_NP, sel_ips, SEL_NI, &ch), -LOCO_ENODEV);
+	ck_assert_msg(strstr(sel_msg, "no RDMA device has a port 3"), "%s", sel_msg);
+}
+END_TEST
+
+/* The sources of device and port as the configuration records them. */
+START_TEST(select_config_sources)
+{
+	static const char text[] = "0 10.0.0.1:7000 compute rdma_dev=mlx5_1 rdma_port=2\n";
+	struct loco_hosts h;
+	struct verbs_config c;
+	char err[VERBS_LABEL_MAX + 256] = "";
+	ck_assert_int_eq(loco_hosts_parse("hosts.txt", text, &h, err, sizeof(err)), 0);
+	env_clear();
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[0], h.path, &c, err,
+						 sizeof(err)), 0);
+	ck_assert_str_eq(c.device_from, "hosts.txt:1: rdma_dev");
+	ck_assert_str_eq(c.port_from, "hosts.txt:1: rdma_port");
+	env_set("LOCO_VERBS_PORT", "1");
+	ck_assert_int_eq(verbs_config_parse_host(env_get, &h.node[0], h.path, &c, err,
+						 sizeof(err)), 0);
+	ck_assert_str_eq(c.port_from, "LOCO_VERBS_PORT");
+	ck_assert_uint_eq(c.port, 1);
+	env_clear();
+	ck_assert_int_eq(parse(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.device_from, "");
+	ck_assert_str_eq(c.port_from, "");
+}
+END_TEST
+
 /* ---- GID selection ------------------------------------------------------ */
 
 static struct verbs_gid gid_entry(uint32_t index, uint32_t type, uint32_t ipv4)
@@ -812,6 +1013,16 @@ static Suite *verbs_suite(void)
 	tcase_add_test(t, desc_roundtrip);
 	tcase_add_test(t, desc_bad);
 	tcase_add_test(t, conn_roundtrip);
+	suite_add_tcase(s, t);
+	t = tcase_create("select");
+	tcase_add_test(t, select_default_first_active);
+	tcase_add_test(t, select_default_ctrl_address);
+	tcase_add_test(t, select_default_ctrl_down);
+	tcase_add_test(t, select_default_nothing);
+	tcase_add_test(t, select_device);
+	tcase_add_test(t, select_device_port);
+	tcase_add_test(t, select_port_only);
+	tcase_add_test(t, select_config_sources);
 	suite_add_tcase(s, t);
 	t = tcase_create("gid");
 	tcase_add_test(t, gid_pick_roce);
