@@ -4,12 +4,15 @@
  *
  * - One arena per node, huge pages where available, registered once as one
  *   MR. Peers learn its address and rkey from the arena descriptor.
- * - Device, port and GID: the device and port are the ones holding this
- *   node's hosts-file address (LOCO_VERBS_DEVICE / _PORT, or rdma_dev /
- *   rdma_port on the node's hosts-file line, can only confirm them: a QP
- *   on another port could not be reached at that address); the GID is
- *   chosen from the port's GID table (verbs_gid_pick) or set with
- *   LOCO_VERBS_GID_INDEX or gid_index. The environment wins over the file.
+ * - Device, port and address: LOCO_VERBS_DEVICE / _PORT (or rdma_dev /
+ *   rdma_port on the node's hosts-file line) when set, else the port
+ *   holding the hosts-file address if that is on an RDMA device, else the
+ *   first active port with an IP address (verbs_select, verbs_dev.c). The
+ *   rdma_cm listener binds to that port's address, which peers learn from
+ *   the arena descriptor: the hosts-file address only carries the control
+ *   plane and may be on a NIC without RDMA. The GID is chosen from the
+ *   port's GID table (verbs_gid_pick) or set with LOCO_VERBS_GID_INDEX or
+ *   gid_index. The environment wins over the file.
  * - QPs are connected through rdma_cm (verbs_cm.c); the active side's QP
  *   sends its completions to the thread's CQ, the passive side's QPs only
  *   serve one-sided ops.
@@ -54,32 +57,39 @@ static const char *verbs_getenv(const char *name)
 	return getenv(name);
 }
 
-int verbs_node_addr(const struct loco_tp *tp, uint32_t id,
-		    struct sockaddr_storage *out)
+/* This node's hosts-file address (TP->ctrl_addr) and rdma_cm port. */
+static int verbs_self_resolve(struct loco_tp *tp)
 {
-	const struct loco_host *h = &tp->hosts->node[id];
-	uint16_t port;
-	if (verbs_cm_port(h->port, tp->cfg.cm_port_offset, &port) < 0) {
+	const struct loco_host *h = &tp->hosts->node[tp->self];
+	if (verbs_cm_port(h->port, tp->cfg.cm_port_offset, &tp->cm_port) < 0) {
 		loco_err(VERBS_LOG, "node %u: port %u + LOCO_VERBS_CM_PORT_OFFSET %u is above 65535",
-			 id, h->port, tp->cfg.cm_port_offset);
+			 tp->self, h->port, tp->cfg.cm_port_offset);
 		return -ERANGE;
 	}
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res;
 	int r = getaddrinfo(h->host, NULL, &hints, &res);
 	if (r) {
-		loco_err(VERBS_LOG, "node %u: cannot resolve %s: %s", id, h->host,
+		loco_err(VERBS_LOG, "node %u: cannot resolve %s: %s", tp->self, h->host,
 			 gai_strerror(r));
 		return -EHOSTUNREACH;
 	}
-	memset(out, 0, sizeof(*out));
-	memcpy(out, res->ai_addr, res->ai_addrlen);
+	memset(&tp->ctrl_addr, 0, sizeof(tp->ctrl_addr));
+	memcpy(&tp->ctrl_addr, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
-	if (out->ss_family == AF_INET)
-		((struct sockaddr_in *)out)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)out)->sin6_port = htons(port);
 	return 0;
+}
+
+int verbs_peer_addr(struct loco_tp *tp, uint32_t id, struct sockaddr_storage *out)
+{
+	if (id >= LOCO_MAX_NODES)
+		return -ENOENT;
+	pthread_mutex_lock(&tp->peer_lock);
+	bool known = tp->peer_known[id];
+	if (known)
+		verbs_desc_sockaddr(&tp->peer[id], out);
+	pthread_mutex_unlock(&tp->peer_lock);
+	return known ? 0 : -ENOENT;
 }
 
 /* ---- devices ------------------------------------------------------------ */
@@ -93,19 +103,8 @@ static struct ibv_device *verbs_device_find(struct ibv_device **list, int n,
 	return NULL;
 }
 
-static void verbs_device_names(struct ibv_device **list, int n, char *buf,
-			       size_t len)
-{
-	size_t used = 0;
-	buf[0] = '\0';
-	for (int i = 0; i < n && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
-					 ibv_get_device_name(list[i]));
-}
-
-/* The device list, or -LOCO_ENODEV with one message: no device at all, or
- * LOCO_VERBS_DEVICE names one that does not exist. */
-static int verbs_devices_get(const char *want, struct ibv_device ***out, int *n)
+/* The device list, or -LOCO_ENODEV with one message: no device at all. */
+static int verbs_devices_get(struct ibv_device ***out, int *n)
 {
 	errno = 0;
 	struct ibv_device **list = ibv_get_device_list(n);
@@ -115,14 +114,6 @@ static int verbs_devices_get(const char *want, struct ibv_device ***out, int *n)
 			 "use --transport shm on machines without RDMA", strerror(e));
 		if (list)
 			ibv_free_device_list(list);
-		return -LOCO_ENODEV;
-	}
-	if (*want && !verbs_device_find(list, *n, want)) {
-		char names[256];
-		verbs_device_names(list, *n, names, sizeof(names));
-		loco_err(VERBS_LOG, "LOCO_VERBS_DEVICE=%s: no such RDMA device (this machine has: %s)",
-			 want, names);
-		ibv_free_device_list(list);
 		return -LOCO_ENODEV;
 	}
 	*out = list;
@@ -151,31 +142,19 @@ static int verbs_device_query(struct loco_tp *tp)
 	return 0;
 }
 
-/* Open the device that holds this node's address (BOUND, port BPORT), after
- * checking it against LOCO_VERBS_DEVICE / LOCO_VERBS_PORT. */
+/* Open device NAME (verbs_device_choose's), port PORT. */
 static int verbs_device_open(struct loco_tp *tp, struct ibv_device **list,
-			     int n, const char *bound, uint8_t bport)
+			     int n, const char *name, uint8_t port)
 {
-	const char *host = tp->hosts->node[tp->self].host;
-	if ((tp->cfg.device[0] && strcmp(tp->cfg.device, bound)) ||
-	    (tp->cfg.port && tp->cfg.port != bport)) {
-		loco_err(VERBS_LOG, "device %s port %u asked for (LOCO_VERBS_DEVICE/_PORT or "
-			 "rdma_dev/rdma_port in the hosts file), but this node's hosts-file "
-			 "address %s is on %s port %u: drop them or put the address of the "
-			 "wanted interface in the hosts file",
-			 tp->cfg.device[0] ? tp->cfg.device : "(unset)", tp->cfg.port,
-			 host, bound, bport);
-		return -ENODEV;
-	}
-	struct ibv_device *dev = verbs_device_find(list, n, bound);
+	struct ibv_device *dev = verbs_device_find(list, n, name);
 	tp->ctx = dev ? ibv_open_device(dev) : NULL;
 	if (!tp->ctx) {
 		int e = dev ? errno : ENODEV;
-		loco_err(VERBS_LOG, "ibv_open_device(%s): %s", bound, strerror(e));
+		loco_err(VERBS_LOG, "ibv_open_device(%s): %s", name, strerror(e));
 		return -e;
 	}
-	snprintf(tp->devname, sizeof(tp->devname), "%s", bound);
-	tp->port = bport;
+	snprintf(tp->devname, sizeof(tp->devname), "%s", name);
+	tp->port = port;
 	int r = verbs_device_query(tp);
 	if (r < 0)
 		ibv_close_device(tp->ctx);
@@ -581,18 +560,25 @@ static int verbs_passive_cq_create(struct loco_tp *tp)
 	return 0;
 }
 
+/* Choose and open the device and port, bind the listener to the RDMA
+ * address, allocate the PD. */
 static int verbs_device_setup(struct loco_tp *tp, struct ibv_device **list,
 			      int n)
 {
-	char bound[VERBS_DEVNAME_MAX];
-	uint8_t bport;
-	int r = verbs_cm_bind(tp, bound, &bport);
+	char name[VERBS_DEVNAME_MAX];
+	uint8_t port;
+	int r = verbs_cm_open(tp);
 	if (r < 0)
 		return r;
-	r = verbs_device_open(tp, list, n, bound, bport);
+	r = verbs_device_choose(tp, list, n, name, &port);
+	if (r < 0)
+		goto unbind;
+	r = verbs_device_open(tp, list, n, name, port);
 	if (r < 0)
 		goto unbind;
 	r = verbs_port_setup(tp);
+	if (!r)
+		r = verbs_cm_bind(tp);
 	if (r < 0)
 		goto close_device;
 	tp->pd = ibv_alloc_pd(tp->ctx);
@@ -629,14 +615,14 @@ static int verbs_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 		return r;
 	if (cfg->timeout_ms > 0)  /* the manager's --timeout-ms wins */
 		vc.timeout_ms = (uint32_t)cfg->timeout_ms;
-	r = verbs_devices_get(vc.device, &list, &ndev);
+	r = verbs_devices_get(&list, &ndev);
 	if (r < 0)
 		return r;
 	tp = verbs_tp_alloc(cfg, &vc);
 	r = -ENOMEM;
 	if (!tp)
 		goto free_list;
-	r = verbs_node_addr(tp, tp->self, &tp->addr);
+	r = verbs_self_resolve(tp);
 	if (r < 0)
 		goto free_tp;
 	r = verbs_device_setup(tp, list, ndev);
@@ -704,7 +690,8 @@ static int verbs_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 		.dm_rkey = tp->dm_mr ? tp->dm_mr->rkey : 0,
 		.dm_len = tp->dm_len,
 	};
-	return verbs_desc_pack(&d, desc, *len, len);
+	int r = verbs_desc_addr_set(&d, (const struct sockaddr *)&tp->addr);
+	return r < 0 ? r : verbs_desc_pack(&d, desc, *len, len);
 }
 
 static int verbs_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "loco/transport/verbs_cfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,9 +251,19 @@ int verbs_cm_port(uint16_t ctrl_port, uint32_t offset, uint16_t *out)
 
 /* ---- arena descriptor --------------------------------------------------- */
 
+static bool verbs_desc_addr_ok(const struct verbs_desc *d)
+{
+	static const uint8_t zero[16];
+	if (d->addr_family != 4 && d->addr_family != 6)
+		return false;
+	if (!d->cm_port || !memcmp(d->addr, zero, 16))
+		return false;
+	return d->addr_family == 6 || !memcmp(d->addr + 4, zero, 12);
+}
+
 static bool verbs_desc_consistent(const struct verbs_desc *d)
 {
-	if (d->flags & ~VERBS_DESC_F_ALL)
+	if (d->flags & ~VERBS_DESC_F_ALL || !verbs_desc_addr_ok(d))
 		return false;
 	if (d->flags & VERBS_DESC_F_DM)
 		return d->dm_len != 0;
@@ -266,6 +278,7 @@ int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
 	if (!verbs_desc_consistent(d))
 		return -EINVAL;
 	uint8_t *p = buf;
+	memset(p, 0, VERBS_DESC_LEN);
 	verbs_put32(p + 0, VERBS_DESC_MAGIC);
 	verbs_put16(p + 4, VERBS_DESC_VERSION);
 	verbs_put16(p + 6, VERBS_DESC_LEN);
@@ -276,6 +289,9 @@ int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
 	verbs_put32(p + 32, d->arena_rkey);
 	verbs_put32(p + 36, d->dm_rkey);
 	verbs_put64(p + 40, d->dm_len);
+	p[48] = d->addr_family;
+	verbs_put16(p + 50, d->cm_port);
+	memcpy(p + 56, d->addr, 16);
 	*len = VERBS_DESC_LEN;
 	return 0;
 }
@@ -285,7 +301,7 @@ int verbs_desc_unpack(const void *buf, size_t len, struct verbs_desc *out)
 	const uint8_t *p = buf;
 	if (len != VERBS_DESC_LEN || verbs_get32(p) != VERBS_DESC_MAGIC ||
 	    verbs_get16(p + 4) != VERBS_DESC_VERSION ||
-	    verbs_get16(p + 6) != VERBS_DESC_LEN)
+	    verbs_get16(p + 6) != VERBS_DESC_LEN || p[49] || verbs_get32(p + 52))
 		return -LOCO_EPROTO;
 	struct verbs_desc d = {
 		.node = verbs_get32(p + 8),
@@ -295,12 +311,62 @@ int verbs_desc_unpack(const void *buf, size_t len, struct verbs_desc *out)
 		.arena_rkey = verbs_get32(p + 32),
 		.dm_rkey = verbs_get32(p + 36),
 		.dm_len = verbs_get64(p + 40),
+		.addr_family = p[48],
+		.cm_port = verbs_get16(p + 50),
 	};
+	memcpy(d.addr, p + 56, 16);
 	if (!d.arena_addr || !d.arena_len || d.arena_addr + d.arena_len < d.arena_addr ||
 	    !verbs_desc_consistent(&d))
 		return -LOCO_EPROTO;
 	*out = d;
 	return 0;
+}
+
+int verbs_desc_addr_set(struct verbs_desc *d, const struct sockaddr *sa)
+{
+	memset(d->addr, 0, sizeof(d->addr));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		d->addr_family = 4;
+		d->cm_port = ntohs(in->sin_port);
+		memcpy(d->addr, &in->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		d->addr_family = 6;
+		d->cm_port = ntohs(in6->sin6_port);
+		memcpy(d->addr, &in6->sin6_addr, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+void verbs_desc_sockaddr(const struct verbs_desc *d, struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (d->addr_family == 4) {
+		struct sockaddr_in *in = (struct sockaddr_in *)out;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(d->cm_port);
+		memcpy(&in->sin_addr, d->addr, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(d->cm_port);
+		memcpy(&in6->sin6_addr, d->addr, 16);
+	}
+}
+
+bool verbs_desc_addr_is(const struct verbs_desc *d, const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return d->addr_family == 4 &&
+		       !memcmp(&((const struct sockaddr_in *)sa)->sin_addr, d->addr, 4);
+	if (sa->sa_family == AF_INET6)
+		return d->addr_family == 6 &&
+		       !memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr, d->addr, 16);
+	return false;
 }
 
 /* ---- connection private data ------------------------------------------- */

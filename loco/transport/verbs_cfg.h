@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "loco/hosts.h"
 
@@ -65,17 +66,23 @@ int verbs_cm_port(uint16_t ctrl_port, uint32_t offset, uint16_t *out);
 
 /* ---- arena descriptor (travels in the control plane's hello) -------------
  *
- * Version 1, 48 bytes, every field little-endian:
- *   0  u32 magic "LOCV"       4  u16 version (1)     6  u16 length (48)
+ * Version 2, 72 bytes, every field little-endian:
+ *   0  u32 magic "LOCV"       4  u16 version (2)     6  u16 length (72)
  *   8  u32 node id           12  u32 flags (VERBS_DESC_F_*)
  *  16  u64 arena address     24  u64 arena length
  *  32  u32 arena rkey        36  u32 device-memory rkey (0 without DM)
  *  40  u64 device-memory length (0 without DM; the DM MR is zero-based, so
  *      remote addresses in it are offsets 0..length-1)
- * Unknown flags, a wrong magic, version or length are errors. */
+ *  48  u8 address family (4 or 6)   49 u8 reserved (0)
+ *  50  u16 rdma_cm port             52 u32 reserved (0)
+ *  56  u8[16] the node's RDMA address, network byte order (IPv4: the first
+ *      4 bytes, the rest 0): where its rdma_cm listens, which need not be
+ *      its hosts-file (control-plane) address.
+ * Unknown flags, a wrong magic, version or length, or a bad address are
+ * errors. Version 1 (48 bytes, no address) is refused. */
 #define VERBS_DESC_MAGIC 0x56434f4cu /* "LOCV" */
-#define VERBS_DESC_VERSION 1
-#define VERBS_DESC_LEN 48
+#define VERBS_DESC_VERSION 2
+#define VERBS_DESC_LEN 72
 #define VERBS_DESC_F_DM 0x1u      /* a device-memory region is offered */
 #define VERBS_DESC_F_ATOMIC 0x2u  /* the NIC executes RDMA atomics */
 #define VERBS_DESC_F_ALL (VERBS_DESC_F_DM | VERBS_DESC_F_ATOMIC)
@@ -88,16 +95,29 @@ struct verbs_desc {
 	uint32_t arena_rkey;
 	uint32_t dm_rkey;
 	uint64_t dm_len;
+	uint8_t addr_family;   /* 4 or 6 */
+	uint16_t cm_port;
+	uint8_t addr[16];
 };
 
 /* Serialise D into BUF (CAP bytes); *LEN = VERBS_DESC_LEN. -ENOSPC if
- * CAP is too small, -EINVAL if D is inconsistent (DM flag vs length). */
+ * CAP is too small, -EINVAL if D is inconsistent (DM flag vs length, bad
+ * address). */
 int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
 		    size_t *len);
 /* Parse and validate LEN bytes. -LOCO_EPROTO on a wrong length, magic,
- * version, unknown flag, zero arena address or length, or DM fields that
- * disagree with the DM flag. */
+ * version, unknown flag, zero arena address or length, DM fields that
+ * disagree with the DM flag, or an address that is not a unicast IPv4 or
+ * IPv6 address with a port. */
 int verbs_desc_unpack(const void *buf, size_t len, struct verbs_desc *out);
+
+/* D's address and rdma_cm port from SA (AF_INET or AF_INET6 with its
+ * port): 0, or -EAFNOSUPPORT. */
+int verbs_desc_addr_set(struct verbs_desc *d, const struct sockaddr *sa);
+/* D's address and port as a socket address. */
+void verbs_desc_sockaddr(const struct verbs_desc *d, struct sockaddr_storage *out);
+/* True if SA's IP (port ignored) is D's address. */
+bool verbs_desc_addr_is(const struct verbs_desc *d, const struct sockaddr *sa);
 
 /* ---- connection private data (rdma_cm REQ / REP / REJ) -------------------
  *

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* verbs transport, connection management with librdmacm.
  *
- * Each node listens on its hosts-file address, port = hosts-file port +
- * LOCO_VERBS_CM_PORT_OFFSET, with one listener thread. qp_create connects
+ * Each node listens on its RDMA address (verbs_select), port = hosts-file
+ * port + LOCO_VERBS_CM_PORT_OFFSET, with one listener thread, and
+ * advertises both in its arena descriptor; peers connect there, not to the
+ * hosts-file (control-plane) address. qp_create connects
  * actively (address, route, REQ, REP) on a private event channel with a
  * deadline, then migrates the connected id to the listener's channel so
  * that a later DISCONNECTED (peer gone) reaches the listener thread.
@@ -13,7 +15,8 @@
  * (exchanged in the private data), path MTU (the smaller of both ends') and
  * the access flags. The private data (verbs_cfg.h) also names the source
  * node, the destination node and the thread, so a passive side can refuse a
- * request that is not from a node of its hosts file. */
+ * request that is not from a node of its hosts file, coming from the RDMA
+ * address that node advertised. */
 #include "loco/transport/verbs_int.h"
 
 #include <arpa/inet.h>
@@ -158,23 +161,27 @@ static int verbs_qp_ready(const struct loco_tp *tp, struct rdma_cm_id *id,
 
 /* ---- passive side (listener thread) -------------------------------------- */
 
-/* A numeric hosts-file HOST must be the request's source address. */
-static bool verbs_addr_matches(const char *host, const struct sockaddr *sa)
+/* Is FROM the RDMA address node SRC advertised (WANT gets that address)?
+ * 1 yes, 0 no, -1 its descriptor has not arrived yet (the hello that
+ * carries it may still be on its way: the requester retries). */
+static int verbs_addr_matches(struct loco_tp *tp, uint32_t src,
+			      const struct sockaddr *from, char *want, size_t len)
 {
-	struct in_addr a4;
-	struct in6_addr a6;
-	if (inet_pton(AF_INET, host, &a4) == 1)
-		return sa->sa_family == AF_INET &&
-		       ((const struct sockaddr_in *)sa)->sin_addr.s_addr == a4.s_addr;
-	if (inet_pton(AF_INET6, host, &a6) == 1)
-		return sa->sa_family == AF_INET6 &&
-		       !memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr, &a6, sizeof(a6));
-	return true;
+	struct sockaddr_storage adv;
+	pthread_mutex_lock(&tp->peer_lock);
+	bool known = tp->peer_known[src];
+	bool same = known && verbs_desc_addr_is(&tp->peer[src], from);
+	if (known)
+		verbs_desc_sockaddr(&tp->peer[src], &adv);
+	pthread_mutex_unlock(&tp->peer_lock);
+	if (!known)
+		return -1;
+	verbs_addr_str((const struct sockaddr *)&adv, want, len);
+	return same;
 }
 
 /* 0, or the reason (positive errno / LOCO code) to refuse the request. */
-static uint32_t verbs_passive_check(const struct loco_tp *tp,
-				    struct rdma_cm_event *ev,
+static uint32_t verbs_passive_check(struct loco_tp *tp, struct rdma_cm_event *ev,
 				    struct verbs_conn_msg *req)
 {
 	struct sockaddr *from = rdma_get_peer_addr(ev->id);
@@ -192,10 +199,21 @@ static uint32_t verbs_passive_check(const struct loco_tp *tp,
 			 "do all nodes use the same hosts file?", addr, req->src, req->dst, tp->self);
 		return LOCO_EHOSTS;
 	}
-	if (req->src >= LOCO_MAX_NODES || !tp->hosts->node[req->src].present ||
-	    !verbs_addr_matches(tp->hosts->node[req->src].host, from)) {
-		loco_err(VERBS_LOG, "connection request from %s claims to be node %u, which the hosts file "
-			 "does not place there: refused", addr, req->src);
+	if (req->src >= LOCO_MAX_NODES || !tp->hosts->node[req->src].present) {
+		loco_err(VERBS_LOG, "connection request from %s claims to be node %u, which is not "
+			 "in the hosts file: refused", addr, req->src);
+		return EPERM;
+	}
+	char want[INET6_ADDRSTRLEN];
+	int m = verbs_addr_matches(tp, req->src, from, want, sizeof(want));
+	if (m < 0) {
+		loco_dbg(VERBS_LOG, "connection request from node %u before its hello: "
+			 "asking it to retry", req->src);
+		return EAGAIN;
+	}
+	if (!m) {
+		loco_err(VERBS_LOG, "connection request from %s claims to be node %u, whose RDMA "
+			 "address is %s: refused", addr, req->src, want);
 		return EPERM;
 	}
 	if (!verbs_on_our_port(tp, ev->id)) {
@@ -433,41 +451,40 @@ static void *verbs_listen_main(void *arg)
 
 static int verbs_bind_error(const struct loco_tp *tp, int e)
 {
-	const char *host = tp->hosts->node[tp->self].host;
 	char addr[INET6_ADDRSTRLEN];
-	uint16_t port = ntohs(tp->addr.ss_family == AF_INET
-			      ? ((const struct sockaddr_in *)&tp->addr)->sin_port
-			      : ((const struct sockaddr_in6 *)&tp->addr)->sin6_port);
 	verbs_addr_str((const struct sockaddr *)&tp->addr, addr, sizeof(addr));
-	if (e == EADDRNOTAVAIL)
-		loco_err(VERBS_LOG, "%s (%s, node %u in the hosts file) is not an address of this machine",
-			 host, addr, tp->self);
-	else if (e == ENODEV)
-		loco_err(VERBS_LOG, "%s (%s, node %u) is not on an RDMA interface: the hosts file must "
-			 "name the IP of the RoCE or IPoIB interface", host, addr, tp->self);
-	else if (e == EADDRINUSE)
+	if (e == EADDRINUSE)
 		loco_err(VERBS_LOG, "rdma_cm port %u on %s is taken (hosts-file port + "
 			 "LOCO_VERBS_CM_PORT_OFFSET): another node with the same port on this host?",
-			 port, addr);
+			 tp->cm_port, addr);
+	else if (e == ENODEV)
+		loco_err(VERBS_LOG, "%s is no longer on an RDMA port (address removed since?)",
+			 addr);
 	else
-		loco_err(VERBS_LOG, "rdma_bind_addr(%s port %u): %s", addr, port, strerror(e));
+		loco_err(VERBS_LOG, "rdma_bind_addr(%s port %u): %s", addr, tp->cm_port,
+			 strerror(e));
 	return e == ENODEV ? -LOCO_ENODEV : -e;
 }
 
-int verbs_cm_bind(struct loco_tp *tp, char devname[VERBS_DEVNAME_MAX],
-		  uint8_t *port)
+int verbs_cm_open(struct loco_tp *tp)
 {
-	int r;
 	tp->cm_ch = rdma_create_event_channel();
 	if (!tp->cm_ch) {
 		loco_err(VERBS_LOG, "rdma_cm unavailable (rdma_create_event_channel: %s): "
 			 "is the rdma_ucm kernel module loaded?", strerror(errno));
 		return -LOCO_ENODEV;
 	}
+	return 0;
+}
+
+int verbs_cm_bind(struct loco_tp *tp)
+{
+	int r;
 	if (rdma_create_id(tp->cm_ch, &tp->listen_id, NULL, RDMA_PS_TCP)) {
 		r = -errno;
 		loco_err(VERBS_LOG, "rdma_create_id: %s", strerror(-r));
-		goto destroy_channel;
+		tp->listen_id = NULL;
+		return r;
 	}
 	if (rdma_bind_addr(tp->listen_id, (struct sockaddr *)&tp->addr)) {
 		r = verbs_bind_error(tp, errno);
@@ -477,14 +494,19 @@ int verbs_cm_bind(struct loco_tp *tp, char devname[VERBS_DEVNAME_MAX],
 		r = verbs_bind_error(tp, ENODEV);
 		goto destroy_id;
 	}
-	snprintf(devname, VERBS_DEVNAME_MAX, "%s",
-		 ibv_get_device_name(tp->listen_id->verbs->device));
-	*port = tp->listen_id->port_num;
+	if (!verbs_on_our_port(tp, tp->listen_id)) {
+		char addr[INET6_ADDRSTRLEN];
+		loco_err(VERBS_LOG, "rdma_cm binds %s to %s port %u, not the chosen %s port %u",
+			 verbs_addr_str((const struct sockaddr *)&tp->addr, addr, sizeof(addr)),
+			 ibv_get_device_name(tp->listen_id->verbs->device),
+			 tp->listen_id->port_num, tp->devname, tp->port);
+		r = -ENODEV;
+		goto destroy_id;
+	}
 	return 0;
 destroy_id:
 	rdma_destroy_id(tp->listen_id);
-destroy_channel:
-	rdma_destroy_event_channel(tp->cm_ch);
+	tp->listen_id = NULL;
 	return r;
 }
 
@@ -541,7 +563,9 @@ void verbs_cm_stop(struct loco_tp *tp)
 
 void verbs_cm_unbind(struct loco_tp *tp)
 {
-	rdma_destroy_id(tp->listen_id);
+	if (tp->listen_id)
+		rdma_destroy_id(tp->listen_id);
+	tp->listen_id = NULL;
 	rdma_destroy_event_channel(tp->cm_ch);
 }
 
@@ -660,6 +684,9 @@ static int verbs_connect_refused(const struct loco_tp_qp *q,
 	if (ev->event == RDMA_CM_EVENT_REJECTED &&
 	    !verbs_conn_unpack(cp->private_data, cp->private_data_len, &rej) &&
 	    rej.kind == VERBS_CONN_REJ) {
+		if (rej.reason == EAGAIN) /* it has not seen our hello yet */
+			return verbs_why(why, len, -EAGAIN, "node %u does not know this "
+					 "node's RDMA address yet", q->link.node);
 		int e = rej.reason ? -(int)rej.reason : -ECONNREFUSED;
 		return verbs_why(why, len, e, "node %u refused the connection: %s",
 				 q->link.node, loco_strerror(e));
@@ -744,9 +771,12 @@ int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *q)
 	struct sockaddr_storage dst;
 	char why[256] = "";
 	char addr[INET6_ADDRSTRLEN];
-	int r = verbs_node_addr(tp, q->link.node, &dst);
-	if (r < 0)
+	int r = verbs_peer_addr(tp, q->link.node, &dst);
+	if (r < 0) {
+		loco_err(VERBS_LOG, "connecting thread %u to node %u: its RDMA address is not "
+			 "known yet (no arena descriptor)", q->link.thread, q->link.node);
 		return r;
+	}
 	int64_t deadline = verbs_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
 		r = verbs_connect_once(tp, q, &dst, deadline, why, sizeof(why));

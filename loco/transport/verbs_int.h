@@ -105,7 +105,9 @@ struct loco_tp {
 	struct verbs_desc peer[LOCO_MAX_NODES];
 	atomic_uint next_thread;  /* thread index source for cq_create */
 	/* connection manager */
-	struct sockaddr_storage addr;   /* this node's address, CM port */
+	struct sockaddr_storage ctrl_addr; /* this node's hosts-file address (port 0) */
+	uint16_t cm_port;               /* its rdma_cm port: hosts-file port + offset */
+	struct sockaddr_storage addr;   /* its RDMA address (verbs_select), CM port */
 	struct rdma_event_channel *cm_ch;
 	struct rdma_cm_id *listen_id;
 	struct ibv_cq *passive_cq;
@@ -137,21 +139,32 @@ struct loco_tp_qp {
 	struct verbs_sq sq;
 };
 
+/* verbs_dev.c */
+
+/* Choose the device, port and RDMA address (verbs_select's rules) from
+ * the ports of LIST[0..N-1] and the local addresses rdma_cm binds to them
+ * (scratch ids on TP->cm_ch); TP->ctrl_addr marks the hosts-file address.
+ * Sets TP->addr (with TP->cm_port), DEVNAME and *PORT. Logs the choice, or
+ * the reason and returns -errno / -LOCO_ENODEV. */
+int verbs_device_choose(struct loco_tp *tp, struct ibv_device **list, int n,
+			char devname[VERBS_DEVNAME_MAX], uint8_t *port);
+
 /* verbs_cm.c */
 
-/* Create the event channel and the listener id bound to this node's
- * address; report the device and port that address is on. */
-int verbs_cm_bind(struct loco_tp *tp, char devname[VERBS_DEVNAME_MAX],
-		  uint8_t *port);
+/* Create the rdma_cm event channel (TP->cm_ch). */
+int verbs_cm_open(struct loco_tp *tp);
+/* Create the listener id, bound to TP->addr; it must be on TP's device
+ * and port. */
+int verbs_cm_bind(struct loco_tp *tp);
 /* Listen and start the listener thread (needs the PD and passive CQ). */
 int verbs_cm_listen(struct loco_tp *tp);
 /* Stop the listener thread and tear down the passive connections. */
 void verbs_cm_stop(struct loco_tp *tp);
-/* Destroy the listener id and the event channel (after every QP). */
+/* Destroy the listener id (if bound) and the event channel (after every QP). */
 void verbs_cm_unbind(struct loco_tp *tp);
 /* Connect QP (created, RESET) to its peer's listener; on success QP->id
  * is set and the QP is in RTS. Logs once and returns -errno on failure. */
-int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *qp);
+int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *q);
 /* Disconnect and destroy QP->id (the ibv QP stays for the caller). */
 void verbs_cm_disconnect(struct loco_tp_qp *qp);
 
@@ -159,8 +172,9 @@ void verbs_cm_disconnect(struct loco_tp_qp *qp);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t verbs_now_ms(void);
-/* "HOST" of node ID resolved, with PORT set to its rdma_cm port. */
-int verbs_node_addr(const struct loco_tp *tp, uint32_t id,
+/* The RDMA address and rdma_cm port node ID advertised (its arena
+ * descriptor; this node's own too): 0, or -ENOENT before its descriptor. */
+int verbs_peer_addr(struct loco_tp *tp, uint32_t id,
 		    struct sockaddr_storage *out);
 
 #pragma GCC visibility pop

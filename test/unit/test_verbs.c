@@ -3,6 +3,7 @@
  * selection, the work-request chain (one doorbell), completion retirement
  * and the wc-status mapping; and open() failing cleanly with -LOCO_ENODEV
  * on a machine without RDMA. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -192,6 +193,7 @@ static const struct verbs_desc desc_sample = {
 	.node = 3, .flags = VERBS_DESC_F_DM | VERBS_DESC_F_ATOMIC,
 	.arena_addr = 0x7f0012345000, .arena_len = 1 << 30,
 	.arena_rkey = 0xabcdef01, .dm_rkey = 0x1234, .dm_len = 128 * 1024,
+	.addr_family = 4, .cm_port = 8001, .addr = { 10, 0, 1, 5 },
 };
 
 START_TEST(desc_roundtrip)
@@ -201,9 +203,10 @@ START_TEST(desc_roundtrip)
 	struct verbs_desc d;
 	ck_assert_int_eq(verbs_desc_pack(&desc_sample, buf, sizeof(buf), &len), 0);
 	ck_assert_uint_eq(len, VERBS_DESC_LEN);
+	ck_assert_uint_eq(len, 72);
 	ck_assert(len <= LOCO_DESC_MAX);
 	ck_assert_int_eq(memcmp(buf, "LOCV", 4), 0);           /* magic, LE */
-	ck_assert_uint_eq(buf[4], 1);                           /* version */
+	ck_assert_uint_eq(buf[4], 2);                           /* version */
 	ck_assert_uint_eq(buf[5], 0);
 	ck_assert_uint_eq(buf[6], VERBS_DESC_LEN);
 	ck_assert_uint_eq(buf[8], 3);                           /* node */
@@ -211,6 +214,10 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(buf[17], 0x50);
 	ck_assert_uint_eq(buf[32], 0x01);                       /* rkey, LE */
 	ck_assert_uint_eq(buf[35], 0xab);
+	ck_assert_uint_eq(buf[48], 4);                          /* IPv4 */
+	ck_assert_uint_eq(buf[50] | buf[51] << 8, 8001);        /* CM port, LE */
+	ck_assert_uint_eq(buf[56], 10);                         /* network order */
+	ck_assert_uint_eq(buf[59], 5);
 	ck_assert_int_eq(verbs_desc_unpack(buf, len, &d), 0);
 	ck_assert_int_eq(memcmp(&d, &desc_sample, sizeof(d)), 0);
 }
@@ -221,15 +228,19 @@ START_TEST(desc_bad)
 	uint8_t buf[LOCO_DESC_MAX], bad[LOCO_DESC_MAX];
 	size_t len;
 	struct verbs_desc d = { .node = 99 };
-	ck_assert_int_eq(verbs_desc_pack(&desc_sample, buf, 47, &len), -ENOSPC);
+	ck_assert_int_eq(verbs_desc_pack(&desc_sample, buf, 71, &len), -ENOSPC);
 	struct verbs_desc incons = desc_sample;
 	incons.dm_len = 0;
+	ck_assert_int_eq(verbs_desc_pack(&incons, buf, sizeof(buf), &len), -EINVAL);
+	incons = desc_sample;
+	incons.addr_family = 0;
 	ck_assert_int_eq(verbs_desc_pack(&incons, buf, sizeof(buf), &len), -EINVAL);
 	ck_assert_int_eq(verbs_desc_pack(&desc_sample, buf, sizeof(buf), &len), 0);
 	ck_assert_int_eq(verbs_desc_unpack(buf, len - 1, &d), -LOCO_EPROTO);
 	ck_assert_int_eq(verbs_desc_unpack(buf, len + 1, &d), -LOCO_EPROTO);
+	ck_assert_int_eq(verbs_desc_unpack(buf, 48, &d), -LOCO_EPROTO); /* version 1 size */
 	memcpy(bad, buf, len);
-	bad[4] = 2; /* version */
+	bad[4] = 1; /* version 1: no address */
 	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
 	memcpy(bad, buf, len);
 	bad[0] = 'X'; /* magic */
@@ -246,7 +257,67 @@ START_TEST(desc_bad)
 	memcpy(bad, buf, len);
 	memset(bad + 16, 0, 8); /* no arena address */
 	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[48] = 5; /* address family */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[49] = 1; /* reserved */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[53] = 1; /* reserved */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[50] = bad[51] = 0; /* no CM port */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	memset(bad + 56, 0, 16); /* unspecified address */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[64] = 1; /* IPv4 with bytes past the 4th */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
 	ck_assert_uint_eq(d.node, 99); /* output untouched on error */
+}
+END_TEST
+
+/* The advertised RDMA address, to and from socket addresses. */
+START_TEST(desc_address)
+{
+	struct verbs_desc d = desc_sample;
+	struct sockaddr_storage ss;
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(9000) };
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons(9001) };
+	inet_pton(AF_INET, "192.168.7.9", &in.sin_addr);
+	inet_pton(AF_INET6, "fd00::1:2", &in6.sin6_addr);
+	ck_assert_int_eq(verbs_desc_addr_set(&d, (struct sockaddr *)&in), 0);
+	ck_assert_uint_eq(d.addr_family, 4);
+	ck_assert_uint_eq(d.cm_port, 9000);
+	verbs_desc_sockaddr(&d, &ss);
+	ck_assert_int_eq(ss.ss_family, AF_INET);
+	ck_assert_int_eq(memcmp(&ss, &in, sizeof(in)), 0);
+	ck_assert(verbs_desc_addr_is(&d, (struct sockaddr *)&in));
+	in.sin_port = htons(1); /* the port does not matter */
+	ck_assert(verbs_desc_addr_is(&d, (struct sockaddr *)&in));
+	in.sin_addr.s_addr ^= htonl(1);
+	ck_assert(!verbs_desc_addr_is(&d, (struct sockaddr *)&in));
+	ck_assert(!verbs_desc_addr_is(&d, (struct sockaddr *)&in6));
+
+	ck_assert_int_eq(verbs_desc_addr_set(&d, (struct sockaddr *)&in6), 0);
+	ck_assert_uint_eq(d.addr_family, 6);
+	ck_assert_uint_eq(d.cm_port, 9001);
+	verbs_desc_sockaddr(&d, &ss);
+	ck_assert_int_eq(ss.ss_family, AF_INET6);
+	ck_assert_int_eq(memcmp(&((struct sockaddr_in6 *)&ss)->sin6_addr, &in6.sin6_addr, 16), 0);
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 9001);
+	ck_assert(verbs_desc_addr_is(&d, (struct sockaddr *)&in6));
+	uint8_t buf[LOCO_DESC_MAX];
+	size_t len;
+	struct verbs_desc back;
+	ck_assert_int_eq(verbs_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(verbs_desc_unpack(buf, len, &back), 0);
+	ck_assert_int_eq(memcmp(&back, &d, sizeof(d)), 0);
+
+	struct sockaddr unix_sa = { .sa_family = AF_UNIX };
+	ck_assert_int_eq(verbs_desc_addr_set(&d, &unix_sa), -EAFNOSUPPORT);
 }
 END_TEST
 
@@ -1012,6 +1083,7 @@ static Suite *verbs_suite(void)
 	t = tcase_create("wire");
 	tcase_add_test(t, desc_roundtrip);
 	tcase_add_test(t, desc_bad);
+	tcase_add_test(t, desc_address);
 	tcase_add_test(t, conn_roundtrip);
 	suite_add_tcase(s, t);
 	t = tcase_create("select");
