@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Channel endpoints and the join protocol (LOCO §4.2).
  *
- * JOIN (from A to B): str channel; u32 n, n x (str region, u64 off, u64 len)
- *   offered by A; u32 m, m x (str region, u64 len) A expects from B.
+ * JOIN (from A to B): str channel; u32 n, n x (str region, u32 space,
+ *   u64 off, u64 len) offered by A; u32 m, m x (str region, u64 len) A
+ *   expects from B.
  * JOIN_ACK: u32 status (0, JOIN_NOCHAN, or a negated error); str message;
- *   u32 n, n x (str region, u64 off, u64 len) offered by B.
+ *   u32 n, n x (str region, u32 space, u64 off, u64 len) offered by B.
+ * SPACE (enum loco_space) says whether OFF is in the offering node's arena
+ * or its device memory (a hot region, loco_channel_add_region_ex); the
+ * expecting side does not choose: it uses the region where it is.
  * A peer without the endpoint answers JOIN_NOCHAN; it joins us itself when
  * it creates the endpoint, so pairing completes whoever comes second. */
 #include <errno.h>
@@ -21,6 +25,7 @@
 
 struct offer {
 	char name[LOCO_REGION_NAME_MAX];
+	uint32_t space;
 	uint64_t off, len;
 };
 
@@ -53,13 +58,20 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 int loco_channel_add_region(struct loco_channel *ch, const char *name,
 			    uint64_t len, struct loco_region **out)
 {
+	return loco_channel_add_region_ex(ch, name, len, 0, out);
+}
+
+int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
+			       uint64_t len, unsigned flags,
+			       struct loco_region **out)
+{
 	if (ch->registered || ch->nlocal == LOCO_CHAN_REGIONS || !name_ok(name) ||
 	    strlen(name) >= LOCO_REGION_NAME_MAX)
 		return -EINVAL;
 	char full[LOCO_NAME_MAX + LOCO_REGION_NAME_MAX];
 	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
 	struct loco_region *reg = &ch->local[ch->nlocal];
-	int rc = loco_region_alloc(ch->mgr, full, len, reg);
+	int rc = loco_region_alloc_ex(ch->mgr, full, len, flags, reg);
 	if (rc)
 		return rc;
 	strcpy(ch->local_short[ch->nlocal++], name);
@@ -178,8 +190,6 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 		       const struct offer *offered, unsigned n, char *msg,
 		       size_t msglen)
 {
-	uint64_t alen = atomic_load_explicit(&ch->mgr->peer_arena_len[peer],
-					     memory_order_acquire); /* pairs with loco_peer_add */
 	struct loco_rregion found[LOCO_CHAN_REGIONS];
 	for (unsigned i = 0; i < ch->nexpect; i++) {
 		const struct loco_chan_expect *e = &ch->expect[i];
@@ -203,13 +213,17 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 				 (unsigned long)offered[j].len);
 			return -LOCO_EMISMATCH;
 		}
-		if (offered[j].off < 64 || offered[j].off > alen ||
-		    offered[j].len > alen - offered[j].off) {
+		uint32_t sp = offered[j].space;
+		uint64_t slen = loco_peer_space_len(ch->mgr, peer, sp);
+		uint64_t first = sp == LOCO_SPACE_ARENA ? 64 : 0;
+		if (offered[j].off < first || offered[j].off > slen ||
+		    offered[j].len > slen - offered[j].off) {
 			snprintf(msg, msglen, "channel %s: node %u offered region "
-				 "'%s' outside its arena", ch->name, peer, e->name);
+				 "'%s' outside its %s", ch->name, peer, e->name,
+				 sp == LOCO_SPACE_ARENA ? "arena" : "device memory");
 			return -LOCO_EPROTO;
 		}
-		found[i] = (struct loco_rregion){ .node = peer,
+		found[i] = (struct loco_rregion){ .node = peer, .space = sp,
 			.off = offered[j].off, .len = offered[j].len };
 	}
 	/* Record once: a second join with the same peer (both sides joined
@@ -255,12 +269,13 @@ static void put_local(struct loco_wbuf *w, const struct loco_channel *ch)
 	loco_put_u32(w, ch->nlocal);
 	for (unsigned i = 0; i < ch->nlocal; i++) {
 		loco_put_str(w, ch->local_short[i]);
+		loco_put_u32(w, ch->local[i].space);
 		loco_put_u64(w, ch->local[i].off);
 		loco_put_u64(w, ch->local[i].len);
 	}
 }
 
-/* Read a list of (name[, off], len); WITH_OFF selects the form. */
+/* Read a list of (name[, space, off], len); WITH_OFF selects the form. */
 static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_off)
 {
 	uint32_t n = loco_get_u32(r);
@@ -270,8 +285,11 @@ static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_off)
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		loco_get_str(r, out[i].name, sizeof(out[i].name));
+		out[i].space = with_off ? loco_get_u32(r) : LOCO_SPACE_ARENA;
 		out[i].off = with_off ? loco_get_u64(r) : 0;
 		out[i].len = loco_get_u64(r);
+		if (out[i].space != LOCO_SPACE_ARENA && out[i].space != LOCO_SPACE_DM)
+			r->err = -LOCO_EPROTO;
 	}
 	return r->err ? 0 : n;
 }

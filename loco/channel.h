@@ -67,6 +67,15 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 int loco_channel_add_region(struct loco_channel *ch, const char *name,
 			    uint64_t len, struct loco_region **out);
 
+/* As loco_channel_add_region with region FLAGS: LOCO_REGION_HOT asks for
+ * device memory, falling back to the arena (loco/loco.h). Peers learn
+ * where it went in the join; a hot region's base is NULL when it is in
+ * device memory, so the channel must reach it, at this node too, only
+ * through remote operations on loco_channel_remote(ch, idx, self). */
+int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
+			       uint64_t len, unsigned flags,
+			       struct loco_region **out);
+
 /* Expect region NAME of LEN bytes from each peer in FROM (0: every
  * participant). Returns its index for loco_channel_remote. Before join. */
 int loco_channel_expect(struct loco_channel *ch, const char *name,

@@ -3,8 +3,10 @@
  * serves requests (HELLO, JOIN, REGION_OPEN) on one server thread; requests
  * from this node go out on one connection per peer, one at a time.
  *
- * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length,
- * bytes arena descriptor; the ACK adds u32 status and str message first. */
+ * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length, u64
+ * device-memory length (0: none), bytes arena descriptor (the transport's:
+ * for verbs also the node's RDMA address); the ACK adds u32 status and str
+ * message first. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -127,6 +129,7 @@ static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w)
 	loco_put_u32(w, mgr->id);
 	loco_put_str(w, mgr->tp_ops->name);
 	loco_put_u64(w, mgr->arena_len);
+	loco_put_u64(w, mgr->dm_len);
 	loco_put_bytes(w, mgr->desc, (uint16_t)mgr->desc_len);
 }
 
@@ -140,6 +143,7 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 	uint32_t id = loco_get_u32(r);
 	loco_get_str(r, tname, sizeof(tname));
 	uint64_t alen = loco_get_u64(r);
+	uint64_t dmlen = loco_get_u64(r);
 	uint16_t dlen = loco_get_bytes(r, desc, sizeof(desc));
 	if (loco_rbuf_done(r)) {
 		snprintf(msg, msglen, "malformed HELLO");
@@ -155,7 +159,7 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 			 id, tname, mgr->id, mgr->tp_ops->name);
 		return -LOCO_ETRANSPORT;
 	}
-	int rc = loco_peer_add(mgr, id, desc, dlen, alen);
+	int rc = loco_peer_add(mgr, id, desc, dlen, alen, dmlen);
 	if (rc) {
 		snprintf(msg, msglen, "cannot attach node %u's memory: %s", id,
 			 loco_strerror(rc));
@@ -166,17 +170,39 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 }
 
 int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
-		  size_t desc_len, uint64_t arena_len)
+		  size_t desc_len, uint64_t arena_len, uint64_t dm_len)
 {
 	pthread_mutex_lock(&mgr->peer_lock);
-	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, desc, desc_len, arena_len);
-	if (!rc)
-		/* Release pairs with the acquire in check_bounds (ops.c): a
-		 * thread that sees the length finds the peer in the transport. */
+	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, desc, desc_len, arena_len,
+				       dm_len);
+	if (!rc) {
+		/* Relaxed: published by the release below. */
+		atomic_store_explicit(&mgr->peer_dm_len[peer], dm_len,
+				      memory_order_relaxed);
+		/* Release pairs with the acquire in loco_peer_space_len: a
+		 * thread that sees the length finds the peer in the transport
+		 * and its device-memory length. */
 		atomic_store_explicit(&mgr->peer_arena_len[peer], arena_len,
 				      memory_order_release);
+	}
 	pthread_mutex_unlock(&mgr->peer_lock);
 	return rc;
+}
+
+uint64_t loco_peer_space_len(struct loco_mgr *mgr, uint32_t peer,
+			     uint32_t space)
+{
+	if (peer >= LOCO_MAX_NODES)
+		return 0;
+	/* Acquire pairs with the release in loco_peer_add. */
+	uint64_t alen = atomic_load_explicit(&mgr->peer_arena_len[peer],
+					     memory_order_acquire);
+	if (space == LOCO_SPACE_ARENA)
+		return alen;
+	if (space != LOCO_SPACE_DM || !alen)
+		return 0;
+	/* Relaxed: ordered by the acquire above. */
+	return atomic_load_explicit(&mgr->peer_dm_len[peer], memory_order_relaxed);
 }
 
 /* ---- client side --------------------------------------------------------- */

@@ -69,13 +69,19 @@ struct loco_mgr {
 	uint64_t arena_len;
 	uint8_t desc[LOCO_DESC_MAX];
 	size_t desc_len;
+	uint64_t dm_len;             /* this node's device memory (0: none) */
 	/* Arena lengths of peers that said hello; 0 = unknown. Written by
 	 * the control plane, read by posting threads. */
 	_Atomic uint64_t peer_arena_len[LOCO_MAX_NODES];
+	/* Their device-memory lengths: stored before the arena length's
+	 * release, read after its acquire. */
+	_Atomic uint64_t peer_dm_len[LOCO_MAX_NODES];
 	pthread_mutex_t peer_lock;   /* serialises transport peer_add */
 
 	pthread_mutex_t alloc_lock;   /* recursive */
-	struct loco_alloc *allocs;
+	struct loco_alloc *allocs;    /* arena */
+	struct loco_alloc *dm_allocs; /* device memory */
+	_Atomic bool hot_warned;      /* the one fallback warning was logged */
 
 	pthread_mutex_t thr_lock;    /* thread list, retired stats */
 	struct loco_thread *threads;
@@ -126,7 +132,11 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
-		  size_t desc_len, uint64_t arena_len);
+		  size_t desc_len, uint64_t arena_len, uint64_t dm_len);
+/* Length of PEER's memory space SPACE as its hello said: 0 while unknown
+ * (and for a space it lacks). Acquire: pairs with loco_peer_add. */
+uint64_t loco_peer_space_len(struct loco_mgr *mgr, uint32_t peer,
+			     uint32_t space);
 
 /* channel.c: control-plane handlers and the join worker. */
 void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,

@@ -18,7 +18,7 @@
 #include "loco/raddr.h"
 
 #define LOCO_NAME_MAX 128
-#define LOCO_PROTO_VERSION 1
+#define LOCO_PROTO_VERSION 2   /* control-plane messages (loco/wire.h) */
 
 struct loco_mgr;
 struct loco_thread;
@@ -54,35 +54,56 @@ int loco_mgr_serve(struct loco_mgr *mgr, int timeout_ms);
 
 /* ---- regions ------------------------------------------------------------ */
 
-/* A piece of this node's registered arena. */
+/* A piece of this node's registered memory: its arena, or its device
+ * memory for a LOCO_REGION_HOT region that found room there. */
 struct loco_region {
 	char name[LOCO_NAME_MAX]; /* "chan.region" */
-	void *base;               /* local address */
-	uint64_t off;             /* offset in the arena */
+	void *base;               /* local address; NULL in device memory */
+	uint64_t off;             /* offset in the arena (or device memory) */
 	uint64_t len;
+	uint32_t space;           /* enum loco_space (loco/raddr.h) */
 };
 
 /* Descriptor of a region on some node (possibly this one): everything
  * remote operations need. Bounds of every op are checked against it. */
 struct loco_rregion {
 	uint32_t node;
-	uint32_t pad;
-	uint64_t off;             /* offset in that node's arena */
+	uint32_t space;           /* enum loco_space: LOCO_SPACE_ARENA unless hot */
+	uint64_t off;             /* offset in that node's arena (or device memory) */
 	uint64_t len;
 };
+
+/* Region flags. */
+/* Small and hot (lock words, counters): place the region in the
+ * transport's device memory (verbs: NIC memory, LOCO_VERBS_DM_BYTES) when
+ * it has room, which spares remote atomics the PCIe trip to host memory;
+ * else in the arena, with one warning per node (shm and shm-weak have no
+ * device memory: always the arena). The CPU cannot load or store device
+ * memory: base is NULL there, and every access, by this node too, goes
+ * through remote operations (to self). Device memory is allocated in
+ * 8-byte units (arena: 64). */
+#define LOCO_REGION_HOT 0x1u
 
 /* Allocate LEN zeroed bytes of this node's arena, 64-byte aligned, under a
  * unique NAME. -EEXIST if the name is taken, -ENOMEM if the arena is full. */
 int loco_region_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
 		      struct loco_region *out);
+/* As loco_region_alloc, with FLAGS (LOCO_REGION_HOT); OUT->space says where
+ * the region went. -EINVAL for an unknown flag. */
+int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
+			 unsigned flags, struct loco_region *out);
 void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg);
 /* Descriptor of a local region, for operations through the transport. */
 void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 		      struct loco_rregion *out);
+/* Bytes of device memory this node offers (0 without, e.g. on shm) and
+ * how many of them regions use. */
+void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used);
 /* Create-or-open region NAME of LEN bytes on node NODE (usually a memory
  * node; this node's own id works too, without a message): the first
- * caller gets a zeroed region, later callers the same one. -LOCO_EMISMATCH
- * if it exists with another size; -ETIMEDOUT if the node does not answer. */
+ * caller gets a zeroed region, later callers the same one. Always in the
+ * node's arena. -LOCO_EMISMATCH if it exists with another size;
+ * -ETIMEDOUT if the node does not answer. */
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out);
 
@@ -178,6 +199,7 @@ int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 
 struct loco_batch_op {
 	uint8_t opcode;
+	uint8_t space;            /* enum loco_space of arena_off */
 	uint32_t peer;
 	uint64_t arena_off;
 	void *local;

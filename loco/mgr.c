@@ -118,11 +118,12 @@ static int transport_open(struct loco_mgr *mgr)
 		return rc;  /* the transport logged why */
 	mgr->arena = mgr->tp_ops->arena_base(mgr->tp);
 	mgr->arena_len = mgr->tp_ops->arena_len(mgr->tp);
+	mgr->dm_len = mgr->tp_ops->dm_len(mgr->tp);
 	mgr->desc_len = sizeof(mgr->desc);
 	rc = mgr->tp_ops->arena_desc(mgr->tp, mgr->desc, &mgr->desc_len);
 	if (!rc)
 		rc = loco_peer_add(mgr, mgr->id, mgr->desc, mgr->desc_len,
-				   mgr->arena_len);
+				   mgr->arena_len, mgr->dm_len);
 	if (rc)
 		loco_err("mgr", "cannot attach this node's own arena: %s",
 			 loco_strerror(rc));

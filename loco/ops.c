@@ -386,25 +386,28 @@ static int post_one(struct loco_thread *thr, uint32_t peer, struct loco_wr *wr,
 	return rc;
 }
 
-/* Arena offset of [off, off+len) inside RR, or -EINVAL. */
+/* Offset of [off, off+len) inside RR in its node's memory space, or
+ * -EINVAL; -ENOTCONN before the node's hello. */
 static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
-			uint64_t off, uint64_t len, bool atomic, uint64_t *arena_off)
+			uint64_t off, uint64_t len, bool atomic, uint64_t *space_off)
 {
 	if (!rr || rr->node >= LOCO_MAX_NODES || off > rr->len ||
-	    len > rr->len - off)
+	    len > rr->len - off ||
+	    (rr->space != LOCO_SPACE_ARENA && rr->space != LOCO_SPACE_DM))
 		return -EINVAL;
 	uint64_t at = rr->off + off;
 	if (atomic && (at & 7))
 		return -EINVAL;
-	/* Acquire pairs with the release in loco_peer_add: the transport
-	 * knows the peer once its arena length is visible. */
-	uint64_t alen = atomic_load_explicit(&thr->mgr->peer_arena_len[rr->node],
-					     memory_order_acquire);
-	if (!alen)
+	/* The transport knows the peer once its arena length is visible. */
+	uint64_t slen = loco_peer_space_len(thr->mgr, rr->node, LOCO_SPACE_ARENA);
+	if (!slen)
 		return -ENOTCONN;
-	if (at < 64 || at > alen || len > alen - at)
+	if (rr->space != LOCO_SPACE_ARENA)
+		slen = loco_peer_space_len(thr->mgr, rr->node, rr->space);
+	uint64_t first = rr->space == LOCO_SPACE_ARENA ? 64 : 0; /* arena 0..63: null */
+	if (at < first || at > slen || len > slen - at)
 		return -EINVAL;
-	*arena_off = at;
+	*space_off = at;
 	return 0;
 }
 
@@ -422,6 +425,7 @@ static int build_wr(struct loco_thread *thr, const struct loco_rregion *rr,
 		    uint64_t off, struct loco_wr *wr)
 {
 	bool atomic = wr->opcode == LOCO_OP_CAS || wr->opcode == LOCO_OP_FAA;
+	wr->space = rr ? (uint8_t)rr->space : LOCO_SPACE_ARENA;
 	return check_bounds(thr, rr, off, wr->len, atomic, &wr->remote_off);
 }
 
@@ -575,6 +579,7 @@ static void batch_add(struct loco_batch *b, const struct loco_rregion *rr,
 	}
 	struct loco_batch_op *op = &b->op[b->n++];
 	op->opcode = wr->opcode;
+	op->space = wr->space;
 	op->peer = rr->node;
 	op->arena_off = wr->remote_off;
 	op->local = wr->local;
@@ -630,7 +635,7 @@ int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 			if (op->peer != peer)
 				continue;
 			wr[n++] = (struct loco_wr){
-				.opcode = op->opcode, .len = op->len,
+				.opcode = op->opcode, .space = op->space, .len = op->len,
 				.remote_off = op->arena_off, .local = op->local,
 				.compare = op->compare, .operand = op->operand };
 		}

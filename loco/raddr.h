@@ -10,6 +10,15 @@
 
 typedef uint64_t loco_raddr_t;
 
+/* The memory spaces of a node that remote operations reach: its arena
+ * (host memory, registered once) and, on transports that have it, a small
+ * device memory (verbs: NIC memory, ibv_alloc_dm). Offsets are per space.
+ * Compact remote addresses always point into the arena. */
+enum loco_space {
+	LOCO_SPACE_ARENA = 0,
+	LOCO_SPACE_DM = 1,
+};
+
 #define LOCO_RADDR_OFF_BITS 48
 #define LOCO_RADDR_OFF_MASK ((UINT64_C(1) << LOCO_RADDR_OFF_BITS) - 1)
 #define LOCO_RADDR_NULL ((loco_raddr_t)0)

@@ -10,50 +10,98 @@
 
 #define ARENA_ALIGN 64
 #define ARENA_FIRST 64   /* offset 0 is reserved: raddr 0 means null */
+#define DM_ALIGN 8       /* device memory is scarce: 8-byte units (atomics need 8) */
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);
 }
 
-static struct loco_alloc *alloc_find(struct loco_mgr *mgr, const char *name)
+/* The allocator of one memory space: its offset-sorted record list, its
+ * size, first usable offset and unit. */
+struct space_ref {
+	struct loco_alloc **list;
+	uint64_t cap, first, align;
+};
+
+static struct space_ref space_of(struct loco_mgr *mgr, uint32_t space)
 {
-	for (struct loco_alloc *a = mgr->allocs; a; a = a->next)
+	if (space == LOCO_SPACE_DM)
+		return (struct space_ref){ &mgr->dm_allocs, mgr->dm_len, 0, DM_ALIGN };
+	return (struct space_ref){ &mgr->allocs, mgr->arena_len, ARENA_FIRST,
+				   ARENA_ALIGN };
+}
+
+static struct loco_alloc *alloc_find(struct loco_alloc *list, const char *name)
+{
+	for (struct loco_alloc *a = list; a; a = a->next)
 		if (strcmp(a->name, name) == 0)
 			return a;
 	return NULL;
 }
 
+/* Region names are unique across both spaces. */
+static bool name_taken(struct loco_mgr *mgr, const char *name)
+{
+	return alloc_find(mgr->allocs, name) || alloc_find(mgr->dm_allocs, name);
+}
+
 /* First gap of LEN bytes; *PREV is the record to link after (or NULL). */
-static int alloc_gap(struct loco_mgr *mgr, uint64_t len, uint64_t *off,
+static int alloc_gap(const struct space_ref *sp, uint64_t len, uint64_t *off,
 		     struct loco_alloc **prev)
 {
-	uint64_t at = ARENA_FIRST;
+	uint64_t at = sp->first;
 	struct loco_alloc *p = NULL;
-	for (struct loco_alloc *a = mgr->allocs; a; p = a, a = a->next) {
+	for (struct loco_alloc *a = *sp->list; a; p = a, a = a->next) {
 		if (a->off - at >= len)
 			break;
-		at = align_up(a->off + a->len, ARENA_ALIGN);
+		at = align_up(a->off + a->len, sp->align);
 	}
-	if (at > mgr->arena_len || mgr->arena_len - at < len)
+	if (at > sp->cap || sp->cap - at < len)
 		return -ENOMEM;
 	*off = at;
 	*prev = p;
 	return 0;
 }
 
-int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     uint64_t *off)
+static void alloc_unlink(struct loco_alloc **list, uint64_t off)
+{
+	for (struct loco_alloc **pp = list; *pp; pp = &(*pp)->next) {
+		if ((*pp)->off == off) {
+			struct loco_alloc *a = *pp;
+			*pp = a->next;
+			free(a);
+			return;
+		}
+	}
+}
+
+/* Zero a new piece: plain stores in the arena, the transport's dm_zero
+ * in device memory (the CPU cannot store there). */
+static int space_zero(struct loco_mgr *mgr, uint32_t space, uint64_t off,
+		      uint64_t len)
+{
+	if (space == LOCO_SPACE_ARENA) {
+		memset(mgr->arena + off, 0, len);
+		return 0;
+	}
+	return mgr->tp_ops->dm_zero(mgr->tp, off, align_up(len, DM_ALIGN));
+}
+
+/* Reserve LEN zeroed bytes of SPACE under NAME. */
+static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
+		       uint64_t len, uint64_t *off)
 {
 	if (!len || strlen(name) >= LOCO_NAME_MAX)
 		return -EINVAL;
 	struct loco_alloc *rec = calloc(1, sizeof(*rec));
 	if (!rec)
 		return -ENOMEM;
+	struct space_ref sp = space_of(mgr, space);
 	pthread_mutex_lock(&mgr->alloc_lock);
 	struct loco_alloc *prev;
-	int rc = alloc_find(mgr, name) ? -EEXIST :
-		 alloc_gap(mgr, align_up(len, ARENA_ALIGN), &rec->off, &prev);
+	int rc = name_taken(mgr, name) ? -EEXIST :
+		 alloc_gap(&sp, align_up(len, sp.align), &rec->off, &prev);
 	if (rc) {
 		pthread_mutex_unlock(&mgr->alloc_lock);
 		free(rec);
@@ -61,22 +109,31 @@ int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
 	}
 	strcpy(rec->name, name);
 	rec->len = len;
-	rec->next = prev ? prev->next : mgr->allocs;
+	rec->next = prev ? prev->next : *sp.list;
 	if (prev)
 		prev->next = rec;
 	else
-		mgr->allocs = rec;
-	memset(mgr->arena + rec->off, 0, len);
-	*off = rec->off;
+		*sp.list = rec;
+	rc = space_zero(mgr, space, rec->off, len);
+	if (rc)
+		alloc_unlink(sp.list, rec->off);
+	else
+		*off = rec->off;
 	pthread_mutex_unlock(&mgr->alloc_lock);
-	return 0;
+	return rc;
+}
+
+int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     uint64_t *off)
+{
+	return space_alloc(mgr, LOCO_SPACE_ARENA, name, len, off);
 }
 
 int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
 		      uint64_t *len)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	struct loco_alloc *a = alloc_find(mgr, name);
+	struct loco_alloc *a = alloc_find(mgr->allocs, name);
 	if (a) {
 		*off = a->off;
 		*len = a->len;
@@ -88,53 +145,106 @@ int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
 void loco_arena_free(struct loco_mgr *mgr, uint64_t off)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
-		if ((*pp)->off == off) {
-			struct loco_alloc *a = *pp;
-			*pp = a->next;
-			free(a);
-			break;
-		}
-	}
+	alloc_unlink(&mgr->allocs, off);
 	pthread_mutex_unlock(&mgr->alloc_lock);
 }
 
 void loco_arena_free_all(struct loco_mgr *mgr)
 {
-	while (mgr->allocs) {
-		struct loco_alloc *a = mgr->allocs;
-		mgr->allocs = a->next;
-		free(a);
+	struct loco_alloc **lists[] = { &mgr->allocs, &mgr->dm_allocs };
+	for (unsigned i = 0; i < 2; i++)
+		while (*lists[i]) {
+			struct loco_alloc *a = *lists[i];
+			*lists[i] = a->next;
+			free(a);
+		}
+}
+
+/* A hot region went to the arena: say so once per node, with why. */
+static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
+			      uint64_t len, int why)
+{
+	/* Relaxed: a once-flag; nothing is published with it. */
+	if (atomic_exchange_explicit(&mgr->hot_warned, true, memory_order_relaxed))
+		return;
+	uint64_t total, used;
+	loco_mgr_dm_usage(mgr, &total, &used);
+	if (!total)
+		loco_warn("region", "hot region %s (%lu bytes) is in host memory: transport "
+			  "%s offers no device memory (verbs: LOCO_VERBS_DM_BYTES); later "
+			  "hot regions of this node fall back silently", name,
+			  (unsigned long)len, mgr->tp_ops->name);
+	else
+		loco_warn("region", "hot region %s (%lu bytes) is in host memory: device "
+			  "memory %s (%lu of %lu bytes in use); later hot regions of this "
+			  "node fall back silently", name, (unsigned long)len,
+			  why == -ENOMEM ? "is full" : loco_strerror(why),
+			  (unsigned long)used, (unsigned long)total);
+}
+
+int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
+			 unsigned flags, struct loco_region *out)
+{
+	if (flags & ~LOCO_REGION_HOT)
+		return -EINVAL;
+	uint32_t space = LOCO_SPACE_ARENA;
+	uint64_t off;
+	int rc = 1; /* not placed yet */
+	if ((flags & LOCO_REGION_HOT) && mgr->dm_len) {
+		rc = space_alloc(mgr, LOCO_SPACE_DM, name, len, &off);
+		if (rc == -EEXIST || rc == -EINVAL)
+			return rc;
+		if (!rc)
+			space = LOCO_SPACE_DM;
 	}
+	if (rc) {
+		if (flags & LOCO_REGION_HOT)
+			hot_fallback_warn(mgr, name, len, rc);
+		rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &off);
+		if (rc)
+			return rc;
+	}
+	snprintf(out->name, sizeof(out->name), "%s", name);
+	out->base = space == LOCO_SPACE_ARENA ? mgr->arena + off : NULL;
+	out->off = off;
+	out->len = len;
+	out->space = space;
+	return 0;
 }
 
 int loco_region_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
 		      struct loco_region *out)
 {
-	uint64_t off;
-	int rc = loco_arena_alloc(mgr, name, len, &off);
-	if (rc)
-		return rc;
-	strcpy(out->name, name);
-	out->base = mgr->arena + off;
-	out->off = off;
-	out->len = len;
-	return 0;
+	return loco_region_alloc_ex(mgr, name, len, 0, out);
 }
 
 void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg)
 {
-	if (!reg->base)
+	if (!reg->len)
 		return;
-	loco_arena_free(mgr, reg->off);
+	pthread_mutex_lock(&mgr->alloc_lock);
+	alloc_unlink(space_of(mgr, reg->space).list, reg->off);
+	pthread_mutex_unlock(&mgr->alloc_lock);
 	reg->base = NULL;
+	reg->len = 0;
+}
+
+void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	for (struct loco_alloc *a = mgr->dm_allocs; a; a = a->next)
+		n += align_up(a->len, DM_ALIGN);
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	*total = mgr->dm_len;
+	*used = n;
 }
 
 void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 		      struct loco_rregion *out)
 {
 	out->node = mgr->id;
-	out->pad = 0;
+	out->space = reg->space;
 	out->off = reg->off;
 	out->len = reg->len;
 }

@@ -138,10 +138,10 @@ static int shm_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 
 /* Called with the manager's peer lock held (one caller at a time). */
 int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
-		      size_t len, uint64_t arena_len)
+		      size_t len, uint64_t arena_len, uint64_t dm_len)
 {
 	struct shm_desc d;
-	if (len != sizeof(d) || peer >= LOCO_MAX_NODES)
+	if (len != sizeof(d) || peer >= LOCO_MAX_NODES || dm_len)
 		return -LOCO_EPROTO;
 	memcpy(&d, desc, sizeof(d));
 	if (!memchr(d.file, 0, sizeof(d.file)) || strchr(d.file, '/') ||
@@ -168,6 +168,30 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	p->base = base;
 	p->len = arena_len;
 	p->nonce = d.nonce;
+	return 0;
+}
+
+uint64_t loco_shm_dm_len(struct loco_tp *tp)
+{
+	(void)tp;
+	return 0;
+}
+
+int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
+{
+	(void)tp;
+	(void)off;
+	(void)len;
+	return -EOPNOTSUPP;
+}
+
+/* The core sends nothing outside the arena here (no peer offers device
+ * memory), so this only guards against a broken caller. */
+int loco_shm_wr_check(const struct loco_wr *wr, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (wr[i].space != LOCO_SPACE_ARENA)
+			return -EINVAL;
 	return 0;
 }
 
@@ -295,6 +319,9 @@ static void shm_qp_abort(struct loco_tp_qp *qp)
 
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
+	int rc = loco_shm_wr_check(wr, n);
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < n; i++) {
 		loco_shm_execute(qp->base, &wr[i]);
 		if (wr[i].signaled)
@@ -325,6 +352,8 @@ const struct loco_transport_ops loco_shm_ops = {
 	.arena_len = shm_arena_len,
 	.arena_desc = shm_arena_desc,
 	.peer_add = loco_shm_peer_add,
+	.dm_len = loco_shm_dm_len,
+	.dm_zero = loco_shm_dm_zero,
 	.cq_create = shm_cq_create,
 	.cq_destroy = shm_cq_destroy,
 	.qp_create = shm_qp_create,

@@ -594,6 +594,9 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 	struct weak_qp *qp = tqp->weak;
 	struct weak_nic *nic = tqp->tp->weak;
 	uint64_t now = now_ns(), prev = 0;
+	int rc = loco_shm_wr_check(wr, n);
+	if (rc)
+		return rc;
 	pthread_spin_lock(&qp->lock);
 	if (qp->qcount + n > WQ_CAP) {
 		pthread_spin_unlock(&qp->lock);
@@ -625,6 +628,8 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.arena_len = weak_arena_len,
 	.arena_desc = weak_arena_desc,
 	.peer_add = loco_shm_peer_add,
+	.dm_len = loco_shm_dm_len,
+	.dm_zero = loco_shm_dm_zero,
 	.cq_create = weak_cq_create,
 	.cq_destroy = weak_cq_destroy,
 	.qp_create = weak_qp_create,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "loco/hosts.h"
+#include "loco/raddr.h"
 
 #define LOCO_DESC_MAX 256   /* transport's arena descriptor blob */
 #define LOCO_QP_DEPTH 256   /* max outstanding work requests per QP */
@@ -28,9 +29,10 @@ enum loco_opcode {
 struct loco_wr {
 	uint8_t opcode;       /* enum loco_opcode */
 	uint8_t signaled;     /* produce a completion */
-	uint16_t pad;
+	uint8_t space;        /* enum loco_space: what REMOTE_OFF is an offset in */
+	uint8_t pad;
 	uint32_t len;         /* READ/WRITE bytes (0 allowed: a fence READ); 8 for atomics */
-	uint64_t remote_off;  /* offset in the peer's arena */
+	uint64_t remote_off;  /* offset in the peer's arena or device memory */
 	void *local;          /* READ dst, WRITE src, atomic result (8 bytes) */
 	uint64_t compare;     /* CAS expected value */
 	uint64_t operand;     /* CAS desired value / FAA addend */
@@ -65,9 +67,17 @@ struct loco_transport_ops {
 	uint64_t (*arena_len)(struct loco_tp *tp);
 	/* *LEN: capacity in, bytes written out. */
 	int (*arena_desc)(struct loco_tp *tp, void *desc, size_t *len);
-	/* A peer's arena descriptor arrived (control-plane hello). */
+	/* A peer's arena descriptor arrived (control-plane hello), with the
+	 * lengths of its arena and device memory. */
 	int (*peer_add)(struct loco_tp *tp, uint32_t peer, const void *desc,
-			size_t len, uint64_t arena_len);
+			size_t len, uint64_t arena_len, uint64_t dm_len);
+	/* Device memory (LOCO_SPACE_DM): bytes this node offers, 0 if none
+	 * (shm, shm-weak). The CPU cannot load or store it; the core reaches
+	 * it only with work requests, and zeroes pieces with dm_zero. */
+	uint64_t (*dm_len)(struct loco_tp *tp);
+	/* Zero LEN bytes of this node's device memory at OFF (both multiples
+	 * of 8). -EOPNOTSUPP without device memory, -EINVAL out of range. */
+	int (*dm_zero)(struct loco_tp *tp, uint64_t off, uint64_t len);
 	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
 	void (*cq_destroy)(struct loco_tp_cq *cq);
 	int (*qp_create)(struct loco_tp *tp, struct loco_tp_cq *cq, uint32_t peer,

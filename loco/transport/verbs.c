@@ -376,15 +376,20 @@ static void verbs_dm_release(struct loco_tp *tp)
 	tp->dm_len = 0;
 }
 
-/* Zero the DM (its content is undefined after allocation). */
-static int verbs_dm_zero(struct loco_tp *tp, uint64_t len)
+/* Zero LEN bytes of the DM at OFF through ibv_memcpy_to_dm: the CPU has
+ * no plain access to NIC memory. Returns 0 or a positive errno. */
+static int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 {
-	void *zero = calloc(1, len);
-	if (!zero)
-		return ENOMEM;
-	int r = ibv_memcpy_to_dm(tp->dm, 0, zero, len);
-	free(zero);
-	return r;
+	static const uint8_t zero[4096];
+	while (len) {
+		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
+		int r = ibv_memcpy_to_dm(tp->dm, off, zero, n);
+		if (r)
+			return r;
+		off += n;
+		len -= n;
+	}
+	return 0;
 }
 
 /* LOCO_VERBS_DM_BYTES of NIC memory, one zero-based MR. Any failure warns
@@ -415,8 +420,8 @@ static void verbs_dm_create(struct loco_tp *tp)
 		e = tp->dm_mr ? 0 : errno;
 	}
 	if (!e) {
-		step = "ibv_memcpy_to_dm";
-		e = verbs_dm_zero(tp, len);
+		step = "ibv_memcpy_to_dm"; /* its content is undefined after allocation */
+		e = verbs_dm_fill_zero(tp, 0, len);
 	}
 	if (e) {
 		loco_warn(VERBS_LOG, "device memory: %s of %" PRIu64 " bytes on %s: %s; using host memory only",
@@ -695,7 +700,7 @@ static int verbs_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 }
 
 static int verbs_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
-			  size_t len, uint64_t arena_len)
+			  size_t len, uint64_t arena_len, uint64_t dm_len)
 {
 	struct verbs_desc d;
 	if (peer >= LOCO_MAX_NODES) {
@@ -703,12 +708,13 @@ static int verbs_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		return -EINVAL;
 	}
 	int r = verbs_desc_unpack(desc, len, &d);
-	if (r == 0 && (d.node != peer || d.arena_len != arena_len))
+	if (r == 0 && (d.node != peer || d.arena_len != arena_len || d.dm_len != dm_len))
 		r = -LOCO_EPROTO;
 	if (r < 0) {
 		loco_err(VERBS_LOG, "node %u sent a bad verbs arena descriptor (%zu bytes; expected "
-			 "version %d, %d bytes, for node %u, arena %" PRIu64 " bytes)", peer, len,
-			 VERBS_DESC_VERSION, VERBS_DESC_LEN, peer, arena_len);
+			 "version %d, %d bytes, for node %u, arena %" PRIu64 " bytes, device "
+			 "memory %" PRIu64 " bytes)", peer, len, VERBS_DESC_VERSION,
+			 VERBS_DESC_LEN, peer, arena_len, dm_len);
 		return r;
 	}
 	if (!(d.flags & VERBS_DESC_F_ATOMIC))
@@ -719,6 +725,24 @@ static int verbs_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	tp->peer_known[peer] = true;
 	pthread_mutex_unlock(&tp->peer_lock);
 	return 0;
+}
+
+static uint64_t verbs_dm_len(struct loco_tp *tp)
+{
+	return tp->dm_len;
+}
+
+static int verbs_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
+{
+	if (!tp->dm)
+		return -EOPNOTSUPP;
+	if ((off | len) % 8 || off > tp->dm_len || len > tp->dm_len - off)
+		return -EINVAL;
+	int r = verbs_dm_fill_zero(tp, off, len);
+	if (r)
+		loco_err(VERBS_LOG, "ibv_memcpy_to_dm(offset %" PRIu64 ", %" PRIu64 " bytes): %s",
+			 off, len, strerror(r));
+	return -r;
 }
 
 /* ---- completion queues -------------------------------------------------- */
@@ -768,8 +792,11 @@ static void verbs_cq_destroy(struct loco_tp_cq *c)
 
 /* ---- queue pairs -------------------------------------------------------- */
 
+/* The peer's arena (RM) and device memory (DM; len 0 if none), and
+ * whether both NICs execute atomics. */
 static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
-			     struct verbs_rmr *rm, bool *atomics)
+			     struct verbs_rmr *rm, struct verbs_rmr *dm,
+			     bool *atomics)
 {
 	if (peer >= LOCO_MAX_NODES || !tp->hosts->node[peer].present) {
 		loco_err(VERBS_LOG, "qp_create: node %u is not in the hosts file", peer);
@@ -778,6 +805,7 @@ static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 	if (peer == tp->self) {
 		*rm = (struct verbs_rmr){ (uintptr_t)tp->arena, tp->arena_len,
 					  tp->arena_mr->rkey };
+		*dm = (struct verbs_rmr){ 0, tp->dm_len, tp->dm_mr ? tp->dm_mr->rkey : 0 };
 		*atomics = tp->atomics;
 		return 0;
 	}
@@ -791,6 +819,8 @@ static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 		return -ENOENT;
 	}
 	*rm = (struct verbs_rmr){ d.arena_addr, d.arena_len, d.arena_rkey };
+	/* The DM MR is zero-based: remote addresses are offsets from 0. */
+	*dm = (struct verbs_rmr){ 0, d.dm_len, d.dm_rkey };
 	*atomics = tp->atomics && (d.flags & VERBS_DESC_F_ATOMIC);
 	return 0;
 }
@@ -844,13 +874,14 @@ static int verbs_cq_attach(struct loco_tp_cq *c, struct loco_tp_qp *q)
 
 static void verbs_sq_setup(struct loco_tp *tp, struct loco_tp_qp *q,
 			   uint32_t max_inline, const struct verbs_rmr *rm,
-			   bool atomics)
+			   const struct verbs_rmr *dm, bool atomics)
 {
 	verbs_sq_init(&q->sq, VERBS_SQ_DEPTH, max_inline, q->link.node, 0, atomics);
 	q->sq.arena = (struct verbs_lmr){ (uintptr_t)tp->arena,
 					  (uintptr_t)tp->arena + tp->arena_len,
 					  tp->arena_mr->lkey };
 	q->sq.remote = *rm;
+	q->sq.remote_dm = *dm;
 	q->sq.bounce = (struct verbs_bounce){ .buf = q->bounce->buf,
 					      .cap = VERBS_BOUNCE_BYTES,
 					      .lkey = q->bounce->lkey };
@@ -859,10 +890,10 @@ static void verbs_sq_setup(struct loco_tp *tp, struct loco_tp_qp *q,
 static int verbs_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 			   uint32_t peer, struct loco_tp_qp **out)
 {
-	struct verbs_rmr rm;
+	struct verbs_rmr rm, dm;
 	bool atomics;
 	uint32_t max_inline = 0;
-	int r = verbs_peer_target(tp, peer, &rm, &atomics);
+	int r = verbs_peer_target(tp, peer, &rm, &dm, &atomics);
 	if (r < 0)
 		return r;
 	struct loco_tp_qp *q = calloc(1, sizeof(*q));
@@ -878,7 +909,7 @@ static int verbs_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	r = verbs_qp_alloc(tp, q, &max_inline);
 	if (r < 0)
 		goto put_bounce;
-	verbs_sq_setup(tp, q, max_inline, &rm, atomics);
+	verbs_sq_setup(tp, q, max_inline, &rm, &dm, atomics);
 	r = verbs_cq_attach(cq, q);
 	if (r < 0)
 		goto destroy_qp;
@@ -1054,6 +1085,8 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.arena_len = verbs_arena_len,
 	.arena_desc = verbs_arena_desc,
 	.peer_add = verbs_peer_add,
+	.dm_len = verbs_dm_len,
+	.dm_zero = verbs_dm_zero,
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,
 	.qp_create = verbs_qp_create,

@@ -54,6 +54,18 @@ static int verbs_bounce_take(const struct verbs_bounce *b, uint64_t *head,
 	return 0;
 }
 
+/* The peer's registration W targets: its arena or its device memory
+ * (zero-based: addresses are offsets). NULL for an unknown space. */
+static const struct verbs_rmr *verbs_wr_rmr(const struct verbs_sq *sq,
+					    const struct loco_wr *w)
+{
+	switch (w->space) {
+	case LOCO_SPACE_ARENA: return &sq->remote;
+	case LOCO_SPACE_DM: return &sq->remote_dm;
+	default: return NULL;
+	}
+}
+
 /* Opcode, sizes, alignment and the peer's registration bounds. */
 static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w)
 {
@@ -73,8 +85,8 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w)
 	}
 	if (w->len && !w->local)
 		return -EINVAL;
-	if (w->remote_off > sq->remote.len ||
-	    w->len > sq->remote.len - w->remote_off)
+	const struct verbs_rmr *rm = verbs_wr_rmr(sq, w);
+	if (!rm || w->remote_off > rm->len || w->len > rm->len - w->remote_off)
 		return -EINVAL;
 	return 0;
 }
@@ -82,27 +94,28 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w)
 static void verbs_wr_remote(const struct verbs_sq *sq, const struct loco_wr *w,
 			    struct ibv_send_wr *s)
 {
-	uint64_t addr = sq->remote.addr + w->remote_off;
+	const struct verbs_rmr *rm = verbs_wr_rmr(sq, w); /* checked */
+	uint64_t addr = rm->addr + w->remote_off;
 	switch (w->opcode) {
 	case LOCO_OP_READ:
 	case LOCO_OP_WRITE:
 		s->opcode = w->opcode == LOCO_OP_READ ? IBV_WR_RDMA_READ
 						      : IBV_WR_RDMA_WRITE;
 		s->wr.rdma.remote_addr = addr;
-		s->wr.rdma.rkey = sq->remote.rkey;
+		s->wr.rdma.rkey = rm->rkey;
 		break;
 	case LOCO_OP_CAS:
 		s->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
 		s->wr.atomic.remote_addr = addr;
 		s->wr.atomic.compare_add = w->compare;
 		s->wr.atomic.swap = w->operand;
-		s->wr.atomic.rkey = sq->remote.rkey;
+		s->wr.atomic.rkey = rm->rkey;
 		break;
 	default: /* LOCO_OP_FAA, checked by verbs_wr_check */
 		s->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 		s->wr.atomic.remote_addr = addr;
 		s->wr.atomic.compare_add = w->operand;
-		s->wr.atomic.rkey = sq->remote.rkey;
+		s->wr.atomic.rkey = rm->rkey;
 		break;
 	}
 }
@@ -170,9 +183,10 @@ static void verbs_wr_log(const struct verbs_sq *sq, const struct loco_wr *w,
 			 unsigned i, unsigned n, int r)
 {
 	const char *op = w->opcode < 4 ? verbs_op_names[w->opcode] : "opcode?";
-	loco_err("verbs", "peer %u: request %u of %u (%s %" PRIu32 " bytes at offset %"
+	loco_err("verbs", "peer %u: request %u of %u (%s %" PRIu32 " bytes at %s offset %"
 		 PRIu64 ", local %p) refused: %s", sq->peer, i, n, op, w->len,
-		 w->remote_off, w->local, loco_strerror(r));
+		 w->space == LOCO_SPACE_DM ? "device-memory" : "arena", w->remote_off,
+		 w->local, loco_strerror(r));
 }
 
 int verbs_sq_build(struct verbs_sq *sq, const struct loco_wr *wr, unsigned n,

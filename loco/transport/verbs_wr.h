@@ -96,7 +96,9 @@ struct verbs_sq {
 	uint8_t tag;          /* high bits of every ibv wr_id */
 	bool atomics;         /* the NIC executes RDMA atomics */
 	struct verbs_lmr arena;
-	struct verbs_rmr remote;
+	struct verbs_rmr remote;     /* the peer's arena (LOCO_SPACE_ARENA) */
+	struct verbs_rmr remote_dm;  /* its device memory (LOCO_SPACE_DM): zero-based,
+				      * len 0 if it has none */
 	struct verbs_bounce bounce;
 };
 
@@ -114,8 +116,9 @@ static inline uint32_t verbs_sq_free(const struct verbs_sq *sq)
  * and SGE[0..N-1], linked in order, SWR[N-1].next = NULL. Writes the ring
  * slots HEAD..HEAD+N-1 and copies unregistered WRITE sources into the bounce
  * buffer, but commits nothing: *BOUNCE_HEAD receives the bounce position to
- * commit with verbs_sq_commit. Returns 0, -EINVAL (malformed request or
- * outside the peer's registration), -EOPNOTSUPP (atomics on a NIC without
+ * commit with verbs_sq_commit. Each request targets the peer's arena or
+ * device memory by its space. Returns 0, -EINVAL (malformed request, unknown
+ * space or outside the peer's registration of that space), -EOPNOTSUPP (atomics on a NIC without
  * them), -EMSGSIZE (the batch's unregistered buffers do not fit the bounce
  * buffer even when it is empty), or -EAGAIN (bounce buffer busy with
  * outstanding requests: poll, then retry). */
