@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* atomic_var: the host offers "word"; the others expect it from the host
  * only. The host reaches its own word through the transport (loco ops to
- * self), never with CPU atomics. */
+ * self: verbs' loopback QP), never with CPU atomics: those are not atomic
+ * with NIC atomics, and a word in device memory has no CPU address. */
 #include <errno.h>
 
 #include "channels/atomic_var.h"
@@ -12,7 +13,14 @@ int loco_atomic_var_init(struct loco_atomic_var *av, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 uint32_t host, uint64_t participants)
 {
-	if (host >= LOCO_MAX_NODES)
+	return loco_atomic_var_init_ex(av, mgr, parent, name, host, participants, 0);
+}
+
+int loco_atomic_var_init_ex(struct loco_atomic_var *av, struct loco_mgr *mgr,
+			    struct loco_channel *parent, const char *name,
+			    uint32_t host, uint64_t participants, unsigned flags)
+{
+	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
 	int rc = loco_channel_init(&av->base, mgr, parent, name, participants);
 	if (rc)
@@ -23,7 +31,8 @@ int loco_atomic_var_init(struct loco_atomic_var *av, struct loco_mgr *mgr,
 	if (!self && !(av->base.participants & UINT64_C(1) << host))
 		rc = -EINVAL;
 	if (!rc && self)
-		rc = loco_channel_add_region(&av->base, "word", WORD_LEN, NULL);
+		rc = loco_channel_add_region_ex(&av->base, "word", WORD_LEN, flags,
+						NULL);
 	int idx = rc ? rc : loco_channel_expect(&av->base, "word", WORD_LEN,
 						UINT64_C(1) << host);
 	if (idx >= 0) {

@@ -11,7 +11,11 @@
  *	loco_mgr_wait_ready(mgr, -1);
  *	loco_atomic_var_faa(&ctr, thr, 1, &old);
  *
- * Region: "<channel>.word" (8 bytes, at the host only). */
+ * Region: "<channel>.word" (8 bytes, at the host only). With
+ * LOCO_REGION_HOT (loco_atomic_var_init_ex) the word goes to the host's
+ * device memory (verbs: NIC memory) when there is room, else to its arena
+ * with one warning; shm has none, so the same code runs everywhere. The
+ * host never touches the word with the CPU either way. */
 #ifndef LOCO_CHANNELS_ATOMIC_VAR_H
 #define LOCO_CHANNELS_ATOMIC_VAR_H
 
@@ -38,6 +42,14 @@ static_assert(offsetof(struct loco_atomic_var, base) == 0, "base first");
 int loco_atomic_var_init(struct loco_atomic_var *av, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 uint32_t host, uint64_t participants);
+
+/* As loco_atomic_var_init with FLAGS: 0 or LOCO_REGION_HOT (the word in
+ * the host's device memory if it has room). Only the host's flag matters;
+ * the others learn where the word is when they join. -EINVAL for an
+ * unknown flag. */
+int loco_atomic_var_init_ex(struct loco_atomic_var *av, struct loco_mgr *mgr,
+			    struct loco_channel *parent, const char *name,
+			    uint32_t host, uint64_t participants, unsigned flags);
 
 /* Unregister (and free the word at the host). Ops must be complete. */
 void loco_atomic_var_fini(struct loco_atomic_var *av);

@@ -16,14 +16,15 @@ static uint32_t member_at(uint64_t members, unsigned i)
 	return (uint32_t)__builtin_ctzll(members);
 }
 
-static int locks_init(struct loco_lock_array *a, uint64_t members)
+static int locks_init(struct loco_lock_array *a, uint64_t members,
+		      unsigned flags)
 {
 	for (unsigned i = 0; i < a->n; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "%u", i);
-		int rc = loco_ticket_lock_init(&a->locks[i], a->base.mgr, &a->base,
-					       name, member_at(members, i),
-					       members);
+		int rc = loco_ticket_lock_init_ex(&a->locks[i], a->base.mgr, &a->base,
+						  name, member_at(members, i),
+						  members, flags);
 		if (rc) {
 			while (i--)
 				loco_ticket_lock_fini(&a->locks[i]);
@@ -37,7 +38,14 @@ int loco_lock_array_init(struct loco_lock_array *a, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 unsigned n, uint64_t participants)
 {
-	if (!n)
+	return loco_lock_array_init_ex(a, mgr, parent, name, n, participants, 0);
+}
+
+int loco_lock_array_init_ex(struct loco_lock_array *a, struct loco_mgr *mgr,
+			    struct loco_channel *parent, const char *name,
+			    unsigned n, uint64_t participants, unsigned flags)
+{
+	if (!n || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
 	int rc = loco_channel_init(&a->base, mgr, parent, name, participants);
 	if (rc)
@@ -50,7 +58,7 @@ int loco_lock_array_init(struct loco_lock_array *a, struct loco_mgr *mgr,
 	}
 	/* Self included: a mask of 0 would mean every compute node. */
 	rc = locks_init(a, a->base.participants |
-			   UINT64_C(1) << loco_channel_self(&a->base));
+			   UINT64_C(1) << loco_channel_self(&a->base), flags);
 	if (!rc) {
 		rc = loco_channel_join(&a->base);
 		if (rc)

@@ -73,16 +73,17 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 
 /* The two words, over the lock's participants and this node (a mask of 0
  * would mean every compute node). */
-static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr)
+static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
+		      unsigned flags)
 {
 	uint64_t members = l->base.participants |
 			   UINT64_C(1) << loco_channel_self(&l->base);
-	int rc = loco_atomic_var_init(&l->next, mgr, &l->base, "next", l->host,
-				      members);
+	int rc = loco_atomic_var_init_ex(&l->next, mgr, &l->base, "next", l->host,
+					 members, flags);
 	if (rc)
 		return rc;
-	rc = loco_atomic_var_init(&l->serving, mgr, &l->base, "serving",
-				  l->host, members);
+	rc = loco_atomic_var_init_ex(&l->serving, mgr, &l->base, "serving",
+				     l->host, members, flags);
 	if (rc)
 		loco_atomic_var_fini(&l->next);
 	return rc;
@@ -92,7 +93,14 @@ int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			  struct loco_channel *parent, const char *name,
 			  uint32_t host, uint64_t participants)
 {
-	if (host >= LOCO_MAX_NODES)
+	return loco_ticket_lock_init_ex(l, mgr, parent, name, host, participants, 0);
+}
+
+int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
+			     struct loco_channel *parent, const char *name,
+			     uint32_t host, uint64_t participants, unsigned flags)
+{
+	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
 	int rc = loco_channel_init(&l->base, mgr, parent, name, participants);
 	if (rc)
@@ -104,7 +112,7 @@ int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 	if (!rc)
 		rc = skip_add(l);
 	if (!rc)
-		rc = words_init(l, mgr);
+		rc = words_init(l, mgr, flags);
 	if (rc)
 		goto fini_chan;
 	rc = loco_channel_join(&l->base);

@@ -32,7 +32,11 @@
  *	loco_ticket_lock_unlock(&l, thr, LOCO_FENCE_THREAD, 0);
  *
  * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
- * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only). */
+ * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
+ * With LOCO_REGION_HOT (loco_ticket_lock_init_ex) the two words go to the
+ * host's device memory when it has room (every acquire's FAA and every
+ * waiter's READs hit them); the skip table (2 KiB, one CAS per release)
+ * stays in the arena, since device memory is small (often 128-256 KiB). */
 #ifndef LOCO_CHANNELS_TICKET_LOCK_H
 #define LOCO_CHANNELS_TICKET_LOCK_H
 
@@ -92,6 +96,12 @@ static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			  struct loco_channel *parent, const char *name,
 			  uint32_t host, uint64_t participants);
+
+/* As loco_ticket_lock_init with FLAGS: 0 or LOCO_REGION_HOT (next and
+ * serving in the host's device memory if it has room, see above). */
+int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
+			     struct loco_channel *parent, const char *name,
+			     uint32_t host, uint64_t participants, unsigned flags);
 
 /* Unregister. No thread of this node may hold or wait for the lock, and
  * the remote ops of the threads that used it must be complete. */

@@ -2,9 +2,13 @@
 /* atomic_var on an in-process two-node cluster, hosted at node 0: read,
  * write, CAS, FAA from the host and the other node, the cached copy, the
  * async forms, the host going through the transport (its verbs counted),
- * a host outside the participants, and a host that never joined. */
+ * a hot word (device memory or the fallback to the arena, warned once), a
+ * host outside the participants, and a host that never joined. */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "channels/atomic_var.h"
 #include "test/channels/cluster.h"
@@ -124,6 +128,90 @@ START_TEST(host_goes_through_transport)
 }
 END_TEST
 
+/* Run FN with stderr captured into LOG. */
+static void captured(void (*fn)(void), char *log, size_t len)
+{
+	FILE *f = tmpfile();
+	ck_assert_ptr_nonnull(f);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	dup2(fileno(f), STDERR_FILENO);
+	fn();
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(f);
+	size_t n = fread(log, 1, len - 1, f);
+	log[n] = '\0';
+	fclose(f);
+}
+
+static struct loco_atomic_var hot[2][2];
+
+static void hot_init(void)
+{
+	const char *names[2] = { "h1", "h2" };
+	for (unsigned v = 0; v < 2; v++)
+		for (unsigned i = 0; i < 2; i++)
+			ck_assert_int_eq(loco_atomic_var_init_ex(&hot[v][i], cl.mgr[i], NULL,
+								 names[v], 0, 0,
+								 LOCO_REGION_HOT), 0);
+}
+
+static unsigned count_lines(const char *log, const char *what)
+{
+	unsigned n = 0;
+	for (const char *p = log; (p = strstr(p, what)); p++)
+		n++;
+	return n;
+}
+
+/* A hot word: in the host's device memory if its transport has some,
+ * else in its arena with one warning for the node (shm, shm-weak: always);
+ * the channel works the same either way, the host through the transport. */
+START_TEST(hot_word)
+{
+	struct loco_atomic_var a;
+	uint64_t old = 1, v = 0, total, used;
+	char log[4096];
+	ck_assert_int_eq(loco_atomic_var_init_ex(&a, cl.mgr[0], NULL, "a", 0, 0, 0x8),
+			 -EINVAL);
+	loco_log_set_level(LOCO_LOG_INFO);
+	captured(hot_init, log, sizeof(log));
+	ck_assert_int_eq(cluster_ready(&cl, 3000), 0);
+	loco_mgr_dm_usage(cl.mgr[0], &total, &used);
+	const struct loco_region *reg = &hot[0][0].base.local[0];
+	const struct loco_rregion *rr = loco_channel_remote(&hot[0][1].base,
+							    hot[0][1].idx, 0);
+	ck_assert_ptr_nonnull(rr);
+	if (total) { /* a transport with device memory (verbs with DM) */
+		ck_assert_uint_eq(reg->space, LOCO_SPACE_DM);
+		ck_assert_ptr_null(reg->base);
+		ck_assert_uint_eq(rr->space, LOCO_SPACE_DM);
+		ck_assert_uint_ge(used, 16);
+	} else {
+		ck_assert_uint_eq(reg->space, LOCO_SPACE_ARENA);
+		ck_assert_ptr_nonnull(reg->base);
+		ck_assert_uint_eq(rr->space, LOCO_SPACE_ARENA);
+		ck_assert_uint_eq(used, 0);
+		ck_assert_msg(count_lines(log, "is in host memory") == 1 &&
+			      strstr(log, "hot region h1.word (8 bytes)") &&
+			      strstr(log, "offers no device memory"), "log: %s", log);
+	}
+	for (unsigned w = 0; w < 2; w++) {
+		ck_assert_int_eq(loco_atomic_var_faa(&hot[w][1], cl.thr[1], 5 + w, &old), 0);
+		ck_assert_uint_eq(old, 0);
+		ck_assert_int_eq(loco_atomic_var_cas(&hot[w][0], cl.thr[0], 5 + w, 9, &old), 0);
+		ck_assert_uint_eq(old, 5 + w);
+		ck_assert_int_eq(loco_atomic_var_read(&hot[w][1], cl.thr[1], &v), 0);
+		ck_assert_uint_eq(v, 9);
+	}
+	for (unsigned w = 0; w < 2; w++)
+		for (unsigned i = 0; i < 2; i++)
+			loco_atomic_var_fini(&hot[w][i]);
+}
+END_TEST
+
 START_TEST(host_not_joined)
 {
 	struct loco_atomic_var a;
@@ -148,6 +236,7 @@ int main(void)
 	tcase_add_test(tc, ops_from_both_nodes);
 	tcase_add_test(tc, async_forms);
 	tcase_add_test(tc, host_goes_through_transport);
+	tcase_add_test(tc, hot_word);
 	suite_add_tcase(s, tc);
 	TCase *ta = tcase_create("absent_peer");
 	tcase_add_checked_fixture(ta, setup_absent, teardown);

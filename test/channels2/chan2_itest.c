@@ -5,7 +5,7 @@
  * use its memory; the lowest compute id checks the totals.
  *
  *   lock ITERS [--threads T] [--expect-handovers] [--hist mutex|counter]
- *        [--no-fence]
+ *        [--no-fence] [--hot]
  *        T threads per node (default 2) each increment a plain counter
  *        ITERS times under the lock "lk" (hosted at the lowest node): a
  *        READ, then a WRITE of an 8-byte word at the highest node. Every
@@ -19,6 +19,8 @@
  *        counter, key "ctr"). --no-fence: the release fences the pair to
  *        the lock's host instead, which leaves the counter's WRITE
  *        unfenced (a deliberate bug: the total is then only reported).
+ *        --hot: the lock's words are hot (LOCO_REGION_HOT: device memory
+ *        if the host has some, else its arena after one warning).
  *   ringbuffer MSGS [--ring BYTES]
  *        the lowest node writes MSGS messages of random size 1..1024
  *        (mostly staged in batches) to ring "rb" (default 256 KiB), every
@@ -89,7 +91,7 @@ struct opts {
 	long n;
 	unsigned threads;
 	enum hist_mode hist;
-	bool no_fence, broken_pop, alternate, expect_handovers;
+	bool no_fence, broken_pop, alternate, expect_handovers, hot;
 	uint64_t ring;
 };
 
@@ -296,7 +298,8 @@ static int lock_run(struct lock_run *r)
 static int cmd_lock(struct ctx *c)
 {
 	struct lock_run r = { .c = c };
-	CALL(loco_ticket_lock_init(&r.lk, c->mgr, NULL, "lk", c->first, 0));
+	CALL(loco_ticket_lock_init_ex(&r.lk, c->mgr, NULL, "lk", c->first, 0,
+				      c->o.hot ? LOCO_REGION_HOT : 0));
 	int rc = loco_shared_region_init(&r.ctr, c->mgr, NULL, "ctr", 64, 0);
 	if (!rc) {
 		rc = lock_run(&r);
@@ -650,7 +653,7 @@ static int cmd_queue(struct ctx *c)
 static int usage(void)
 {
 	fprintf(stderr, "usage: loco-chan2-itest lock ITERS [--threads T] "
-		"[--expect-handovers] [--hist mutex|counter] [--no-fence]\n"
+		"[--expect-handovers] [--hist mutex|counter] [--no-fence] [--hot]\n"
 		"       loco-chan2-itest ringbuffer MSGS [--ring BYTES]\n"
 		"       loco-chan2-itest queue ITEMS [--alternate] [--broken-pop]\n");
 	return 2;
@@ -665,6 +668,7 @@ static int opts_parse(struct opts *o, int argc, char **argv)
 		{ "broken-pop", no_argument, NULL, 'B' },
 		{ "alternate", no_argument, NULL, 'A' },
 		{ "expect-handovers", no_argument, NULL, 'E' },
+		{ "hot", no_argument, NULL, 'h' },
 		{ "ring", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -685,6 +689,8 @@ static int opts_parse(struct opts *o, int argc, char **argv)
 			o->alternate = true;
 		else if (ch == 'E')
 			o->expect_handovers = true;
+		else if (ch == 'h')
+			o->hot = true;
 		else if (ch == 'r')
 			o->ring = strtoull(optarg, NULL, 0);
 		else

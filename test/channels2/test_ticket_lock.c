@@ -5,7 +5,8 @@
  * with two threads per node; local handovers (and none with a bound of
  * 0); a timed-out last ticket given back; an abandoned ticket skipped by
  * the release that serves it; a storm of short timeouts that never breaks
- * exclusion nor wedges the lock; the lock array's striping. */
+ * exclusion nor wedges the lock; the lock array's striping; hot locks
+ * (words in device memory, or the arena where there is none). */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 
 static struct cluster cl;
 static struct loco_ticket_lock lk[CL_MAX];
+static unsigned lock_flags;   /* of locks_init: 0 or LOCO_REGION_HOT */
 
 static void setup2(void)
 {
@@ -40,8 +42,8 @@ static void teardown(void)
 static void locks_init(void)
 {
 	for (unsigned i = 0; i < cl.n; i++)
-		ck_assert_int_eq(loco_ticket_lock_init(&lk[i], cl.mgr[i], NULL,
-						       "lk", 0, 0), 0);
+		ck_assert_int_eq(loco_ticket_lock_init_ex(&lk[i], cl.mgr[i], NULL,
+							  "lk", 0, 0, lock_flags), 0);
 	ck_assert_int_eq(cluster_ready(&cl, 5000), 0);
 }
 
@@ -237,6 +239,52 @@ START_TEST(threads_exclusive_with_handovers)
 }
 END_TEST
 
+/* Where a hot lock's words went, seen from the host HOST_LK and from
+ * another member OTHER: device memory if the host's transport has some,
+ * else the arena (shm, shm-weak). */
+static void check_hot_words(struct loco_ticket_lock *host_lk,
+			    struct loco_ticket_lock *other)
+{
+	uint64_t total, used;
+	loco_mgr_dm_usage(host_lk->base.mgr, &total, &used);
+	uint32_t want = total ? LOCO_SPACE_DM : LOCO_SPACE_ARENA;
+	struct loco_atomic_var *w[2][2] = { { &host_lk->next, &host_lk->serving },
+					    { &other->next, &other->serving } };
+	for (unsigned k = 0; k < 2; k++) {
+		ck_assert_uint_eq(w[0][k]->base.local[0].space, want);
+		ck_assert(total ? !w[0][k]->base.local[0].base
+				: w[0][k]->base.local[0].base != NULL);
+		const struct loco_rregion *rr =
+			loco_channel_remote(&w[1][k]->base, w[1][k]->idx, host_lk->host);
+		ck_assert_ptr_nonnull(rr);
+		ck_assert_uint_eq(rr->space, want);
+	}
+	/* The skip table stays in the arena. */
+	const struct loco_rregion *skip =
+		loco_channel_remote(&other->base, other->skip_idx, host_lk->host);
+	ck_assert_uint_eq(skip->space, LOCO_SPACE_ARENA);
+}
+
+/* A lock whose words are hot (device memory, or the arena on shm)
+ * excludes and counts exactly like any other. */
+START_TEST(hot_words_exclusive)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_ticket_lock l;
+	ck_assert_int_eq(loco_ticket_lock_init_ex(&l, cl.mgr[0], NULL, "l", 0, 0, 0x10),
+			 -EINVAL);
+	lock_flags = LOCO_REGION_HOT;
+	regions_init(sr);
+	check_hot_words(&lk[0], &lk[1]);
+	long done = run_workers(sr, 2, 300, LONG_MS, 0);
+	ck_assert_int_eq(done, 2 * 2 * 300);
+	ck_assert_uint_eq(counter(sr), 1200);
+	ck_assert_uint_eq(overlaps, 0);
+	regions_fini(sr);
+	lock_flags = 0;
+}
+END_TEST
+
 START_TEST(no_handover_when_bound_is_zero)
 {
 	struct loco_shared_region sr[CL_MAX];
@@ -388,6 +436,33 @@ START_TEST(lock_array_striped)
 }
 END_TEST
 
+/* A hot lock array: every lock's words at its host in device memory or,
+ * on shm, the arena; every lock works from every node. */
+START_TEST(lock_array_hot)
+{
+	struct loco_lock_array a[CL_MAX];
+	for (unsigned i = 0; i < cl.n; i++)
+		ck_assert_int_eq(loco_lock_array_init_ex(&a[i], cl.mgr[i], NULL, "hot", 4,
+							 0, LOCO_REGION_HOT), 0);
+	ck_assert_int_eq(cluster_ready(&cl, 5000), 0);
+	ck_assert_int_eq(loco_lock_array_init_ex(&a[3], cl.mgr[0], NULL, "x", 2, 0, 0x4),
+			 -EINVAL);
+	for (unsigned k = 0; k < 4; k++) {
+		unsigned host = k % 3;
+		check_hot_words(loco_lock_array_at(&a[host], k),
+				loco_lock_array_at(&a[(host + 1) % 3], k));
+		for (unsigned i = 0; i < cl.n; i++) {
+			struct loco_ticket_lock *l = loco_lock_array_at(&a[i], k);
+			ck_assert_int_eq(loco_ticket_lock_lock(l, cl.thr[i], 1000), 0);
+			ck_assert_int_eq(loco_ticket_lock_unlock(l, cl.thr[i],
+						LOCO_FENCE_THREAD, 0), 0);
+		}
+	}
+	for (unsigned i = 0; i < cl.n; i++)
+		loco_lock_array_fini(&a[i]);
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -400,6 +475,7 @@ int main(void)
 	tcase_add_test(tc, lock_trylock_unlock);
 	tcase_add_test(tc, threads_exclusive_with_handovers);
 	tcase_add_test(tc, no_handover_when_bound_is_zero);
+	tcase_add_test(tc, hot_words_exclusive);
 	suite_add_tcase(s, tc);
 	TCase *t3 = tcase_create("three_nodes");
 	tcase_add_checked_fixture(t3, setup3, teardown);
@@ -407,6 +483,7 @@ int main(void)
 	tcase_add_test(t3, abandoned_ticket_is_skipped);
 	tcase_add_test(t3, timeout_storm);
 	tcase_add_test(t3, lock_array_striped);
+	tcase_add_test(t3, lock_array_hot);
 	suite_add_tcase(s, t3);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
