@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote operations on a one-node cluster (ops to self go through the
- * transport like any peer): results, bounds, ack keys, batches, fences and
- * exact stats. */
+ * transport like any peer): results, bounds, ack keys, batches, fences,
+ * exact stats, and a hot region falling back to the arena on shm. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -48,6 +48,31 @@ START_TEST(regions)
 			 -ENOMEM);
 	loco_region_free(cl.mgr, &b);
 	loco_region_free(cl.mgr, &c);
+}
+END_TEST
+
+/* shm has no device memory: a hot region lands in the arena (usable with
+ * the CPU as any), and nothing can address device memory. */
+START_TEST(hot_region_on_shm)
+{
+	struct loco_region h;
+	uint64_t total = 1, used = 1, v = 0;
+	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "x.hot", 8, LOCO_REGION_HOT, &h), 0);
+	ck_assert_uint_eq(h.space, LOCO_SPACE_ARENA);
+	ck_assert_ptr_nonnull(h.base);
+	ck_assert_uint_eq(h.off % 64, 0);
+	loco_mgr_dm_usage(cl.mgr, &total, &used);
+	ck_assert_uint_eq(total, 0);
+	ck_assert_uint_eq(used, 0);
+	struct loco_rregion hr;
+	loco_region_desc(cl.mgr, &h, &hr);
+	ck_assert_uint_eq(hr.space, LOCO_SPACE_ARENA);
+	ck_assert_int_eq(loco_faa(thr, &hr, 0, 3, &v), 0);
+	ck_assert_uint_eq(*(uint64_t *)h.base, 3);
+	struct loco_rregion dm = { .node = 0, .space = LOCO_SPACE_DM, .len = 8 };
+	ck_assert_int_eq(loco_read(thr, &dm, 0, &v, 8), -EINVAL);
+	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "x.bad", 8, 0x100, &h), -EINVAL);
+	loco_region_free(cl.mgr, &h);
 }
 END_TEST
 
@@ -362,6 +387,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, regions);
+	tcase_add_test(tc, hot_region_on_shm);
 	tcase_add_test(tc, read_write_atomics);
 	tcase_add_test(tc, bounds);
 	tcase_add_test(tc, raddr_ops);

@@ -653,6 +653,7 @@ static void sq_setup(void)
 	verbs_sq_init(&sq, VERBS_SQ_DEPTH, 64, 4, 5, true);
 	sq.arena = (struct verbs_lmr){ (uintptr_t)arena, (uintptr_t)arena + sizeof(arena), 0x11 };
 	sq.remote = (struct verbs_rmr){ REMOTE_ADDR, REMOTE_LEN, 0x22 };
+	sq.remote_dm = (struct verbs_rmr){ 0, 0, 0 };
 	sq.bounce = (struct verbs_bounce){ .buf = bounce, .cap = sizeof(bounce), .lkey = 0x33 };
 	memset(swr, 0xa5, sizeof(swr)); /* garbage the builder must overwrite */
 	memset(sge, 0xa5, sizeof(sge));
@@ -830,6 +831,49 @@ START_TEST(wr_bounce_full_is_all_or_nothing)
 }
 END_TEST
 
+/* Requests in device memory target the peer's zero-based DM MR: address
+ * = offset, the DM rkey, bounds of the DM; a batch may mix both spaces. */
+START_TEST(wr_device_memory)
+{
+	sq_setup();
+	sq.remote_dm = (struct verbs_rmr){ 0, 256, 0x44 };
+	uint64_t res = 0, bh;
+	struct loco_wr w[3] = {
+		wr_make(LOCO_OP_FAA, 0, 8, 16, &res, 1),
+		wr_make(LOCO_OP_WRITE, 0, 8, 64, arena, 2),
+		wr_make(LOCO_OP_READ, 1, 16, 240, arena + 64, 3),
+	};
+	w[0].space = LOCO_SPACE_DM;
+	w[0].operand = 1;
+	w[2].space = LOCO_SPACE_DM;
+	ck_assert_int_eq(verbs_sq_build(&sq, w, 3, swr, sge, &bh), 0);
+	ck_assert_int_eq(swr[0].opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	ck_assert_uint_eq(swr[0].wr.atomic.remote_addr, 16);
+	ck_assert_uint_eq(swr[0].wr.atomic.rkey, 0x44);
+	ck_assert_uint_eq(swr[1].wr.rdma.remote_addr, REMOTE_ADDR + 64); /* arena */
+	ck_assert_uint_eq(swr[1].wr.rdma.rkey, 0x22);
+	ck_assert_uint_eq(swr[2].wr.rdma.remote_addr, 240);
+	ck_assert_uint_eq(swr[2].wr.rdma.rkey, 0x44);
+	verbs_sq_commit(&sq, 3, bh);
+
+	struct loco_wr bad[] = {
+		wr_make(LOCO_OP_READ, 1, 16, 248, arena, 9),  /* past the DM's end */
+		wr_make(LOCO_OP_READ, 1, 8, 256, arena, 9),
+		wr_make(LOCO_OP_READ, 1, 8, 0, arena, 9),     /* unknown space */
+	};
+	bad[0].space = bad[1].space = LOCO_SPACE_DM;
+	bad[2].space = 7;
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(verbs_sq_build(&sq, &bad[i], 1, swr, sge, &bh), -EINVAL);
+	/* A peer without device memory: every DM request is out of bounds. */
+	sq.remote_dm = (struct verbs_rmr){ 0, 0, 0 };
+	struct loco_wr one = wr_make(LOCO_OP_CAS, 1, 8, 0, &res, 9);
+	one.space = LOCO_SPACE_DM;
+	ck_assert_int_eq(verbs_sq_build(&sq, &one, 1, swr, sge, &bh), -EINVAL);
+	ck_assert_uint_eq(sq.head, 3);
+}
+END_TEST
+
 START_TEST(wr_invalid)
 {
 	sq_setup();
@@ -989,8 +1033,9 @@ START_TEST(ops_table)
 	const struct loco_transport_ops *o = &loco_verbs_ops;
 	ck_assert_str_eq(o->name, "verbs");
 	ck_assert(o->open && o->close && o->arena_base && o->arena_len &&
-		  o->arena_desc && o->peer_add && o->cq_create && o->cq_destroy &&
-		  o->qp_create && o->qp_destroy && o->post && o->poll);
+		  o->arena_desc && o->peer_add && o->dm_len && o->dm_zero &&
+		  o->cq_create && o->cq_destroy && o->qp_create && o->qp_destroy &&
+		  o->post && o->poll && o->qp_abort);
 }
 END_TEST
 
@@ -1108,6 +1153,7 @@ static Suite *verbs_suite(void)
 	tcase_add_test(t, wr_atomic_unaligned_local_bounces);
 	tcase_add_test(t, wr_bounce_full_is_all_or_nothing);
 	tcase_add_test(t, wr_invalid);
+	tcase_add_test(t, wr_device_memory);
 	suite_add_tcase(s, t);
 	t = tcase_create("cq");
 	tcase_add_test(t, cq_in_order);
