@@ -175,6 +175,7 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, n), old = 0;
 	uint64_t take = loco_rtx_state_word(LOCO_RTX_LOG_DOING,
 					    loco_rtx_state_seq(*state), rl);
+	uint64_t take_ns = loco_now_ns();   /* before the CAS: the guard's start */
 	int rc = cas_state(w, slot, *state, take, &old);
 	if (rc)
 		return rc;
@@ -187,7 +188,7 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 	RTX_INC(w, repairs);
 	struct rtx_exec e = { .ent = rlog_ent(w), .n = n, .lockv = lockv,
 			      .release = NULL, .slot = slot, .state = take,
-			      .confirmed_ns = loco_now_ns() };
+			      .confirmed_ns = take_ns };
 	return rtx_exec_commit(w, &e);
 }
 
