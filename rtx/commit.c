@@ -115,7 +115,7 @@ void rtx_repair_noted(struct loco_rtx_worker *w)
 	for (unsigned i = 0; i < w->nrep; i++) {
 		int rc = rtx_repair(w, w->rep_obj[i], w->rep_word[i]);
 		if (rc && rc != -EBUSY)
-			loco_warn(w->x->name, "slot %u: repair: %s", w->slot,
+			loco_warn(w->x->base.name, "slot %u: repair: %s", w->slot,
 				  loco_strerror(rc));
 	}
 	w->nrep = 0;

@@ -278,7 +278,7 @@ static uint32_t log_last_seq(const struct loco_rtx_worker *w)
 int rtx_recover_log(struct loco_rtx_worker *w, uint32_t slot, uint32_t *seq)
 {
 	uint64_t deadline = loco_now_ns() +
-			    (uint64_t)loco_mgr_timeout_ms(w->x->mgr) * 2000000u;
+			    (uint64_t)loco_mgr_timeout_ms(w->x->base.mgr) * 2000000u;
 	for (;;) {
 		int rc = read_log(w, slot);
 		if (rc)

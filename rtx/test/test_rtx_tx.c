@@ -147,6 +147,39 @@ static uint64_t ghost_state(void)
 
 /* ---- transactions ------------------------------------------------------------- */
 
+/* The channel tree: "rtx" and "rtx/m0" (node 0 hosts it here), ready at
+ * once, the home part's regions named "rtx/m0.<part>"; one handle per
+ * name and node; a new rtx after the last handle starts zeroed. */
+START_TEST(channel_tree)
+{
+	struct loco_rregion rr;
+	struct loco_rtx *dup;
+	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8 };
+	ck_assert_str_eq(x->base.name, "rtx");
+	ck_assert_uint_eq(x->nnodes, 1);
+	ck_assert_str_eq(x->node[0].base.name, "rtx/m0");
+	ck_assert(loco_channel_ready(&x->base, NULL));
+	ck_assert(loco_channel_ready(&x->node[0].base, NULL));
+	ck_assert_int_eq(loco_mgr_wait_ready(c.mgr, 100), 0);
+	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.logs", x->logs.len,
+					  &rr), 0);
+	ck_assert_uint_eq(rr.off, x->logs.off);
+	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.meta",
+					  x->node[0].meta.len, &rr), 0);
+	ck_assert_uint_eq(rr.off, x->node[0].meta.off);
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EEXIST);
+	o.name = "a/b";
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EINVAL);
+	put(3, 42);
+	loco_rtx_worker_destroy(w);
+	loco_thread_destroy(thr);
+	loco_rtx_destroy(x);
+	make_rtx(false);
+	ck_assert_int_eq(get(3), -1);
+}
+END_TEST
+
+
 START_TEST(basic_read_write)
 {
 	ck_assert_int_eq(get(3), -1);
@@ -748,6 +781,7 @@ static Suite *suite(void)
 	TCase *t = tcase_create("tx");
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 30);
+	tcase_add_test(t, channel_tree);
 	tcase_add_test(t, basic_read_write);
 	tcase_add_test(t, read_your_writes_and_cache);
 	tcase_add_test(t, logged_transfer);
