@@ -101,6 +101,56 @@ static int local_find(const struct loco_channel *ch, const char *name)
 	return -1;
 }
 
+static int hosted_find(const struct loco_channel *ch, const char *name)
+{
+	for (unsigned i = 0; i < ch->nhosted; i++)
+		if (strcmp(ch->hosted[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
+			     const char *name, uint64_t len,
+			     struct loco_rregion *out)
+{
+	if (ch->nhosted == LOCO_CHAN_HOSTED || !name_ok(name) ||
+	    strlen(name) >= LOCO_REGION_NAME_MAX || !len) {
+		loco_err(ch->name, "hosted region '%s' of %lu bytes: bad name "
+			 "or size, or more than %d", name, (unsigned long)len,
+			 LOCO_CHAN_HOSTED);
+		return -EINVAL;
+	}
+	if (local_find(ch, name) >= 0 || hosted_find(ch, name) >= 0) {
+		loco_err(ch->name, "region '%s' exists already", name);
+		return -EEXIST;
+	}
+	char full[LOCO_NAME_MAX];
+	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
+	struct loco_chan_hosted *h = &ch->hosted[ch->nhosted];
+	int rc;
+	if (node == ch->mgr->id) {
+		char msg[LOCO_NAME_MAX + 96];
+		uint64_t off;
+		rc = loco_arena_hold(ch->mgr, full, len, &off, msg, sizeof(msg));
+		if (rc) {
+			loco_err(ch->name, "%s", msg);
+			return rc;
+		}
+		h->rr = (struct loco_rregion){ .node = node, .off = off,
+					       .len = len };
+		h->held = true;
+	} else {
+		rc = loco_region_open(ch->mgr, node, full, len, &h->rr); /* logs */
+		if (rc)
+			return rc;
+		h->held = false;
+	}
+	strcpy(h->name, name);
+	ch->nhosted++;
+	*out = h->rr;
+	return 0;
+}
+
 const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 					       unsigned idx, uint32_t peer)
 {
@@ -431,8 +481,8 @@ static void self_regions(struct loco_channel *ch)
 int loco_channel_join(struct loco_channel *ch)
 {
 	struct loco_mgr *mgr = ch->mgr;
-	struct loco_join_job *job = calloc(1, sizeof(*job));
-	if (!job)
+	struct loco_join_job *job = NULL;
+	if (ch->participants && !(job = calloc(1, sizeof(*job))))
 		return -ENOMEM;
 	pthread_mutex_lock(&mgr->chan_lock);
 	if (chan_find(mgr, ch->name)) {
@@ -446,6 +496,8 @@ int loco_channel_join(struct loco_channel *ch)
 	ch->next = mgr->channels;
 	mgr->channels = ch;
 	pthread_mutex_unlock(&mgr->chan_lock);
+	if (!job)  /* nobody to join: ready already */
+		return 0;
 	job->ch = ch;
 	job->pending = ch->participants;
 	job->deadline_ns = loco_deadline(mgr->opts.timeout_ms);
@@ -582,6 +634,10 @@ void loco_channel_fini(struct loco_channel *ch)
 	}
 	for (unsigned i = 0; i < ch->nlocal; i++)
 		loco_region_free(mgr, &ch->local[i]);
+	for (unsigned i = 0; i < ch->nhosted; i++)
+		if (ch->hosted[i].held)
+			loco_arena_unhold(mgr, ch->hosted[i].rr.off);
+	ch->nhosted = 0;
 	ch->registered = false;
 	ch->mgr = NULL;
 }

@@ -10,7 +10,16 @@
  * ("bar/sst/ov2.val"). Life cycle: loco_channel_init, add regions and
  * expectations, loco_channel_join (returns at once; the control plane pairs
  * the endpoint with each participant as they appear), loco_mgr_wait_ready
- * or loco_channel_wait, use, loco_channel_fini. */
+ * or loco_channel_wait, use, loco_channel_fini.
+ *
+ * Hosted regions: a channel may also keep regions on another node, usually
+ * a memory node, which runs no channel code and serves create-or-open of
+ * named regions (loco_channel_open_hosted). They take no part in joins:
+ * every node that opens the same channel's region gets the same memory, and
+ * a channel whose regions are all hosted has nobody to join. Such a channel
+ * is initialised with only this node's bit as PARTICIPANTS; it is then
+ * ready at once and never waits for compute peers, which may come later,
+ * leave or die. */
 #ifndef LOCO_CHANNEL_H
 #define LOCO_CHANNEL_H
 
@@ -21,6 +30,7 @@
 #include "loco/loco.h"
 
 #define LOCO_CHAN_REGIONS 4
+#define LOCO_CHAN_HOSTED 8
 #define LOCO_REGION_NAME_MAX 32
 
 struct loco_channel;
@@ -34,6 +44,13 @@ struct loco_chan_expect {
 	char name[LOCO_REGION_NAME_MAX];
 	uint64_t len;
 	uint64_t from;                       /* peers that provide it */
+};
+
+/* A region of the channel on some node, opened by create-or-open. */
+struct loco_chan_hosted {
+	char name[LOCO_REGION_NAME_MAX];     /* short name */
+	struct loco_rregion rr;
+	bool held;                           /* on this node: a hold to drop */
 };
 
 struct loco_channel {
@@ -51,13 +68,17 @@ struct loco_channel {
 	struct loco_chan_expect expect[LOCO_CHAN_REGIONS];
 	/* remote[i][peer]: region expect[i] as provided by peer. */
 	struct loco_rregion remote[LOCO_CHAN_REGIONS][LOCO_MAX_NODES];
+	unsigned nhosted;
+	struct loco_chan_hosted hosted[LOCO_CHAN_HOSTED];
 	loco_join_cb on_join;
 	struct loco_channel *next;           /* manager registry */
 };
 
 /* NAME is the component name; the full name is PARENT's name + "/" + NAME.
  * PARTICIPANTS: peers to join (a bit per node id, self ignored); 0 means
- * every compute node. Returns -EINVAL for a bad or too long name. */
+ * every compute node; only this node's bit means nobody: the channel is
+ * ready at once (what a channel with only hosted regions uses). Returns
+ * -EINVAL for a bad or too long name. */
 int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
 		      uint64_t participants);
@@ -81,6 +102,24 @@ int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
 int loco_channel_expect(struct loco_channel *ch, const char *name,
 			uint64_t len, uint64_t from);
 
+/* Create-or-open region NAME of LEN bytes of this channel on NODE, named
+ * "<channel full name>.NAME": the first opener, from any node, gets zeroed
+ * memory, later openers the same region; *OUT gets its descriptor.
+ * Another NODE serves it with loco_region_open (a memory node keeps it for
+ * its lifetime). NODE may be this node (no memory node in the cluster):
+ * the region is then in this node's arena, peers open it there, and it is
+ * freed when the last channel of this process holding it is finished, so
+ * a later channel of the same name starts from zeroed memory. Released by
+ * loco_channel_fini. Hosted regions take no part in joins (see the top).
+ * Returns -EINVAL (bad name, LOCO_CHAN_HOSTED reached, NODE not in the
+ * hosts file), -EEXIST (the channel has a region NAME already),
+ * -LOCO_EMISMATCH (it exists with another size) or -ETIMEDOUT (NODE does
+ * not answer); the reason is logged.
+ * Caller: the thread setting the channel up, before or after join. */
+int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
+			     const char *name, uint64_t len,
+			     struct loco_rregion *out);
+
 /* Register the endpoint and start joining. */
 int loco_channel_join(struct loco_channel *ch);
 
@@ -89,7 +128,8 @@ int loco_channel_join(struct loco_channel *ch);
 const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 					       unsigned idx, uint32_t peer);
 
-/* True when every participant joined; *ERR (if not NULL) gets a join error. */
+/* True when every participant joined (always, without participants);
+ * *ERR (if not NULL) gets a join error. */
 bool loco_channel_ready(struct loco_channel *ch, int *err);
 /* Wait for loco_channel_ready: 0, -ETIMEDOUT or the join error. */
 int loco_channel_wait(struct loco_channel *ch, int timeout_ms);
@@ -99,8 +139,8 @@ int loco_channel_wait(struct loco_channel *ch, int timeout_ms);
  * loco_channel_ready and loco_mgr_wait_ready then report ERR. */
 void loco_channel_fail(struct loco_channel *ch, int err, const char *msg);
 
-/* Unregister and free local regions. Sub-channels are finished by their
- * parent's fini before it calls this. */
+/* Unregister, free local regions and release hosted ones. Sub-channels
+ * are finished by their parent's fini before it calls this. */
 void loco_channel_fini(struct loco_channel *ch);
 
 static inline uint32_t loco_channel_self(const struct loco_channel *ch)

@@ -48,6 +48,8 @@ struct loco_conn {
 struct loco_alloc {
 	char name[LOCO_NAME_MAX];
 	uint64_t off, len;
+	bool shared;          /* made by create-or-open (REGION_OPEN or a hold) */
+	unsigned holds;       /* hosted-region holds of this process's channels */
 	struct loco_alloc *next;
 };
 
@@ -116,6 +118,14 @@ int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
 int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
 		      uint64_t *len);
 void loco_arena_free(struct loco_mgr *mgr, uint64_t off);
+/* Create-or-open NAME (LEN bytes) in this node's arena for a channel's
+ * hosted region and count one hold on it. -LOCO_EMISMATCH if it exists
+ * with another size, -EEXIST if it is a private region (loco_region_alloc);
+ * MSG (if not NULL) explains an error. */
+int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
+		    uint64_t *off, char *msg, size_t msglen);
+/* Drop a hold; the last one frees the region. */
+void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off);
 void loco_arena_free_all(struct loco_mgr *mgr);
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,

@@ -149,6 +149,59 @@ void loco_arena_free(struct loco_mgr *mgr, uint64_t off)
 	pthread_mutex_unlock(&mgr->alloc_lock);
 }
 
+/* Hosted regions of this node's own channels: create-or-open like
+ * REGION_OPEN, but counted, so that the region goes with the last channel
+ * of this process holding it (a later channel of that name starts from
+ * zeroed memory) instead of living as long as the manager. */
+int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
+		    uint64_t *off, char *msg, size_t msglen)
+{
+	pthread_mutex_lock(&mgr->alloc_lock);  /* recursive: lookup+alloc is one step */
+	struct loco_alloc *a = alloc_find(mgr->allocs, name);
+	int rc = 0;
+	if (!a) {
+		uint64_t at;
+		rc = loco_arena_alloc(mgr, name, len, &at);
+		if (!rc) {
+			a = alloc_find(mgr->allocs, name);
+			a->shared = true;
+		} else if (msg) {
+			snprintf(msg, msglen, "region '%s': %s", name,
+				 loco_strerror(rc));
+		}
+	} else if (!a->shared) {
+		rc = -EEXIST;
+		if (msg)
+			snprintf(msg, msglen, "region '%s' exists as a private "
+				 "region", name);
+	} else if (a->len != len) {
+		rc = -LOCO_EMISMATCH;
+		if (msg)
+			snprintf(msg, msglen, "region '%s' exists with %lu bytes, "
+				 "asked for %lu", name, (unsigned long)a->len,
+				 (unsigned long)len);
+	}
+	if (!rc) {
+		a->holds++;
+		*off = a->off;
+	}
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	return rc;
+}
+
+void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
+{
+	pthread_mutex_lock(&mgr->alloc_lock);
+	for (struct loco_alloc *a = mgr->allocs; a; a = a->next) {
+		if (a->off != off)
+			continue;
+		if (a->holds && --a->holds == 0)
+			loco_arena_free(mgr, off);
+		break;
+	}
+	pthread_mutex_unlock(&mgr->alloc_lock);
+}
+
 void loco_arena_free_all(struct loco_mgr *mgr)
 {
 	struct loco_alloc **lists[] = { &mgr->allocs, &mgr->dm_allocs };
@@ -281,9 +334,11 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	if (rc == -ENOENT) {
 		rc = loco_arena_alloc(mgr, name, want, &off);
 		have = want;
-		if (!rc)
+		if (!rc) {
+			alloc_find(mgr->allocs, name)->shared = true;
 			loco_dbg("region", "created %s (%lu bytes) for node %u",
 				 name, (unsigned long)want, from);
+		}
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	if (!rc && have != want) {

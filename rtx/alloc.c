@@ -335,7 +335,7 @@ static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
 		if (rc != -ENOMEM)
 			return rc;
 		if (t == RTX_FULL_WAITS) {
-			loco_warn(w->x->name, "node %u: data pool full",
+			loco_warn(w->x->base.name, "node %u: data pool full",
 				  w->x->node[ni].id);
 			return rc;
 		}

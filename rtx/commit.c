@@ -115,7 +115,7 @@ void rtx_repair_noted(struct loco_rtx_worker *w)
 	for (unsigned i = 0; i < w->nrep; i++) {
 		int rc = rtx_repair(w, w->rep_obj[i], w->rep_word[i]);
 		if (rc && rc != -EBUSY)
-			loco_warn(w->x->name, "slot %u: repair: %s", w->slot,
+			loco_warn(w->x->base.name, "slot %u: repair: %s", w->slot,
 				  loco_strerror(rc));
 	}
 	w->nrep = 0;
@@ -350,7 +350,7 @@ static int exec_guard(struct loco_rtx_worker *w, struct rtx_exec *e)
 	if (loco_rtx_state_of(s) == LOCO_RTX_LOG_DOING &&
 	    loco_rtx_state_seq(s) == loco_rtx_state_seq(e->state)) {
 		e->state = s;
-		e->confirmed_ns = loco_now_ns();
+		e->confirmed_ns = now;  /* sampled before the READ: earlier */
 		return 0;
 	}
 	RTX_INC(w, guard_stops);
@@ -572,10 +572,14 @@ static int abort_logged(struct loco_rtx_worker *w, uint64_t acquired)
 	return rc ? rc : rc2;
 }
 
-/* INIT -> DOING with a fresh repair lease: the commit point. */
-static int go_doing(struct loco_rtx_worker *w, uint64_t *doing)
+/* INIT -> DOING with a fresh repair lease: the commit point. *AT_NS: a
+ * time before the CAS, so no later than when DOING was confirmed (the
+ * wrap guard counts from it). */
+static int go_doing(struct loco_rtx_worker *w, uint64_t *doing,
+		    uint64_t *at_ns)
 {
 	struct rtx_batch bt;
+	*at_ns = loco_now_ns();
 	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, w->nw);
 	uint64_t init = state_now(w, LOCO_RTX_LOG_INIT);
 	*doing = loco_rtx_state_word(LOCO_RTX_LOG_DOING, w->seq, rl);
@@ -586,7 +590,8 @@ static int go_doing(struct loco_rtx_worker *w, uint64_t *doing)
 	return rc ? rc : w->state_old == init ? 0 : -EAGAIN;
 }
 
-static int owner_exec(struct loco_rtx_worker *w, uint64_t doing)
+static int owner_exec(struct loco_rtx_worker *w, uint64_t doing,
+		      uint64_t doing_ns)
 {
 	uint64_t rel[LOCO_RTX_WRITES_MAX];
 	for (unsigned i = 0; i < w->nw; i++)
@@ -594,7 +599,7 @@ static int owner_exec(struct loco_rtx_worker *w, uint64_t doing)
 	struct rtx_exec e = { .ent = log_entries(w), .n = w->nw,
 			      .lockv = w->lockv, .release = rel,
 			      .slot = w->slot, .state = doing,
-			      .confirmed_ns = loco_now_ns() };
+			      .confirmed_ns = doing_ns };
 	int rc = rtx_exec_commit(w, &e);
 	int rc2 = rtx_release_prelocks(w);
 	return rc ? rc : rc2;
@@ -625,7 +630,7 @@ static int prepare_logged(struct loco_rtx_worker *w)
 
 int rtx_commit_logged(struct loco_rtx_worker *w)
 {
-	uint64_t acquired = 0, doing = 0;
+	uint64_t acquired = 0, doing = 0, doing_ns = 0;
 	bool ok = false;
 	int rc = prepare_logged(w);
 	if (rc) {
@@ -636,7 +641,7 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 	rc = lock_and_validate(w, &acquired, &ok);
 	if (!rc && ok) {
 		loco_crash_point("rtx.after_validate");
-		rc = go_doing(w, &doing);
+		rc = go_doing(w, &doing, &doing_ns);
 		if (rc == -EAGAIN)
 			ok = false;
 	}
@@ -645,7 +650,7 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
 	}
 	loco_crash_point("rtx.after_doing");
-	return owner_exec(w, doing);
+	return owner_exec(w, doing, doing_ns);
 }
 
 /* ---- no-log commit (OPT1) ------------------------------------------------ */

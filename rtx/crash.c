@@ -30,74 +30,132 @@ const char *const loco_crash_points[] = {
 	NULL,
 };
 
-static struct {
-	pthread_once_t once;
-	const char *armed;      /* one of loco_crash_points, or NULL */
+#define CRASH_MAX 8
+
+/* One armed point: its name (from loco_crash_points), the hit that
+ * crashes, and the hits so far in this process. */
+struct crash_arm {
+	const char *point;
 	long after;
 	_Atomic long hits;
+};
+
+static struct {
+	pthread_once_t once;
+	unsigned n;
+	struct crash_arm arm[CRASH_MAX];
+	loco_crash_hook hook;
+	void *hook_arg;
 } crash = { .once = PTHREAD_ONCE_INIT };
 
-static const char *known_point(const char *name)
+void loco_crash_set_hook(loco_crash_hook fn, void *arg)
+{
+	crash.hook = fn;
+	crash.hook_arg = arg;
+}
+
+static const char *known_point(const char *name, size_t len)
 {
 	for (unsigned i = 0; loco_crash_points[i]; i++)
-		if (!strcmp(loco_crash_points[i], name))
+		if (strlen(loco_crash_points[i]) == len &&
+		    !strncmp(loco_crash_points[i], name, len))
 			return loco_crash_points[i];
 	return NULL;
 }
 
-/* True if LOCO_CRASH_NODES is unset or lists LOCO_NODE_ID. */
-static bool node_selected(void)
+/* True if LIST (node ids separated by SEP) holds this node's id; an
+ * empty or absent LIST holds every node. */
+static bool node_listed(const char *list, size_t len, char sep)
 {
-	const char *list = getenv("LOCO_CRASH_NODES");
 	const char *self = getenv("LOCO_NODE_ID");
-	if (!list || !*list)
+	if (!list || !len)
 		return true;
 	if (!self)
 		return false;
 	long id = strtol(self, NULL, 10);
-	for (const char *p = list; *p;) {
+	for (const char *p = list, *e = list + len; p < e;) {
 		char *end;
 		long v = strtol(p, &end, 10);
-		if (end == p)
+		if (end == p || end > e)
 			return false;
 		if (v == id)
 			return true;
-		p = *end == ',' ? end + 1 : end;
+		p = end < e && *end == sep ? end + 1 : e;
 	}
 	return false;
 }
 
-static void crash_init(void)
+static long default_after(void)
 {
-	const char *at = getenv("LOCO_CRASH_AT");
-	if (!at || !*at)
-		return;
-	const char *p = known_point(at);
-	if (!p) {
-		loco_warn("crash", "LOCO_CRASH_AT=%s: no such point (ignored)", at);
+	const char *after = getenv("LOCO_CRASH_AFTER");
+	long n = after && *after ? strtol(after, NULL, 10) : 1;
+	return n < 1 ? 1 : n;
+}
+
+/* Arm one entry POINT[@NODES][:N] (NODES separated by '+'); without @ the
+ * nodes are LOCO_CRASH_NODES, without :N the count LOCO_CRASH_AFTER. */
+static void arm_one(const char *ent, size_t len)
+{
+	const char *at = memchr(ent, '@', len), *colon = memchr(ent, ':', len);
+	const char *name_end = at ? at : colon ? colon : ent + len;
+	const char *point = known_point(ent, (size_t)(name_end - ent));
+	if (!point) {
+		loco_warn("crash", "LOCO_CRASH_AT: no such point '%.*s' (ignored)",
+			  (int)(name_end - ent), ent);
 		return;
 	}
-	const char *after = getenv("LOCO_CRASH_AFTER");
-	crash.after = after && *after ? strtol(after, NULL, 10) : 1;
-	if (crash.after < 1)
-		crash.after = 1;
-	if (node_selected())
-		crash.armed = p;
+	bool here;
+	if (at) {
+		const char *nodes_end = colon && colon > at ? colon : ent + len;
+		here = node_listed(at + 1, (size_t)(nodes_end - at - 1), '+');
+	} else {
+		const char *list = getenv("LOCO_CRASH_NODES");
+		here = node_listed(list, list ? strlen(list) : 0, ',');
+	}
+	long after = colon ? strtol(colon + 1, NULL, 10) : default_after();
+	if (!here || crash.n == CRASH_MAX)
+		return;
+	crash.arm[crash.n].point = point;
+	crash.arm[crash.n].after = after < 1 ? 1 : after;
+	crash.n++;
+}
+
+static void crash_init(void)
+{
+	const char *spec = getenv("LOCO_CRASH_AT");
+	for (const char *p = spec; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len)
+			arm_one(p, len);
+		p = comma ? comma + 1 : p + len;
+	}
+}
+
+static struct crash_arm *armed(const char *name)
+{
+	pthread_once(&crash.once, crash_init);
+	for (unsigned i = 0; i < crash.n; i++)
+		if (!strcmp(crash.arm[i].point, name))
+			return &crash.arm[i];
+	return NULL;
 }
 
 bool loco_crash_armed(const char *name)
 {
-	pthread_once(&crash.once, crash_init);
-	return crash.armed && !strcmp(crash.armed, name);
+	return armed(name) != NULL;
 }
 
 void loco_crash_point(const char *name)
 {
-	if (!loco_crash_armed(name))
+	if (crash.hook)
+		crash.hook(name, crash.hook_arg);
+	struct crash_arm *a = armed(name);
+	if (!a)
 		return;
 	/* Relaxed: a counter; the kill below orders nothing. */
-	long n = atomic_fetch_add_explicit(&crash.hits, 1, memory_order_relaxed);
-	if (n + 1 == crash.after) {
+	long n = atomic_fetch_add_explicit(&a->hits, 1, memory_order_relaxed);
+	if (n + 1 == a->after) {
 		loco_info("crash", "crash point %s reached (%ld): SIGKILL", name,
 			  n + 1);
 		kill(getpid(), SIGKILL);

@@ -3,13 +3,17 @@
  * itself with SIGKILL, for the crash tests (test/crash, docs/rtx.md).
  *
  * Environment, read once:
- *   LOCO_CRASH_AT=POINT     the point (e.g. rtx.after_lock); unset: off
- *   LOCO_CRASH_AFTER=N      crash the Nth time the point is reached in
- *                           this process (default 1)
- *   LOCO_CRASH_NODES=1,3    only on these node ids (LOCO_NODE_ID); unset:
- *                           every node
- * An unknown point name is reported (loco_warn) and ignored. When off, a
- * point costs one predictable branch. */
+ *   LOCO_CRASH_AT=SPEC      SPEC is one entry or several separated by ',':
+ *                           POINT[@NODES][:N], e.g. rtx.after_lock or
+ *                           rtx.after_doing@2:2000,rtx.repair_after_take@3+4
+ *                           (NODES: node ids separated by '+'); unset: off
+ *   LOCO_CRASH_AFTER=N      for entries without :N, crash the Nth time the
+ *                           point is reached in this process (default 1)
+ *   LOCO_CRASH_NODES=1,3    for entries without @, only on these node ids
+ *                           (LOCO_NODE_ID); unset: every node
+ * Each armed point counts its own hits. An unknown point name is reported
+ * (loco_warn) and ignored. When off, a point costs a short scan of the
+ * armed entries (none). */
 #ifndef LOCO_RTX_CRASH_H
 #define LOCO_RTX_CRASH_H
 
@@ -25,5 +29,12 @@ void loco_crash_point(const char *name);
 /* True if NAME is the armed point on this node (code that batches ops
  * across the point splits the batch only then). */
 bool loco_crash_armed(const char *name);
+
+/* Tests only: call FN(NAME, ARG) at every point reached, in the thread
+ * that reaches it, before the crash check (NULL: no hook). Set it while no
+ * transaction runs; it lets a test stall an executor or change remote state
+ * exactly between two steps of the protocol. */
+typedef void (*loco_crash_hook)(const char *name, void *arg);
+void loco_crash_set_hook(loco_crash_hook fn, void *arg);
 
 #endif

@@ -3,12 +3,14 @@
 #ifndef LOCO_RTX_INTERNAL_H
 #define LOCO_RTX_INTERNAL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loco/channel.h"
 #include "loco/loco.h"
 #include "rtx/log.h"
 #include "rtx/rtx.h"
@@ -18,7 +20,6 @@
 #define RTX_LOCK_OFF 0
 #define RTX_DPTR_OFF 8
 
-#define RTX_NAME_MAX 48
 #define RTX_SCAN_BYTES (16u * 1024)   /* largest READ of a scan */
 #define RTX_FLUSH_EVERY 32            /* allocations between bitmap flushes */
 #define RTX_MAX_REPAIRS 8             /* expired locks noted per attempt */
@@ -39,10 +40,15 @@ struct rtx_slot_rec {
 	uint64_t pad[6];
 };
 
+/* One hosting node's part: the sub-channel "<name>/m<id>" that holds its
+ * regions (hosted there by create-or-open; the home part also holds
+ * super, slots and logs). */
 struct rtx_node {
+	struct loco_channel base;
 	uint32_t id;
 	struct loco_rregion meta, data, bitmap, chunks;
 };
+static_assert(offsetof(struct rtx_node, base) == 0, "base first");
 
 /* Counters: one atomic per field of struct loco_rtx_stats, in order. The
  * owning worker is the only writer (relaxed load + store); anyone may
@@ -53,14 +59,16 @@ struct rtx_counters {
 };
 #define RTX_STAT(field) (offsetof(struct loco_rtx_stats, field) / sizeof(uint64_t))
 
+/* The rtx channel "<name>": no regions of its own, no peers to join (its
+ * memory is hosted, and clients come and go), one sub-channel per hosting
+ * node. */
 struct loco_rtx {
-	struct loco_mgr *mgr;
+	struct loco_channel base;
 	struct loco_rtx_opts o;
-	char name[RTX_NAME_MAX];
 	uint32_t home;
-	struct loco_rregion super, slots, logs;
+	struct loco_rregion super, slots, logs; /* node[0]'s (the home part) */
 	unsigned nnodes;
-	struct rtx_node node[LOCO_MAX_NODES];
+	struct rtx_node *node;                /* nnodes, by id; node[0]: home */
 	int8_t node_idx[LOCO_MAX_NODES];      /* -1: not hosting */
 	uint64_t node_mask;
 	uint64_t epoch_ms;
@@ -71,6 +79,7 @@ struct loco_rtx {
 	struct loco_rtx_worker *workers;
 	uint64_t retired[RTX_NSTATS];
 };
+static_assert(offsetof(struct loco_rtx, base) == 0, "base first");
 
 /* Read set entry. */
 struct rtx_rent {

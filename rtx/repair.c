@@ -175,6 +175,7 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, n), old = 0;
 	uint64_t take = loco_rtx_state_word(LOCO_RTX_LOG_DOING,
 					    loco_rtx_state_seq(*state), rl);
+	uint64_t take_ns = loco_now_ns();   /* before the CAS: the guard's start */
 	int rc = cas_state(w, slot, *state, take, &old);
 	if (rc)
 		return rc;
@@ -187,7 +188,7 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 	RTX_INC(w, repairs);
 	struct rtx_exec e = { .ent = rlog_ent(w), .n = n, .lockv = lockv,
 			      .release = NULL, .slot = slot, .state = take,
-			      .confirmed_ns = loco_now_ns() };
+			      .confirmed_ns = take_ns };
 	return rtx_exec_commit(w, &e);
 }
 
@@ -277,7 +278,7 @@ static uint32_t log_last_seq(const struct loco_rtx_worker *w)
 int rtx_recover_log(struct loco_rtx_worker *w, uint32_t slot, uint32_t *seq)
 {
 	uint64_t deadline = loco_now_ns() +
-			    (uint64_t)loco_mgr_timeout_ms(w->x->mgr) * 2000000u;
+			    (uint64_t)loco_mgr_timeout_ms(w->x->base.mgr) * 2000000u;
 	for (;;) {
 		int rc = read_log(w, slot);
 		if (rc)

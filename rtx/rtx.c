@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* rtx object: options, regions on the hosting memory nodes, superblock,
- * time base and tags, workers (thread slots, incarnations), statistics. */
+/* rtx object: options, the channel tree and its regions on the hosting
+ * memory nodes, superblock, time base and tags, workers (thread slots,
+ * incarnations), statistics. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,100 +15,6 @@
 #define EPOCH_SLACK_MS (3600u * 1000u)  /* clients with slower clocks */
 #define HWM_AHEAD_MS 1000u             /* persisted lease headroom */
 #define DEFAULT_MIN_CHUNKS 64u
-
-/* ---- regions hosted by this very node -------------------------------------
- * loco_region_open on the own node id keeps a region as long as the
- * manager lives (like a memory node). A process that hosts its own rtx
- * (no memory node, or a one-node test cluster) keeps its regions here
- * instead, shared by every handle of the process and freed with the last
- * one, so that a later rtx of the same name starts from zeroed memory. */
-
-struct self_region {
-	struct loco_mgr *mgr;
-	struct loco_region reg;
-	unsigned refs;
-	struct self_region *next;
-};
-
-static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct self_region *self_list;
-
-static struct self_region *self_find(struct loco_mgr *mgr, const char *name)
-{
-	for (struct self_region *s = self_list; s; s = s->next)
-		if (s->mgr == mgr && !strcmp(s->reg.name, name))
-			return s;
-	return NULL;
-}
-
-static int self_open(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     struct loco_rregion *out)
-{
-	pthread_mutex_lock(&self_lock);
-	struct self_region *s = self_find(mgr, name);
-	int rc = 0;
-	if (s && s->reg.len != len)
-		rc = -LOCO_EMISMATCH;
-	if (!s && !rc) {
-		s = calloc(1, sizeof(*s));
-		rc = s ? loco_region_alloc(mgr, name, len, &s->reg) : -ENOMEM;
-		if (!rc) {
-			s->mgr = mgr;
-			s->next = self_list;
-			self_list = s;
-		} else {
-			free(s);
-		}
-	}
-	if (!rc) {
-		s->refs++;
-		loco_region_desc(mgr, &s->reg, out);
-	}
-	pthread_mutex_unlock(&self_lock);
-	return rc;
-}
-
-static void self_close(struct loco_mgr *mgr, const char *name)
-{
-	pthread_mutex_lock(&self_lock);
-	for (struct self_region **pp = &self_list; *pp; pp = &(*pp)->next) {
-		struct self_region *s = *pp;
-		if (s->mgr != mgr || strcmp(s->reg.name, name))
-			continue;
-		if (--s->refs == 0) {
-			*pp = s->next;
-			loco_region_free(mgr, &s->reg);
-			free(s);
-		}
-		break;
-	}
-	pthread_mutex_unlock(&self_lock);
-}
-
-static void part_name(const struct loco_rtx *x, const char *part, char *buf,
-		      size_t len)
-{
-	snprintf(buf, len, "%s.%s", x->name, part);
-}
-
-static int region_open(struct loco_rtx *x, uint32_t node, const char *part,
-		       uint64_t len, struct loco_rregion *out)
-{
-	char name[LOCO_NAME_MAX];
-	part_name(x, part, name, sizeof(name));
-	if (node == loco_mgr_id(x->mgr))
-		return self_open(x->mgr, name, len, out);
-	return loco_region_open(x->mgr, node, name, len, out);
-}
-
-static void region_close(struct loco_rtx *x, uint32_t node, const char *part)
-{
-	char name[LOCO_NAME_MAX];
-	if (node != loco_mgr_id(x->mgr))
-		return;
-	part_name(x, part, name, sizeof(name));
-	self_close(x->mgr, name);
-}
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -144,8 +51,7 @@ static int opts_check(const struct loco_rtx_opts *o)
 {
 	if (!o->objects || !o->data_len || o->data_len > LOCO_RTX_DATA_MAX ||
 	    o->max_writes > LOCO_RTX_WRITES_MAX || o->max_reads < o->max_writes ||
-	    o->threads_per_node > 64 || strlen(o->name) >= RTX_NAME_MAX ||
-	    !o->name[0] || o->blocks < 2 * LOCO_RTX_CHUNK_BLOCKS)
+	    o->threads_per_node > 64 || o->blocks < 2 * LOCO_RTX_CHUNK_BLOCKS)
 		return -EINVAL;
 	return 0;
 }
@@ -154,10 +60,10 @@ static int opts_check(const struct loco_rtx_opts *o)
  * compute node. */
 static int pick_nodes(struct loco_rtx *x)
 {
-	const struct loco_hosts *h = loco_mgr_hosts(x->mgr);
+	const struct loco_hosts *h = loco_mgr_hosts(x->base.mgr);
 	uint64_t mask = x->o.mem_nodes;
 	if (!mask) {
-		int m = loco_mgr_first_memnode(x->mgr);
+		int m = loco_mgr_first_memnode(x->base.mgr);
 		for (uint32_t id = 0; m < 0 && id <= h->max_id; id++)
 			if (h->node[id].present)
 				m = (int)id;
@@ -168,6 +74,9 @@ static int pick_nodes(struct loco_rtx *x)
 			return -EINVAL;
 	if (!mask)
 		return -EINVAL;
+	x->node = calloc((size_t)__builtin_popcountll(mask), sizeof(*x->node));
+	if (!x->node)
+		return -ENOMEM;
 	x->node_mask = mask;
 	x->home = (uint32_t)__builtin_ctzll(mask);
 	memset(x->node_idx, -1, sizeof(x->node_idx));
@@ -181,7 +90,7 @@ static int pick_nodes(struct loco_rtx *x)
 
 static void layout(struct loco_rtx *x)
 {
-	const struct loco_hosts *h = loco_mgr_hosts(x->mgr);
+	const struct loco_hosts *h = loco_mgr_hosts(x->base.mgr);
 	x->block_len = round_up(x->o.data_len, 8);
 	x->nblocks = round_up(x->o.blocks, LOCO_RTX_CHUNK_BLOCKS);
 	x->nchunks = x->nblocks / LOCO_RTX_CHUNK_BLOCKS;
@@ -190,12 +99,36 @@ static void layout(struct loco_rtx *x)
 	x->scan_slots = (h->max_id + 1) * x->o.threads_per_node;
 }
 
-/* ---- regions and superblock ---------------------------------------------- */
+/* ---- channels, regions and superblock -------------------------------------
+ * The rtx channel "<name>" has one sub-channel "<name>/m<id>" per hosting
+ * node, which opens that node's regions "<name>/m<id>.<part>" there by
+ * create-or-open (loco_channel_open_hosted). None of them has peers to
+ * join: the memory is the meeting point, and clients come and go. */
 
 static const char *const node_parts[] = { "meta", "data", "bitmap", "chunks" };
 
 static int open_node(struct loco_rtx *x, struct rtx_node *n)
 {
+	char name[16];
+	snprintf(name, sizeof(name), "m%u", n->id);
+	int rc = loco_channel_init(&n->base, x->base.mgr, &x->base, name,
+				   x->base.participants |
+				   UINT64_C(1) << loco_channel_self(&x->base));
+	if (rc) {
+		loco_err(x->base.name, "sub-channel name too long");
+		return rc;
+	}
+	if (n->id == x->home) {
+		rc = loco_channel_open_hosted(&n->base, n->id, "super",
+					      sizeof(struct rtx_super), &x->super);
+		if (!rc)
+			rc = loco_channel_open_hosted(&n->base, n->id, "slots",
+				(uint64_t)x->nslots * sizeof(struct rtx_slot_rec),
+				&x->slots);
+		if (!rc)
+			rc = loco_channel_open_hosted(&n->base, n->id, "logs",
+				(uint64_t)x->nslots * x->log_len, &x->logs);
+	}
 	uint64_t len[4] = {
 		(uint64_t)x->o.objects * RTX_META_LEN,
 		(uint64_t)x->nblocks * x->block_len,
@@ -204,38 +137,20 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 	};
 	struct loco_rregion *out[4] = { &n->meta, &n->data, &n->bitmap,
 					&n->chunks };
-	for (unsigned i = 0; i < 4; i++) {
-		int rc = region_open(x, n->id, node_parts[i], len[i], out[i]);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	for (unsigned i = 0; i < 4 && !rc; i++)
+		rc = loco_channel_open_hosted(&n->base, n->id, node_parts[i],
+					      len[i], out[i]);
+	return rc ? rc : loco_channel_join(&n->base);
 }
 
-static int open_regions(struct loco_rtx *x)
+/* Sub-channels first (loco_channel_fini); zeroed ones are no-ops. */
+static void channels_fini(struct loco_rtx *x)
 {
-	int rc = region_open(x, x->home, "super", sizeof(struct rtx_super),
-			     &x->super);
-	if (!rc)
-		rc = region_open(x, x->home, "slots",
-				 (uint64_t)x->nslots * sizeof(struct rtx_slot_rec),
-				 &x->slots);
-	if (!rc)
-		rc = region_open(x, x->home, "logs",
-				 (uint64_t)x->nslots * x->log_len, &x->logs);
-	for (unsigned i = 0; i < x->nnodes && !rc; i++)
-		rc = open_node(x, &x->node[i]);
-	return rc;
-}
-
-static void close_regions(struct loco_rtx *x)
-{
-	region_close(x, x->home, "super");
-	region_close(x, x->home, "slots");
-	region_close(x, x->home, "logs");
-	for (unsigned i = 0; i < x->nnodes; i++)
-		for (unsigned p = 0; p < 4; p++)
-			region_close(x, x->node[i].id, node_parts[p]);
+	for (unsigned i = 0; x->node && i < x->nnodes; i++)
+		loco_channel_fini(&x->node[i].base);
+	free(x->node);
+	x->node = NULL;
+	loco_channel_fini(&x->base);
 }
 
 static uint64_t cfg_hash(const struct loco_rtx *x)
@@ -261,8 +176,8 @@ static int super_init(struct loco_rtx *x, struct loco_thread *thr)
 	int rc = loco_cas(thr, &x->super, offsetof(struct rtx_super, cfg), 0,
 			  want, &old);
 	if (!rc && old && old != want) {
-		loco_err(x->name, "rtx exists with other options (layout hash "
-			 "%016llx, ours %016llx)", (unsigned long long)old,
+		loco_err(x->base.name, "rtx exists with other options (layout "
+			 "hash %016llx, ours %016llx)", (unsigned long long)old,
 			 (unsigned long long)want);
 		return -LOCO_EMISMATCH;
 	}
@@ -280,14 +195,16 @@ static int rtx_setup(struct loco_rtx *x)
 	struct loco_thread *thr;
 	int rc = pick_nodes(x);
 	if (rc) {
-		loco_err("rtx", "no hosting node for rtx '%s'", x->o.name);
+		loco_err(x->base.name, "no hosting node for the rtx");
 		return rc;
 	}
 	layout(x);
-	rc = open_regions(x);
+	rc = loco_channel_join(&x->base);
+	for (unsigned i = 0; i < x->nnodes && !rc; i++)
+		rc = open_node(x, &x->node[i]);
 	if (rc)
 		return rc;
-	rc = loco_thread_create(x->mgr, &thr);
+	rc = loco_thread_create(x->base.mgr, &thr);
 	if (!rc) {
 		rc = super_init(x, thr);
 		loco_thread_destroy(thr);
@@ -301,17 +218,22 @@ int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
 	struct loco_rtx *x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	x->mgr = mgr;
 	x->o = *opts;
 	opts_defaults(&x->o);
 	int rc = opts_check(&x->o);
 	if (!rc) {
-		snprintf(x->name, sizeof(x->name), "%s", x->o.name);
-		x->o.name = x->name;
+		/* Only this node's bit: no peers to join (channel.h). */
+		rc = loco_channel_init(&x->base, mgr, NULL, x->o.name,
+				       UINT64_C(1) << loco_mgr_id(mgr));
+		if (rc)
+			loco_err("rtx", "bad rtx name '%s'", x->o.name);
+	}
+	if (!rc) {
+		x->o.name = x->base.name;
 		pthread_mutex_init(&x->lock, NULL);
 		rc = rtx_setup(x);
 		if (rc) {
-			close_regions(x);
+			channels_fini(x);
 			pthread_mutex_destroy(&x->lock);
 		}
 	}
@@ -328,8 +250,8 @@ void loco_rtx_destroy(struct loco_rtx *x)
 	if (!x)
 		return;
 	if (x->workers)
-		loco_warn(x->name, "rtx destroyed with live workers");
-	close_regions(x);
+		loco_warn(x->base.name, "rtx destroyed with live workers");
+	channels_fini(x);
 	pthread_mutex_destroy(&x->lock);
 	free(x);
 }
@@ -597,11 +519,11 @@ int loco_rtx_worker_create(struct loco_rtx *x, struct loco_thread *thr,
 	}
 	w->thr = thr;
 	w->tidx = tidx;
-	w->slot = loco_mgr_id(x->mgr) * x->o.threads_per_node + tidx;
+	w->slot = loco_mgr_id(x->base.mgr) * x->o.threads_per_node + tidx;
 	w->rng = (uint64_t)w->slot * 0x9e3779b97f4a7c15ull ^ loco_now_ns();
 	rc = slot_attach(w);
 	if (rc) {
-		loco_err(x->name, "slot %u: attach failed: %s", w->slot,
+		loco_err(x->base.name, "slot %u: attach failed: %s", w->slot,
 			 loco_strerror(rc));
 		worker_free(w);
 		tidx_put(x, tidx);
@@ -641,7 +563,7 @@ void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
 		loco_rtx_abort(w);
 	int rc = rtx_pools_settle(w);
 	if (rc)
-		loco_warn(w->x->name, "slot %u: final allocation scan: %s",
+		loco_warn(w->x->base.name, "slot %u: final allocation scan: %s",
 			  w->slot, loco_strerror(rc));
 	worker_unlink(w);
 	worker_free(w);

@@ -3,19 +3,21 @@
  * Indexes on (RDMA or CXL-based) Disaggregated Memory with Repairable
  * Transaction"). See docs/rtx.md for the protocol, layouts and crash points.
  *
- * An rtx object is a set of regions on memory nodes, opened with
- * create-or-open (loco_region_open), so every client that creates it with
- * the same options sees the same memory:
+ * An rtx object is a channel "<name>" with one sub-channel "<name>/m<id>"
+ * per hosting node <id>, whose regions live on that node and are opened by
+ * create-or-open (loco_channel_open_hosted), so every client that creates
+ * it with the same options sees the same memory. The channels have no
+ * peers to join (they are ready at once; clients come and go):
  *
- *   home node (the lowest hosting node):
- *     "<name>.super"  epoch and configuration check
- *     "<name>.slots"  per thread slot: incarnation, tag high-water mark
- *     "<name>.logs"   the log array, one log per thread slot (rTX id)
- *   every hosting node:
- *     "<name>.meta"   meta pool: TXObjs {LLLock, data pointer}
- *     "<name>.data"   data pool: fixed-size blocks
- *     "<name>.bitmap" allocation bitmap, one word per 64-block chunk
- *     "<name>.chunks" chunk owner table (slot and incarnation)
+ *   home node (the lowest hosting node), "<name>/m<id>." +
+ *     "super"   epoch and configuration check
+ *     "slots"   per thread slot: incarnation, tag high-water mark
+ *     "logs"    the log array, one log per thread slot (rTX id)
+ *   every hosting node, "<name>/m<id>." +
+ *     "meta"    meta pool: TXObjs {LLLock, data pointer}
+ *     "data"    data pool: fixed-size blocks
+ *     "bitmap"  allocation bitmap, one word per 64-block chunk
+ *     "chunks"  chunk owner table (slot and incarnation)
  *
  * Objects are TXObjs addressed by their remote address (loco_rtx_obj); an
  * object never written reads as null. Each application thread that runs
@@ -56,7 +58,8 @@ struct loco_rtx_worker;
  * clients of one rtx must use the same options (the region sizes and the
  * superblock check catch most mismatches, with -LOCO_EMISMATCH). */
 struct loco_rtx_opts {
-	const char *name;           /* region prefix (default "rtx") */
+	const char *name;           /* channel name (default "rtx"): no '/'
+				     * or '.', unique among the node's channels */
 	uint64_t mem_nodes;         /* hosting nodes, a bit per id; 0: the
 				     * first memory node, or the lowest
 				     * compute node when there is none */
@@ -122,18 +125,21 @@ struct loco_rtx_audit {
 
 /* ---- rtx object ---------------------------------------------------------- */
 
-/* Open (creating on first use) the rtx described by OPTS: create-or-open
- * its regions on the hosting nodes, then CAS the layout hash and the
- * epoch into the superblock (the first creator's win). Returns 0, -EINVAL
- * (bad options, no hosting node), -ENOMEM, -LOCO_EMISMATCH (it exists
- * with other options) or a control-plane or op error.
+/* Open (creating on first use) the rtx described by OPTS: register its
+ * channels, create-or-open its regions on the hosting nodes, then CAS the
+ * layout hash and the epoch into the superblock (the first creator's win).
+ * Returns 0, -EINVAL (bad options or name, no hosting node), -ENOMEM,
+ * -EEXIST (this node has a channel of that name already, e.g. another
+ * handle), -LOCO_EMISMATCH (it exists with other options) or a
+ * control-plane or op error.
  * Ordering: the superblock CASes are atomic with every other client's.
  * Completion: synchronous (control plane, then two CASes).
  * Caller: any thread; the handle is shared by the process's workers. */
 int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
 		    struct loco_rtx **out);
-/* Workers must be destroyed first. The remote regions stay (regions this
- * node hosts itself are freed with the last handle of the process). */
+/* Workers must be destroyed first. Finishes the channels: the remote
+ * regions stay; regions this node hosts itself are freed (a later rtx of
+ * the same name on this node starts from zeroed memory). */
 void loco_rtx_destroy(struct loco_rtx *x);
 
 /* TXObj INDEX on hosting node NODE, or LOCO_RADDR_NULL if there is none. */

@@ -206,7 +206,7 @@ static void tx_close(struct loco_rtx_worker *w)
 {
 	int rc = rtx_wait(w, &w->ack);
 	if (rc)
-		loco_warn(w->x->name, "slot %u: ops of the transaction: %s",
+		loco_warn(w->x->base.name, "slot %u: ops of the transaction: %s",
 			  w->slot, loco_strerror(rc));
 	w->active = false;
 }
@@ -304,7 +304,7 @@ int loco_rtx_block_next_(struct loco_rtx_worker *w, int *rc)
 		loco_rtx_abort(w);
 	if (*rc != -EAGAIN && *rc != -EBUSY)
 		return 0;
-	uint64_t limit = (uint64_t)loco_mgr_timeout_ms(w->x->mgr) * 1000000u;
+	uint64_t limit = (uint64_t)loco_mgr_timeout_ms(w->x->base.mgr) * 1000000u;
 	if (loco_now_ns() - w->block_t0 > limit) {
 		*rc = -ETIMEDOUT;
 		return 0;

@@ -169,7 +169,6 @@ static void mode_close(struct xfer *xf)
 	if (xf->rtx)
 		xfer_rtx_close(xf);
 	xf->rtx = NULL;
-	loco_region_free(xf->mgr, &xf->local_lk);
 }
 
 static int mode_init(struct xfer *xf)

@@ -2,7 +2,7 @@
 /* loco-rtx-transfer: shared definitions of the program's parts.
  *
  * Every compute node runs the same program. Coordination is barrier-free
- * and tolerates dead nodes: each node owns a record in region "xfer.ctl"
+ * and tolerates dead nodes: each node owns a record in region "xfer-run.ctl"
  * on the home memory node, heartbeats into it while it works and marks it
  * DONE at the end. A node that is not DONE and whose heartbeat stopped
  * for --dead-ms is dead. When every node is DONE or dead, the DONE node
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "apps/common/bench.h"
+#include "loco/channel.h"
 #include "loco/loco.h"
 #include "rtx/rtx.h"
 
@@ -43,7 +44,7 @@ struct xfer_opts {
 	uint64_t seed;
 };
 
-/* Remote record of one compute node (region "xfer.ctl"). */
+/* Remote record of one compute node (region "xfer-run.ctl"). */
 struct xfer_rec {
 	uint64_t hb_ms;             /* CLOCK_REALTIME ms of the last beat */
 	uint64_t state;             /* enum xfer_state */
@@ -58,7 +59,7 @@ struct xfer_rec {
 };
 static_assert(sizeof(struct xfer_rec) == 192, "remote layout");
 
-/* Region "xfer.ctl": this header, then one record per node id. */
+/* Region "xfer-run.ctl": this header, then one record per node id. */
 struct xfer_hdr {
 	uint64_t t0_ms;             /* timeline origin: first start, by CAS */
 	uint64_t pad[15];
@@ -76,10 +77,10 @@ struct xfer {
 	struct loco_mgr *mgr;
 	struct loco_thread *thr;     /* the main thread's */
 	uint32_t self;
-	uint32_t home;               /* hosts xfer.ctl and the timeline */
+	uint32_t home;               /* hosts xfer-run.ctl and .tl */
 	uint64_t compute;            /* compute node ids, self included */
 	struct loco_rregion ctl, tlr;
-	struct loco_region local_ctl, local_tl, local_lk; /* self-hosted */
+	struct loco_channel run;     /* "xfer-run": ctl, tl and lk, at home */
 	uint64_t t0_ms;
 	uint32_t tl_len;             /* buckets (ms) per node */
 	_Atomic uint32_t *tl;        /* this node's ops per ms */
@@ -115,9 +116,11 @@ uint64_t xfer_rng(uint64_t *s);
 void xfer_tick(struct xfer *xf, uint64_t now_ms);
 
 /* xfer_ctl.c */
-/* Open region NAME of LEN on the home node (allocate it when we are it). */
+/* Open region NAME of LEN of the run's channel, hosted on the home node
+ * (create-or-open; held in our arena when we are it). After
+ * xfer_ctl_open. */
 int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
-		     struct loco_region *local, struct loco_rregion *out);
+		     struct loco_rregion *out);
 int xfer_ctl_open(struct xfer *xf);
 void xfer_ctl_close(struct xfer *xf);
 int xfer_publish(struct xfer *xf, enum xfer_state st);

@@ -41,14 +41,9 @@ void xfer_tick(struct xfer *xf, uint64_t now_ms)
 }
 
 int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
-		       struct loco_region *local, struct loco_rregion *out)
+		     struct loco_rregion *out)
 {
-	if (xf->home != xf->self)
-		return loco_region_open(xf->mgr, xf->home, name, len, out);
-	int rc = loco_region_alloc(xf->mgr, name, len, local);
-	if (!rc)
-		loco_region_desc(xf->mgr, local, out);
-	return rc;
+	return loco_channel_open_hosted(&xf->run, xf->home, name, len, out);
 }
 
 static uint64_t rec_off(uint32_t id)
@@ -73,15 +68,20 @@ static int timeline_open(struct xfer *xf)
 	xf->tl_stage = calloc(xf->tl_len, sizeof(*xf->tl_stage));
 	if (!xf->tl || !xf->tl_stage)
 		return -ENOMEM;
-	return xfer_open_shared(xf, "xfer.tl",
-			   (uint64_t)(h->max_id + 1) * xf->tl_len * 4,
-			   &xf->local_tl, &xf->tlr);
+	return xfer_open_shared(xf, "tl",
+				(uint64_t)(h->max_id + 1) * xf->tl_len * 4, &xf->tlr);
 }
 
+/* The run's channel has hosted regions only: no peers to join (compute
+ * nodes come, go and die during a crash run). */
 int xfer_ctl_open(struct xfer *xf)
 {
-	int rc = xfer_open_shared(xf, "xfer.ctl", rec_off(LOCO_MAX_NODES),
-			     &xf->local_ctl, &xf->ctl);
+	int rc = loco_channel_init(&xf->run, xf->mgr, NULL, "xfer-run",
+				   UINT64_C(1) << xf->self);
+	if (!rc)
+		rc = loco_channel_join(&xf->run);
+	if (!rc)
+		rc = xfer_open_shared(xf, "ctl", rec_off(LOCO_MAX_NODES), &xf->ctl);
 	if (!rc)
 		rc = timeline_origin(xf);
 	if (!rc && xf->o.timeline)
@@ -91,8 +91,7 @@ int xfer_ctl_open(struct xfer *xf)
 
 void xfer_ctl_close(struct xfer *xf)
 {
-	loco_region_free(xf->mgr, &xf->local_ctl);
-	loco_region_free(xf->mgr, &xf->local_tl);
+	loco_channel_fini(&xf->run);
 	free(xf->tl);
 	free(xf->tl_stage);
 	xf->tl = NULL;

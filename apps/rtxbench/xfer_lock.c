@@ -21,8 +21,8 @@ static uint64_t lock_word(const struct xfer *xf, unsigned idx)
 
 int xfer_lock_open(struct xfer *xf)
 {
-	return xfer_open_shared(xf, "xfer.lk", (uint64_t)xf->o.accounts * ACCT_LEN,
-				&xf->local_lk, &xf->lk);
+	return xfer_open_shared(xf, "lk", (uint64_t)xf->o.accounts * ACCT_LEN,
+				&xf->lk);
 }
 
 static void nap(unsigned *spins)

@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "rtx/crash.h"
 #include "rtx/internal.h"
 #include "test/common/cluster1.h"
 
@@ -144,6 +146,39 @@ static uint64_t ghost_state(void)
 }
 
 /* ---- transactions ------------------------------------------------------------- */
+
+/* The channel tree: "rtx" and "rtx/m0" (node 0 hosts it here), ready at
+ * once, the home part's regions named "rtx/m0.<part>"; one handle per
+ * name and node; a new rtx after the last handle starts zeroed. */
+START_TEST(channel_tree)
+{
+	struct loco_rregion rr;
+	struct loco_rtx *dup;
+	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8 };
+	ck_assert_str_eq(x->base.name, "rtx");
+	ck_assert_uint_eq(x->nnodes, 1);
+	ck_assert_str_eq(x->node[0].base.name, "rtx/m0");
+	ck_assert(loco_channel_ready(&x->base, NULL));
+	ck_assert(loco_channel_ready(&x->node[0].base, NULL));
+	ck_assert_int_eq(loco_mgr_wait_ready(c.mgr, 100), 0);
+	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.logs", x->logs.len,
+					  &rr), 0);
+	ck_assert_uint_eq(rr.off, x->logs.off);
+	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.meta",
+					  x->node[0].meta.len, &rr), 0);
+	ck_assert_uint_eq(rr.off, x->node[0].meta.off);
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EEXIST);
+	o.name = "a/b";
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EINVAL);
+	put(3, 42);
+	loco_rtx_worker_destroy(w);
+	loco_thread_destroy(thr);
+	loco_rtx_destroy(x);
+	make_rtx(false);
+	ck_assert_int_eq(get(3), -1);
+}
+END_TEST
+
 
 START_TEST(basic_read_write)
 {
@@ -660,12 +695,93 @@ START_TEST(no_opt1_logs_single_writes)
 }
 END_TEST
 
+/* ---- wrap guard ------------------------------------------------------------ */
+
+/* The repairer stalls right after taking the ghost's DOING log (longer
+ * than guard_us); with FINISH, another executor finishes the transaction
+ * meanwhile (log DONE, locks released) and the data pointers are back at
+ * their old values, as 65536 installs later they could be: a stale
+ * install CAS would then succeed. */
+struct stall {
+	struct loco_thread *thr;
+	bool finish;
+	unsigned hits;
+	uint64_t d0, d1;           /* data pointers before the repair */
+};
+
+static void stall_hook(const char *name, void *arg)
+{
+	struct stall *st = arg;
+	if (strcmp(name, "rtx.repair_after_take"))
+		return;
+	st->hits++;
+	struct timespec ts = { 0, 2000000 };   /* 2 ms > guard_us (200 us) */
+	nanosleep(&ts, NULL);
+	if (!st->finish)
+		return;
+	uint64_t s = ghost_state(), got;
+	uint64_t done = loco_rtx_state_word(LOCO_RTX_LOG_DONE,
+					    loco_rtx_state_seq(s), 0);
+	ck_assert_int_eq(loco_cas(st->thr, &x->logs, rtx_state_off(x, GHOST_SLOT),
+				  s, done, &got), 0);
+	ck_assert_uint_eq(got, s);
+	for (uint32_t i = 0; i < 2; i++) {
+		uint64_t lv = word(i, RTX_LOCK_OFF);
+		ck_assert_int_eq(loco_cas(st->thr, rtx_meta(x, 0),
+					  (uint64_t)i * RTX_META_LEN + RTX_LOCK_OFF,
+					  lv, loco_lllock_version(lv) + 1, &got), 0);
+	}
+}
+
+static void guard_run(struct stall *st)
+{
+	put(0, 5);
+	put(1, 6);
+	st->d0 = word(0, RTX_DPTR_OFF);
+	st->d1 = word(1, RTX_DPTR_OFF);
+	x->o.guard_us = 200;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &st->thr), 0);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_DOING, -50, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	loco_crash_set_hook(stall_hook, st);
+	int64_t v0 = get(0);
+	loco_crash_set_hook(NULL, NULL);
+	loco_thread_destroy(st->thr);
+	ck_assert_uint_eq(st->hits, 1);
+	ck_assert_int_eq(v0, st->finish ? 5 : 50);
+}
+
+START_TEST(guard_stops_stalled_repairer)
+{
+	struct stall st = { .finish = true };
+	guard_run(&st);
+	ck_assert_uint_eq(stats().guard_stops, 1);
+	ck_assert_uint_eq(word(0, RTX_DPTR_OFF), st.d0);   /* no stale install */
+	ck_assert_uint_eq(word(1, RTX_DPTR_OFF), st.d1);
+	ck_assert_int_eq(get(1), 6);
+}
+END_TEST
+
+START_TEST(guard_confirms_and_goes_on)
+{
+	struct stall st = { .finish = false };
+	guard_run(&st);
+	ck_assert_uint_eq(stats().guard_stops, 0);
+	ck_assert_int_eq(get(1), 60);
+	ck_assert_int_eq(loco_rtx_state_of(ghost_state()), LOCO_RTX_LOG_DONE);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rtx-tx");
 	TCase *t = tcase_create("tx");
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 30);
+	tcase_add_test(t, channel_tree);
 	tcase_add_test(t, basic_read_write);
 	tcase_add_test(t, read_your_writes_and_cache);
 	tcase_add_test(t, logged_transfer);
@@ -687,6 +803,8 @@ static Suite *suite(void)
 	tcase_add_test(t, repair_releases_late_lock);
 	tcase_add_test(t, repair_steals_on_reused_log);
 	tcase_add_test(t, repair_all_sweeps);
+	tcase_add_test(t, guard_stops_stalled_repairer);
+	tcase_add_test(t, guard_confirms_and_goes_on);
 	suite_add_tcase(s, t);
 	t = tcase_create("bitmap");
 	tcase_add_checked_fixture(t, setup, teardown);

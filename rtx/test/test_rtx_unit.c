@@ -2,8 +2,11 @@
 /* Pure parts of rtx: LLLock word and data pointer encoding, log checksum,
  * repair decisions, crash point table. */
 #include <check.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "rtx/crash.h"
 #include "rtx/lllock.h"
@@ -212,6 +215,51 @@ START_TEST(crash_points_listed)
 }
 END_TEST
 
+/* Runs in Check's forked child: the spec is read at the first call. */
+START_TEST(crash_spec_entries)
+{
+	setenv("LOCO_NODE_ID", "3", 1);
+	setenv("LOCO_CRASH_NODES", "1", 1);
+	setenv("LOCO_CRASH_AT", "rtx.after_doing@2:2000,rtx.repair_after_take@4+3,"
+	       "rtx.bogus@3,rtx.mid_abort,rtx.before_done@3:2", 1);
+	ck_assert(!loco_crash_armed("rtx.after_doing"));     /* node 2 only */
+	ck_assert(loco_crash_armed("rtx.repair_after_take")); /* 4+3 */
+	ck_assert(!loco_crash_armed("rtx.mid_abort"));       /* LOCO_CRASH_NODES */
+	ck_assert(loco_crash_armed("rtx.before_done"));
+	ck_assert(!loco_crash_armed("rtx.after_log"));
+	loco_crash_point("rtx.before_done");                 /* 1 of 2: lives */
+}
+END_TEST
+
+/* The Nth hit of a point kills the process with SIGKILL, not before. */
+START_TEST(crash_kills_on_nth_hit)
+{
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("LOCO_CRASH_AT", "rtx.mid_install:3", 1);
+		for (int i = 0; i < 5; i++) {
+			loco_crash_point("rtx.mid_install");
+			loco_crash_point("rtx.before_done");
+			if (write(fds[1], "x", 1) != 1)
+				_exit(3);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	int status = 0, n = 0;
+	char b;
+	while (read(fds[0], &b, 1) == 1)
+		n++;
+	close(fds[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	ck_assert_int_eq(n, 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rtx-unit");
@@ -229,6 +277,8 @@ static Suite *suite(void)
 	t = tcase_create("repair");
 	tcase_add_test(t, decide_table);
 	tcase_add_test(t, crash_points_listed);
+	tcase_add_test(t, crash_spec_entries);
+	tcase_add_test(t, crash_kills_on_nth_hit);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Channel base: naming, region/expectation rules, and wait_ready failing
- * after its timeout when a participant never starts. */
+/* Channel base: naming, region/expectation rules, wait_ready failing
+ * after its timeout when a participant never starts, and hosted regions
+ * (create-or-open on this node and on another node). */
 #include <check.h>
 #include <errno.h>
 
 #include "loco/channel.h"
+#include "test/channels/cluster.h"
 #include "test/common/cluster1.h"
 
 static struct cluster1 cl;
@@ -133,6 +135,128 @@ START_TEST(region_open_self)
 }
 END_TEST
 
+static uint64_t self_bit(struct loco_mgr *mgr)
+{
+	return UINT64_C(1) << loco_mgr_id(mgr);
+}
+
+/* Hosted on this node: named "<channel>.<short>", create-or-open (shared
+ * by every channel of that name and by REGION_OPEN), size checked, and
+ * freed with the last channel holding it. A hosted-only channel is ready
+ * at once although compute node 1 never starts. */
+START_TEST(hosted_self)
+{
+	struct loco_channel a, b, c;
+	struct loco_rregion ra, rb, rr;
+	struct loco_region priv;
+	struct loco_thread *thr;
+	uint64_t v = 0;
+	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "h",
+					   self_bit(cl.mgr)), 0);
+	ck_assert_uint_eq(a.participants, 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "val", 128, &ra), 0);
+	ck_assert_uint_eq(ra.node, 0);
+	ck_assert_uint_eq(ra.len, 128);
+	/* the name: a peer's REGION_OPEN of "h.val" finds it */
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "h.val", 128, &rr), 0);
+	ck_assert_uint_eq(rr.off, ra.off);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "val", 128, &rr),
+			 -EEXIST);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "a.b", 8, &rr),
+			 -EINVAL);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "z", 0, &rr), -EINVAL);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "h.priv", 64, &priv), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "priv", 64, &rr),
+			 -EEXIST);   /* a private region is not opened */
+	loco_region_free(cl.mgr, &priv);
+	/* another handle of the same channel: same region, size checked */
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, NULL, "h",
+					   self_bit(cl.mgr)), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&b, 0, "val", 64, &rb),
+			 -LOCO_EMISMATCH);
+	ck_assert_int_eq(loco_channel_open_hosted(&b, 0, "val", 128, &rb), 0);
+	ck_assert_uint_eq(rb.off, ra.off);
+	/* ready at once, with node 1 absent */
+	ck_assert_int_eq(loco_channel_join(&a), 0);
+	ck_assert(loco_channel_ready(&a, NULL));
+	ck_assert_int_eq(loco_mgr_wait_ready(cl.mgr, 100), 0);
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &thr), 0);
+	ck_assert_int_eq(loco_faa(thr, &ra, 8, 5, &v), 0);
+	/* fini releases: the region lives while a holder does */
+	loco_channel_fini(&a);
+	ck_assert_int_eq(loco_read(thr, &rb, 8, &v, 8), 0);
+	ck_assert_uint_eq(v, 5);
+	loco_channel_fini(&b);
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "h.val", 64, &priv), 0);
+	loco_region_free(cl.mgr, &priv);
+	ck_assert_int_eq(loco_channel_init(&c, cl.mgr, NULL, "h",
+					   self_bit(cl.mgr)), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&c, 0, "val", 128, &rr), 0);
+	ck_assert_int_eq(loco_read(thr, &rr, 8, &v, 8), 0);
+	ck_assert_uint_eq(v, 0);     /* a new region, zeroed */
+	loco_channel_fini(&c);
+	loco_thread_destroy(thr);
+}
+END_TEST
+
+START_TEST(hosted_table_full)
+{
+	struct loco_channel a;
+	struct loco_rregion rr;
+	char name[8];
+	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "full",
+					   self_bit(cl.mgr)), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 7, "r0", 64, &rr),
+			 -EINVAL);   /* not in the hosts file */
+	for (int i = 0; i < LOCO_CHAN_HOSTED; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		ck_assert_int_eq(loco_channel_open_hosted(&a, 0, name, 64, &rr), 0);
+	}
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "more", 64, &rr),
+			 -EINVAL);
+	loco_channel_fini(&a);
+}
+END_TEST
+
+/* Hosted on another node (node 1 serves create-or-open; node 0 runs the
+ * channel): the same region for every opener, including node 1's own
+ * channel of that name; a size mismatch refused; fini on node 0 leaves
+ * the region on node 1. */
+START_TEST(hosted_remote)
+{
+	struct cluster c2;
+	struct loco_channel a, b, h;
+	struct loco_rregion ra, rb, rh;
+	uint64_t v = 0;
+	ck_assert_int_eq(cluster_start(&c2, 2, 0, 3000), 0);
+	ck_assert_int_eq(loco_channel_init(&a, c2.mgr[0], NULL, "x",
+					   self_bit(c2.mgr[0])), 0);
+	ck_assert_int_eq(loco_channel_init(&b, c2.mgr[0], NULL, "x",
+					   self_bit(c2.mgr[0])), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 1, "w", 64, &ra), 0);
+	ck_assert_uint_eq(ra.node, 1);
+	ck_assert_uint_eq(ra.len, 64);
+	ck_assert_int_eq(loco_channel_join(&a), 0);
+	ck_assert_int_eq(loco_channel_wait(&a, 100), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&b, 1, "w", 32, &rb),
+			 -LOCO_EMISMATCH);
+	ck_assert_int_eq(loco_faa(c2.thr[0], &ra, 0, 7, &v), 0);
+	loco_channel_fini(&a);
+	ck_assert_int_eq(loco_channel_open_hosted(&b, 1, "w", 64, &rb), 0);
+	ck_assert_uint_eq(rb.off, ra.off);
+	/* node 1's own endpoint of "x" holds the region a peer created */
+	ck_assert_int_eq(loco_channel_init(&h, c2.mgr[1], NULL, "x",
+					   self_bit(c2.mgr[1])), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&h, 1, "w", 64, &rh), 0);
+	ck_assert_uint_eq(rh.off, ra.off);
+	ck_assert_int_eq(loco_read(c2.thr[1], &rh, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 7);
+	loco_channel_fini(&h);
+	loco_channel_fini(&b);
+	cluster_stop(&c2);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("channel");
@@ -145,7 +269,13 @@ int main(void)
 	tcase_add_test(tc, self_only_channel_is_ready);
 	tcase_add_test(tc, region_open_bad_args);
 	tcase_add_test(tc, region_open_self);
+	tcase_add_test(tc, hosted_self);
+	tcase_add_test(tc, hosted_table_full);
 	suite_add_tcase(s, tc);
+	TCase *two = tcase_create("two nodes");
+	tcase_set_timeout(two, 30);
+	tcase_add_test(two, hosted_remote);
+	suite_add_tcase(s, two);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# `meson install` into a scratch DESTDIR, then, as an outside user would:
+# every installed header compiles on its own (included as <loco/...>), and
+# a program built with `pkg-config --cflags --libs loco-rtx` links and runs.
+#   install_test.sh BUILDDIR
+set -eu
+build=$1
+dest=$(mktemp -d /tmp/loco-install-XXXXXX)
+trap 'rm -rf "$dest"' EXIT
+
+meson install -C "$build" --no-rebuild --quiet --destdir "$dest" >/dev/null
+pc=$(dirname "$(find "$dest" -name loco.pc | head -n1)")
+[ -f "$pc/loco.pc" ] || { echo "install_test: no loco.pc installed"; exit 1; }
+[ -f "$pc/loco-rtx.pc" ] || { echo "install_test: no loco-rtx.pc installed"; exit 1; }
+export PKG_CONFIG_PATH=$pc PKG_CONFIG_SYSROOT_DIR=$dest
+cflags=$(pkg-config --cflags loco-rtx)
+libs=$(pkg-config --libs loco-rtx)
+inc=$(find "$dest" -type d -path '*/include/loco' | head -n1)
+
+n=0
+while read -r h; do
+	rel=${h#"$inc"/}
+	printf '#include <loco/%s>\nint loco_header_check_%d;\n' "$rel" "$n" >"$dest/h.c"
+	cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $cflags -c "$dest/h.c" \
+		-o "$dest/h.o" || { echo "install_test: <loco/$rel> does not compile alone"; exit 1; }
+	n=$((n + 1))
+done < <(find "$inc" -name '*.h' | sort)
+[ "$n" -ge 10 ] || { echo "install_test: only $n headers installed"; exit 1; }
+
+cat >"$dest/user.c" <<'C'
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <loco/loco.h>
+#include <loco/channels/atomic_var.h>
+#include <loco/rtx/rtx.h>
+
+int main(void)
+{
+	const char *s = loco_strerror(-ETIMEDOUT);
+	printf("%s\n", s);
+	return s && *s ? 0 : 1;
+}
+C
+cc -std=c11 $cflags "$dest/user.c" -o "$dest/user" $libs
+libdir=$(dirname "$(find "$dest" -name 'libloco.so' | head -n1)")
+out=$(LD_LIBRARY_PATH=$libdir "$dest/user")
+[ -n "$out" ] || { echo "install_test: the program printed nothing"; exit 1; }
+echo "install_test: $n headers compile alone; a pkg-config build links and runs ($out)"
