@@ -6,7 +6,11 @@
  *  - serving <= next, and the tickets in [serving, next) are outstanding;
  *  - serving passes ticket t only by a release of t, by its holder or by
  *    a releaser that found t marked abandoned;
- *  - skip[t % SLOTS] == t + 1 exactly while t is outstanding and marked.
+ *  - skip[t % SLOTS] == t + 1 exactly while t is outstanding and marked;
+ *  - an endpoint has at most one ticket outstanding: its next attempt
+ *    takes a marked ticket back (or finds it passed) before any FAA, so
+ *    at most LOCO_MAX_NODES <= SLOTS tickets are outstanding and their
+ *    slots differ.
  * So a value of serving once seen is a lower bound of serving, and a node
  * whose ticket equals such a value holds the lock: the hint `seen` spares
  * the READ of serving when this node released last. */
@@ -66,6 +70,8 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->ticket = 0;
 	l->streak = 0;
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
+	l->has_abandoned = false;
+	l->abandoned = 0;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->seen, 0);
@@ -298,9 +304,11 @@ static int local_acquire(struct loco_ticket_lock *l, uint64_t deadline)
 	return waiter_wait(l, &w, deadline);
 }
 
-/* This node now holds ticket T. Takes l->mu. */
+/* This node now holds ticket T; an abandoned ticket it had was passed
+ * (serving reached T after it). Takes l->mu. */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
+	l->has_abandoned = false;
 	pthread_mutex_lock(&l->mu);
 	l->ticket = t;
 	l->streak = 0;
@@ -357,6 +365,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* T is marked abandoned; if serving reached T before the mark landed, the
  * releaser may have missed it: take the mark back and hold the lock (0).
+ * Else this node keeps T as its abandoned ticket (-ETIMEDOUT).
  * The check is an FAA of 0, not a READ: with the releaser's FAA and CAS
  * it forms a store-buffering pattern that only atomics totally ordered
  * with each other rule out. */
@@ -373,14 +382,16 @@ static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 		if (rc || old == t + 1)
 			return rc;
 	}
+	l->has_abandoned = true;
+	l->abandoned = t;
 	count(l, &l->st.abandoned);
 	return -ETIMEDOUT;
 }
 
 /* Ticket T timed out: give it back if it is the last one, else mark it
  * abandoned. -ETIMEDOUT, 0 if T was served meanwhile (now held), or an
- * op error. A busy slot (SLOTS older abandoned tickets outstanding) makes
- * us wait to be served for another default timeout, then try again. */
+ * error. Its slot is free (one outstanding ticket per endpoint, see the
+ * top): nothing here waits. */
 static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 			uint64_t t)
 {
@@ -392,17 +403,38 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 		count(l, &l->st.returned);
 		return -ETIMEDOUT;
 	}
-	int wait_ms = loco_mgr_timeout_ms(l->base.mgr);
-	for (;;) {
-		rc = slot_cas(l, thr, t, 0, t + 1, &old);
+	rc = slot_cas(l, thr, t, 0, t + 1, &old);
+	if (rc)
+		return rc;
+	if (old) {
+		loco_err(l->base.name, "skip slot of ticket %llu holds mark %llu: "
+			 "more than %u tickets outstanding",
+			 (unsigned long long)t, (unsigned long long)old,
+			 LOCO_TICKET_LOCK_SLOTS);
+		return -LOCO_EPROTO;
+	}
+	return mark_settle(l, thr, t);
+}
+
+/* This node's ticket: its abandoned one if no release passed it yet (the
+ * CAS t+1 -> 0 takes the mark back, so no release skips it now), else a
+ * new one (FAA next). */
+static int ticket_take(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t *t)
+{
+	if (l->has_abandoned) {
+		uint64_t old;
+		l->has_abandoned = false;
+		int rc = slot_cas(l, thr, l->abandoned, l->abandoned + 1, 0, &old);
 		if (rc)
 			return rc;
-		if (old == 0)
-			return mark_settle(l, thr, t);
-		rc = wait_served(l, thr, t, chan_deadline(loco_now_ns(), wait_ms));
-		if (rc)
-			return rc < 0 ? rc : 0;
+		if (old == l->abandoned + 1) {
+			count(l, &l->st.reclaimed);
+			*t = l->abandoned;
+			return 0;
+		}
 	}
+	return loco_atomic_var_faa(&l->next, thr, 1, t);
 }
 
 /* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
@@ -410,7 +442,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  uint64_t deadline)
 {
 	uint64_t t;
-	int rc = loco_atomic_var_faa(&l->next, thr, 1, &t);
+	int rc = ticket_take(l, thr, &t);
 	if (rc)
 		return rc;
 	rc = wait_served(l, thr, t, deadline);

@@ -23,6 +23,12 @@
  * served before the mark landed, the attempt takes the mark back and holds
  * the lock after all. All of these are 8-byte remote atomics, totally
  * ordered, so the releaser and the abandoner cannot both miss each other.
+ * The endpoint keeps its abandoned ticket: its next lock attempt takes the
+ * mark back (CAS t+1 -> 0) and waits on that ticket again instead of
+ * taking a new one, unless a release already skipped it. So an endpoint
+ * has at most one ticket outstanding, no two outstanding tickets share a
+ * skip slot, and a timed-out attempt never waits for a slot: it returns
+ * after a bounded number of remote ops (test/channels2/ticket_lock.pml).
  *
  *	struct loco_ticket_lock l;
  *	loco_ticket_lock_init(&l, mgr, NULL, "lk", host, 0);
@@ -50,9 +56,11 @@
 #include "channels/atomic_var.h"
 #include "loco/channel.h"
 
-/* Abandoned tickets that can be outstanding at once (more: the attempt
- * keeps waiting until a slot frees or it is served). */
+/* Skip slots at the host: one per outstanding ticket, which is one per
+ * endpoint at most. */
 #define LOCO_TICKET_LOCK_SLOTS 256
+static_assert(LOCO_MAX_NODES <= LOCO_TICKET_LOCK_SLOTS,
+	      "every endpoint's ticket has a skip slot of its own");
 /* Default bound on consecutive local handovers. */
 #define LOCO_TICKET_LOCK_HANDOVER_MAX 16
 
@@ -63,6 +71,7 @@ struct loco_ticket_lock_stats {
 	uint64_t timeouts;   /* lock attempts that returned -ETIMEDOUT */
 	uint64_t returned;   /* timed-out tickets given back (next decremented) */
 	uint64_t abandoned;  /* timed-out tickets left marked for a releaser */
+	uint64_t reclaimed;  /* abandoned tickets taken back by a lock attempt */
 	uint64_t skipped;    /* abandoned tickets our releases passed over */
 };
 
@@ -84,6 +93,10 @@ struct loco_ticket_lock {
 	uint64_t ticket;
 	unsigned streak;                 /* handovers since the global acquire */
 	unsigned handover_max;
+	/* This node's abandoned ticket, if has_abandoned: the local owner's
+	 * (only it runs the global protocol; ownership passes under mu). */
+	bool has_abandoned;
+	uint64_t abandoned;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;
 };
@@ -116,14 +129,18 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 			    struct loco_ticket_lock_stats *out);
 
 /* Acquire: join the local queue if another thread of this node owns the
- * lock (handover without remote ops), else take a ticket (FAA next) and
- * wait until serving reaches it (READs of serving: the next in line spins
- * briefly, then yields; the others yield). Returns 0 (held; also when the
- * ticket turns out to be served while a timed-out attempt leaves it),
- * -ETIMEDOUT after TIMEOUT_MS (< 0: the manager default; the ticket is
- * given back or abandoned, see above, and the lock is not held),
- * -ENOTCONN before the host joined, or an op error (the host failed; the
- * lock may then stay taken).
+ * lock (handover without remote ops), else take a ticket (FAA next; after
+ * a timeout, first a CAS taking back the abandoned ticket) and wait until
+ * serving reaches it (READs of serving, none if this node released last:
+ * the next in line spins briefly, then yields; the others yield). Returns
+ * 0 (held; also when the ticket turns out to be served while a timed-out
+ * attempt leaves it), -ETIMEDOUT after TIMEOUT_MS (< 0: the manager
+ * default; the ticket is given back or abandoned, see above, with at most
+ * four remote ops after the deadline, and the lock is not held),
+ * -ENOTCONN before the host joined, -LOCO_EPROTO if the lock's words
+ * break the protocol (e.g. more tickets outstanding than skip slots,
+ * which only endpoints that died holding tickets can cause), or an op
+ * error (the host failed; the lock may then stay taken).
  * Ordering: an acquire: remote reads after the return see every write the
  *   previous holder made before its release (its fence placed them before
  *   serving advanced or before the local handover).

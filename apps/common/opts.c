@@ -2,43 +2,99 @@
 #include "apps/common/opts.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The name of option C as given: "--NAME" (long option IDX) or "-C". */
+static void opt_name(const struct option *longopts, int idx, int c, char *buf,
+		     size_t len)
+{
+	if (idx >= 0)
+		snprintf(buf, len, "--%s", longopts[idx].name);
+	else
+		snprintf(buf, len, "-%c", c);
+}
+
+static void bad_value(const char *prog, const char *name, const char *arg,
+		      const char *expect)
+{
+	fprintf(stderr, "%s: %s: bad value '%s'%s%s%s\n", prog, name,
+		arg ? arg : "", *expect ? " (expected " : "", expect,
+		*expect ? ")" : "");
+}
 
 int bench_getopt(int argc, char **argv, const char *shortopts,
 		 const struct option *longopts, bench_opt_fn *one, void *o,
 		 const char *prog)
 {
-	int c;
-	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+	for (;;) {
+		char expect[BENCH_EXPECT_MAX] = "", name[64];
+		int idx = -1;
+		int c = getopt_long(argc, argv, shortopts, longopts, &idx);
+		if (c == -1)
+			break;
 		if (c == 'h')
 			return 1;
 		if (c == '?')
 			return 2;
-		if (one(o, c, optarg)) {
-			if (prog)
-				fprintf(stderr, "%s: bad value '%s'\n", prog, optarg);
+		if (one(o, c, optarg, expect)) {
+			opt_name(longopts, idx, c, name, sizeof(name));
+			bad_value(prog, name, optarg, expect);
 			return 2;
 		}
 	}
 	if (optind != argc) {
-		if (prog)
-			fprintf(stderr, "%s: unexpected '%s'\n", prog, argv[optind]);
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
+			argv[optind]);
 		return 2;
 	}
 	return 0;
 }
 
-int bench_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+int bench_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
+		    char *expect)
 {
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || !*s || v < lo || v > hi)
+	/* strtoull takes "-1" as a huge value: digits only. */
+	if (errno || *end || !*s || *s < '0' || *s > '9' || v < lo || v > hi) {
+		if (expect)
+			snprintf(expect, BENCH_EXPECT_MAX, "%" PRIu64 "..%" PRIu64,
+				 lo, hi);
 		return -1;
+	}
 	*out = v;
 	return 0;
+}
+
+int bench_parse_double(const char *s, double lo, double hi, double *out,
+		       char *expect)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (*end || !*s || !(v >= lo && v <= hi)) {
+		if (expect)
+			snprintf(expect, BENCH_EXPECT_MAX, "a number in %g..%g",
+				 lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int bench_opt_error(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 2;
 }
 
 bool bench_wants_help(int argc, char **argv)

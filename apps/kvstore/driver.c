@@ -46,44 +46,47 @@ static const char usage[] =
 "Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
 "raise --arena-mb for big runs).\n";
 
-static int num_dbl(const char *s, double lo, double hi, double *out)
+static int parse_uint(const char *s, uint64_t lo, uint64_t hi, unsigned *out,
+		      char *expect)
 {
-	char *end;
-	double v = strtod(s, &end);
-	if (*end || !*s || !(v >= lo && v <= hi))
+	uint64_t v;
+	if (bench_parse_u64(s, lo, hi, &v, expect))
 		return -1;
-	*out = v;
+	*out = (unsigned)v;
 	return 0;
 }
 
-static int parse_one(void *opts, int c, const char *arg)
+static int parse_one(void *opts, int c, const char *arg, char *expect)
 {
 	struct drv_opts *o = opts;
-	uint64_t v = 0;
-	int rc = 0;
+	unsigned v;
 	switch (c) {
-	case 'k': rc = bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->keys); break;
-	case 'v': rc = bench_parse_u64(arg, 8, KV_VALUE_MAX, &v) || v % 8;
-		  o->value_size = (uint32_t)v; break;
-	case 'r': rc = num_dbl(arg, 0, 1, &o->read); break;
-	case 'i': rc = num_dbl(arg, 0, 0.5, &o->insert); break;
-	case 'p': rc = num_dbl(arg, 0, 1, &o->put); break;
-	case 'z': rc = num_dbl(arg, 0, 0.9999, &o->zipf); break;
-	case 'f': rc = num_dbl(arg, 0, 1, &o->fill); break;
-	case 't': rc = bench_parse_u64(arg, 1, DRV_MAX_THREADS, &v);
-		  o->threads = (unsigned)v; break;
-	case 'w': rc = bench_parse_u64(arg, 1, DRV_MAX_WINDOW, &v);
-		  o->window = (unsigned)v; break;
-	case 'd': rc = num_dbl(arg, 0.001, 86400, &o->duration); break;
-	case 'l': rc = bench_parse_u64(arg, 1, 4096, &v);
-		  o->locks = (unsigned)v; break;
-	case 's': rc = bench_parse_u64(arg, 0, UINT64_MAX, &o->seed); break;
-	case 'o': rc = bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops); break;
-	case 'R': o->record = arg; break;
-	case 'B': o->broken_fence = true; break;
+	case 'k': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->keys,
+					 expect);
+	case 'v':
+		if (!parse_uint(arg, 8, KV_VALUE_MAX, &v, expect) && v % 8 == 0) {
+			o->value_size = v;
+			return 0;
+		}
+		snprintf(expect, BENCH_EXPECT_MAX, "a multiple of 8 in 8..%u",
+			 (unsigned)KV_VALUE_MAX);
+		return -1;
+	case 'r': return bench_parse_double(arg, 0, 1, &o->read, expect);
+	case 'i': return bench_parse_double(arg, 0, 0.5, &o->insert, expect);
+	case 'p': return bench_parse_double(arg, 0, 1, &o->put, expect);
+	case 'z': return bench_parse_double(arg, 0, 0.9999, &o->zipf, expect);
+	case 'f': return bench_parse_double(arg, 0, 1, &o->fill, expect);
+	case 't': return parse_uint(arg, 1, DRV_MAX_THREADS, &o->threads, expect);
+	case 'w': return parse_uint(arg, 1, DRV_MAX_WINDOW, &o->window, expect);
+	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
+					    expect);
+	case 'l': return parse_uint(arg, 1, 4096, &o->locks, expect);
+	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
+	case 'o': return bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops, expect);
+	case 'R': o->record = arg; return 0;
+	case 'B': o->broken_fence = true; return 0;
 	default: return -1;
 	}
-	return rc ? -1 : 0;
 }
 
 static int parse(struct drv_opts *o, int argc, char **argv)
@@ -108,11 +111,10 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 	};
 	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
 		return 2;
-	if (o->read + 2 * o->insert + o->put > 1.0 + 1e-9) {
-		fprintf(stderr, "loco-kvstore: read + 2 x insert + put ratios "
-			"exceed 1\n");
-		return 2;
-	}
+	if (o->read + 2 * o->insert + o->put > 1.0 + 1e-9)
+		return bench_opt_error("loco-kvstore", "--read-ratio %g + 2 x "
+				       "--insert-ratio %g + --put-ratio %g "
+				       "exceed 1", o->read, o->insert, o->put);
 	return 0;
 }
 

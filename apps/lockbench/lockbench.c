@@ -12,6 +12,7 @@
  *	tools/loco-run -n 4 -- loco-lockbench --threads 2 --duration 5
  *
  * Without a hosts file it runs as a private one-node cluster. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -51,21 +52,29 @@ static void usage(FILE *f)
 		LOCO_TICKET_LOCK_HANDOVER_MAX);
 }
 
-static int parse_one(void *arg, int c, const char *s)
+static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
-	char *end = NULL;
-	if (c == 't')
-		o->threads = (unsigned)strtoul(s, &end, 10);
-	else if (c == 'd')
-		o->duration = strtod(s, &end);
-	else if (c == 'm')
-		o->handover_max = (int)strtol(s, &end, 10);
-	else if (c == 'e')
+	uint64_t v;
+	switch (c) {
+	case 't':
+		if (bench_parse_u64(s, 1, 64, &v, expect))
+			return -1;
+		o->threads = (unsigned)v;
+		return 0;
+	case 'd':
+		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
+	case 'm':
+		if (bench_parse_u64(s, 0, INT_MAX, &v, expect))
+			return -1;
+		o->handover_max = (int)v;
+		return 0;
+	case 'e':
 		o->empty = true;
-	else
+		return 0;
+	default:
 		return -1;
-	return end && *end ? -1 : 0;
+	}
 }
 
 static int parse(void *arg, int argc, char **argv)
@@ -79,9 +88,8 @@ static int parse(void *arg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts *o = &((struct bench *)arg)->o;
-	int rc = bench_getopt(argc, argv, "t:d:h", lo, parse_one, o, NULL);
-	bool ok = o->threads >= 1 && o->threads <= 64 && o->duration > 0;
-	return rc ? rc : ok ? 0 : 2;
+	return bench_getopt(argc, argv, "t:d:h", lo, parse_one, o,
+			    "loco-lockbench");
 }
 
 /* ---- workers ------------------------------------------------------------ */

@@ -42,19 +42,26 @@ static void usage(FILE *f)
 		"cells per node (default 4096). One JSON line per node.\n");
 }
 
-static int parse_one(void *arg, int c, const char *s)
+static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
-	char *end = NULL;
-	if (c == 't')
-		o->threads = (unsigned)strtoul(s, &end, 10);
-	else if (c == 'd')
-		o->duration = strtod(s, &end);
-	else if (c == 's')
-		o->slots = (uint32_t)strtoul(s, &end, 10);
-	else
+	uint64_t v;
+	switch (c) {
+	case 't':
+		if (bench_parse_u64(s, 1, 64, &v, expect))
+			return -1;
+		o->threads = (unsigned)v;
+		return 0;
+	case 'd':
+		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
+	case 's':
+		if (bench_parse_u64(s, 1, UINT32_MAX, &v, expect))
+			return -1;
+		o->slots = (uint32_t)v;
+		return 0;
+	default:
 		return -1;
-	return *end ? -1 : 0;
+	}
 }
 
 static int parse(void *arg, int argc, char **argv)
@@ -67,10 +74,8 @@ static int parse(void *arg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts *o = &((struct bench *)arg)->o;
-	int rc = bench_getopt(argc, argv, "t:d:h", lo, parse_one, o, NULL);
-	bool ok = o->threads >= 1 && o->threads <= 64 && o->duration > 0 &&
-		  o->slots >= 1;
-	return rc ? rc : ok ? 0 : 2;
+	return bench_getopt(argc, argv, "t:d:h", lo, parse_one, o,
+			    "loco-queuebench");
 }
 
 /* ---- workers ------------------------------------------------------------ */

@@ -14,6 +14,7 @@
  *
  *	tools/loco-run -n 4 -- loco-rbbench --duration 5 */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,23 +59,38 @@ static void usage(FILE *f)
 		"(default 8); the others receive. One JSON line per node.\n");
 }
 
-static int parse_one(void *arg, int c, const char *s)
+static int parse_u32(const char *s, uint32_t lo, uint32_t *out, char *expect)
+{
+	uint64_t v;
+	if (bench_parse_u64(s, lo, UINT32_MAX, &v, expect))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
-	char *end = NULL;
-	if (c == 'd')
-		o->duration = strtod(s, &end);
-	else if (c == 'a')
-		o->min = (uint32_t)strtoul(s, &end, 10);
-	else if (c == 'b')
-		o->max = (uint32_t)strtoul(s, &end, 10);
-	else if (c == 'n')
-		o->batch = (uint32_t)strtoul(s, &end, 10);
-	else if (c == 'r')
-		o->ring = strtoull(s, &end, 0);
-	else
+	switch (c) {
+	case 'd':
+		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
+	case 'a':
+		return parse_u32(s, HDR_BYTES, &o->min, expect);
+	case 'b':
+		return parse_u32(s, HDR_BYTES, &o->max, expect);
+	case 'n':
+		return parse_u32(s, 1, &o->batch, expect);
+	case 'r':
+		/* loco_ringbuffer_init's sizes. */
+		if (!bench_parse_u64(s, LOCO_RB_MIN_SIZE, UINT32_MAX - 7, &o->ring,
+				     expect) && o->ring % 8 == 0)
+			return 0;
+		snprintf(expect, BENCH_EXPECT_MAX, "a multiple of 8 in %u..%u",
+			 LOCO_RB_MIN_SIZE, UINT32_MAX - 7);
 		return -1;
-	return *end ? -1 : 0;
+	default:
+		return -1;
+	}
 }
 
 static int parse(void *arg, int argc, char **argv)
@@ -89,10 +105,23 @@ static int parse(void *arg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts *o = &((struct bench *)arg)->o;
-	int rc = bench_getopt(argc, argv, "d:h", lo, parse_one, o, NULL);
-	bool ok = o->duration > 0 && o->min >= HDR_BYTES && o->min <= o->max &&
-		  o->batch >= 1;
-	return rc ? rc : ok ? 0 : 2;
+	/* The ring's largest message (ringbuffer.h): a quarter, less a
+	 * record header. */
+	uint64_t fit;
+	int rc = bench_getopt(argc, argv, "d:h", lo, parse_one, o,
+			      "loco-rbbench");
+	if (rc)
+		return rc;
+	if (o->min > o->max)
+		return bench_opt_error("loco-rbbench", "--min %u is above --max %u",
+				       o->min, o->max);
+	fit = o->ring / 4 - sizeof(struct loco_rb_hdr);
+	if (o->max > fit)
+		return bench_opt_error("loco-rbbench", "--max %u does not fit a "
+				       "--ring of %" PRIu64 " bytes (messages "
+				       "up to %" PRIu64 " bytes)", o->max,
+				       o->ring, fit);
+	return 0;
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -237,14 +266,7 @@ static int bench_run(void *arg, struct loco_mgr *mgr)
 					  b->o.ring, 0);
 	if (rc)
 		goto destroy_thr;
-	if (b->o.max > loco_ringbuffer_max_msg(&b->rb)) {
-		fprintf(stderr, "loco-rbbench: --max %u exceeds the ring's largest "
-			"message, %u bytes\n", b->o.max,
-			loco_ringbuffer_max_msg(&b->rb));
-		rc = -EINVAL;
-	}
-	if (!rc)
-		rc = loco_barrier_init(&b->bar, b->mgr, NULL, "bar", 0);
+	rc = loco_barrier_init(&b->bar, b->mgr, NULL, "bar", 0);
 	if (!rc) {
 		rc = run(b);
 		/* Posts and pushes complete before the channels go. */

@@ -99,24 +99,31 @@ static const char usage[] =
 
 /* ---- options ----------------------------------------------------------- */
 
-static int parse_one(void *opts, int c, const char *arg)
+static int parse_uint(const char *s, uint64_t lo, uint64_t hi, unsigned *out,
+		      char *expect)
+{
+	uint64_t v;
+	if (bench_parse_u64(s, lo, hi, &v, expect))
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_one(void *opts, int c, const char *arg, char *expect)
 {
 	struct xo *o = opts;
-	uint64_t v = 0;
-	char *end;
 	switch (c) {
-	case 'a': if (bench_parse_u64(arg, 2, MAX_ACCOUNTS, &v)) return -1;
-		  o->accounts = (uint32_t)v; return 0;
-	case 'l': if (bench_parse_u64(arg, 1, 4096, &v)) return -1;
-		  o->locks = (unsigned)v; return 0;
+	case 'a': return parse_uint(arg, 2, MAX_ACCOUNTS, &o->accounts, expect);
+	case 'l': return parse_uint(arg, 1, 4096, &o->locks, expect);
 	case '1': o->locks = 1; return 0;
-	case 't': if (bench_parse_u64(arg, 1, MAX_THREADS, &v)) return -1;
-		  o->threads = (unsigned)v; return 0;
-	case 'd': o->duration = strtod(arg, &end);
-		  return *end || !(o->duration > 0) ? -1 : 0;
-	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance);
-	case 'm': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->max_amount);
-	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed);
+	case 't': return parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
+	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
+					    expect);
+	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance,
+					 expect);
+	case 'm': return bench_parse_u64(arg, 1, UINT64_C(1) << 40,
+					 &o->max_amount, expect);
+	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
 	default: return -1;
 	}
 }

@@ -26,8 +26,9 @@
  *        (mostly staged in batches) to ring "rb" (default 256 KiB), every
  *        8-byte piece a hash of the message number and its offset; every
  *        other node receives them and checks that each is the next one
- *        (exactly once, in order) and intact: its size and every byte.
- *        Prints rates.
+ *        (exactly once, in order) and intact: its size and every byte;
+ *        once the writer's flush is placed, that nothing follows the
+ *        last one. Prints rates.
  *   queue ITEMS [--alternate] [--broken-pop]
  *        every node pushes ITEMS values (node << 24 | i) to queue "q"
  *        from its main thread while a second thread pops; after all pushes
@@ -376,14 +377,38 @@ static int rb_read(struct ctx *c, struct loco_ringbuffer *rb)
 	return 0;
 }
 
+/* After the first "done" round every message the writer sent is placed
+ * here (its flush fenced them before it arrived): the ring must hold
+ * nothing beyond message MSGS - 1, not even part of a record. */
+static int rb_read_none(struct ctx *c, struct loco_ringbuffer *rb)
+{
+	uint8_t buf[MSG_MAX];
+	uint32_t len = 0;
+	uint64_t torn = rb->st.torn;
+	int rc = loco_ringbuffer_try_recv(rb, c->thr, buf, sizeof(buf), &len);
+	CHECK(rc == -EAGAIN && rb->st.torn == torn, "after the last message "
+	      "(%ld): %s, expected an empty ring", c->o.n - 1,
+	      rc == -EAGAIN ? "part of a record" :
+	      rc == 0 ? "one more message" : loco_strerror(rc));
+	CHECK(rb->st.msgs == (uint64_t)c->o.n, "%" PRIu64 " messages received, "
+	      "expected %ld", rb->st.msgs, c->o.n);
+	return 0;
+}
+
 static int cmd_ringbuffer(struct ctx *c)
 {
 	struct loco_ringbuffer rb;
 	CALL(loco_ringbuffer_init(&rb, c->mgr, NULL, "rb", c->first, c->o.ring, 0));
+	bool writer = loco_ringbuffer_is_writer(&rb);
 	int rc = start_all(c);
 	if (!rc)
-		rc = loco_ringbuffer_is_writer(&rb) ? rb_write(c, &rb) :
-						      rb_read(c, &rb);
+		rc = writer ? rb_write(c, &rb) : rb_read(c, &rb);
+	if (!rc)
+		rc = finish_all(c);
+	if (!rc && !writer)
+		rc = rb_read_none(c, &rb);
+	/* A second round: the writer stays until the readers checked (their
+	 * receive may push an acknowledgement to it). */
 	if (!rc)
 		rc = finish_all(c);
 	/* Posts and acknowledgement pushes complete before the ring goes. */
@@ -659,6 +684,57 @@ static int usage(void)
 	return 2;
 }
 
+/* Whole number S (base 10, or 0x/0 prefixed with BASE 0) in [LO, HI] and,
+ * with MULT, a multiple of it; else name WHAT and what was expected. */
+static bool num_parse(const char *what, const char *s, int base, long long lo,
+		      long long hi, long long mult, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, base);
+	if (errno || end == s || *end || v < lo || v > hi || (mult && v % mult)) {
+		fprintf(stderr, "chan2-itest: %s: bad value '%s' (expected %s"
+			"%lld..%lld)\n", what, s, mult ? "a multiple of 8 in " : "",
+			lo, hi);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* One option of getopt_long: true if taken. */
+static bool opt_one(struct opts *o, int ch, const char *arg)
+{
+	long long v;
+	switch (ch) {
+	case 't':
+		if (!num_parse("--threads", arg, 10, 1, 64, 0, &v))
+			return false;
+		o->threads = (unsigned)v;
+		return true;
+	case 'H':
+		o->hist = !strcmp(arg, "mutex") ? HIST_MUTEX :
+			  !strcmp(arg, "counter") ? HIST_COUNTER : HIST_NONE;
+		if (o->hist == HIST_NONE)
+			fprintf(stderr, "chan2-itest: --hist: bad value '%s' "
+				"(expected mutex or counter)\n", arg);
+		return o->hist != HIST_NONE;
+	case 'r':
+		/* Room for the largest message: a quarter of the ring. */
+		if (!num_parse("--ring", arg, 0, 4 * (MSG_MAX + 24), UINT32_MAX - 7,
+			       8, &v))
+			return false;
+		o->ring = (uint64_t)v;
+		return true;
+	case 'F': o->no_fence = true; return true;
+	case 'B': o->broken_pop = true; return true;
+	case 'A': o->alternate = true; return true;
+	case 'E': o->expect_handovers = true; return true;
+	case 'h': o->hot = true; return true;
+	default: return false;
+	}
+}
+
 static int opts_parse(struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -673,36 +749,26 @@ static int opts_parse(struct opts *o, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
+	long long n;
 	*o = (struct opts){ .threads = 2, .ring = 256 * 1024 };
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		if (ch == 't')
-			o->threads = (unsigned)strtoul(optarg, NULL, 10);
-		else if (ch == 'H' && !strcmp(optarg, "mutex"))
-			o->hist = HIST_MUTEX;
-		else if (ch == 'H' && !strcmp(optarg, "counter"))
-			o->hist = HIST_COUNTER;
-		else if (ch == 'F')
-			o->no_fence = true;
-		else if (ch == 'B')
-			o->broken_pop = true;
-		else if (ch == 'A')
-			o->alternate = true;
-		else if (ch == 'E')
-			o->expect_handovers = true;
-		else if (ch == 'h')
-			o->hot = true;
-		else if (ch == 'r')
-			o->ring = strtoull(optarg, NULL, 0);
-		else
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1)
+		if (!opt_one(o, ch, optarg))
 			return usage();
-	}
-	if (optind + 2 != argc || !o->threads || o->threads > 64)
+	if (optind + 2 != argc)
 		return usage();
 	o->cmd = argv[optind];
-	o->n = strtol(argv[optind + 1], NULL, 10);
-	bool known = !strcmp(o->cmd, "lock") || !strcmp(o->cmd, "ringbuffer") ||
-		     !strcmp(o->cmd, "queue");
-	return known && o->n > 0 && o->n < (1 << 24) ? 0 : usage();
+	if (strcmp(o->cmd, "lock") && strcmp(o->cmd, "ringbuffer") &&
+	    strcmp(o->cmd, "queue")) {
+		fprintf(stderr, "chan2-itest: unknown command '%s'\n", o->cmd);
+		return usage();
+	}
+	const char *what = !strcmp(o->cmd, "lock") ? "lock ITERS" :
+			   !strcmp(o->cmd, "queue") ? "queue ITEMS" :
+						      "ringbuffer MSGS";
+	if (!num_parse(what, argv[optind + 1], 10, 1, (1 << 24) - 1, 0, &n))
+		return usage();
+	o->n = (long)n;
+	return 0;
 }
 
 static int dispatch(struct ctx *c)

@@ -3,10 +3,12 @@
  * process, so a process-wide flag sees two holders at once): lock, trylock
  * and unlock across nodes; mutual exclusion and an exact remote counter
  * with two threads per node; local handovers (and none with a bound of
- * 0); a timed-out last ticket given back; an abandoned ticket skipped by
- * the release that serves it; a storm of short timeouts that never breaks
- * exclusion nor wedges the lock; the lock array's striping; hot locks
- * (words in device memory, or the arena where there is none). */
+ * 0); the exact remote ops of a lock and unlock, global and by local
+ * handover; a timed-out last ticket given back; an abandoned ticket
+ * skipped by the release that serves it; timeouts that never wait for a
+ * skip slot (one ticket per node at most); a storm of short timeouts that
+ * never breaks exclusion nor wedges the lock; the lock array's striping;
+ * hot locks (words in device memory, or the arena where there is none). */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -46,6 +48,8 @@ static void locks_init(void)
 							  "lk", 0, 0, lock_flags), 0);
 	ck_assert_int_eq(cluster_ready(&cl, 5000), 0);
 }
+
+static void lock_unlock(unsigned node);
 
 static void locks_fini(void)
 {
@@ -99,6 +103,122 @@ START_TEST(lock_trylock_unlock)
 	ck_assert_uint_eq(s.returned, 1);
 	loco_ticket_lock_stats(&lk[1], &s);
 	ck_assert_uint_eq(s.acquires, 1);
+	locks_fini();
+}
+END_TEST
+
+/* ---- remote operations ------------------------------------------------- */
+
+/* THR's counters since *BASE, then *BASE = now. */
+static struct loco_stats stats_step(struct loco_thread *thr,
+				    struct loco_stats *base)
+{
+	struct loco_stats now, d;
+	loco_thread_stats(thr, &now);
+	d = (struct loco_stats){
+		.reads = now.reads - base->reads, .writes = now.writes - base->writes,
+		.cas = now.cas - base->cas, .faa = now.faa - base->faa,
+		.doorbells = now.doorbells - base->doorbells,
+		.rtts = now.rtts - base->rtts,
+	};
+	*base = now;
+	return d;
+}
+
+/* Exactly READ, WRITE, CAS, FAA verbs, doorbells and round trips. */
+static void ops_eq(const struct loco_stats *d, uint64_t r, uint64_t w,
+		   uint64_t cas, uint64_t faa, uint64_t db, uint64_t rtts,
+		   const char *what)
+{
+	ck_assert_msg(d->reads == r && d->writes == w && d->cas == cas &&
+		      d->faa == faa && d->doorbells == db && d->rtts == rtts,
+		      "%s: %llu READ %llu WRITE %llu CAS %llu FAA, %llu doorbells, "
+		      "%llu round trips; expected %llu %llu %llu %llu, %llu, %llu",
+		      what, (unsigned long long)d->reads,
+		      (unsigned long long)d->writes, (unsigned long long)d->cas,
+		      (unsigned long long)d->faa, (unsigned long long)d->doorbells,
+		      (unsigned long long)d->rtts, (unsigned long long)r,
+		      (unsigned long long)w, (unsigned long long)cas,
+		      (unsigned long long)faa, (unsigned long long)db,
+		      (unsigned long long)rtts);
+}
+
+/* A second thread of node 1 that locks while the main thread holds, so it
+ * is handed the lock, and counts its own remote ops. */
+struct handed {
+	pthread_t tid;
+	struct loco_stats lock, unlock;
+	int rc;
+};
+
+static void *handed_main(void *arg)
+{
+	struct handed *h = arg;
+	struct loco_thread *thr;
+	struct loco_stats base;
+	h->rc = loco_thread_create(cl.mgr[1], &thr);
+	if (h->rc)
+		return NULL;
+	loco_thread_stats(thr, &base);
+	h->rc = loco_ticket_lock_lock(&lk[1], thr, 5000);
+	h->lock = stats_step(thr, &base);
+	if (!h->rc)
+		h->rc = loco_ticket_lock_unlock(&lk[1], thr, LOCO_FENCE_THREAD, 0);
+	h->unlock = stats_step(thr, &base);
+	loco_thread_destroy(thr);
+	return NULL;
+}
+
+/* Wait until a thread waits in node 1's local queue. */
+static void local_waiter_wait(void)
+{
+	bool queued = false;
+	for (int i = 0; i < 5000 && !queued; i++) {
+		pthread_mutex_lock(&lk[1].mu);
+		queued = lk[1].head != NULL;
+		pthread_mutex_unlock(&lk[1].mu);
+		if (!queued)
+			usleep(1000);
+	}
+	ck_assert_msg(queued, "no local waiter after 5 s");
+}
+
+/* Uncontended sections with nothing written under the lock (so a fence
+ * posts nothing). Global path: FAA next, a READ of serving unless this
+ * node released last, then FAA serving + CAS of the next slot in one
+ * doorbell: 4 verbs, or 3. A local handover: 0 for the releaser and 0 for
+ * the thread handed the lock, whose unlock then costs the global 2. */
+START_TEST(remote_op_costs)
+{
+	struct loco_stats b1, d;
+	struct loco_ticket_lock_stats s;
+	struct handed h = { .rc = -1 };
+	locks_init();
+	lock_unlock(0);
+	loco_thread_stats(cl.thr[1], &b1);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], 1000), 0);
+	d = stats_step(cl.thr[1], &b1);
+	ops_eq(&d, 1, 0, 0, 1, 2, 2, "lock after another node's release");
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+						 LOCO_FENCE_THREAD, 0), 0);
+	d = stats_step(cl.thr[1], &b1);
+	ops_eq(&d, 0, 0, 1, 1, 1, 1, "unlock");
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], 1000), 0);
+	d = stats_step(cl.thr[1], &b1);
+	ops_eq(&d, 0, 0, 0, 1, 1, 1, "lock after this node's release");
+	ck_assert_int_eq(pthread_create(&h.tid, NULL, handed_main, &h), 0);
+	local_waiter_wait();
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+						 LOCO_FENCE_THREAD, 0), 0);
+	d = stats_step(cl.thr[1], &b1);
+	ops_eq(&d, 0, 0, 0, 0, 0, 0, "unlock handing over");
+	pthread_join(h.tid, NULL);
+	ck_assert_int_eq(h.rc, 0);
+	ops_eq(&h.lock, 0, 0, 0, 0, 0, 0, "lock by handover");
+	ops_eq(&h.unlock, 0, 0, 1, 1, 1, 1, "unlock after a handover");
+	loco_ticket_lock_stats(&lk[1], &s);
+	ck_assert_uint_eq(s.handovers, 1);
+	ck_assert_uint_eq(s.acquires, 2);
 	locks_fini();
 }
 END_TEST
@@ -375,15 +495,106 @@ START_TEST(abandoned_ticket_is_skipped)
 }
 END_TEST
 
+/* Node 0 holds the lock while nodes 1 and 2 each make 300 attempts of
+ * 1 ms, queued behind each other so that many tickets are abandoned, not
+ * given back (without reclaim they would pile up past the
+ * LOCO_TICKET_LOCK_SLOTS skip slots, and an attempt would wait for a slot
+ * for good). Every attempt times out promptly: each node's next attempt
+ * takes its abandoned ticket back, so at most one ticket per node is
+ * outstanding. After the release both get the lock and no ticket is
+ * left. */
+struct storm {
+	pthread_t tid;
+	unsigned node;
+	long timeouts;
+	uint64_t worst_ns;
+	int err;
+};
+
+static void *storm_main(void *arg)
+{
+	struct storm *a = arg;
+	struct loco_thread *thr;
+	a->err = loco_thread_create(cl.mgr[a->node], &thr);
+	for (int i = 0; !a->err && i < 300; i++) {
+		uint64_t t0 = loco_now_ns();
+		int rc = loco_ticket_lock_lock(&lk[a->node], thr, 1);
+		uint64_t ns = loco_now_ns() - t0;
+		a->worst_ns = ns > a->worst_ns ? ns : a->worst_ns;
+		if (rc == -ETIMEDOUT)
+			a->timeouts++;
+		else
+			a->err = rc ? rc : -EPROTO;  /* node 0 holds it */
+	}
+	if (!a->err)
+		loco_thread_destroy(thr);
+	return NULL;
+}
+
+/* next - serving at the host. */
+static uint64_t outstanding(void)
+{
+	uint64_t next, serving;
+	ck_assert_int_eq(loco_atomic_var_read(&lk[0].next, cl.thr[0], &next), 0);
+	ck_assert_int_eq(loco_atomic_var_read(&lk[0].serving, cl.thr[0],
+					      &serving), 0);
+	return next - serving;
+}
+
+START_TEST(timeouts_never_wait_for_a_slot)
+{
+	struct storm a[2] = { { .node = 1 }, { .node = 2 } };
+	struct loco_ticket_lock_stats s;
+	uint64_t abandoned = 0, reclaimed = 0, skipped = 0;
+	locks_init();
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&a[i].tid, NULL, storm_main,
+						&a[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(a[i].tid, NULL);
+		ck_assert_msg(a[i].err == 0, "node %u: %s", a[i].node,
+			      loco_strerror(a[i].err));
+		ck_assert_int_eq(a[i].timeouts, 300);
+		/* 1 ms plus a few remote ops (and whatever a busy host adds):
+		 * below the manager's timeout (10 s), which each wait for a
+		 * busy slot took before. */
+		ck_assert_msg(a[i].worst_ns < 5000000000u, "node %u: an "
+			      "attempt took %.3f s", a[i].node,
+			      (double)a[i].worst_ns / 1e9);
+	}
+	ck_assert_uint_le(outstanding(), 3);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	lock_unlock(1);
+	lock_unlock(2);
+	ck_assert_uint_eq(outstanding(), 0);
+	for (unsigned i = 0; i < cl.n; i++) {
+		loco_ticket_lock_stats(&lk[i], &s);
+		abandoned += s.abandoned;
+		reclaimed += s.reclaimed;
+		skipped += s.skipped;
+	}
+	ck_assert_uint_eq(abandoned, reclaimed + skipped);
+	printf("slot storm: %llu tickets abandoned, %llu reclaimed, %llu "
+	       "skipped; slowest attempt %.2f ms\n",
+	       (unsigned long long)abandoned, (unsigned long long)reclaimed,
+	       (unsigned long long)skipped,
+	       (double)(a[0].worst_ns > a[1].worst_ns ? a[0].worst_ns :
+			a[1].worst_ns) / 1e6);
+	locks_fini();
+}
+END_TEST
+
 /* Timeouts of 1 ms under contention: tickets given back, abandoned,
- * skipped (and taken back when served meanwhile) at random. Exclusion
+ * skipped, reclaimed (and taken back when served meanwhile) at random. Exclusion
  * holds, the counter counts exactly the sections entered, and afterwards
  * every node still gets the lock and every abandoned ticket was skipped. */
 START_TEST(timeout_storm)
 {
 	struct loco_shared_region sr[CL_MAX];
 	struct loco_ticket_lock_stats s;
-	uint64_t abandoned = 0, skipped = 0, timeouts = 0;
+	uint64_t abandoned = 0, skipped = 0, reclaimed = 0, timeouts = 0;
 	regions_init(sr);
 	long done = run_workers(sr, 2, 400, 1, 100);
 	ck_assert_uint_eq(counter(sr), (uint64_t)done);
@@ -394,13 +605,15 @@ START_TEST(timeout_storm)
 		loco_ticket_lock_stats(&lk[i], &s);
 		abandoned += s.abandoned;
 		skipped += s.skipped;
+		reclaimed += s.reclaimed;
 		timeouts += s.timeouts;
 	}
-	ck_assert_uint_eq(abandoned, skipped);
+	ck_assert_uint_eq(abandoned, skipped + reclaimed);
 	ck_assert_uint_eq(done + timeouts, 3 * 2 * 400);
-	printf("timeout storm: %ld sections, %llu timeouts, %llu abandoned and "
-	       "skipped\n", done, (unsigned long long)timeouts,
-	       (unsigned long long)abandoned);
+	printf("timeout storm: %ld sections, %llu timeouts, %llu abandoned "
+	       "(%llu reclaimed, %llu skipped)\n", done,
+	       (unsigned long long)timeouts, (unsigned long long)abandoned,
+	       (unsigned long long)reclaimed, (unsigned long long)skipped);
 	regions_fini(sr);
 }
 END_TEST
@@ -473,6 +686,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, init_errors);
 	tcase_add_test(tc, lock_trylock_unlock);
+	tcase_add_test(tc, remote_op_costs);
 	tcase_add_test(tc, threads_exclusive_with_handovers);
 	tcase_add_test(tc, no_handover_when_bound_is_zero);
 	tcase_add_test(tc, hot_words_exclusive);
@@ -481,6 +695,7 @@ int main(void)
 	tcase_add_checked_fixture(t3, setup3, teardown);
 	tcase_set_timeout(t3, 120);
 	tcase_add_test(t3, abandoned_ticket_is_skipped);
+	tcase_add_test(t3, timeouts_never_wait_for_a_slot);
 	tcase_add_test(t3, timeout_storm);
 	tcase_add_test(t3, lock_array_striped);
 	tcase_add_test(t3, lock_array_hot);

@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* The global protocol of channels/ticket_lock.c: tickets, the seen hint,
  * trylock, timeouts that give the last ticket back or mark it abandoned in
- * the skip table, the settle step, and releases that skip marked tickets.
+ * the skip table, the settle step, releases that skip marked tickets, and
+ * the reclaim of a node's abandoned ticket by its next lock attempt.
  * Every remote atomic (FAA, CAS, READ of one word at the host) is one
  * atomic step; the FAA and CAS of a release are two steps (other nodes'
  * atomics may land between them). The node-local layer (local queue and
  * handovers, under a mutex) is not modelled: it only ever lets one thread
- * per node run this protocol.
+ * per node run this protocol, and keeps the node's abandoned ticket (ab).
  *
  * NPROC nodes make NITER attempts each, every one a lock or a trylock; a
- * waiting lock may time out at any step. SLOTS skip slots (1: a second
- * abandoned ticket finds the slot busy).
+ * waiting lock may time out at any step. SLOTS skip slots (default NPROC).
  *
  * Checked (pan -DSAFETY):
  *   exclusion   at most one node in the section;
  *   release     a release finds serving equal to the ticket it releases;
+ *   bounded     at most NPROC tickets are outstanding (next - serving), so
+ *               with SLOTS >= NPROC a timed-out attempt always finds its
+ *               ticket's skip slot free: leaving never waits;
  *   no wedge    when every node is done, serving == next (the lock is
  *               free) and every skip slot is clear.
  *
@@ -23,7 +26,9 @@
  *      does not check whether it was served meanwhile: a release that
  *      served it before the mark landed leaves the lock with nobody;
  *   -DBROKEN_NO_SKIP     a release only increments serving (no CAS of the
- *      next ticket's slot): an abandoned ticket is served to nobody. */
+ *      next ticket's slot): an abandoned ticket is served to nobody;
+ *   -DBROKEN_NO_RECLAIM  a lock attempt always takes a new ticket: a node
+ *      piles up abandoned tickets and one finds its slot busy. */
 
 #ifndef NPROC
 #define NPROC 3
@@ -32,7 +37,7 @@
 #define NITER 2
 #endif
 #ifndef SLOTS
-#define SLOTS 2
+#define SLOTS NPROC
 #endif
 
 byte next = 0;
@@ -66,7 +71,7 @@ inline release(r)
 }
 
 /* ticket_leave + mark_settle for ticket t (not served yet, as far as the
- * timed-out waiter knows). */
+ * timed-out waiter knows); an abandoned ticket is kept in ab. */
 inline leave()
 {
 	atomic {
@@ -77,50 +82,60 @@ inline leave()
 	};
 	if
 	:: old == 0 ->
-		do
-		:: atomic {
+		atomic {
 			old = mark[t % SLOTS];
 			if
 			:: old == 0 -> mark[t % SLOTS] = t + 1
 			:: else
 			fi
-		   };
-		   if
-		   :: old == 0 ->
+		};
+		/* the slot is free: at most NPROC tickets are outstanding */
+		assert(old == 0);
+		ab = t + 1;
 #ifndef BROKEN_NO_SETTLE
-			atomic { s = serving };
-			g = s;
-			if
-			:: s == t ->
-				atomic {
-					if
-					:: mark[t % SLOTS] == t + 1 ->
-						mark[t % SLOTS] = 0; got = 1
-					:: else
-					fi
-				}
-			:: else
-			fi;
+		atomic { s = serving };
+		g = s;
+		if
+		:: s == t ->
+			atomic {
+				if
+				:: mark[t % SLOTS] == t + 1 ->
+					mark[t % SLOTS] = 0; got = 1; ab = 0
+				:: else
+				fi
+			}
+		:: else
+		fi
 #endif
-			break
-		   :: else ->
-			/* slot busy: wait to be served, then try again */
-			atomic { s = serving };
-			g = s;
-			if
-			:: s == t -> got = 1; break
-			:: else
-			fi
-		   fi
-		od
 	:: else
 	fi
 }
 
-/* global_acquire: FAA next, wait (or time out). */
+/* global_acquire: reclaim this node's abandoned ticket if it is still
+ * marked (CAS its slot back to 0), else FAA next; wait (or time out). */
 inline lock()
 {
-	atomic { t = next; next++ };
+	old = 0;
+#ifndef BROKEN_NO_RECLAIM
+	if
+	:: ab != 0 ->
+		atomic {
+			if
+			:: mark[(ab - 1) % SLOTS] == ab ->
+				mark[(ab - 1) % SLOTS] = 0; old = 1
+			:: else
+			fi
+		};
+		t = ab - 1
+	:: else
+	fi;
+#endif
+	ab = 0;
+	if
+	:: old == 0 ->
+		atomic { t = next; next++; assert(next - serving <= NPROC) }
+	:: else
+	fi;
 	if
 	:: g == t -> got = 1
 	:: else ->
@@ -152,7 +167,7 @@ inline trylock()
 		fi
 	};
 	if
-	:: old == g -> t = g; got = 1
+	:: old == g -> t = g; got = 1; ab = 0
 	:: else ->
 		atomic { s = serving };
 		g = s;
@@ -166,7 +181,7 @@ inline trylock()
 				fi
 			};
 			if
-			:: old == s -> t = s; got = 1
+			:: old == s -> t = s; got = 1; ab = 0
 			:: else
 			fi
 		:: else
@@ -176,7 +191,7 @@ inline trylock()
 
 proctype node()
 {
-	byte t, s, old, r, g = 0, k = 0;
+	byte t, s, old, r, g = 0, k = 0, ab = 0;
 	bit got;
 	do
 	:: k < NITER ->
