@@ -50,8 +50,9 @@ START_TEST(lllock_versions_and_expiry)
 	ck_assert(!loco_lllock_is_locked(12345));
 	ck_assert_uint_eq(loco_lllock_version(12345), 12345);
 	uint64_t w = loco_lllock_make(loco_lllock_tag_of(1000, 0), 1, false);
+	ck_assert(!loco_lllock_expired(w, 998));
 	ck_assert(!loco_lllock_expired(w, 999));
-	ck_assert(!loco_lllock_expired(w, 1000));
+	ck_assert(loco_lllock_expired(w, 1000));   /* the lease's own ms */
 	ck_assert(loco_lllock_expired(w, 1001));
 	ck_assert(!loco_lllock_expired(77, 1u << 30));   /* unlocked */
 	uint64_t f = loco_lllock_fresh(5000, 9, 3);
@@ -183,7 +184,12 @@ START_TEST(decide_table)
 	struct { uint64_t lockv; bool match; uint64_t st; int want; } c[] = {
 		{ 42, true, st_init, LOCO_RTX_REPAIR_NONE },     /* unlocked */
 		{ live, true, st_init, LOCO_RTX_REPAIR_WAIT },   /* lease runs */
-		{ lockv_at(NOW, false), true, st_init, LOCO_RTX_REPAIR_WAIT },
+		{ lockv_at(NOW + 1, false), true, st_init, LOCO_RTX_REPAIR_WAIT },
+		{ lockv_at(NOW, false), true, st_init, LOCO_RTX_REPAIR_ABORT },
+		{ dead, true, loco_rtx_state_word(LOCO_RTX_LOG_DOING, 3, NOW + 1),
+		  LOCO_RTX_REPAIR_WAIT },                        /* repair lease runs */
+		{ dead, true, loco_rtx_state_word(LOCO_RTX_LOG_DOING, 3, NOW),
+		  LOCO_RTX_REPAIR_RECOMMIT },                    /* ends at NOW */
 		{ dead, true, st_init, LOCO_RTX_REPAIR_ABORT },
 		{ dead, true, st_abort, LOCO_RTX_REPAIR_RELEASE },
 		{ dead, true, st_doing_old, LOCO_RTX_REPAIR_RECOMMIT },
