@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "rtx/crash.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loco/log.h"
@@ -146,6 +149,28 @@ bool loco_crash_armed(const char *name)
 	return armed(name) != NULL;
 }
 
+/* LOCO_CRASH_STAMP=FILE: write the CLOCK_REALTIME of the crash (ns) to
+ * FILE just before the kill, so a benchmark can time the recovery from
+ * the death itself. */
+static void crash_stamp(void)
+{
+	const char *path = getenv("LOCO_CRASH_STAMP");
+	if (!path || !*path)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%llu\n",
+			 (unsigned long long)ts.tv_sec * 1000000000ull +
+			 (unsigned long long)ts.tv_nsec);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, buf, (size_t)n) != n)
+		loco_warn("crash", "LOCO_CRASH_STAMP=%s: short write", path);
+	close(fd);
+}
+
 void loco_crash_point(const char *name)
 {
 	if (crash.hook)
@@ -158,6 +183,7 @@ void loco_crash_point(const char *name)
 	if (n + 1 == a->after) {
 		loco_info("crash", "crash point %s reached (%ld): SIGKILL", name,
 			  n + 1);
+		crash_stamp();
 		kill(getpid(), SIGKILL);
 		pause();
 	}

@@ -11,6 +11,8 @@
  *                           point is reached in this process (default 1)
  *   LOCO_CRASH_NODES=1,3    for entries without @, only on these node ids
  *                           (LOCO_NODE_ID); unset: every node
+ *   LOCO_CRASH_STAMP=FILE   write the CLOCK_REALTIME ns of the crash to FILE
+ *                           just before the kill (for recovery timing)
  * Each armed point counts its own hits. An unknown point name is reported
  * (loco_warn) and ignored. When off, a point costs a short scan of the
  * armed entries (none). */

@@ -268,6 +268,7 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 	bench_lat_init(&sl, LAT_CAP);
 	r->hb_ms = xfer_realtime_ms();
 	r->ops = r->aborts = r->lock_waits = r->blocked = r->stalls = 0;
+	r->repair_end_us = 0;
 	r->repairs = xf->init_repairs;
 	for (unsigned i = 0; i < xf->o.threads; i++) {
 		struct xfer_wstats *w = &xf->ws[i];
@@ -277,6 +278,9 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 		r->lock_waits += w->lock_waits;
 		r->blocked += w->blocked;
 		r->stalls += w->stalls;
+		if (w->repair_end_us && (!r->repair_end_us ||
+					 w->repair_end_us < r->repair_end_us))
+			r->repair_end_us = w->repair_end_us;
 		lat_merge(lat, &w->lat);
 		lat_merge(&bl, &w->blocked_lat);
 		lat_merge(&sl, &w->stall_lat);
@@ -330,7 +334,7 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	printf(",\"leaked_blocks\":%llu,\"lost_blocks\":%llu,\"lease_ms\":%llu,"
 	       "\"blocked\":%llu,\"blocked_p99_ms\":%.3f,\"blocked_max_ms\":%.3f,"
 	       "\"stalls\":%llu,\"stall_p50_ms\":%.3f,\"stall_p99_ms\":%.3f,"
-	       "\"stall_max_ms\":%.3f,"
+	       "\"stall_max_ms\":%.3f,\"first_repair_end_us\":%llu,"
 	       "\"reads_per_op\":%.3f,\"writes_per_op\":%.3f,\"cas_per_op\":%.3f,"
 	       "\"read_bytes_per_op\":%.1f,\"write_bytes_per_op\":%.1f",
 	       (unsigned long long)res->leaked, (unsigned long long)res->lost,
@@ -338,7 +342,9 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	       (unsigned long long)res->blocked, res->blocked_p99_us / 1000.0,
 	       res->blocked_max_us / 1000.0, (unsigned long long)res->stalls,
 	       res->stall_p50_us / 1000.0, res->stall_p99_us / 1000.0,
-	       res->stall_max_us / 1000.0, per_op(res->st.reads, res->ops),
+	       res->stall_max_us / 1000.0,
+	       (unsigned long long)res->repair_end_us,
+	       per_op(res->st.reads, res->ops),
 	       per_op(res->st.writes, res->ops), per_op(res->st.cas, res->ops),
 	       per_op(res->st.bytes_read, res->ops),
 	       per_op(res->st.bytes_written, res->ops));

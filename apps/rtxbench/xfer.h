@@ -55,7 +55,8 @@ struct xfer_rec {
 	uint64_t blocked_p99_us, blocked_max_us;
 	uint64_t stalls;            /* transfers that repaired something */
 	uint64_t stall_p50_us, stall_p99_us, stall_max_us;
-	uint64_t pad[4];
+	uint64_t repair_end_us;     /* CLOCK_REALTIME us: first repairing transfer done */
+	uint64_t pad[3];
 };
 static_assert(sizeof(struct xfer_rec) == 192, "remote layout");
 
@@ -69,6 +70,7 @@ static_assert(sizeof(struct xfer_hdr) == 128, "remote layout");
 /* Per worker thread. */
 struct xfer_wstats {
 	uint64_t ops, aborts, repairs, lock_waits, blocked, stalls;
+	uint64_t repair_end_us;      /* first transfer that repaired: its end */
 	struct bench_lat lat, blocked_lat, stall_lat;
 };
 
@@ -104,6 +106,7 @@ struct xfer_result {
 	uint64_t ops, aborts, blocked;
 	uint64_t blocked_p99_us, blocked_max_us;
 	uint64_t stalls, stall_p50_us, stall_p99_us, stall_max_us;
+	uint64_t repair_end_us;      /* earliest over the nodes, 0: none */
 	struct loco_stats st;        /* summed over the nodes */
 	uint64_t leaked, lost;
 	uint64_t dead;               /* node ids found dead */
@@ -111,6 +114,7 @@ struct xfer_result {
 };
 
 uint64_t xfer_realtime_ms(void);
+uint64_t xfer_realtime_us(void);
 uint64_t xfer_rng(uint64_t *s);
 /* Record one committed transfer of worker W at CLOCK_REALTIME ms NOW. */
 void xfer_tick(struct xfer *xf, uint64_t now_ms);

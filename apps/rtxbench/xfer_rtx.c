@@ -157,6 +157,8 @@ static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
 	if (s1.repairs != s0.repairs) {
 		ws->stalls++;
 		bench_lat_add(&ws->stall_lat, t1 - t0);
+		if (!ws->repair_end_us)
+			ws->repair_end_us = xfer_realtime_us();
 	}
 	xfer_tick(xf, xfer_realtime_ms());
 	return 0;
