@@ -3,9 +3,14 @@
 # `meson install` into a scratch DESTDIR, then, as an outside user would:
 # every installed header compiles on its own (included as <loco/...>), and
 # a program built with `pkg-config --cflags --libs loco-rtx` links and runs.
-#   install_test.sh BUILDDIR
+#   install_test.sh BUILDDIR [SANITIZE]
+# SANITIZE: the build's b_sanitize (none, address,undefined, thread): an
+# instrumented library needs the program built with the same runtime.
 set -eu
 build=$1
+san=${2:-none}
+sanflags=
+[ "$san" = none ] || sanflags=-fsanitize=$san
 dest=$(mktemp -d /tmp/loco-install-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
 
@@ -43,7 +48,7 @@ int main(void)
 	return s && *s ? 0 : 1;
 }
 C
-cc -std=c11 $cflags "$dest/user.c" -o "$dest/user" $libs
+cc -std=c11 $sanflags $cflags "$dest/user.c" -o "$dest/user" $libs
 libdir=$(dirname "$(find "$dest" -name 'libloco.so' | head -n1)")
 out=$(LD_LIBRARY_PATH=$libdir "$dest/user")
 [ -n "$out" ] || { echo "install_test: the program printed nothing"; exit 1; }
