@@ -43,8 +43,11 @@ def parse(argv):
 
 def run_once(run_args):
     cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
+    # loco-run's own --timeout ends a hung cluster first; this is a backstop
+    # (scaled like loco-run's in sanitizer builds).
+    scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=300)
+                       timeout=300 * scale)
     out = p.stdout.decode(errors="replace")
     err = p.stderr.decode(errors="replace")
     for line in out.splitlines():
