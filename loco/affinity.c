@@ -47,7 +47,7 @@ unsigned loco_core_index(unsigned rank, unsigned count, uint64_t k,
 }
 
 /* -errno after a failed hwloc call (which may leave errno 0). */
-static int hwloc_err(void)
+static int errno_or_eio(void)
 {
 	return errno ? -errno : -EIO;
 }
@@ -60,10 +60,10 @@ static int topo_load(hwloc_topology_t *out)
 
 	errno = 0;
 	if (hwloc_topology_init(&topo))
-		return hwloc_err();
+		return errno_or_eio();
 	if (hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING) ||
 	    hwloc_topology_load(topo)) {
-		int rc = hwloc_err();
+		int rc = errno_or_eio();
 
 		hwloc_topology_destroy(topo);
 		return rc;
@@ -179,14 +179,27 @@ void loco_affinity_close(struct loco_affinity *aff)
 	free(aff);
 }
 
+/* One line saying where this node's threads will go. */
+static void affinity_report(struct loco_mgr *mgr, const struct loco_affinity *aff)
+{
+	const char *host = mgr->hosts.node[mgr->id].host;
+
+	if (aff->device)
+		loco_info(AFF_LOG, "binding each thread to one of %u cores (%u "
+			  "near the %s device); rank %u of %u nodes on %s",
+			  aff->ncores, aff->near, mgr->tp_ops->name, aff->rank,
+			  aff->count, host);
+	else
+		loco_info(AFF_LOG, "binding each thread to one of %u cores; "
+			  "rank %u of %u nodes on %s", aff->ncores, aff->rank,
+			  aff->count, host);
+}
+
 int loco_affinity_open(struct loco_mgr *mgr, struct loco_affinity **out)
 {
 	struct loco_affinity *aff = calloc(1, sizeof(*aff));
-	int rc;
+	int rc = aff ? topo_load(&aff->topo) : -ENOMEM;
 
-	if (!aff)
-		return -ENOMEM;
-	rc = topo_load(&aff->topo);
 	if (rc) {
 		loco_warn(AFF_LOG, "--cpu-bind core: cannot read this machine's "
 			  "topology (hwloc: %s): threads run unbound", strerror(-rc));
@@ -199,15 +212,7 @@ int loco_affinity_open(struct loco_mgr *mgr, struct loco_affinity **out)
 		goto close;
 	}
 	loco_host_rank(&mgr->hosts, mgr->id, &aff->rank, &aff->count);
-	if (aff->device)
-		loco_info(AFF_LOG, "binding threads to %u cores, %u of them near "
-			  "the %s device; node %u of %u on %s", aff->ncores,
-			  aff->near, mgr->tp_ops->name, aff->rank, aff->count,
-			  mgr->hosts.node[mgr->id].host);
-	else
-		loco_info(AFF_LOG, "binding threads to %u cores; node %u of %u "
-			  "on %s", aff->ncores, aff->rank, aff->count,
-			  mgr->hosts.node[mgr->id].host);
+	affinity_report(mgr, aff);
 	*out = aff;
 	return 0;
 close:
