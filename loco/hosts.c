@@ -377,7 +377,10 @@ const char *loco_role_name(enum loco_role role)
 
 /* ---- node options -------------------------------------------------------- */
 
-enum opt_key { OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_NR };
+enum opt_key {
+	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
+	OPT_NR
+};
 
 static const struct opt_def {
 	const char *flag;
@@ -388,6 +391,7 @@ static const struct opt_def {
 	[OPT_TRANSPORT] = { "--transport", "LOCO_TRANSPORT" },
 	[OPT_TIMEOUT] = { "--timeout-ms", "LOCO_TIMEOUT_MS" },
 	[OPT_ARENA] = { "--arena-mb", "LOCO_ARENA_MB" },
+	[OPT_CPU_BIND] = { "--cpu-bind", "LOCO_CPU_BIND" },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs" };
@@ -490,6 +494,22 @@ static int opt_transport(const char *src, const char *s, char *dst, size_t len,
 	return -EINVAL;
 }
 
+static int opt_cpu_bind(const char *src, const char *s, int *dst, char *err,
+			size_t errlen)
+{
+	if (strcmp(s, "none") == 0) {
+		*dst = LOCO_CPU_BIND_NONE;
+		return 0;
+	}
+	if (strcmp(s, "core") == 0) {
+		*dst = LOCO_CPU_BIND_CORE;
+		return 0;
+	}
+	set_err(err, errlen,
+		"%s: unknown CPU binding '%s' (expected none or core)", src, s);
+	return -EINVAL;
+}
+
 /* Checks each value present in VAL and stores it into O. */
 static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		      const char *src[OPT_NR], char *err, size_t errlen)
@@ -533,6 +553,12 @@ static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 			return ret;
 		o->arena_bytes = (uint64_t)n << 20;
 	}
+	if (val[OPT_CPU_BIND]) {
+		ret = opt_cpu_bind(src[OPT_CPU_BIND], val[OPT_CPU_BIND],
+				   &o->cpu_bind, err, errlen);
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 
@@ -544,6 +570,7 @@ int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		.transport = "shm",
 		.timeout_ms = 10000,
 		.arena_bytes = UINT64_C(256) << 20,
+		.cpu_bind = LOCO_CPU_BIND_NONE,
 	};
 	const char *val[OPT_NR] = { NULL };
 	const char *src[OPT_NR] = { NULL };

@@ -72,6 +72,12 @@ int loco_hosts_check_self(const struct loco_hosts *hosts, int id, char *err,
 /* Human name of a role ("compute", "memory"). */
 const char *loco_role_name(enum loco_role role);
 
+/* Thread placement (--cpu-bind / LOCO_CPU_BIND). */
+enum loco_cpu_bind {
+	LOCO_CPU_BIND_NONE = 0, /* leave threads where the OS puts them */
+	LOCO_CPU_BIND_CORE = 1, /* loco_thread_create binds its caller to a core */
+};
+
 /* Node options, from the command line first, then the environment. */
 struct loco_opts {
 	int node_id;                 /* --id N / LOCO_NODE_ID; -1 if unset */
@@ -79,13 +85,16 @@ struct loco_opts {
 	char transport[32];          /* --transport T / LOCO_TRANSPORT; default "shm" */
 	int timeout_ms;              /* --timeout-ms / LOCO_TIMEOUT_MS; default 10000 */
 	uint64_t arena_bytes;        /* --arena-mb / LOCO_ARENA_MB; default 256 MiB */
+	int cpu_bind;                /* --cpu-bind / LOCO_CPU_BIND: enum loco_cpu_bind;
+				      * default none */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
- * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`)
- * are removed from ARGV and *ARGC updated, so the program parses the rest.
- * Returns 0, or -EINVAL with "what is wrong" in ERR (bad number, missing
- * value, unknown transport, missing id or hosts file). */
+ * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
+ * `--cpu-bind none|core`) are removed from ARGV and *ARGC updated, so the
+ * program parses the rest. Returns 0, or -EINVAL with "what is wrong" in
+ * ERR (bad number, missing value, unknown transport or CPU binding, missing
+ * id or hosts file). */
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		    size_t errlen);
 

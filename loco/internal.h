@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "loco/affinity.h"
 #include "loco/channel.h"
 #include "loco/loco.h"
 #include "loco/transport/transport.h"
@@ -35,6 +36,7 @@ struct loco_thread {
 	struct loco_stats st;
 	struct loco_qp *qp[LOCO_MAX_NODES];
 	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
+	int cpu;              /* first CPU of its binding, -1 if not bound */
 	struct loco_thread *next;
 };
 
@@ -110,6 +112,7 @@ struct loco_mgr {
 	bool joiner_started;
 	_Atomic bool stopping;
 	struct loco_history *history; /* NULL unless recording */
+	struct loco_affinity *aff;    /* NULL unless --cpu-bind core works */
 };
 
 /* region.c */

@@ -109,10 +109,21 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 
 /* ---- threads, ack keys ------------------------------------------------ */
 
+/* Thread context for the calling OS thread. With --cpu-bind core
+ * (loco_opts.cpu_bind) it also binds the calling thread to one core: the
+ * k-th context of a node gets core (r + k*n) mod ncores of the cores its
+ * process may use, those near the transport's device first (verbs: the
+ * NIC's), where n nodes of the hosts file share this node's host string
+ * and r is its rank among them by id. The binding outlives the context;
+ * threads the caller creates afterwards inherit it. A binding the OS
+ * refuses is a warning, not an error. */
 int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out);
 /* Waits (bounded) for the thread's outstanding ops, then frees it. */
 void loco_thread_destroy(struct loco_thread *thr);
 struct loco_mgr *loco_thread_mgr(const struct loco_thread *thr);
+/* The first CPU of the core loco_thread_create bound THR's OS thread to,
+ * or -1 when it did not bind it (--cpu-bind none, or the OS refused). */
+int loco_thread_cpu(const struct loco_thread *thr);
 
 /* Completion handle for async ops, valid only on the posting thread: the
  * set of peers involved and the last ticket it covers. */

@@ -139,6 +139,9 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 	int rc = load_config(mgr, opts);
 	if (!rc)
 		rc = transport_open(mgr);
+	/* A node that cannot bind its threads still works (warned). */
+	if (!rc && opts->cpu_bind == LOCO_CPU_BIND_CORE)
+		loco_affinity_open(mgr, &mgr->aff);
 	if (!rc)
 		rc = loco_ctrl_start(mgr);
 	const char *hist = getenv("LOCO_HISTORY");
@@ -165,6 +168,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 	loco_thread_retire_all(mgr);
 	loco_history_close(mgr);
 	loco_arena_free_all(mgr);
+	loco_affinity_close(mgr->aff);
 	if (mgr->tp)
 		mgr->tp_ops->close(mgr->tp);
 	locks_fini(mgr);

@@ -51,6 +51,7 @@ int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
 		return rc;
 	}
 	thr->mgr = mgr;
+	thr->cpu = mgr->aff ? loco_affinity_bind(mgr->aff) : -1;
 	pthread_mutex_init(&thr->lock, NULL);
 	pthread_mutex_lock(&mgr->thr_lock);
 	thr->next = mgr->threads;
@@ -63,6 +64,11 @@ int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
 struct loco_mgr *loco_thread_mgr(const struct loco_thread *thr)
 {
 	return thr->mgr;
+}
+
+int loco_thread_cpu(const struct loco_thread *thr)
+{
+	return thr->cpu;
 }
 
 static void stats_add(struct loco_stats *dst, const struct loco_stats *s)

@@ -10,6 +10,7 @@
 #ifndef LOCO_TRANSPORT_H
 #define LOCO_TRANSPORT_H
 
+#include <hwloc.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,6 +95,12 @@ struct loco_transport_ops {
 	 * every outstanding request as failed and posts no more to QP.
 	 * Caller: the thread that polls the QP's CQ. */
 	void (*qp_abort)(struct loco_tp_qp *qp);
+	/* Optional, NULL without a device (shm, shm-weak): the CPUs close to
+	 * the transport's device into SET, for thread placement (--cpu-bind
+	 * core puts threads on those cores first). TOPO is this machine's
+	 * loaded topology. Returns 0 or -errno. */
+	int (*local_cpus)(struct loco_tp *tp, hwloc_topology_t topo,
+			  hwloc_cpuset_t set);
 };
 
 extern const struct loco_transport_ops loco_shm_ops;

@@ -19,6 +19,7 @@
  * - post: one chain, one ibv_post_send (doorbell batching); poll: completions
  *   are retired in post order per QP (verbs_wr.c), on the posting thread. */
 #include "loco/transport/verbs_int.h"
+#include <hwloc/openfabrics-verbs.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1077,6 +1078,19 @@ static int verbs_poll(struct loco_tp_cq *c, struct loco_cqe *out, unsigned max)
 	return (int)n;
 }
 
+/* The NIC's local CPUs (sysfs local_cpus; every CPU where the kernel
+ * does not say). */
+static int verbs_local_cpus(struct loco_tp *tp, hwloc_topology_t topo,
+			    hwloc_cpuset_t set)
+{
+	if (hwloc_ibv_get_device_cpuset(topo, tp->ctx->device, set)) {
+		int e = errno;
+		loco_warn(VERBS_LOG, "local CPUs of %s: %s", tp->devname, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
 const struct loco_transport_ops loco_verbs_ops = {
 	.name = "verbs",
 	.open = verbs_open,
@@ -1094,4 +1108,5 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.post = verbs_post,
 	.poll = verbs_poll,
 	.qp_abort = verbs_qp_abort,
+	.local_cpus = verbs_local_cpus,
 };

@@ -48,8 +48,18 @@ static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
 	rundir_at_exit(c->run_dir);
+	/* LOCO_CPU_BIND applies, through loco_opts_parse as in a program. */
+	char *argv[] = { "cluster1", "--id", "0", "--hosts", c->hosts, NULL };
+	int argc = 5;
+	struct loco_opts env;
+	char err[256];
+	if (loco_opts_parse(&env, &argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "cluster1: %s\n", err);
+		return -EINVAL;
+	}
 	struct loco_opts o = { .node_id = 0, .timeout_ms = timeout_ms,
-			       .arena_bytes = 16 << 20 };
+			       .arena_bytes = 16 << 20,
+			       .cpu_bind = env.cpu_bind };
 	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
 	snprintf(o.transport, sizeof(o.transport), "%s",
 		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");

@@ -420,7 +420,7 @@ END_TEST
 
 static const char *const env_names[] = {
 	"LOCO_NODE_ID", "LOCO_HOSTS", "LOCO_TRANSPORT", "LOCO_TIMEOUT_MS",
-	"LOCO_ARENA_MB",
+	"LOCO_ARENA_MB", "LOCO_CPU_BIND",
 };
 
 static void clear_env(void)
@@ -486,7 +486,36 @@ START_TEST(opts_defaults)
 	ck_assert_str_eq(o.transport, "shm");
 	ck_assert_int_eq(o.timeout_ms, 10000);
 	ck_assert_uint_eq(o.arena_bytes, UINT64_C(256) << 20);
+	ck_assert_int_eq(o.cpu_bind, LOCO_CPU_BIND_NONE);
 	ck_assert_int_eq(argc, 1);
+}
+END_TEST
+
+START_TEST(opts_cpu_bind)
+{
+	char *both[] = { "prog", "--id", "0", "--cpu-bind", "core", "x",
+			 "--hosts", "h", NULL };
+	char *inline_none[] = { "prog", "--id", "0", "--hosts", "h",
+				"--cpu-bind=none", NULL };
+	char *plain[] = { "prog", "--id", "0", "--hosts", "h", NULL };
+	int argc = ARGC(both);
+	struct loco_opts o;
+	char err[ERRLEN];
+
+	ck_assert_int_eq(loco_opts_parse(&o, &argc, both, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.cpu_bind, LOCO_CPU_BIND_CORE);
+	ck_assert_int_eq(argc, 2);
+	ck_assert_str_eq(both[1], "x");
+
+	/* The command line wins over the environment, which fills the rest. */
+	setenv("LOCO_CPU_BIND", "core", 1);
+	argc = ARGC(inline_none);
+	ck_assert_int_eq(loco_opts_parse(&o, &argc, inline_none, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.cpu_bind, LOCO_CPU_BIND_NONE);
+	ck_assert_int_eq(argc, 1);
+	argc = ARGC(plain);
+	ck_assert_int_eq(loco_opts_parse(&o, &argc, plain, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.cpu_bind, LOCO_CPU_BIND_CORE);
 }
 END_TEST
 
@@ -617,6 +646,11 @@ static const struct bad_opt bad_opts[] = {
 	{ NULL, "LOCO_ARENA_MB=+4", "LOCO_ARENA_MB: bad arena size in MiB '+4'" },
 	{ NULL, "LOCO_TRANSPORT=tcp",
 	  "LOCO_TRANSPORT: unknown transport 'tcp' (expected shm, shm-weak or verbs)" },
+	{ "--cpu-bind=socket", NULL,
+	  "--cpu-bind: unknown CPU binding 'socket' (expected none or core)" },
+	{ "--cpu-bind=", NULL, "--cpu-bind: unknown CPU binding ''" },
+	{ NULL, "LOCO_CPU_BIND=Core",
+	  "LOCO_CPU_BIND: unknown CPU binding 'Core' (expected none or core)" },
 };
 
 START_TEST(opts_bad_values)
@@ -706,6 +740,7 @@ static Suite *hosts_suite(void)
 	tcase_add_test(tc, opts_argv_both_forms);
 	tcase_add_test(tc, opts_other_forms);
 	tcase_add_test(tc, opts_defaults);
+	tcase_add_test(tc, opts_cpu_bind);
 	tcase_add_test(tc, opts_last_wins_and_lookalikes);
 	tcase_add_test(tc, opts_double_dash);
 	tcase_add_test(tc, opts_env);
