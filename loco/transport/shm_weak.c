@@ -30,6 +30,7 @@
 #define WQ_CAP (2 * LOCO_QP_DEPTH)      /* queued, not yet executed */
 #define UNPLACED_CAP (2 * LOCO_QP_DEPTH) /* executed WRITEs not yet placed */
 #define IDLE_SPIN_NS 50000  /* busy-poll this long before yielding */
+#define OWNER_POLL_NS 20000 /* a CQ polled this recently executes its own */
 
 struct weak_wr {
 	struct loco_wr wr;
@@ -54,6 +55,8 @@ struct weak_qp {
 	struct unplaced up[UNPLACED_CAP];
 	unsigned uhead, ucount;
 	struct weak_cq *cq;
+	_Atomic bool unplaced;   /* hints for the NIC: ucount != 0, */
+	_Atomic bool queued;     /* qcount != 0 */
 	struct loco_tp_qp *owner;
 	uint64_t rng;            /* delays drawn at post, under lock */
 	struct weak_qp *next;    /* NIC's list */
@@ -68,6 +71,7 @@ struct weak_cq {
 	pthread_spinlock_t lock;
 	struct weak_cqe *ring;
 	unsigned head, count, cap;
+	_Atomic uint64_t polled_ns;  /* last poll (coarse): the owner helps */
 };
 
 struct weak_nic {
@@ -76,7 +80,7 @@ struct weak_nic {
 	pthread_cond_t wake;
 	struct weak_qp *qps;
 	_Atomic bool stop;
-	_Atomic unsigned posted;     /* bumped on post to wake an idle NIC */
+	_Atomic bool asleep;         /* NIC about to wait or waiting on wake */
 	_Atomic uint64_t qp_serial;  /* seeds per-QP generators */
 	uint64_t seed;
 	uint64_t rng;                /* NIC thread only */
@@ -168,6 +172,10 @@ static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 {
 	struct weak_cq *cq = tcq->weak;
 	uint64_t now = now_ns();
+	/* Relaxed: a hint for the NIC thread (owner_polling), refreshed at
+	 * most every 2 us so that the line it sits on stays mostly shared. */
+	if (now - atomic_load_explicit(&cq->polled_ns, memory_order_relaxed) > 2000)
+		atomic_store_explicit(&cq->polled_ns, now, memory_order_relaxed);
 	weak_help(tcq, now);
 	unsigned n = 0;
 	pthread_spin_lock(&cq->lock);
@@ -199,6 +207,8 @@ static void unplaced_pop(struct weak_qp *qp)
 	free(u->done);
 	qp->uhead = (qp->uhead + 1) % UNPLACED_CAP;
 	qp->ucount--;
+	/* Relaxed: a hint (qp->lock orders the queue itself). */
+	atomic_store_explicit(&qp->unplaced, qp->ucount != 0, memory_order_relaxed);
 }
 
 /* Place one random piece of the oldest unplaced WRITE (qp->lock held).
@@ -248,6 +258,8 @@ static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 				    defer % (nic->place_ns + 1);
 	u->place_after = now_ns() + defer;
 	qp->ucount++;
+	/* Relaxed: a hint (qp->lock orders the queue itself). */
+	atomic_store_explicit(&qp->unplaced, true, memory_order_relaxed);
 	return 0;
 }
 
@@ -311,19 +323,37 @@ static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 	}
 	qp->qhead = (qp->qhead + 1) % WQ_CAP;
 	qp->qcount--;
+	/* Relaxed: a hint (qp->lock orders the queue itself). */
+	atomic_store_explicit(&qp->queued, qp->qcount != 0, memory_order_relaxed);
 	return rc;
 }
 
 enum { NIC_IDLE, NIC_WAITING, NIC_PROGRESS };
 
+/* True while QP's owner thread keeps polling its CQ: it then executes its
+ * due requests itself (weak_help, same rules), and the NIC thread leaves
+ * them alone, so that the two do not pull the QP's lines back and forth
+ * for every request. The NIC still places the QP's WRITEs. */
+static bool owner_polling(const struct weak_qp *qp, uint64_t now)
+{
+	/* Relaxed: a hint; stale values only move work between threads. */
+	uint64_t t = atomic_load_explicit(&qp->cq->polled_ns, memory_order_relaxed);
+	return now < t + OWNER_POLL_NS;
+}
+
 /* One NIC step on QP: maybe execute its head, maybe place a piece. */
 static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 {
 	int state = NIC_IDLE;
+	bool owner = owner_polling(qp, now);
+	/* Relaxed: hints, rechecked under the lock. */
+	if (owner && !atomic_load_explicit(&qp->unplaced, memory_order_relaxed))
+		return atomic_load_explicit(&qp->queued, memory_order_relaxed) ?
+		       NIC_WAITING : NIC_IDLE;
 	/* A QP being posted to or helped right now is visited next pass. */
 	if (pthread_spin_trylock(&qp->lock))
 		return NIC_WAITING;
-	if (qp->qcount && qp->q[qp->qhead].not_before <= now &&
+	if (!owner && qp->qcount && qp->q[qp->qhead].not_before <= now &&
 	    (rng_next(&nic->rng) & 3) != 0) {
 		if (exec_head(nic, &nic->rng, qp, now))
 			loco_err("shm-weak", "completion queue: out of memory");
@@ -379,7 +409,22 @@ static void cpu_relax(unsigned n)
 	}
 }
 
-static void nic_idle(struct weak_nic *nic, unsigned seen)
+/* True if some QP has requests queued or WRITEs unplaced (hints). */
+static bool nic_has_work(struct weak_nic *nic)
+{
+	for (struct weak_qp *q = nic->qps; q; q = q->next)
+		/* Relaxed: ordered by the fences in nic_idle and weak_post. */
+		if (atomic_load_explicit(&q->queued, memory_order_relaxed) ||
+		    atomic_load_explicit(&q->unplaced, memory_order_relaxed))
+			return true;
+	return false;
+}
+
+/* Sleep until a post wakes us (or 1 ms). ASLEEP is set before the last
+ * look at the queues, and a poster reads it after queueing, each behind a
+ * seq_cst fence: either we see its request or it sees ASLEEP and wakes
+ * us, so no request waits for the timeout. */
+static void nic_idle(struct weak_nic *nic)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -389,9 +434,16 @@ static void nic_idle(struct weak_nic *nic, unsigned seen)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&nic->list_lock);
-	/* Relaxed: a post that races with this check is seen within 1 ms. */
-	if (atomic_load_explicit(&nic->posted, memory_order_relaxed) == seen)
+	/* Relaxed store, then a seq_cst fence: pairs with the fence in
+	 * weak_post (store queue, fence, load ASLEEP). */
+	atomic_store_explicit(&nic->asleep, true, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Relaxed: stop is a flag; join() orders the rest. */
+	if (!nic_has_work(nic) &&
+	    !atomic_load_explicit(&nic->stop, memory_order_relaxed))
 		pthread_cond_timedwait(&nic->wake, &nic->list_lock, &ts);
+	/* Relaxed: only the fences above order the hand-over. */
+	atomic_store_explicit(&nic->asleep, false, memory_order_relaxed);
 	pthread_mutex_unlock(&nic->list_lock);
 }
 
@@ -402,8 +454,6 @@ static void *nic_main(void *arg)
 	unsigned idle = 0;
 	/* Relaxed: stop is a flag; join() orders the rest. */
 	while (!atomic_load_explicit(&nic->stop, memory_order_relaxed)) {
-		unsigned seen = atomic_load_explicit(&nic->posted,
-						     memory_order_relaxed); /* wake hint */
 		int state = nic_pass(nic);
 		if (state == NIC_PROGRESS) {
 			idle = 0;
@@ -422,7 +472,7 @@ static void *nic_main(void *arg)
 			sched_yield();
 			continue;
 		}
-		nic_idle(nic, seen);
+		nic_idle(nic);
 	}
 	return NULL;
 }
@@ -586,6 +636,8 @@ static void weak_qp_abort(struct loco_tp_qp *tqp)
 	pthread_spin_lock(&qp->lock);
 	qp->qhead = 0;
 	qp->qcount = 0;
+	/* Relaxed: a hint (qp->lock orders the queue itself). */
+	atomic_store_explicit(&qp->queued, false, memory_order_relaxed);
 	pthread_spin_unlock(&qp->lock);
 }
 
@@ -614,9 +666,18 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 			w->not_before = prev;
 		prev = w->not_before;
 	}
+	/* Relaxed: a hint; the fence below publishes it to a sleeping NIC. */
+	atomic_store_explicit(&qp->queued, true, memory_order_relaxed);
 	pthread_spin_unlock(&qp->lock);
-	/* Relaxed: only a wake-up hint for an idle NIC. */
-	atomic_fetch_add_explicit(&nic->posted, 1, memory_order_relaxed);
+	/* Pairs with the fence in nic_idle: the NIC sees QUEUED or we see
+	 * ASLEEP. Reading ASLEEP (a line the NIC rarely writes) keeps posting
+	 * free of a shared counter. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&nic->asleep, memory_order_relaxed)) {
+		pthread_mutex_lock(&nic->list_lock);
+		pthread_cond_signal(&nic->wake);
+		pthread_mutex_unlock(&nic->list_lock);
+	}
 	return 0;
 }
 
