@@ -2,12 +2,51 @@
 #include "apps/common/local.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* The private cluster of this process, for the exit handler: a program
+ * that leaves by exit() (--help, a fatal error) must not leave its hosts
+ * file and run directory behind. */
+static struct local_node *active;
+
+/* Remove the private run directory with whatever the node left in it
+ * (arena files when the manager was not destroyed). */
+static void remove_run_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[512];
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+static void private_cleanup(struct local_node *ln)
+{
+	if (ln->hosts[0])
+		unlink(ln->hosts);
+	if (ln->run_dir[0])
+		remove_run_dir(ln->run_dir);
+	ln->hosts[0] = ln->run_dir[0] = 0;
+}
+
+static void cleanup_at_exit(void)
+{
+	if (active)
+		private_cleanup(active);
+}
 
 static int free_port(void)
 {
@@ -68,25 +107,34 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 	if (!clustered && private_cluster(ln, tp)) {
 		fprintf(stderr, "%s: cannot set up a private one-node cluster\n",
 			prog);
+		private_cleanup(ln);
 		return 1;
+	}
+	if (!clustered) {
+		static bool registered;
+		active = ln;
+		if (!registered && !atexit(cleanup_at_exit))
+			registered = true;
 	}
 	if (loco_opts_parse(&o, argc, argv, err, sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		local_node_stop(ln);
 		return 2;
 	}
-	return loco_mgr_create(&o, &ln->mgr) ? 1 : 0;
+	if (loco_mgr_create(&o, &ln->mgr)) {
+		local_node_stop(ln);
+		return 1;
+	}
+	return 0;
 }
 
 void local_node_stop(struct local_node *ln)
 {
 	loco_mgr_destroy(ln->mgr);
 	ln->mgr = NULL;
-	if (ln->hosts[0])
-		unlink(ln->hosts);
-	if (ln->run_dir[0])
-		rmdir(ln->run_dir);
-	ln->hosts[0] = ln->run_dir[0] = 0;
+	private_cleanup(ln);
+	if (active == ln)
+		active = NULL;
 }
 
 int local_main(const struct local_prog *p, void *arg, int argc, char **argv)
