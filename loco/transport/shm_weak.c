@@ -413,17 +413,19 @@ static void cpu_relax(unsigned n)
 static bool nic_has_work(struct weak_nic *nic)
 {
 	for (struct weak_qp *q = nic->qps; q; q = q->next)
-		/* Relaxed: ordered by the fences in nic_idle and weak_post. */
-		if (atomic_load_explicit(&q->queued, memory_order_relaxed) ||
+		/* Seq_cst QUEUED: pairs with weak_post (see nic_idle). Relaxed
+		 * UNPLACED: only the NIC creates unplaced WRITEs, or a poller
+		 * that then places them itself. */
+		if (atomic_load_explicit(&q->queued, memory_order_seq_cst) ||
 		    atomic_load_explicit(&q->unplaced, memory_order_relaxed))
 			return true;
 	return false;
 }
 
-/* Sleep until a post wakes us (or 1 ms). ASLEEP is set before the last
- * look at the queues, and a poster reads it after queueing, each behind a
- * seq_cst fence: either we see its request or it sees ASLEEP and wakes
- * us, so no request waits for the timeout. */
+/* Sleep until a post wakes us (or 1 ms). We store ASLEEP, then look at
+ * the QUEUED hints; a poster stores QUEUED, then reads ASLEEP; all four
+ * accesses are seq_cst (Dekker): either we see its request or it sees
+ * ASLEEP and wakes us, so no request waits for the timeout. */
 static void nic_idle(struct weak_nic *nic)
 {
 	struct timespec ts;
@@ -434,15 +436,13 @@ static void nic_idle(struct weak_nic *nic)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&nic->list_lock);
-	/* Relaxed store, then a seq_cst fence: pairs with the fence in
-	 * weak_post (store queue, fence, load ASLEEP). */
-	atomic_store_explicit(&nic->asleep, true, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
+	/* Seq_cst: pairs with the load of ASLEEP in weak_post. */
+	atomic_store_explicit(&nic->asleep, true, memory_order_seq_cst);
 	/* Relaxed: stop is a flag; join() orders the rest. */
 	if (!nic_has_work(nic) &&
 	    !atomic_load_explicit(&nic->stop, memory_order_relaxed))
 		pthread_cond_timedwait(&nic->wake, &nic->list_lock, &ts);
-	/* Relaxed: only the fences above order the hand-over. */
+	/* Relaxed: a late false only costs a poster a needless signal. */
 	atomic_store_explicit(&nic->asleep, false, memory_order_relaxed);
 	pthread_mutex_unlock(&nic->list_lock);
 }
@@ -666,14 +666,12 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 			w->not_before = prev;
 		prev = w->not_before;
 	}
-	/* Relaxed: a hint; the fence below publishes it to a sleeping NIC. */
-	atomic_store_explicit(&qp->queued, true, memory_order_relaxed);
+	/* Seq_cst: pairs with nic_idle (store ASLEEP, load QUEUED). */
+	atomic_store_explicit(&qp->queued, true, memory_order_seq_cst);
 	pthread_spin_unlock(&qp->lock);
-	/* Pairs with the fence in nic_idle: the NIC sees QUEUED or we see
-	 * ASLEEP. Reading ASLEEP (a line the NIC rarely writes) keeps posting
-	 * free of a shared counter. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&nic->asleep, memory_order_relaxed)) {
+	/* Seq_cst: the NIC sees QUEUED or we see ASLEEP. Reading ASLEEP (a
+	 * line the NIC rarely writes) keeps posting free of a shared counter. */
+	if (atomic_load_explicit(&nic->asleep, memory_order_seq_cst)) {
 		pthread_mutex_lock(&nic->list_lock);
 		pthread_cond_signal(&nic->wake);
 		pthread_mutex_unlock(&nic->list_lock);
