@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "apps/common/pool.h"
+#include "apps/common/opts.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -180,4 +181,18 @@ int bench_pool_total(struct bench_pool *p, uint64_t ops, uint64_t *sum)
 	if (!rc)
 		rc = loco_barrier_wait(&p->bar, p->thr, -1);
 	return rc ? rc : loco_atomic_var_read(&p->total, p->thr, sum);
+}
+
+int bench_pool_opt(int c, const char *s, unsigned *threads, double *duration,
+		   char *expect)
+{
+	uint64_t v;
+	if (c == 'd')
+		return bench_parse_double(s, 0.001, 86400, duration, expect);
+	if (c != 't')
+		return 1;
+	if (bench_parse_u64(s, 1, 64, &v, expect))
+		return -1;
+	*threads = (unsigned)v;
+	return 0;
 }

@@ -69,6 +69,12 @@ int bench_pool_run(struct bench_pool *p);
  * Returns 0 or -ENOMEM. */
 int bench_pool_result(struct bench_pool *p, struct bench_result *r);
 
+/* The options every pool program has: --threads (C 't', 1..64) into
+ * *THREADS and --duration (C 'd', seconds) into *DURATION. Returns 0, -1
+ * on a bad value (EXPECT as for bench_opt_fn), 1 if C is neither. */
+int bench_pool_opt(int c, const char *s, unsigned *threads, double *duration,
+		   char *expect);
+
 /* For REPORT: the calls that found nothing to do. */
 uint64_t bench_pool_empty(const struct bench_pool *p);
 

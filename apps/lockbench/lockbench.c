@@ -56,14 +56,10 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
 	uint64_t v;
+	int rc = bench_pool_opt(c, s, &o->threads, &o->duration, expect);
+	if (rc <= 0)
+		return rc;
 	switch (c) {
-	case 't':
-		if (bench_parse_u64(s, 1, 64, &v, expect))
-			return -1;
-		o->threads = (unsigned)v;
-		return 0;
-	case 'd':
-		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
 	case 'm':
 		if (bench_parse_u64(s, 0, INT_MAX, &v, expect))
 			return -1;

@@ -46,22 +46,13 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
 	uint64_t v;
-	switch (c) {
-	case 't':
-		if (bench_parse_u64(s, 1, 64, &v, expect))
-			return -1;
-		o->threads = (unsigned)v;
-		return 0;
-	case 'd':
-		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
-	case 's':
-		if (bench_parse_u64(s, 1, UINT32_MAX, &v, expect))
-			return -1;
-		o->slots = (uint32_t)v;
-		return 0;
-	default:
+	int rc = bench_pool_opt(c, s, &o->threads, &o->duration, expect);
+	if (rc <= 0)
+		return rc;
+	if (c != 's' || bench_parse_u64(s, 1, UINT32_MAX, &v, expect))
 		return -1;
-	}
+	o->slots = (uint32_t)v;
+	return 0;
 }
 
 static int parse(void *arg, int argc, char **argv)
