@@ -264,10 +264,8 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 			return -LOCO_EMISMATCH;
 		}
 		uint32_t sp = offered[j].space;
-		uint64_t slen = loco_peer_space_len(ch->mgr, peer, sp);
-		uint64_t first = sp == LOCO_SPACE_ARENA ? 64 : 0;
-		if (offered[j].off < first || offered[j].off > slen ||
-		    offered[j].len > slen - offered[j].off) {
+		if (loco_peer_span(ch->mgr, peer, sp, offered[j].off,
+				   offered[j].len)) {
 			snprintf(msg, msglen, "channel %s: node %u offered region "
 				 "'%s' outside its %s", ch->name, peer, e->name,
 				 sp == LOCO_SPACE_ARENA ? "arena" : "device memory");

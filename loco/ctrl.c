@@ -179,7 +179,7 @@ int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
 		/* Relaxed: published by the release below. */
 		atomic_store_explicit(&mgr->peer_dm_len[peer], dm_len,
 				      memory_order_relaxed);
-		/* Release pairs with the acquire in loco_peer_space_len: a
+		/* Release pairs with the acquire in loco_peer_span: a
 		 * thread that sees the length finds the peer in the transport
 		 * and its device-memory length. */
 		atomic_store_explicit(&mgr->peer_arena_len[peer], arena_len,
@@ -187,22 +187,6 @@ int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
 	}
 	pthread_mutex_unlock(&mgr->peer_lock);
 	return rc;
-}
-
-uint64_t loco_peer_space_len(struct loco_mgr *mgr, uint32_t peer,
-			     uint32_t space)
-{
-	if (peer >= LOCO_MAX_NODES)
-		return 0;
-	/* Acquire pairs with the release in loco_peer_add. */
-	uint64_t alen = atomic_load_explicit(&mgr->peer_arena_len[peer],
-					     memory_order_acquire);
-	if (space == LOCO_SPACE_ARENA)
-		return alen;
-	if (space != LOCO_SPACE_DM || !alen)
-		return 0;
-	/* Relaxed: ordered by the acquire above. */
-	return atomic_load_explicit(&mgr->peer_dm_len[peer], memory_order_relaxed);
 }
 
 /* ---- client side --------------------------------------------------------- */

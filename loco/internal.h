@@ -3,6 +3,7 @@
 #ifndef LOCO_INTERNAL_H
 #define LOCO_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -116,11 +117,6 @@ struct loco_mgr {
 };
 
 /* region.c */
-int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     uint64_t *off);
-int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
-		      uint64_t *len);
-void loco_arena_free(struct loco_mgr *mgr, uint64_t off);
 /* Create-or-open NAME (LEN bytes) in this node's arena for a channel's
  * hosted region and count one hold on it. -LOCO_EMISMATCH if it exists
  * with another size, -EEXIST if it is a private region (loco_region_alloc);
@@ -146,10 +142,34 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
 		  size_t desc_len, uint64_t arena_len, uint64_t dm_len);
-/* Length of PEER's memory space SPACE as its hello said: 0 while unknown
- * (and for a space it lacks). Acquire: pairs with loco_peer_add. */
-uint64_t loco_peer_space_len(struct loco_mgr *mgr, uint32_t peer,
-			     uint32_t space);
+
+/* Arena offsets below this are never a region: raddr 0 means null. */
+#define LOCO_ARENA_FIRST 64
+
+/* Whether [OFF, OFF+LEN) lies in PEER's memory SPACE as its hello said
+ * (PEER < LOCO_MAX_NODES): 0; -ENOTCONN before the hello; -EINVAL outside
+ * it, or in a space PEER does not offer (no device memory: length 0). */
+static inline int loco_peer_span(struct loco_mgr *mgr, uint32_t peer,
+				 uint32_t space, uint64_t off, uint64_t len)
+{
+	/* Acquire: pairs with the release in loco_peer_add; once the arena
+	 * length is visible, so are the transport's peer and the DM length. */
+	uint64_t slen = atomic_load_explicit(&mgr->peer_arena_len[peer],
+					     memory_order_acquire);
+	uint64_t first = LOCO_ARENA_FIRST;
+	if (!slen)
+		return -ENOTCONN;
+	if (space == LOCO_SPACE_DM) {
+		/* Relaxed: ordered by the acquire above. */
+		slen = atomic_load_explicit(&mgr->peer_dm_len[peer],
+					    memory_order_relaxed);
+		first = 0;
+	} else if (space != LOCO_SPACE_ARENA) {
+		return -EINVAL;
+	}
+	return slen && off >= first && off <= slen && len <= slen - off ?
+	       0 : -EINVAL;
+}
 
 /* channel.c: control-plane handlers and the join worker. */
 void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,

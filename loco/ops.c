@@ -398,23 +398,15 @@ static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
 			uint64_t off, uint64_t len, bool atomic, uint64_t *space_off)
 {
 	if (!rr || rr->node >= LOCO_MAX_NODES || off > rr->len ||
-	    len > rr->len - off ||
-	    (rr->space != LOCO_SPACE_ARENA && rr->space != LOCO_SPACE_DM))
+	    len > rr->len - off)
 		return -EINVAL;
 	uint64_t at = rr->off + off;
 	if (atomic && (at & 7))
 		return -EINVAL;
-	/* The transport knows the peer once its arena length is visible. */
-	uint64_t slen = loco_peer_space_len(thr->mgr, rr->node, LOCO_SPACE_ARENA);
-	if (!slen)
-		return -ENOTCONN;
-	if (rr->space != LOCO_SPACE_ARENA)
-		slen = loco_peer_space_len(thr->mgr, rr->node, rr->space);
-	uint64_t first = rr->space == LOCO_SPACE_ARENA ? 64 : 0; /* arena 0..63: null */
-	if (at < first || at > slen || len > slen - at)
-		return -EINVAL;
-	*space_off = at;
-	return 0;
+	int rc = loco_peer_span(thr->mgr, rr->node, rr->space, at, len);
+	if (!rc)
+		*space_off = at;
+	return rc;
 }
 
 static struct loco_rregion raddr_region(loco_raddr_t ra)

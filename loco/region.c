@@ -9,7 +9,6 @@
 #include "loco/internal.h"
 
 #define ARENA_ALIGN 64
-#define ARENA_FIRST 64   /* offset 0 is reserved: raddr 0 means null */
 #define DM_ALIGN 8       /* device memory is scarce: 8-byte units (atomics need 8) */
 
 static uint64_t align_up(uint64_t v, uint64_t a)
@@ -28,7 +27,7 @@ static struct space_ref space_of(struct loco_mgr *mgr, uint32_t space)
 {
 	if (space == LOCO_SPACE_DM)
 		return (struct space_ref){ &mgr->dm_allocs, mgr->dm_len, 0, DM_ALIGN };
-	return (struct space_ref){ &mgr->allocs, mgr->arena_len, ARENA_FIRST,
+	return (struct space_ref){ &mgr->allocs, mgr->arena_len, LOCO_ARENA_FIRST,
 				   ARENA_ALIGN };
 }
 
@@ -88,9 +87,9 @@ static int space_zero(struct loco_mgr *mgr, uint32_t space, uint64_t off,
 	return mgr->tp_ops->dm_zero(mgr->tp, off, align_up(len, DM_ALIGN));
 }
 
-/* Reserve LEN zeroed bytes of SPACE under NAME. */
+/* Reserve LEN zeroed bytes of SPACE under NAME; *OUT: its record. */
 static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
-		       uint64_t len, uint64_t *off)
+		       uint64_t len, struct loco_alloc **out)
 {
 	if (!len || strlen(name) >= LOCO_NAME_MAX)
 		return -EINVAL;
@@ -118,35 +117,29 @@ static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
 	if (rc)
 		alloc_unlink(sp.list, rec->off);
 	else
-		*off = rec->off;
+		*out = rec;
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	return rc;
 }
 
-int loco_arena_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     uint64_t *off)
+/* Create-or-open NAME in the arena (alloc_lock held by the caller, so that
+ * lookup and creation are one step): a new region is zeroed and marked
+ * shared. *OUT: its record, also when it exists with another size (the
+ * caller names the mismatch); -EEXIST if it exists as a private region
+ * and PRIVATE_OK is false. */
+static int arena_open_locked(struct loco_mgr *mgr, const char *name,
+			     uint64_t len, bool private_ok,
+			     struct loco_alloc **out)
 {
-	return space_alloc(mgr, LOCO_SPACE_ARENA, name, len, off);
-}
-
-int loco_arena_lookup(struct loco_mgr *mgr, const char *name, uint64_t *off,
-		      uint64_t *len)
-{
-	pthread_mutex_lock(&mgr->alloc_lock);
 	struct loco_alloc *a = alloc_find(mgr->allocs, name);
 	if (a) {
-		*off = a->off;
-		*len = a->len;
+		*out = a;
+		return a->shared || private_ok ? 0 : -EEXIST;
 	}
-	pthread_mutex_unlock(&mgr->alloc_lock);
-	return a ? 0 : -ENOENT;
-}
-
-void loco_arena_free(struct loco_mgr *mgr, uint64_t off)
-{
-	pthread_mutex_lock(&mgr->alloc_lock);
-	alloc_unlink(&mgr->allocs, off);
-	pthread_mutex_unlock(&mgr->alloc_lock);
+	int rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, out);
+	if (!rc)
+		(*out)->shared = true;
+	return rc;
 }
 
 /* Hosted regions of this node's own channels: create-or-open like
@@ -156,34 +149,21 @@ void loco_arena_free(struct loco_mgr *mgr, uint64_t off)
 int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 		    uint64_t *off, char *msg, size_t msglen)
 {
-	pthread_mutex_lock(&mgr->alloc_lock);  /* recursive: lookup+alloc is one step */
-	struct loco_alloc *a = alloc_find(mgr->allocs, name);
-	int rc = 0;
-	if (!a) {
-		uint64_t at;
-		rc = loco_arena_alloc(mgr, name, len, &at);
-		if (!rc) {
-			a = alloc_find(mgr->allocs, name);
-			a->shared = true;
-		} else if (msg) {
-			snprintf(msg, msglen, "region '%s': %s", name,
-				 loco_strerror(rc));
-		}
-	} else if (!a->shared) {
-		rc = -EEXIST;
-		if (msg)
-			snprintf(msg, msglen, "region '%s' exists as a private "
-				 "region", name);
-	} else if (a->len != len) {
+	struct loco_alloc *a = NULL;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	int rc = arena_open_locked(mgr, name, len, false, &a);
+	if (!rc && a->len != len)
 		rc = -LOCO_EMISMATCH;
-		if (msg)
-			snprintf(msg, msglen, "region '%s' exists with %lu bytes, "
-				 "asked for %lu", name, (unsigned long)a->len,
-				 (unsigned long)len);
-	}
 	if (!rc) {
 		a->holds++;
 		*off = a->off;
+	} else if (msg && rc == -LOCO_EMISMATCH) {
+		snprintf(msg, msglen, "region '%s' exists with %lu bytes, "
+			 "asked for %lu", name, (unsigned long)a->len,
+			 (unsigned long)len);
+	} else if (msg) {
+		snprintf(msg, msglen, "region '%s': %s", name, rc == -EEXIST ?
+			 "exists as a private region" : loco_strerror(rc));
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	return rc;
@@ -192,11 +172,14 @@ int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc *a = mgr->allocs; a; a = a->next) {
+	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
+		struct loco_alloc *a = *pp;
 		if (a->off != off)
 			continue;
-		if (a->holds && --a->holds == 0)
-			loco_arena_free(mgr, off);
+		if (a->holds && --a->holds == 0) {
+			*pp = a->next;
+			free(a);
+		}
 		break;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
@@ -235,31 +218,37 @@ static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
 			  (unsigned long)used, (unsigned long)total);
 }
 
+/* A hot region in device memory: 0, 1 if it goes to the arena instead
+ * (no device memory, or full: warned once), or an error that is the
+ * caller's (-EEXIST, -EINVAL). */
+static int hot_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     struct loco_alloc **rec)
+{
+	int rc = mgr->dm_len ? space_alloc(mgr, LOCO_SPACE_DM, name, len, rec) :
+			       -ENODEV;
+	if (rc == -EEXIST || rc == -EINVAL || !rc)
+		return rc;
+	hot_fallback_warn(mgr, name, len, rc);
+	return 1;
+}
+
 int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 			 unsigned flags, struct loco_region *out)
 {
 	if (flags & ~LOCO_REGION_HOT)
 		return -EINVAL;
-	uint32_t space = LOCO_SPACE_ARENA;
-	uint64_t off;
-	int rc = 1; /* not placed yet */
-	if ((flags & LOCO_REGION_HOT) && mgr->dm_len) {
-		rc = space_alloc(mgr, LOCO_SPACE_DM, name, len, &off);
-		if (rc == -EEXIST || rc == -EINVAL)
-			return rc;
-		if (!rc)
-			space = LOCO_SPACE_DM;
+	uint32_t space = LOCO_SPACE_DM;
+	struct loco_alloc *rec;
+	int rc = flags & LOCO_REGION_HOT ? hot_alloc(mgr, name, len, &rec) : 1;
+	if (rc == 1) {
+		space = LOCO_SPACE_ARENA;
+		rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &rec);
 	}
-	if (rc) {
-		if (flags & LOCO_REGION_HOT)
-			hot_fallback_warn(mgr, name, len, rc);
-		rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &off);
-		if (rc)
-			return rc;
-	}
+	if (rc)
+		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", name);
-	out->base = space == LOCO_SPACE_ARENA ? mgr->arena + off : NULL;
-	out->off = off;
+	out->base = space == LOCO_SPACE_ARENA ? mgr->arena + rec->off : NULL;
+	out->off = rec->off;
 	out->len = len;
 	out->space = space;
 	return 0;
@@ -328,17 +317,13 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", 0, 0);
 		return;
 	}
-	uint64_t off, have;
-	pthread_mutex_lock(&mgr->alloc_lock);  /* lookup+alloc is one step */
-	int rc = loco_arena_lookup(mgr, name, &off, &have);
-	if (rc == -ENOENT) {
-		rc = loco_arena_alloc(mgr, name, want, &off);
-		have = want;
-		if (!rc) {
-			alloc_find(mgr->allocs, name)->shared = true;
-			loco_dbg("region", "created %s (%lu bytes) for node %u",
-				 name, (unsigned long)want, from);
-		}
+	uint64_t off = 0, have = 0;
+	struct loco_alloc *a;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	int rc = arena_open_locked(mgr, name, want, true, &a);
+	if (!rc) {
+		off = a->off;
+		have = a->len;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	if (!rc && have != want) {
@@ -408,9 +393,7 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 	}
 	if (rc)
 		return rc;
-	uint64_t alen = atomic_load_explicit(&mgr->peer_arena_len[node],
-					     memory_order_acquire); /* pairs with loco_peer_add */
-	if (got != len || off < ARENA_FIRST || off > alen || got > alen - off)
+	if (got != len || loco_peer_span(mgr, node, LOCO_SPACE_ARENA, off, got))
 		return -LOCO_EPROTO;
 	*out = (struct loco_rregion){ .node = node, .off = off, .len = got };
 	return 0;

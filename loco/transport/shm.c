@@ -185,16 +185,6 @@ int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 	return -EOPNOTSUPP;
 }
 
-/* The core sends nothing outside the arena here (no peer offers device
- * memory), so this only guards against a broken caller. */
-int loco_shm_wr_check(const struct loco_wr *wr, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (wr[i].space != LOCO_SPACE_ARENA)
-			return -EINVAL;
-	return 0;
-}
-
 static int shm_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 {
 	(void)tp;
@@ -319,9 +309,6 @@ static void shm_qp_abort(struct loco_tp_qp *qp)
 
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
-	int rc = loco_shm_wr_check(wr, n);
-	if (rc)
-		return rc;
 	for (unsigned i = 0; i < n; i++) {
 		loco_shm_execute(qp->base, &wr[i]);
 		if (wr[i].signaled)

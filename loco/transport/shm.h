@@ -48,11 +48,10 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp);
 void loco_shm_close_common(struct loco_tp *tp);
 int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		      size_t len, uint64_t arena_len, uint64_t dm_len);
-/* No device memory: dm_len 0, dm_zero -EOPNOTSUPP, and post refuses any
- * request outside the arena (loco_shm_wr_check). */
+/* No device memory: dm_len 0 and dm_zero -EOPNOTSUPP; the core then posts
+ * nothing outside the arena (loco_peer_span refuses a DM space of 0). */
 uint64_t loco_shm_dm_len(struct loco_tp *tp);
 int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len);
-int loco_shm_wr_check(const struct loco_wr *wr, unsigned n);
 void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len);
 void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len);
 void loco_shm_execute(uint8_t *base, const struct loco_wr *wr);

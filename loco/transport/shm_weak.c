@@ -646,9 +646,6 @@ static int weak_post(struct loco_tp_qp *tqp, const struct loco_wr *wr, unsigned 
 	struct weak_qp *qp = tqp->weak;
 	struct weak_nic *nic = tqp->tp->weak;
 	uint64_t now = now_ns(), prev = 0;
-	int rc = loco_shm_wr_check(wr, n);
-	if (rc)
-		return rc;
 	pthread_spin_lock(&qp->lock);
 	if (qp->qcount + n > WQ_CAP) {
 		pthread_spin_unlock(&qp->lock);
