@@ -479,14 +479,22 @@ static int opt_num(const char *src, const char *what, const char *s,
 	return 0;
 }
 
+/* Index of S in NAMES (N of them), or -1. */
+static int name_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
 static int opt_transport(const char *src, const char *s, char *dst, size_t len,
 			 char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
-		if (strcmp(s, transports[i]) == 0) {
-			snprintf(dst, len, "%s", s);
-			return 0;
-		}
+	if (name_index(transports, sizeof(transports) / sizeof(transports[0]),
+		       s) >= 0) {
+		snprintf(dst, len, "%s", s);
+		return 0;
 	}
 	set_err(err, errlen,
 		"%s: unknown transport '%s' (expected shm, shm-weak or verbs)",
@@ -494,15 +502,17 @@ static int opt_transport(const char *src, const char *s, char *dst, size_t len,
 	return -EINVAL;
 }
 
+static const char *const cpu_binds[] = {
+	[LOCO_CPU_BIND_NONE] = "none",
+	[LOCO_CPU_BIND_CORE] = "core",
+};
+
 static int opt_cpu_bind(const char *src, const char *s, int *dst, char *err,
 			size_t errlen)
 {
-	if (strcmp(s, "none") == 0) {
-		*dst = LOCO_CPU_BIND_NONE;
-		return 0;
-	}
-	if (strcmp(s, "core") == 0) {
-		*dst = LOCO_CPU_BIND_CORE;
+	int i = name_index(cpu_binds, sizeof(cpu_binds) / sizeof(cpu_binds[0]), s);
+	if (i >= 0) {
+		*dst = i;
 		return 0;
 	}
 	set_err(err, errlen,

@@ -76,7 +76,9 @@ static void alloc_unlink(struct loco_alloc **list, uint64_t off)
 }
 
 /* Zero a new piece: plain stores in the arena, the transport's dm_zero
- * in device memory (the CPU cannot store there). */
+ * in device memory (the CPU cannot store there). Ordering: both are done
+ * before the piece's descriptor leaves this node (JOIN or REGION_ACK over
+ * the control plane's TCP, and the peer's ops follow those messages). */
 static int space_zero(struct loco_mgr *mgr, uint32_t space, uint64_t off,
 		      uint64_t len)
 {

@@ -346,7 +346,8 @@ static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 {
 	int state = NIC_IDLE;
 	bool owner = owner_polling(qp, now);
-	/* Relaxed: hints, rechecked under the lock. */
+	/* Relaxed: hints, not rechecked; a stale one delays this QP's
+	 * placement by a pass (or the 1 ms of nic_idle's timed wait). */
 	if (owner && !atomic_load_explicit(&qp->unplaced, memory_order_relaxed))
 		return atomic_load_explicit(&qp->queued, memory_order_relaxed) ?
 		       NIC_WAITING : NIC_IDLE;
@@ -414,8 +415,9 @@ static bool nic_has_work(struct weak_nic *nic)
 {
 	for (struct weak_qp *q = nic->qps; q; q = q->next)
 		/* Seq_cst QUEUED: pairs with weak_post (see nic_idle). Relaxed
-		 * UNPLACED: only the NIC creates unplaced WRITEs, or a poller
-		 * that then places them itself. */
+		 * UNPLACED: a WRITE a polling owner executed just as we fall
+		 * asleep waits at most the 1 ms timed wait to be placed, which
+		 * the model allows (placement may lag: LOCO_SHM_WEAK_TAIL_NS). */
 		if (atomic_load_explicit(&q->queued, memory_order_seq_cst) ||
 		    atomic_load_explicit(&q->unplaced, memory_order_relaxed))
 			return true;

@@ -10,7 +10,6 @@
 #ifndef LOCO_TRANSPORT_H
 #define LOCO_TRANSPORT_H
 
-#include <hwloc.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +57,11 @@ struct loco_tp_config {
 	const struct loco_hosts *hosts;
 };
 
+/* hwloc's types (hwloc_topology_t, hwloc_cpuset_t), without its header:
+ * only affinity.c and the transports that know their device use hwloc. */
+struct hwloc_topology;
+struct hwloc_bitmap_s;
+
 struct loco_transport_ops {
 	const char *name;
 	/* Open the backend and create this node's arena (zeroed). */
@@ -77,7 +81,9 @@ struct loco_transport_ops {
 	 * it only with work requests, and zeroes pieces with dm_zero. */
 	uint64_t (*dm_len)(struct loco_tp *tp);
 	/* Zero LEN bytes of this node's device memory at OFF (both multiples
-	 * of 8). -EOPNOTSUPP without device memory, -EINVAL out of range. */
+	 * of 8). -EOPNOTSUPP without device memory, -EINVAL out of range.
+	 * Ordering: the zeros are in device memory on return, before the
+	 * core publishes the piece to any peer. */
 	int (*dm_zero)(struct loco_tp *tp, uint64_t off, uint64_t len);
 	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
 	void (*cq_destroy)(struct loco_tp_cq *cq);
@@ -99,8 +105,8 @@ struct loco_transport_ops {
 	 * the transport's device into SET, for thread placement (--cpu-bind
 	 * core puts threads on those cores first). TOPO is this machine's
 	 * loaded topology. Returns 0 or -errno. */
-	int (*local_cpus)(struct loco_tp *tp, hwloc_topology_t topo,
-			  hwloc_cpuset_t set);
+	int (*local_cpus)(struct loco_tp *tp, struct hwloc_topology *topo,
+			  struct hwloc_bitmap_s *set);
 };
 
 extern const struct loco_transport_ops loco_shm_ops;

@@ -379,6 +379,10 @@ static void verbs_dm_release(struct loco_tp *tp)
 
 /* Zero LEN bytes of the DM at OFF through ibv_memcpy_to_dm: the CPU has
  * no plain access to NIC memory. Returns 0 or a positive errno. */
+/* Ordering: ibv_memcpy_to_dm returns once the provider has flushed its
+ * MMIO stores to the device; the core publishes a zeroed piece only later
+ * (a JOIN or REGION_ACK over TCP), so a peer's first READ or atomic on it
+ * sees the zeros. */
 static int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 {
 	static const uint8_t zero[4096];
@@ -421,8 +425,10 @@ static void verbs_dm_create(struct loco_tp *tp)
 		e = tp->dm_mr ? 0 : errno;
 	}
 	if (!e) {
-		step = "ibv_memcpy_to_dm"; /* its content is undefined after allocation */
-		e = verbs_dm_fill_zero(tp, 0, len);
+		/* A probe that host writes reach it: the core zeroes each
+		 * piece it hands out (dm_zero), so nothing more here. */
+		step = "ibv_memcpy_to_dm";
+		e = verbs_dm_fill_zero(tp, 0, 8);
 	}
 	if (e) {
 		loco_warn(VERBS_LOG, "device memory: %s of %" PRIu64 " bytes on %s: %s; using host memory only",

@@ -189,6 +189,7 @@ struct verbs_ip {
 	bool ctrl;                         /* it is the hosts-file address */
 	char text[48];                     /* numeric form, for messages */
 	char ifname[16];                   /* its netdev */
+	struct sockaddr_storage sa;        /* the address (port 0) */
 };
 
 /* What verbs_select chose: indices into its PORTS and IPS arguments. */

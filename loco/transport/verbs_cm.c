@@ -49,8 +49,7 @@ _Static_assert(offsetof(struct verbs_passive, link) == 0,
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static const char *verbs_addr_str(const struct sockaddr *sa, char *buf,
-				  size_t len)
+const char *verbs_addr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
 	const void *ip = sa->sa_family == AF_INET
 		? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
@@ -793,8 +792,7 @@ int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *q)
 		loco_err(VERBS_LOG, "connecting thread %u to node %u (%s, rdma_cm port %u) "
 			 "within %u ms failed: %s", q->link.thread, q->link.node,
 			 verbs_addr_str((struct sockaddr *)&dst, addr, sizeof(addr)),
-			 ntohs(dst.ss_family == AF_INET ? ((struct sockaddr_in *)&dst)->sin_port
-				: ((struct sockaddr_in6 *)&dst)->sin6_port),
+			 verbs_addr_port(&dst),
 			 tp->cfg.timeout_ms, why);
 	return r;
 }

@@ -114,12 +114,11 @@ static int verbs_ip_probe(struct rdma_event_channel *ch, const struct sockaddr *
 	return r;
 }
 
-/* Every usable local address on an RDMA port; SAS[i] is IPS[i]'s address.
- * CTRL is the hosts-file address (port ignored). */
+/* Every usable local address on an RDMA port. CTRL is the hosts-file
+ * address (port ignored). */
 static int verbs_ips_list(struct rdma_event_channel *ch,
 			  const struct sockaddr_storage *ctrl,
-			  struct verbs_ip *ips, struct sockaddr_storage *sas,
-			  size_t *ni)
+			  struct verbs_ip *ips, size_t *ni)
 {
 	struct ifaddrs *all;
 	if (getifaddrs(&all)) {
@@ -141,14 +140,10 @@ static int verbs_ips_list(struct rdma_event_channel *ch,
 		const struct sockaddr *sa = ifa->ifa_addr;
 		e->ipv6 = sa->sa_family == AF_INET6;
 		e->ctrl = verbs_same_ip(sa, ctrl);
-		inet_ntop(sa->sa_family, e->ipv6
-			  ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
-			  : (const void *)&((const struct sockaddr_in *)sa)->sin_addr,
-			  e->text, sizeof(e->text));
+		verbs_addr_str(sa, e->text, sizeof(e->text));
 		snprintf(e->ifname, sizeof(e->ifname), "%s", ifa->ifa_name);
-		memset(&sas[n], 0, sizeof(sas[n]));
-		memcpy(&sas[n], sa, e->ipv6 ? sizeof(struct sockaddr_in6)
-					    : sizeof(struct sockaddr_in));
+		memcpy(&e->sa, sa, e->ipv6 ? sizeof(struct sockaddr_in6)
+					   : sizeof(struct sockaddr_in));
 		n++;
 	}
 	freeifaddrs(all);
@@ -166,12 +161,11 @@ int verbs_device_choose(struct loco_tp *tp, struct ibv_device **list, int n,
 	struct verbs_port_info *ports = NULL;
 	size_t np = 0, ni = 0;
 	struct verbs_ip *ips = calloc(VERBS_IPS_MAX, sizeof(*ips));
-	struct sockaddr_storage *sas = calloc(VERBS_IPS_MAX, sizeof(*sas));
-	int r = ips && sas ? 0 : -ENOMEM;
+	int r = ips ? 0 : -ENOMEM;
 	if (!r)
 		r = verbs_ports_list(list, n, &ports, &np);
 	if (!r)
-		r = verbs_ips_list(tp->cm_ch, &tp->ctrl_addr, ips, sas, &ni);
+		r = verbs_ips_list(tp->cm_ch, &tp->ctrl_addr, ips, &ni);
 	if (r < 0)
 		goto out;
 	char msg[4 * VERBS_LABEL_MAX];
@@ -184,14 +178,10 @@ int verbs_device_choose(struct loco_tp *tp, struct ibv_device **list, int n,
 	loco_info(VERBS_LOG, "RDMA: %s", msg);
 	snprintf(devname, VERBS_DEVNAME_MAX, "%s", ports[ch.port].dev);
 	*port = ports[ch.port].port;
-	tp->addr = sas[ch.ip];
-	if (tp->addr.ss_family == AF_INET)
-		((struct sockaddr_in *)&tp->addr)->sin_port = htons(tp->cm_port);
-	else
-		((struct sockaddr_in6 *)&tp->addr)->sin6_port = htons(tp->cm_port);
+	tp->addr = ips[ch.ip].sa;
+	verbs_addr_set_port(&tp->addr, tp->cm_port);
 out:
 	free(ports);
 	free(ips);
-	free(sas);
 	return r;
 }

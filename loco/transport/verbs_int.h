@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <infiniband/verbs.h>
@@ -174,6 +176,26 @@ void verbs_cm_disconnect(struct loco_tp_qp *qp);
 int64_t verbs_now_ms(void);
 /* The RDMA address and rdma_cm port node ID advertised (its arena
  * descriptor; this node's own too): 0, or -ENOENT before its descriptor. */
+/* The numeric form of SA's IP address in BUF (LEN bytes); returns BUF. */
+const char *verbs_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+/* The port of an AF_INET or AF_INET6 address, host order, and setting it. */
+static inline uint16_t verbs_addr_port(const struct sockaddr_storage *a)
+{
+	return ntohs(a->ss_family == AF_INET
+		     ? ((const struct sockaddr_in *)a)->sin_port
+		     : ((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+static inline void verbs_addr_set_port(struct sockaddr_storage *a,
+				       uint16_t port)
+{
+	if (a->ss_family == AF_INET)
+		((struct sockaddr_in *)a)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
+}
+
 int verbs_peer_addr(struct loco_tp *tp, uint32_t id,
 		    struct sockaddr_storage *out);
 

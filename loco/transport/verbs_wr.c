@@ -66,8 +66,10 @@ static const struct verbs_rmr *verbs_wr_rmr(const struct verbs_sq *sq,
 	}
 }
 
-/* Opcode, sizes, alignment and the peer's registration bounds. */
-static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w)
+/* Opcode, sizes, alignment and the peer's registration bounds; *RM: the
+ * registration W targets. */
+static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w,
+			  const struct verbs_rmr **rm)
 {
 	switch (w->opcode) {
 	case LOCO_OP_READ:
@@ -85,16 +87,16 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w)
 	}
 	if (w->len && !w->local)
 		return -EINVAL;
-	const struct verbs_rmr *rm = verbs_wr_rmr(sq, w);
-	if (!rm || w->remote_off > rm->len || w->len > rm->len - w->remote_off)
+	*rm = verbs_wr_rmr(sq, w);
+	if (!*rm || w->remote_off > (*rm)->len ||
+	    w->len > (*rm)->len - w->remote_off)
 		return -EINVAL;
 	return 0;
 }
 
-static void verbs_wr_remote(const struct verbs_sq *sq, const struct loco_wr *w,
+static void verbs_wr_remote(const struct verbs_rmr *rm, const struct loco_wr *w,
 			    struct ibv_send_wr *s)
 {
-	const struct verbs_rmr *rm = verbs_wr_rmr(sq, w); /* checked */
 	uint64_t addr = rm->addr + w->remote_off;
 	switch (w->opcode) {
 	case LOCO_OP_READ:
@@ -165,7 +167,8 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 			uint64_t *bhead)
 {
 	struct verbs_slot *slot = &sq->slot[seq & VERBS_RING_MASK];
-	int r = verbs_wr_check(sq, w);
+	const struct verbs_rmr *rm;
+	int r = verbs_wr_check(sq, w, &rm);
 	if (r < 0)
 		return r;
 	memset(s, 0, sizeof(*s));
@@ -175,7 +178,7 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 	s->wr_id = verbs_wrid_make(sq->tag, seq);
 	if (slot->signaled)
 		s->send_flags = IBV_SEND_SIGNALED;
-	verbs_wr_remote(sq, w, s);
+	verbs_wr_remote(rm, w, s);
 	return verbs_wr_local(sq, w, s, g, slot, bhead);
 }
 

@@ -376,9 +376,9 @@ static const struct verbs_port_info sel_ports[] = {
 #define SEL_NP (sizeof(sel_ports) / sizeof(sel_ports[0]))
 
 static struct verbs_ip sel_ips[] = {
-	{ "mlx5_1", 1, true, false, "fd00::5", "ens2f0" },
-	{ "mlx5_1", 1, false, false, "10.0.1.5", "ens2f0" },
-	{ "mlx5_1", 2, false, false, "10.0.2.5", "ens2f1" },
+	{ "mlx5_1", 1, true, false, "fd00::5", "ens2f0", { .ss_family = AF_INET6 } },
+	{ "mlx5_1", 1, false, false, "10.0.1.5", "ens2f0", { .ss_family = AF_INET } },
+	{ "mlx5_1", 2, false, false, "10.0.2.5", "ens2f1", { .ss_family = AF_INET } },
 };
 #define SEL_NI (sizeof(sel_ips) / sizeof(sel_ips[0]))
 
