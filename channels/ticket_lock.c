@@ -70,8 +70,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->ticket = 0;
 	l->streak = 0;
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
-	l->has_abandoned = false;
-	l->abandoned = 0;
+	l->abandoned_mark = 0;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->seen, 0);
@@ -304,11 +303,9 @@ static int local_acquire(struct loco_ticket_lock *l, uint64_t deadline)
 	return waiter_wait(l, &w, deadline);
 }
 
-/* This node now holds ticket T; an abandoned ticket it had was passed
- * (serving reached T after it). Takes l->mu. */
+/* This node now holds ticket T. Takes l->mu. */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
-	l->has_abandoned = false;
 	pthread_mutex_lock(&l->mu);
 	l->ticket = t;
 	l->streak = 0;
@@ -382,8 +379,7 @@ static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 		if (rc || old == t + 1)
 			return rc;
 	}
-	l->has_abandoned = true;
-	l->abandoned = t;
+	l->abandoned_mark = t + 1;
 	count(l, &l->st.abandoned);
 	return -ETIMEDOUT;
 }
@@ -422,15 +418,19 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int ticket_take(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t *t)
 {
-	if (l->has_abandoned) {
+	uint64_t mark = l->abandoned_mark;
+	if (mark) {
 		uint64_t old;
-		l->has_abandoned = false;
-		int rc = slot_cas(l, thr, l->abandoned, l->abandoned + 1, 0, &old);
+		l->abandoned_mark = 0;
+		/* An 8-byte CAS at the host, totally ordered with serve_next's
+		 * CAS of the same slot: exactly one of them clears mark T + 1,
+		 * so either we hold T again or a release passed it. */
+		int rc = slot_cas(l, thr, mark - 1, mark, 0, &old);
 		if (rc)
 			return rc;
-		if (old == l->abandoned + 1) {
+		if (old == mark) {
 			count(l, &l->st.reclaimed);
-			*t = l->abandoned;
+			*t = mark - 1;
 			return 0;
 		}
 	}
@@ -462,6 +462,9 @@ static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 		return rc;
 	if (*next != s)
 		return -EBUSY;
+	/* serving == s: every earlier ticket, an abandoned one of ours too,
+	 * was passed (its mark cleared by a release). */
+	l->abandoned_mark = 0;
 	hold(l, s);
 	return 0;
 }

@@ -93,10 +93,10 @@ struct loco_ticket_lock {
 	uint64_t ticket;
 	unsigned streak;                 /* handovers since the global acquire */
 	unsigned handover_max;
-	/* This node's abandoned ticket, if has_abandoned: the local owner's
-	 * (only it runs the global protocol; ownership passes under mu). */
-	bool has_abandoned;
-	uint64_t abandoned;
+	/* This node's abandoned ticket T as its skip-slot mark T + 1, 0 for
+	 * none: the local owner's (only it runs the global protocol;
+	 * ownership passes under mu). */
+	uint64_t abandoned_mark;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;
 };
