@@ -572,17 +572,21 @@ static int abort_logged(struct loco_rtx_worker *w, uint64_t acquired)
 	return rc ? rc : rc2;
 }
 
-/* INIT -> DOING with a fresh repair lease: the commit point. *AT_NS: a
- * time before the CAS, so no later than when DOING was confirmed (the
- * wrap guard counts from it). */
+uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
+			uint64_t *at_ns)
+{
+	*at_ns = loco_now_ns();
+	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, n);
+	return loco_rtx_state_word(LOCO_RTX_LOG_DOING, seq, rl);
+}
+
+/* INIT -> DOING with a fresh repair lease: the commit point. */
 static int go_doing(struct loco_rtx_worker *w, uint64_t *doing,
 		    uint64_t *at_ns)
 {
 	struct rtx_batch bt;
-	*at_ns = loco_now_ns();
-	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, w->nw);
 	uint64_t init = state_now(w, LOCO_RTX_LOG_INIT);
-	*doing = loco_rtx_state_word(LOCO_RTX_LOG_DOING, w->seq, rl);
+	*doing = rtx_doing_word(w, w->seq, w->nw, at_ns);
 	bt_init(&bt, w, &w->ack);
 	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
 	       &w->state_old);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "loco/log.h"
+#include "rtx/internal.h"
 
 const char *const loco_crash_points[] = {
 	"rtx.after_log",        /* log written, no lock taken yet */
@@ -47,11 +48,13 @@ static struct {
 	pthread_once_t once;
 	unsigned n;
 	struct crash_arm arm[CRASH_MAX];
-	loco_crash_hook hook;
+	/* Plain on purpose: set while no transaction runs (see internal.h),
+	 * read on every crash point without a barrier. */
+	rtx_crash_hook hook;
 	void *hook_arg;
 } crash = { .once = PTHREAD_ONCE_INIT };
 
-void loco_crash_set_hook(loco_crash_hook fn, void *arg)
+void rtx_crash_set_hook(rtx_crash_hook fn, void *arg)
 {
 	crash.hook = fn;
 	crash.hook_arg = arg;
@@ -116,8 +119,13 @@ static void arm_one(const char *ent, size_t len)
 		here = node_listed(list, list ? strlen(list) : 0, ',');
 	}
 	long after = colon ? strtol(colon + 1, NULL, 10) : default_after();
-	if (!here || crash.n == CRASH_MAX)
+	if (!here)
 		return;
+	if (crash.n == CRASH_MAX) {
+		loco_warn("crash", "LOCO_CRASH_AT: more than %d points armed here; "
+			  "'%.*s' ignored", CRASH_MAX, (int)len, ent);
+		return;
+	}
 	crash.arm[crash.n].point = point;
 	crash.arm[crash.n].after = after < 1 ? 1 : after;
 	crash.n++;

@@ -32,11 +32,4 @@ void loco_crash_point(const char *name);
  * across the point splits the batch only then). */
 bool loco_crash_armed(const char *name);
 
-/* Tests only: call FN(NAME, ARG) at every point reached, in the thread
- * that reaches it, before the crash check (NULL: no hook). Set it while no
- * transaction runs; it lets a test stall an executor or change remote state
- * exactly between two steps of the protocol. */
-typedef void (*loco_crash_hook)(const char *name, void *arg);
-void loco_crash_set_hook(loco_crash_hook fn, void *arg);
-
 #endif

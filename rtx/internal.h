@@ -202,6 +202,12 @@ void rtx_sleep_us(unsigned us);
 /* Run (or finish) a TryCommit whose log is DOING with E->state. Returns 0
  * when the log is DONE, whoever finished it. */
 int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e);
+/* The DOING state word of sequence SEQ with a fresh repair lease for N
+ * objects, for the owner's INIT -> DOING and a repairer's take. *AT_NS: a
+ * time sampled before the caller's CAS, so no later than the moment DOING
+ * is confirmed: the wrap guard counts from it. */
+uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
+			uint64_t *at_ns);
 int rtx_commit_logged(struct loco_rtx_worker *w);
 int rtx_commit_nolog(struct loco_rtx_worker *w);
 int rtx_commit_readonly(struct loco_rtx_worker *w);
@@ -233,5 +239,15 @@ void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block);
 int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only);
 /* Scan and flush every pool of the worker (detach). */
 int rtx_pools_settle(struct loco_rtx_worker *w);
+
+/* ---- crash.c (tests only) ------------------------------------------------ */
+
+/* Call FN(NAME, ARG) at every crash point reached, in the thread that
+ * reaches it, before the crash check (NULL: no hook). Not exported: tests
+ * link the internal library. Set it while no transaction runs; it lets a
+ * test stall an executor or change remote state exactly between two steps
+ * of the protocol. */
+typedef void (*rtx_crash_hook)(const char *name, void *arg);
+void rtx_crash_set_hook(rtx_crash_hook fn, void *arg);
 
 #endif

@@ -97,14 +97,21 @@ static inline uint64_t loco_lllock_version(uint64_t w)
 	return w & LOCO_LLLOCK_VERSION_MASK;
 }
 
-/* A locked word whose lease has ended at NOW_MS (ms since the epoch). A
- * lease names the first millisecond at which the lock counts as expired:
- * taken at time T with a lease of L ms (now_ms + L), it expires between
- * L - 1 and L ms after T, so a dead holder's lock is repairable within L
- * ms of its death. */
+/* Whether a lease (a lock's, or a DOING log's repair lease) is over at
+ * NOW_MS (ms since the epoch). A lease names the first millisecond at
+ * which it counts as over: taken at time T with L ms (now_ms + L), it ends
+ * between L - 1 and L ms after T, so a dead holder's lock is repairable
+ * within L ms of its death. */
+static inline bool loco_lease_over(uint64_t lease_ms, uint64_t now_ms)
+{
+	return lease_ms <= now_ms;
+}
+
+/* A locked word whose lease is over at NOW_MS. */
 static inline bool loco_lllock_expired(uint64_t w, uint64_t now_ms)
 {
-	return loco_lllock_is_locked(w) && loco_lllock_lease(w) <= now_ms;
+	return loco_lllock_is_locked(w) &&
+	       loco_lease_over(loco_lllock_lease(w), now_ms);
 }
 
 /* A version no earlier state of any object held: FRESH bit, NOW_MS (40

@@ -48,7 +48,7 @@ static enum loco_rtx_repair_action decide_state(uint64_t state,
 	case LOCO_RTX_LOG_ABORT:
 		return LOCO_RTX_REPAIR_RELEASE;
 	case LOCO_RTX_LOG_DOING:
-		return loco_rtx_state_ms(state) <= now_ms ?
+		return loco_lease_over(loco_rtx_state_ms(state), now_ms) ?
 		       LOCO_RTX_REPAIR_RECOMMIT : LOCO_RTX_REPAIR_WAIT;
 	default:
 		return LOCO_RTX_REPAIR_LATE_LOCK;

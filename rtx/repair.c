@@ -172,10 +172,8 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 			 uint32_t slot, uint64_t *state)
 {
 	unsigned n = loco_rtx_log_nent(rlog_hdr(w));
-	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, n), old = 0;
-	uint64_t take = loco_rtx_state_word(LOCO_RTX_LOG_DOING,
-					    loco_rtx_state_seq(*state), rl);
-	uint64_t take_ns = loco_now_ns();   /* before the CAS: the guard's start */
+	uint64_t take_ns, old = 0;
+	uint64_t take = rtx_doing_word(w, loco_rtx_state_seq(*state), n, &take_ns);
 	int rc = cas_state(w, slot, *state, take, &old);
 	if (rc)
 		return rc;

@@ -112,7 +112,6 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 	char name[16];
 	snprintf(name, sizeof(name), "m%u", n->id);
 	int rc = loco_channel_init(&n->base, x->base.mgr, &x->base, name,
-				   x->base.participants |
 				   UINT64_C(1) << loco_channel_self(&x->base));
 	if (rc) {
 		loco_err(x->base.name, "sub-channel name too long");
@@ -194,10 +193,10 @@ static int rtx_setup(struct loco_rtx *x)
 {
 	struct loco_thread *thr;
 	int rc = pick_nodes(x);
-	if (rc) {
+	if (rc == -EINVAL)
 		loco_err(x->base.name, "no hosting node for the rtx");
+	if (rc)
 		return rc;
-	}
 	layout(x);
 	rc = loco_channel_join(&x->base);
 	for (unsigned i = 0; i < x->nnodes && !rc; i++)

@@ -257,7 +257,7 @@ static uint64_t rng_next(struct loco_rtx_worker *w)
 }
 
 /* Microseconds until a lock with lease LEASE_MS has expired (at the start
- * of that millisecond, loco_lllock_expired), 0 if it has. */
+ * of that millisecond: loco_lease_over), 0 if it has. */
 static unsigned lease_left_us(const struct loco_rtx *x, uint64_t lease_ms)
 {
 	struct timespec ts;

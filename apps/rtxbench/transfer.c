@@ -278,9 +278,8 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 		r->lock_waits += w->lock_waits;
 		r->blocked += w->blocked;
 		r->stalls += w->stalls;
-		if (w->repair_end_us && (!r->repair_end_us ||
-					 w->repair_end_us < r->repair_end_us))
-			r->repair_end_us = w->repair_end_us;
+		r->repair_end_us = xfer_min_set(r->repair_end_us,
+						w->repair_end_us);
 		lat_merge(lat, &w->lat);
 		lat_merge(&bl, &w->blocked_lat);
 		lat_merge(&sl, &w->stall_lat);

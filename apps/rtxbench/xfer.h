@@ -115,6 +115,12 @@ struct xfer_result {
 
 uint64_t xfer_realtime_ms(void);
 uint64_t xfer_realtime_us(void);
+
+/* The smaller of A and B where 0 means "not set". */
+static inline uint64_t xfer_min_set(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
 uint64_t xfer_rng(uint64_t *s);
 /* Record one committed transfer of worker W at CLOCK_REALTIME ms NOW. */
 void xfer_tick(struct xfer *xf, uint64_t now_ms);

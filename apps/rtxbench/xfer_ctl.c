@@ -12,18 +12,16 @@
 
 #define WAIT_POLL_US 10000
 
-uint64_t xfer_realtime_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 uint64_t xfer_realtime_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t xfer_realtime_ms(void)
+{
+	return xfer_realtime_us() / 1000u;
 }
 
 uint64_t xfer_rng(uint64_t *s)
@@ -194,9 +192,7 @@ static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 	if (r->blocked_max_us > res->blocked_max_us)
 		res->blocked_max_us = r->blocked_max_us;
 	res->stalls += r->stalls;
-	if (r->repair_end_us && (!res->repair_end_us ||
-				 r->repair_end_us < res->repair_end_us))
-		res->repair_end_us = r->repair_end_us;
+	res->repair_end_us = xfer_min_set(res->repair_end_us, r->repair_end_us);
 	if (r->stall_p50_us > res->stall_p50_us)
 		res->stall_p50_us = r->stall_p50_us;
 	if (r->stall_p99_us > res->stall_p99_us)

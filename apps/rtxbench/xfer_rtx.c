@@ -154,13 +154,14 @@ static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
 		ws->blocked++;
 		bench_lat_add(&ws->blocked_lat, t1 - t0);
 	}
+	uint64_t now_us = xfer_realtime_us();
 	if (s1.repairs != s0.repairs) {
 		ws->stalls++;
 		bench_lat_add(&ws->stall_lat, t1 - t0);
 		if (!ws->repair_end_us)
-			ws->repair_end_us = xfer_realtime_us();
+			ws->repair_end_us = now_us;
 	}
-	xfer_tick(xf, xfer_realtime_ms());
+	xfer_tick(xf, now_us / 1000u);
 	return 0;
 }
 

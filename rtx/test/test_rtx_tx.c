@@ -746,9 +746,9 @@ static void guard_run(struct stall *st)
 		  ghost_block(1, 60));
 	set_word(0, RTX_LOCK_OFF, lv);
 	set_word(1, RTX_LOCK_OFF, lv);
-	loco_crash_set_hook(stall_hook, st);
+	rtx_crash_set_hook(stall_hook, st);
 	int64_t v0 = get(0);
-	loco_crash_set_hook(NULL, NULL);
+	rtx_crash_set_hook(NULL, NULL);
 	loco_thread_destroy(st->thr);
 	ck_assert_uint_eq(st->hits, 1);
 	ck_assert_int_eq(v0, st->finish ? 5 : 50);
