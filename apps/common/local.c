@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "apps/common/local.h"
+#include "apps/common/rundir.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,30 +15,12 @@
  * file and run directory behind. */
 static struct local_node *active;
 
-/* Remove the private run directory with whatever the node left in it
- * (arena files when the manager was not destroyed). */
-static void remove_run_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[512];
-	while (d && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
 static void private_cleanup(struct local_node *ln)
 {
 	if (ln->hosts[0])
 		unlink(ln->hosts);
 	if (ln->run_dir[0])
-		remove_run_dir(ln->run_dir);
+		rundir_remove_dir(ln->run_dir);  /* and arena files left in it */
 	ln->hosts[0] = ln->run_dir[0] = 0;
 }
 

@@ -6,28 +6,18 @@
 #ifndef LOCO_TEST_RUNDIR_H
 #define LOCO_TEST_RUNDIR_H
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
+
+#include "apps/common/rundir.h"
 
 static char rundir_path[64];
 
 static inline void rundir_remove(void)
 {
-	DIR *d = rundir_path[0] ? opendir(rundir_path) : NULL;
-	if (!d)
-		return;
-	struct dirent *e;
-	char f[160];
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.') {
-			snprintf(f, sizeof(f), "%s/%s", rundir_path, e->d_name);
-			unlink(f);
-		}
-	closedir(d);
-	rmdir(rundir_path);
+	if (rundir_path[0])
+		rundir_remove_dir(rundir_path);
 }
 
 /* Remember DIR and remove it at exit (registered once per process). */
