@@ -71,19 +71,6 @@ static int parse(int argc, char **argv, long *iters)
 	return 0;
 }
 
-static void stats_sub(struct loco_stats *a, const struct loco_stats *b)
-{
-	a->reads -= b->reads;
-	a->writes -= b->writes;
-	a->cas -= b->cas;
-	a->faa -= b->faa;
-	a->bytes_read -= b->bytes_read;
-	a->bytes_written -= b->bytes_written;
-	a->doorbells -= b->doorbells;
-	a->rtts -= b->rtts;
-	a->fences -= b->fences;
-}
-
 static int run(struct bench *s, struct bench_lat *lat)
 {
 	struct loco_stats before;
@@ -106,7 +93,7 @@ static int run(struct bench *s, struct bench_lat *lat)
 		}
 	}
 	loco_thread_stats(s->thr, &s->stats);
-	stats_sub(&s->stats, &before);
+	bench_stats_sub(&s->stats, &before);
 	return 0;
 }
 

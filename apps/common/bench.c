@@ -71,3 +71,29 @@ uint64_t bench_members(const struct loco_mgr *mgr)
 {
 	return loco_mgr_compute_peers(mgr) | UINT64_C(1) << loco_mgr_id(mgr);
 }
+
+void bench_stats_add(struct loco_stats *d, const struct loco_stats *s)
+{
+	d->reads += s->reads;
+	d->writes += s->writes;
+	d->cas += s->cas;
+	d->faa += s->faa;
+	d->bytes_read += s->bytes_read;
+	d->bytes_written += s->bytes_written;
+	d->doorbells += s->doorbells;
+	d->rtts += s->rtts;
+	d->fences += s->fences;
+}
+
+void bench_stats_sub(struct loco_stats *d, const struct loco_stats *s)
+{
+	d->reads -= s->reads;
+	d->writes -= s->writes;
+	d->cas -= s->cas;
+	d->faa -= s->faa;
+	d->bytes_read -= s->bytes_read;
+	d->bytes_written -= s->bytes_written;
+	d->doorbells -= s->doorbells;
+	d->rtts -= s->rtts;
+	d->fences -= s->fences;
+}

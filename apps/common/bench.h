@@ -39,6 +39,10 @@ struct bench_result {
 void bench_json_begin(FILE *f, const struct bench_result *r);
 void bench_json_end(FILE *f);
 
+/* D += S and D -= S, field by field (S taken before: a difference). */
+void bench_stats_add(struct loco_stats *d, const struct loco_stats *s);
+void bench_stats_sub(struct loco_stats *d, const struct loco_stats *s);
+
 /* The compute nodes, this one included, as a mask of node ids. */
 uint64_t bench_members(const struct loco_mgr *mgr);
 

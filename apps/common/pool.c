@@ -137,27 +137,17 @@ int bench_pool_run(struct bench_pool *p)
 
 /* ---- results -------------------------------------------------------------- */
 
-static void stats_add(struct loco_stats *d, const struct loco_stats *s)
-{
-	d->reads += s->reads;
-	d->writes += s->writes;
-	d->cas += s->cas;
-	d->faa += s->faa;
-	d->bytes_read += s->bytes_read;
-	d->bytes_written += s->bytes_written;
-	d->doorbells += s->doorbells;
-	d->rtts += s->rtts;
-	d->fences += s->fences;
-}
-
 int bench_pool_result(struct bench_pool *p, struct bench_result *r)
 {
 	struct bench_lat all;
-	if (bench_lat_init(&all, LAT_CAP * p->threads))
+	size_t n = 0;
+	for (unsigned i = 0; i < p->threads; i++)
+		n += p->w[i].lat.n;
+	if (bench_lat_init(&all, n ? n : 1))
 		return -ENOMEM;
 	for (unsigned i = 0; i < p->threads; i++) {
 		r->ops += ops_of(&p->w[i]);
-		stats_add(&r->stats, &p->w[i].st);
+		bench_stats_add(&r->stats, &p->w[i].st);
 		bench_lat_append(&all, &p->w[i].lat);
 	}
 	r->p50_us = bench_lat_pct_us(&all, 50);

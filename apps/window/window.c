@@ -121,16 +121,6 @@ static void report(struct loco_mgr *mgr, unsigned w, double secs,
 	bench_json_end(stdout);
 }
 
-static void stats_diff(struct loco_stats *d, const struct loco_stats *a,
-		       const struct loco_stats *b)
-{
-	d->reads = b->reads - a->reads;
-	d->writes = b->writes - a->writes;
-	d->cas = b->cas - a->cas;
-	d->faa = b->faa - a->faa;
-	d->rtts = b->rtts - a->rtts;
-}
-
 static int run_all(struct loco_mgr *mgr, const struct win_opts *o)
 {
 	struct loco_atomic_var av;
@@ -143,15 +133,15 @@ static int run_all(struct loco_mgr *mgr, const struct win_opts *o)
 	    !(rc = loco_thread_create(mgr, &thr))) {
 		for (unsigned i = 0; i < o->nwin && !rc; i++) {
 			struct bench_lat lat;
-			struct loco_stats s0, s1, d = { 0 };
+			struct loco_stats s0, d;
 			uint64_t ops = 0, t0 = loco_now_ns();
 			if ((rc = bench_lat_init(&lat, 1 << 22)))
 				break;
 			loco_thread_stats(thr, &s0);
 			rc = window_run(&av, thr, o->windows[i], o->duration, &lat, &ops);
 			double secs = (double)(loco_now_ns() - t0) / 1e9;
-			loco_thread_stats(thr, &s1);
-			stats_diff(&d, &s0, &s1);
+			loco_thread_stats(thr, &d);
+			bench_stats_sub(&d, &s0);
 			if (!rc)
 				report(mgr, o->windows[i], secs, ops, &lat, &d);
 			rate[i] = (double)ops / secs;
