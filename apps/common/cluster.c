@@ -145,7 +145,12 @@ void cl_progress_run(const struct cl_progress *p, uint64_t t0)
 		uint64_t now = loco_now_ns();
 		if (now - last_ns < 1000000000u)
 			continue;
-		uint64_t ops = p->live_ops(p->arg);
+		uint64_t ops = 0;
+		for (unsigned i = 0; i < p->threads; i++)
+			/* Relaxed: a progress counter. */
+			ops += atomic_load_explicit((const _Atomic uint64_t *)
+				((const char *)p->ops + i * p->stride),
+				memory_order_relaxed);
 		fprintf(stderr, "%s: node %u: %.0f s, %.0f %s/s\n", p->name,
 			p->node, (double)(now - t0) / 1e9,
 			(double)(ops - last_ops) * 1e9 / (double)(now - last_ns),

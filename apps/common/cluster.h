@@ -92,8 +92,10 @@ struct cl_progress {
 	uint32_t node;
 	unsigned threads;
 	_Atomic unsigned *done;     /* incremented (release) by each worker */
-	uint64_t (*live_ops)(void *arg);
-	void *arg;
+	/* Worker I's op counter is at (char *)ops + I * stride (a field of
+	 * the workers' array). */
+	const _Atomic uint64_t *ops;
+	size_t stride;
 };
 
 void cl_progress_run(const struct cl_progress *p, uint64_t t0);

@@ -166,23 +166,13 @@ static void teardown(struct drv *d)
 
 /* ---- the run ------------------------------------------------------------- */
 
-static uint64_t live_ops(void *arg)
-{
-	struct drv *d = arg;
-	uint64_t n = 0;
-	for (unsigned i = 0; i < d->o.threads; i++)
-		/* Relaxed: a progress counter. */
-		n += atomic_load_explicit(&d->w[i].live_ops, memory_order_relaxed);
-	return n;
-}
-
 /* Print a progress line a second until every worker is done. */
 static void progress(struct drv *d, uint64_t t0)
 {
 	struct cl_progress p = {
 		.name = "kvstore", .unit = "ops", .node = d->self,
 		.threads = d->o.threads, .done = &d->done,
-		.live_ops = live_ops, .arg = d,
+		.ops = &d->w[0].live_ops, .stride = sizeof(d->w[0]),
 	};
 	cl_progress_run(&p, t0);
 }

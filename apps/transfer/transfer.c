@@ -376,23 +376,13 @@ static void *worker_main(void *arg)
 
 /* ---- the run ------------------------------------------------------------- */
 
-static uint64_t live_ops(void *arg)
-{
-	struct xf *x = arg;
-	uint64_t n = 0;
-	for (unsigned i = 0; i < x->o.threads; i++)
-		/* Relaxed: a progress counter. */
-		n += atomic_load_explicit(&x->w[i].live_ops, memory_order_relaxed);
-	return n;
-}
-
 /* Print a progress line a second until every worker is done. */
 static void progress(struct xf *x, uint64_t t0)
 {
 	struct cl_progress p = {
 		.name = "transfer", .unit = "transfers", .node = x->self,
 		.threads = x->o.threads, .done = &x->done,
-		.live_ops = live_ops, .arg = x,
+		.ops = &x->w[0].live_ops, .stride = sizeof(x->w[0]),
 	};
 	cl_progress_run(&p, t0);
 }
