@@ -71,6 +71,16 @@ int bench_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
 	return 0;
 }
 
+int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out,
+		     char *expect)
+{
+	uint64_t v;
+	if (bench_parse_u64(s, lo, hi, &v, expect))
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
 int bench_parse_double(const char *s, double lo, double hi, double *out,
 		       char *expect)
 {

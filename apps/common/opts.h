@@ -33,6 +33,10 @@ int bench_getopt(int argc, char **argv, const char *shortopts,
 int bench_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
 		    char *expect);
 
+/* The same into an unsigned (HI <= UINT_MAX). */
+int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out,
+		     char *expect);
+
 /* Number S (strtod) in [LO, HI] into *OUT. Returns 0, or -1 with
  * "a number in LO..HI" in EXPECT (BENCH_EXPECT_MAX bytes; may be NULL). */
 int bench_parse_double(const char *s, double lo, double hi, double *out,

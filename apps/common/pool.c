@@ -176,13 +176,7 @@ int bench_pool_total(struct bench_pool *p, uint64_t ops, uint64_t *sum)
 int bench_pool_opt(int c, const char *s, unsigned *threads, double *duration,
 		   char *expect)
 {
-	uint64_t v;
 	if (c == 'd')
 		return bench_parse_double(s, 0.001, 86400, duration, expect);
-	if (c != 't')
-		return 1;
-	if (bench_parse_u64(s, 1, 64, &v, expect))
-		return -1;
-	*threads = (unsigned)v;
-	return 0;
+	return c == 't' ? bench_parse_uint(s, 1, 64, threads, expect) : 1;
 }

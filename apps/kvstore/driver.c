@@ -46,16 +46,6 @@ static const char usage[] =
 "Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
 "raise --arena-mb for big runs).\n";
 
-static int parse_uint(const char *s, uint64_t lo, uint64_t hi, unsigned *out,
-		      char *expect)
-{
-	uint64_t v;
-	if (bench_parse_u64(s, lo, hi, &v, expect))
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 static int parse_one(void *opts, int c, const char *arg, char *expect)
 {
 	struct drv_opts *o = opts;
@@ -64,7 +54,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'k': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->keys,
 					 expect);
 	case 'v':
-		if (!parse_uint(arg, 8, KV_VALUE_MAX, &v, expect) && v % 8 == 0) {
+		if (!bench_parse_uint(arg, 8, KV_VALUE_MAX, &v, expect) && v % 8 == 0) {
 			o->value_size = v;
 			return 0;
 		}
@@ -76,11 +66,11 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'p': return bench_parse_double(arg, 0, 1, &o->put, expect);
 	case 'z': return bench_parse_double(arg, 0, 0.9999, &o->zipf, expect);
 	case 'f': return bench_parse_double(arg, 0, 1, &o->fill, expect);
-	case 't': return parse_uint(arg, 1, DRV_MAX_THREADS, &o->threads, expect);
-	case 'w': return parse_uint(arg, 1, DRV_MAX_WINDOW, &o->window, expect);
+	case 't': return bench_parse_uint(arg, 1, DRV_MAX_THREADS, &o->threads, expect);
+	case 'w': return bench_parse_uint(arg, 1, DRV_MAX_WINDOW, &o->window, expect);
 	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
 					    expect);
-	case 'l': return parse_uint(arg, 1, 4096, &o->locks, expect);
+	case 'l': return bench_parse_uint(arg, 1, 4096, &o->locks, expect);
 	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
 	case 'o': return bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops, expect);
 	case 'R': o->record = arg; return 0;

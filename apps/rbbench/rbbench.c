@@ -59,15 +59,6 @@ static void usage(FILE *f)
 		"(default 8); the others receive. One JSON line per node.\n");
 }
 
-static int parse_u32(const char *s, uint32_t lo, uint32_t *out, char *expect)
-{
-	uint64_t v;
-	if (bench_parse_u64(s, lo, UINT32_MAX, &v, expect))
-		return -1;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 static int parse_one(void *arg, int c, const char *s, char *expect)
 {
 	struct opts *o = arg;
@@ -75,11 +66,11 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	case 'd':
 		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
 	case 'a':
-		return parse_u32(s, HDR_BYTES, &o->min, expect);
+		return bench_parse_uint(s, HDR_BYTES, UINT32_MAX, &o->min, expect);
 	case 'b':
-		return parse_u32(s, HDR_BYTES, &o->max, expect);
+		return bench_parse_uint(s, HDR_BYTES, UINT32_MAX, &o->max, expect);
 	case 'n':
-		return parse_u32(s, 1, &o->batch, expect);
+		return bench_parse_uint(s, 1, UINT32_MAX, &o->batch, expect);
 	case 'r':
 		/* loco_ringbuffer_init's sizes. */
 		if (!bench_parse_u64(s, LOCO_RB_MIN_SIZE, UINT32_MAX - 7, &o->ring,

@@ -99,24 +99,14 @@ static const char usage[] =
 
 /* ---- options ----------------------------------------------------------- */
 
-static int parse_uint(const char *s, uint64_t lo, uint64_t hi, unsigned *out,
-		      char *expect)
-{
-	uint64_t v;
-	if (bench_parse_u64(s, lo, hi, &v, expect))
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
 static int parse_one(void *opts, int c, const char *arg, char *expect)
 {
 	struct xo *o = opts;
 	switch (c) {
-	case 'a': return parse_uint(arg, 2, MAX_ACCOUNTS, &o->accounts, expect);
-	case 'l': return parse_uint(arg, 1, 4096, &o->locks, expect);
+	case 'a': return bench_parse_uint(arg, 2, MAX_ACCOUNTS, &o->accounts, expect);
+	case 'l': return bench_parse_uint(arg, 1, 4096, &o->locks, expect);
 	case '1': o->locks = 1; return 0;
-	case 't': return parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
+	case 't': return bench_parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
 	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
 					    expect);
 	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance,
