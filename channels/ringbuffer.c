@@ -64,7 +64,7 @@ static void state_init(struct loco_ringbuffer *rb, uint32_t writer,
 {
 	rb->writer = writer;
 	rb->size = size;
-	rb->max_msg = (uint32_t)(size / 4 - HDR);
+	rb->max_msg = (uint32_t)loco_ringbuffer_max_msg_for(size);
 	rb->idx = 0;
 	rb->ready = false;
 	rb->head = rb->posted = rb->seq = 0;

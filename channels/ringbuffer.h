@@ -144,6 +144,13 @@ static inline uint32_t loco_ringbuffer_max_msg(const struct loco_ringbuffer *rb)
 	return rb->max_msg;
 }
 
+/* The largest payload a ring of SIZE bytes takes (a quarter of the ring,
+ * less a record header), before one exists: for checking options. */
+static inline uint64_t loco_ringbuffer_max_msg_for(uint64_t size)
+{
+	return size / 4 - sizeof(struct loco_rb_hdr);
+}
+
 /* Writer: append message MSG of LEN bytes (1..max_msg) and, unless FLAGS
  * has LOCO_RB_MORE, post everything staged: one WRITE per reader and
  * contiguous range. *POS (may be NULL) gets the message's end position in

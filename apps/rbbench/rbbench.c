@@ -106,7 +106,7 @@ static int parse(void *arg, int argc, char **argv)
 	if (o->min > o->max)
 		return bench_opt_error("loco-rbbench", "--min %u is above --max %u",
 				       o->min, o->max);
-	fit = o->ring / 4 - sizeof(struct loco_rb_hdr);
+	fit = loco_ringbuffer_max_msg_for(o->ring);
 	if (o->max > fit)
 		return bench_opt_error("loco-rbbench", "--max %u does not fit a "
 				       "--ring of %" PRIu64 " bytes (messages "

@@ -721,8 +721,9 @@ static bool opt_one(struct opts *o, int ch, const char *arg)
 		return o->hist != HIST_NONE;
 	case 'r':
 		/* Room for the largest message: a quarter of the ring. */
-		if (!num_parse("--ring", arg, 0, 4 * (MSG_MAX + 24), UINT32_MAX - 7,
-			       8, &v))
+		if (!num_parse("--ring", arg, 0,
+			       4 * (MSG_MAX + sizeof(struct loco_rb_hdr)),
+			       UINT32_MAX - 7, 8, &v))
 			return false;
 		o->ring = (uint64_t)v;
 		return true;
