@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "apps/common/local.h"
+#include "apps/common/opts.h"
 #include "apps/rtxbench/xfer.h"
 
 #define PROG "loco-rtx-transfer"
@@ -406,21 +407,13 @@ static int run(struct xfer *xf, bool *failed)
 	return rc;
 }
 
-static bool wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-			return true;
-	return false;
-}
-
 /* The program: loco-rtx-transfer, and loco-transfer --rtx. */
 int rtx_transfer_main(int argc, char **argv)
 {
 	static struct xfer xf;
 	struct local_node ln;
 	bool failed = false;
-	if (wants_help(argc, argv)) {
+	if (bench_wants_help(argc, argv)) {
 		usage(stdout);
 		return 0;
 	}

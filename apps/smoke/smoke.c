@@ -51,8 +51,7 @@ static int counters_attach(struct smoke *s)
 		rc = loco_mgr_wait_ready(s->mgr, -1);
 	if (rc)
 		return rc;
-	uint64_t all = loco_mgr_compute_peers(s->mgr) |
-		       UINT64_C(1) << loco_mgr_id(s->mgr);
+	uint64_t all = bench_members(s->mgr);
 	s->ctr = *loco_channel_remote(&s->ch, (unsigned)idx,
 				      (uint32_t)lowest(all));
 	return 0;
