@@ -13,6 +13,7 @@
 #include "channels/atomic_var.h"
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
+#include "test/common/capture.h"
 
 static struct cluster cl;
 static struct loco_atomic_var av[2];
@@ -128,24 +129,6 @@ START_TEST(host_goes_through_transport)
 }
 END_TEST
 
-/* Run FN with stderr captured into LOG. */
-static void captured(void (*fn)(void), char *log, size_t len)
-{
-	FILE *f = tmpfile();
-	ck_assert_ptr_nonnull(f);
-	fflush(stderr);
-	int saved = dup(STDERR_FILENO);
-	dup2(fileno(f), STDERR_FILENO);
-	fn();
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	rewind(f);
-	size_t n = fread(log, 1, len - 1, f);
-	log[n] = '\0';
-	fclose(f);
-}
-
 static struct loco_atomic_var hot[2][2];
 
 static void hot_init(void)
@@ -156,14 +139,6 @@ static void hot_init(void)
 			ck_assert_int_eq(loco_atomic_var_init_ex(&hot[v][i], cl.mgr[i], NULL,
 								 names[v], 0, 0,
 								 LOCO_REGION_HOT), 0);
-}
-
-static unsigned count_lines(const char *log, const char *what)
-{
-	unsigned n = 0;
-	for (const char *p = log; (p = strstr(p, what)); p++)
-		n++;
-	return n;
 }
 
 /* A hot word: in the host's device memory if its transport has some,
@@ -177,7 +152,10 @@ START_TEST(hot_word)
 	ck_assert_int_eq(loco_atomic_var_init_ex(&a, cl.mgr[0], NULL, "a", 0, 0, 0x8),
 			 -EINVAL);
 	loco_log_set_level(LOCO_LOG_INFO);
-	captured(hot_init, log, sizeof(log));
+	struct capture cap;
+	capture_start(&cap);
+	hot_init();
+	capture_end(&cap, log, sizeof(log));
 	ck_assert_int_eq(cluster_ready(&cl, 3000), 0);
 	loco_mgr_dm_usage(cl.mgr[0], &total, &used);
 	const struct loco_region *reg = &hot[0][0].base.local[0];
@@ -194,7 +172,7 @@ START_TEST(hot_word)
 		ck_assert_ptr_nonnull(reg->base);
 		ck_assert_uint_eq(rr->space, LOCO_SPACE_ARENA);
 		ck_assert_uint_eq(used, 0);
-		ck_assert_msg(count_lines(log, "is in host memory") == 1 &&
+		ck_assert_msg(count_substr(log, "is in host memory") == 1 &&
 			      strstr(log, "hot region h1.word (8 bytes)") &&
 			      strstr(log, "offers no device memory"), "log: %s", log);
 	}

@@ -18,6 +18,7 @@
 #include "loco/internal.h"
 #include "loco/transport/shm.h"
 #include "test/common/cluster1.h"
+#include "test/common/capture.h"
 
 #define DM_BYTES 256
 
@@ -97,37 +98,7 @@ static void teardown(void)
 }
 
 static char logbuf[8192];
-static FILE *log_file;
-static int saved_fd = -1;
-
-static void log_capture(void)
-{
-	log_file = tmpfile();
-	ck_assert_ptr_nonnull(log_file);
-	fflush(stderr);
-	saved_fd = dup(STDERR_FILENO);
-	dup2(fileno(log_file), STDERR_FILENO);
-}
-
-static const char *log_release(void)
-{
-	fflush(stderr);
-	dup2(saved_fd, STDERR_FILENO);
-	close(saved_fd);
-	rewind(log_file);
-	size_t n = fread(logbuf, 1, sizeof(logbuf) - 1, log_file);
-	logbuf[n] = '\0';
-	fclose(log_file);
-	return logbuf;
-}
-
-static unsigned count(const char *s, const char *what)
-{
-	unsigned n = 0;
-	for (const char *p = s; (p = strstr(p, what)); p++)
-		n++;
-	return n;
-}
+static struct capture cap;
 
 START_TEST(hot_regions_placed_in_device_memory)
 {
@@ -182,11 +153,12 @@ START_TEST(full_device_memory_falls_back_once)
 	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "h.big", DM_BYTES - 8,
 					      LOCO_REGION_HOT, &big), 0);
 	ck_assert_uint_eq(big.space, LOCO_SPACE_DM);
-	log_capture();
+	capture_start(&cap);
 	int r1 = loco_region_alloc_ex(cl.mgr, "h.x", 8, LOCO_REGION_HOT, &x);
 	int r2 = loco_region_alloc_ex(cl.mgr, "h.y", 16, LOCO_REGION_HOT, &y);
 	int r3 = loco_region_alloc_ex(cl.mgr, "h.z", 8, LOCO_REGION_HOT, &z);
-	const char *log = log_release();
+	capture_end(&cap, logbuf, sizeof(logbuf));
+	const char *log = logbuf;
 	ck_assert_int_eq(r1 | r2 | r3, 0);
 	ck_assert_uint_eq(x.space, LOCO_SPACE_DM);     /* the last 8 bytes */
 	ck_assert_uint_eq(x.off, DM_BYTES - 8);
@@ -194,7 +166,7 @@ START_TEST(full_device_memory_falls_back_once)
 	ck_assert_ptr_nonnull(y.base);
 	ck_assert_uint_eq(y.off % 64, 0);
 	ck_assert_uint_eq(z.space, LOCO_SPACE_ARENA);
-	ck_assert_msg(count(log, "warning") == 1 &&
+	ck_assert_msg(count_substr(log, "warning") == 1 &&
 		      strstr(log, "hot region h.y (16 bytes) is in host memory: device "
 			     "memory is full (256 of 256 bytes in use)"), "log: %s", log);
 	loco_region_free(cl.mgr, &big);
@@ -350,9 +322,9 @@ START_TEST(join_carries_the_space)
 	ck_assert_int_eq(loco_channel_add_region(&ch, "h", 8, NULL), 0);
 	ck_assert_int_ge(loco_channel_expect(&ch, "w", 8, 0), 0);
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
-	log_capture();
+	capture_start(&cap);
 	join_from_1("d", LOCO_SPACE_DM, DM_BYTES - 4, &r, &reply);
-	log_release();
+	capture_end(&cap, logbuf, sizeof(logbuf));
 	ck_assert_uint_eq(loco_get_u32(&r), LOCO_EPROTO);
 	loco_get_str(&r, msg, sizeof(msg));
 	ck_assert_msg(strstr(msg, "offered region 'w' outside its device memory"), "%s", msg);

@@ -19,6 +19,7 @@
 #include "loco/transport/transport.h"
 #include "loco/transport/verbs_cfg.h"
 #include "loco/transport/verbs_wr.h"
+#include "test/common/capture.h"
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -1074,19 +1075,10 @@ static bool have_rdma_device(void)
 static int open_captured(const struct loco_tp_config *cfg, struct loco_tp **tp,
 			 char *log, size_t len)
 {
-	FILE *f = tmpfile();
-	ck_assert_ptr_nonnull(f);
-	fflush(stderr);
-	int saved = dup(STDERR_FILENO);
-	dup2(fileno(f), STDERR_FILENO);
+	struct capture cap;
+	capture_start(&cap);
 	int r = loco_verbs_ops.open(cfg, tp);
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	rewind(f);
-	size_t n = fread(log, 1, len - 1, f);
-	log[n] = '\0';
-	fclose(f);
+	capture_end(&cap, log, len);
 	return r;
 }
 
