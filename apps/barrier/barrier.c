@@ -23,7 +23,7 @@ struct bench {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: loco-barrier [--iters N] (plus --id/--hosts/--transport)\n"
+	fprintf(f, "usage: loco-barrier [--iters N] (plus node options: --id/--hosts/--transport/...)\n"
 		"Every compute node waits N times (default 10000) on the barrier\n"
 		"\"bar\" (LOCO Fig. 1) and times each wait; prints a JSON result\n"
 		"line with p50/p99 latency in microseconds.\n");

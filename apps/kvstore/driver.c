@@ -24,7 +24,7 @@
 #define READY_MS 60000
 
 static const char usage[] =
-"usage: loco-kvstore [options] (plus --id/--hosts/--transport, or none for\n"
+"usage: loco-kvstore [options] (plus node options: --id/--hosts/--transport/..., or none for\n"
 "                    a private one-node cluster)\n"
 "  --keys N          key space 0..N-1 (default 100000)\n"
 "  --value-size B    value bytes, a multiple of 8, 8..4096 (default 64)\n"

@@ -44,7 +44,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: loco-lockbench [--threads T] [--duration S] "
 		"[--handover-max N] [--empty]\n"
-		"  (plus --id/--hosts/--transport/--timeout-ms/--arena-mb)\n"
+		"  (plus the node options --id/--hosts/--transport/--timeout-ms/\n"
+		"  --arena-mb/--cpu-bind)\n"
 		"Every compute node runs T threads (default 1) that for S seconds\n"
 		"(default 2) lock the ticket lock \"lk\", increment a remote counter\n"
 		"(--empty: do nothing) and unlock. --handover-max bounds local\n"

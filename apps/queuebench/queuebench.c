@@ -36,7 +36,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: loco-queuebench [--threads T] [--duration S] "
 		"[--slots N]\n"
-		"  (plus --id/--hosts/--transport/--timeout-ms/--arena-mb)\n"
+		"  (plus the node options --id/--hosts/--transport/--timeout-ms/\n"
+		"  --arena-mb/--cpu-bind)\n"
 		"Every compute node runs T threads (default 1) that for S seconds\n"
 		"(default 2) push a value, then pop one, on the queue \"q\" of N\n"
 		"cells per node (default 4096). One JSON line per node.\n");

@@ -52,7 +52,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: loco-rbbench [--duration S] [--min B] [--max B] "
 		"[--batch N] [--ring BYTES]\n"
-		"  (plus --id/--hosts/--transport/--timeout-ms/--arena-mb)\n"
+		"  (plus the node options --id/--hosts/--transport/--timeout-ms/\n"
+		"  --arena-mb/--cpu-bind)\n"
 		"The lowest compute node broadcasts messages of random size in\n"
 		"[min, max] (default 16..1024 bytes) for S seconds (default 2)\n"
 		"through a ring of BYTES (default 1 MiB), posting every N messages\n"

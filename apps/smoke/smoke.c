@@ -112,7 +112,7 @@ static int parse(int argc, char **argv, long *iters)
 			}
 			break;
 		case 'h':
-			printf("usage: loco-smoke [--iters N] (plus --id/--hosts/--transport)\n"
+			printf("usage: loco-smoke [--iters N] (plus node options: --id/--hosts/--transport/...)\n"
 			       "Every compute node FAAs a shared counter N times; the\n"
 			       "total is checked. Prints a JSON result line.\n");
 			return 1;

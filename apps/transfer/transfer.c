@@ -82,7 +82,7 @@ struct xf {
 };
 
 static const char usage[] =
-"usage: loco-transfer [options] (plus --id/--hosts/--transport, or none for\n"
+"usage: loco-transfer [options] (plus node options: --id/--hosts/--transport/..., or none for\n"
 "                     a private one-node cluster)\n"
 "  --rtx             run the rTX transfer instead (loco-rtx-transfer; its\n"
 "                    options follow, see loco-transfer --rtx --help)\n"
