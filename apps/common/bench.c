@@ -61,6 +61,15 @@ void bench_json_begin(FILE *f, const struct bench_result *r)
 		(double)r->stats.rtts / ops);
 }
 
+void bench_json_dm(FILE *f, struct loco_mgr *mgr, bool hot)
+{
+	uint64_t total = 0, used = 0;
+	loco_mgr_dm_usage(mgr, &total, &used);
+	fprintf(f, ",\"hot_locks\":%s,\"dm_total\":%llu,\"dm_used\":%llu",
+		hot ? "true" : "false", (unsigned long long)total,
+		(unsigned long long)used);
+}
+
 void bench_json_end(FILE *f)
 {
 	fputs("}\n", f);

@@ -38,6 +38,10 @@ struct bench_result {
  * append their own fields and then call bench_json_end. */
 void bench_json_begin(FILE *f, const struct bench_result *r);
 void bench_json_end(FILE *f);
+/* Append `,"hot_locks":HOT,"dm_total":T,"dm_used":U`: whether hot
+ * (device-memory) locks were asked for, and this node's device memory
+ * (bytes; 0 and 0 without, as on shm). */
+void bench_json_dm(FILE *f, struct loco_mgr *mgr, bool hot);
 
 /* D += S and D -= S, field by field (S taken before: a difference). */
 void bench_stats_add(struct loco_stats *d, const struct loco_stats *s);

@@ -38,6 +38,8 @@ static const char usage[] =
 "  --duration S      seconds of the measured phase (default 5)\n"
 "  --ops N           stop each thread after N operations (default: no limit)\n"
 "  --locks L         index locks (default 64)\n"
+"  --hot-locks       lock words in the NIC's device memory (verbs; falls back\n"
+"                    to host memory with a warning, always on shm)\n"
 "  --seed S          seed of the key and op choices (default 1)\n"
 "  --record FILE     record the history for loco-lincheck (model map);\n"
 "                    %n in FILE is the node id, a directory gets nodeID.jsonl\n"
@@ -75,6 +77,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'o': return bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops, expect);
 	case 'R': o->record = arg; return 0;
 	case 'B': o->broken_fence = true; return 0;
+	case 'H': o->hot_locks = true; return 0;
 	default: return -1;
 	}
 }
@@ -97,6 +100,7 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 		{ "ops", required_argument, NULL, 'o' },
 		{ "record", required_argument, NULL, 'R' },
 		{ "broken-fence", no_argument, NULL, 'B' },
+		{ "hot-locks", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
@@ -123,6 +127,7 @@ static int setup(struct drv *d)
 	struct kv_config cfg = {
 		.capacity = d->o.keys, .value_size = d->o.value_size,
 		.nlocks = d->o.locks, .broken_fence = d->o.broken_fence,
+		.hot_locks = d->o.hot_locks,
 	};
 	d->self = loco_mgr_id(d->mgr);
 	member_rank(d);
@@ -227,6 +232,7 @@ static void report(struct drv *d, const struct cl_row *row,
 	       o->value_size, o->read, o->insert, o->put, o->zipf, o->window,
 	       o->locks, o->record ? "true" : "false",
 	       o->broken_fence ? "true" : "false");
+	bench_json_dm(stdout, d->mgr, o->hot_locks);
 	printf(",\"gets\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"inserts\":%" PRIu64
 	       ",\"inserted\":%" PRIu64 ",\"deletes\":%" PRIu64 ",\"deleted\":%"
 	       PRIu64 ",\"updates\":%" PRIu64 ",\"updated\":%" PRIu64

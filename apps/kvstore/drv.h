@@ -28,6 +28,7 @@ struct drv_opts {
 	const char *record;
 	uint64_t seed;
 	bool broken_fence;          /* tests: see kv_config */
+	bool hot_locks;             /* see kv_config */
 };
 
 /* Counters of a worker, also the extra fields of the results row. */

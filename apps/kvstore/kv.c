@@ -89,8 +89,9 @@ static int subs_init(struct kv_store *kv)
 					 kv->cfg.capacity * kv->slot_len, 0);
 	if (rc)
 		return rc;
-	rc = loco_lock_array_init(&kv->locks, mgr, &kv->base, "locks",
-				  kv->cfg.nlocks, 0);
+	rc = loco_lock_array_init_ex(&kv->locks, mgr, &kv->base, "locks",
+				     kv->cfg.nlocks, 0,
+				     kv->cfg.hot_locks ? LOCO_REGION_HOT : 0);
 	if (rc)
 		goto fini_data;
 	rc = trackers_init(kv);

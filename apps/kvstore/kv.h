@@ -87,6 +87,7 @@ struct kv_config {
 	uint32_t value_size;    /* largest value, 8..KV_VALUE_MAX */
 	unsigned nlocks;        /* index locks */
 	uint64_t ring_size;     /* bytes of each tracker (0: KV_RING_DEFAULT) */
+	bool hot_locks;         /* lock words in device memory (LOCO_REGION_HOT) */
 	/* Tests only: release the key locks without placing the protected
 	 * writes to other hosts (a missing fence, which shm-weak exposes). */
 	bool broken_fence;

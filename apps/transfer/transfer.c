@@ -48,6 +48,7 @@ enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_N };
 struct xo {
 	uint32_t accounts;
 	unsigned threads, locks;
+	bool hot_locks;
 	double duration;
 	uint64_t balance, max_amount, seed;
 };
@@ -89,6 +90,8 @@ static const char usage[] =
 "  --accounts N      accounts (atomic_vars), 2..16384 (default 1024)\n"
 "  --locks L         locks, account I guarded by lock I mod L (default 64)\n"
 "  --single-lock     one lock for every transfer (same as --locks 1)\n"
+"  --hot-locks       lock words in the NIC's device memory (verbs; falls back\n"
+"                    to host memory with a warning, always on shm)\n"
 "  --threads T       worker threads per node (default 1)\n"
 "  --duration S      seconds of the measured phase (default 5)\n"
 "  --balance B       initial balance of each account (default 1000000)\n"
@@ -106,6 +109,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'a': return bench_parse_uint(arg, 2, MAX_ACCOUNTS, &o->accounts, expect);
 	case 'l': return bench_parse_uint(arg, 1, 4096, &o->locks, expect);
 	case '1': o->locks = 1; return 0;
+	case 'H': o->hot_locks = true; return 0;
 	case 't': return bench_parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
 	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
 					    expect);
@@ -124,6 +128,7 @@ static int parse(struct xo *o, int argc, char **argv)
 		{ "accounts", required_argument, NULL, 'a' },
 		{ "locks", required_argument, NULL, 'l' },
 		{ "single-lock", no_argument, NULL, '1' },
+		{ "hot-locks", no_argument, NULL, 'H' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "balance", required_argument, NULL, 'b' },
@@ -228,8 +233,9 @@ static int setup(struct xf *x)
 	rc = accounts_init(x);
 	if (rc)
 		goto fini_base;
-	rc = loco_lock_array_init(&x->locks, x->mgr, &x->base, "locks",
-				  x->o.locks, 0);
+	rc = loco_lock_array_init_ex(&x->locks, x->mgr, &x->base, "locks",
+				     x->o.locks, 0,
+				     x->o.hot_locks ? LOCO_REGION_HOT : 0);
 	if (rc)
 		goto fini_accounts;
 	rc = cl_run_init(&x->run, x->mgr, "xferrun");
@@ -428,6 +434,7 @@ static void report(struct xf *x, const struct cl_row *row,
 	       initial == expected && final == expected ? "true" : "false",
 	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],
 	       e[X_HANDOVERS]);
+	bench_json_dm(stdout, x->mgr, x->o.hot_locks);
 	bench_json_end(stdout);
 }
 

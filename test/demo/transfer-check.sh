@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# transfer-check.sh LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
+# transfer-check.sh [--hot-fallback N] LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
 # Runs a loco-transfer cluster. Passes when every node exited 0, every
 # result line (one per node and the cluster's) says "conserved":true with
 # the final total equal to the initial one, and some transfers ran.
+# --hot-fallback N (a --hot-locks run on a transport without device
+# memory): also every line says "hot_locks":true with no device memory
+# used, and each of the N nodes warned exactly once that its hot lock
+# words are in host memory.
 set -u
+hot=0
+if [ "$1" = --hot-fallback ]; then
+	hot=$2
+	shift 2
+fi
 loco_run=$1
 shift 2
 out=$("$loco_run" "$@" 2>&1)
@@ -14,15 +23,25 @@ lines=$(printf '%s\n' "$out" | grep '"app":"transfer"')
 [ "$rc" -eq 0 ] || { echo "transfer-check: cluster failed (loco-run exit $rc)"; exit 1; }
 printf '%s\n' "$lines" | grep -q '"scope":"cluster"' ||
 	{ echo "transfer-check: no cluster result line"; exit 1; }
-python3 - "$lines" <<'PY'
+if [ "$hot" -gt 0 ]; then
+	warned=$(printf '%s\n' "$out" | grep 'warning: region: hot region xfer/locks/' |
+		 grep -c 'is in host memory')
+	[ "$warned" -eq "$hot" ] ||
+		{ echo "transfer-check: $warned hot-region warnings, want $hot (one per node)"; exit 1; }
+fi
+python3 - "$lines" "$hot" <<'PY'
 import json, sys
 bad = 0
+hot = int(sys.argv[2]) > 0
 for line in sys.argv[1].splitlines():
     r = json.loads(line[line.index('{'):])
     ok = (r["conserved"] is True and r["final_total"] == r["initial_total"]
           == r["expected_total"] and r["conflicts"] == 0 and r["ops"] > 0)
     if not ok:
         print("transfer-check: not conserved:", line)
+        bad += 1
+    if r["hot_locks"] is not hot or r["dm_used"] != 0:
+        print("transfer-check: hot_locks/dm_used not as asked:", line)
         bad += 1
 sys.exit(1 if bad else 0)
 PY
