@@ -222,7 +222,7 @@ int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
 	int rc = opts_check(&x->o);
 	if (!rc) {
 		/* Only this node's bit: no peers to join (channel.h). */
-		rc = loco_channel_init(&x->base, mgr, NULL, x->o.name,
+		rc = loco_channel_init(&x->base, mgr, x->o.parent, x->o.name,
 				       UINT64_C(1) << loco_mgr_id(mgr));
 		if (rc)
 			loco_err("rtx", "bad rtx name '%s'", x->o.name);

@@ -60,6 +60,10 @@ struct loco_rtx_worker;
 struct loco_rtx_opts {
 	const char *name;           /* channel name (default "rtx"): no '/'
 				     * or '.', unique among the node's channels */
+	struct loco_channel *parent; /* the channel it is a part of (an index
+				     * built on it), named "<parent>/<name>";
+				     * NULL: top level. The parent's owner
+				     * destroys the rtx before finishing it */
 	uint64_t mem_nodes;         /* hosting nodes, a bit per id; 0: the
 				     * first memory node, or the lowest
 				     * compute node when there is none */

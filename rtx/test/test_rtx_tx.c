@@ -179,6 +179,48 @@ START_TEST(channel_tree)
 }
 END_TEST
 
+/* Under a parent channel (an index built on rTX): "idx/rtx" and
+ * "idx/rtx/m0", regions "idx/rtx/m0.<part>", apart from a top-level
+ * "rtx"; transactions work the same. */
+START_TEST(channel_under_parent)
+{
+	struct loco_channel idx;
+	struct loco_rtx *sub;
+	struct loco_rtx_worker *sw;
+	struct loco_rregion rr;
+	const uint64_t *p = NULL;
+	uint64_t v = 7;
+	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8,
+				   .parent = &idx };
+	ck_assert_int_eq(loco_channel_init(&idx, c.mgr, NULL, "idx",
+					   UINT64_C(1) << 0), 0);
+	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &sub), 0);
+	ck_assert_str_eq(sub->base.name, "idx/rtx");
+	ck_assert_str_eq(sub->node[0].base.name, "idx/rtx/m0");
+	ck_assert_int_eq(loco_region_open(c.mgr, 0, "idx/rtx/m0.meta",
+					  sub->node[0].meta.len, &rr), 0);
+	ck_assert_uint_eq(rr.off, sub->node[0].meta.off);
+	ck_assert_uint_ne(rr.off, x->node[0].meta.off);
+	ck_assert_int_eq(loco_rtx_worker_create(sub, thr, &sw), 0);
+	loco_raddr_t obj = loco_rtx_obj(sub, sub->home, 3);
+	int rc;
+	LOCO_RTX_BLOCK(sw, rc)
+		rc = loco_rtx_write(sw, obj, &v);
+	ck_assert_int_eq(rc, 0);
+	uint64_t got = 0;
+	LOCO_RTX_BLOCK(sw, rc) {
+		rc = loco_rtx_read(sw, obj, (const void **)&p);
+		got = !rc && p ? *p : 0;
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(got, 7);
+	ck_assert_int_eq(get(3), -1);     /* the top-level rtx is apart */
+	loco_rtx_worker_destroy(sw);
+	loco_rtx_destroy(sub);
+	loco_channel_fini(&idx);
+}
+END_TEST
+
 
 START_TEST(basic_read_write)
 {
@@ -782,6 +824,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 30);
 	tcase_add_test(t, channel_tree);
+	tcase_add_test(t, channel_under_parent);
 	tcase_add_test(t, basic_read_write);
 	tcase_add_test(t, read_your_writes_and_cache);
 	tcase_add_test(t, logged_transfer);
