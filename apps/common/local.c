@@ -122,7 +122,8 @@ void local_node_stop(struct local_node *ln)
 int local_main(const struct local_prog *p, void *arg, int argc, char **argv)
 {
 	struct local_node ln;
-	int rc = local_node_start(&ln, &argc, argv, p->name, "shm");
+	int rc = local_node_start(&ln, &argc, argv, p->name,
+				  p->transport ? p->transport : "shm");
 	if (rc)
 		return rc;
 	rc = p->parse(arg, argc, argv);

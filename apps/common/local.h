@@ -22,9 +22,10 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 		     const char *prog, const char *default_transport);
 void local_node_stop(struct local_node *ln);
 
-/* A program run on a local_node (transport shm by default). */
+/* A program run on a local_node. */
 struct local_prog {
 	const char *name;           /* "loco-<app>", of the error lines */
+	const char *transport;      /* of a private cluster (NULL: shm) */
 	void (*usage)(FILE *f);
 	/* The program's options into ARG: 0 to run, 1 for --help, 2 if bad. */
 	int (*parse)(void *arg, int argc, char **argv);

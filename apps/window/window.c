@@ -13,6 +13,7 @@
 
 #include "apps/common/bench.h"
 #include "apps/common/local.h"
+#include "apps/common/opts.h"
 #include "channels/atomic_var.h"
 
 #define MAX_WINDOWS 8
@@ -63,44 +64,61 @@ static int window_run(struct loco_atomic_var *av, struct loco_thread *thr,
 	return rc;
 }
 
-static int parse(struct win_opts *o, int argc, char **argv)
+static void usage(FILE *f)
 {
-	static const struct option opts[] = {
+	fprintf(f, "usage: loco-window [--windows W1,W2,...] [--duration S]\n"
+		"  (plus the node options --id/--hosts/--transport/--timeout-ms/\n"
+		"  --arena-mb/--cpu-bind)\n"
+		"An FAA loop on one atomic_var keeping W operations in flight, for\n"
+		"each W in 1..128 (at most %d; default 3,128), S seconds each\n"
+		"(default 2). Run alone: shm-weak with LOCO_SHM_WEAK_RTT_NS=10000\n"
+		"unless set; under loco-run: its --transport. One JSON line per\n"
+		"window, then the ratio of the last window's rate to the first's.\n",
+		MAX_WINDOWS);
+}
+
+/* "W1,W2,...": 1..MAX_WINDOWS windows, each in 1..128. */
+static int parse_windows(struct win_opts *o, const char *arg, char *expect)
+{
+	char buf[256];
+	snprintf(expect, BENCH_EXPECT_MAX, "1 to %d windows in 1..128, "
+		 "comma-separated", MAX_WINDOWS);
+	if (strlen(arg) >= sizeof(buf))
+		return -1;
+	strcpy(buf, arg);
+	o->nwin = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->nwin == MAX_WINDOWS ||
+		    bench_parse_uint(tok, 1, 128, &o->windows[o->nwin], NULL))
+			return -1;
+		o->nwin++;
+	}
+	return o->nwin ? 0 : -1;
+}
+
+static int parse_one(void *arg, int c, const char *s, char *expect)
+{
+	struct win_opts *o = arg;
+	switch (c) {
+	case 'w': return parse_windows(o, s, expect);
+	case 'd': return bench_parse_double(s, 0.001, 86400, &o->duration,
+					    expect);
+	default: return -1;
+	}
+}
+
+static int parse(void *arg, int argc, char **argv)
+{
+	static const struct option lo[] = {
 		{ "windows", required_argument, NULL, 'w' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
-	char *end;
-	while ((c = getopt_long(argc, argv, "w:d:h", opts, NULL)) != -1) {
-		if (c == 'd' && (o->duration = strtod(optarg, &end)) > 0 && !*end)
-			continue;
-		if (c == 'w') {
-			o->nwin = 0;
-			for (char *tok = strtok(optarg, ","); tok && o->nwin < MAX_WINDOWS;
-			     tok = strtok(NULL, ",")) {
-				unsigned long v = strtoul(tok, &end, 10);
-				if (*end || !v || v > 128) {
-					fprintf(stderr, "loco-window: bad window '%s' "
-						"(1..128)\n", tok);
-					return 2;
-				}
-				o->windows[o->nwin++] = (unsigned)v;
-			}
-			continue;
-		}
-		if (c == 'h') {
-			printf("usage: loco-window [--windows 3,128] [--duration S]\n"
-			       "  [--transport T] (run alone: shm-weak with "
-			       "LOCO_SHM_WEAK_RTT_NS=10000 by default;\n"
-			       "  under loco-run: its --transport)\n");
-			exit(0);
-		}
-		fprintf(stderr, "loco-window: bad option\n");
-		return 2;
-	}
-	return optind == argc && o->nwin ? 0 : 2;
+	return bench_getopt(argc, argv, "w:d:h", lo, parse_one, arg,
+			    "loco-window");
 }
 
 static void report(struct loco_mgr *mgr, unsigned w, double secs,
@@ -157,21 +175,19 @@ static int run_all(struct loco_mgr *mgr, const struct win_opts *o)
 	return rc;
 }
 
+static int run(void *arg, struct loco_mgr *mgr)
+{
+	return run_all(mgr, arg);
+}
+
+static const struct local_prog prog = {
+	.name = "loco-window", .transport = "shm-weak", .usage = usage,
+	.parse = parse, .run = run,
+};
+
 int main(int argc, char **argv)
 {
 	struct win_opts o = { .windows = { 3, 128 }, .nwin = 2, .duration = 2 };
-	struct local_node ln;
 	setenv("LOCO_SHM_WEAK_RTT_NS", "10000", 0);
-	int rc = local_node_start(&ln, &argc, argv, "loco-window", "shm-weak");
-	if (rc)
-		return rc;
-	if (parse(&o, argc, argv)) {
-		local_node_stop(&ln);
-		return 2;
-	}
-	rc = run_all(ln.mgr, &o);
-	if (rc)
-		fprintf(stderr, "loco-window: %s\n", loco_strerror(rc));
-	local_node_stop(&ln);
-	return rc ? 1 : 0;
+	return local_main(&prog, &o, argc, argv);
 }
