@@ -3,8 +3,9 @@
  * each transfer one rTX over two random accounts (or, --mode lock, two
  * CAS spin locks), on every compute node, for --duration seconds. Nodes
  * may be killed at any time (tools/loco-run --kill, LOCO_CRASH_AT): at the
- * end the lowest surviving node repairs what the dead left, checks that
- * the total is conserved and prints one JSON line (apps/common/bench.h)
+ * end one surviving node (--reporter, else the lowest) repairs what the
+ * dead left, checks that the total is conserved and prints one JSON line
+ * (apps/common/bench.h)
  * with "conserved", "repairs", "locks_held" and the data pool audit. */
 #include <errno.h>
 #include <getopt.h>
@@ -29,85 +30,73 @@ static void usage(FILE *f)
 		"         [--drift-ms D] [--no-opt1] [--prelock] [--touch-pct P]\n"
 		"         [--mem-nodes first|all]\n"
 		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
-		"         [--seed N] [loco options: --id --hosts --transport ...]\n"
+		"         [--seed N] [--reporter ID]\n"
+		"         [loco options: --id --hosts --transport ...]\n"
 		"Defaults: 1000 accounts of 1000, amounts 1..100, 5 s, 2 threads,\n"
 		"rtx, drift 8 ms, heartbeat 10 ms, dead after 500 ms without one.\n"
 		"--prelock: OPT2 pre-locks (both accounts locked at first access).\n"
 		"--touch-pct: P%% of the ops rewrite one account unchanged (a\n"
 		"one-object write set: an OPT1 commit without log).\n"
 		"Run on every compute node (tools/loco-run -m 1 -n 4 -- " PROG ").\n"
-		"The lowest surviving node prints the JSON result line; exit 1 if\n"
-		"the total is not conserved or locks stay held.\n");
+		"After the run one node repairs what the dead left, audits and\n"
+		"prints the JSON result line: --reporter ID if that node finished,\n"
+		"else the lowest node that did. Exit 1 if the total is not\n"
+		"conserved or locks stay held.\n");
 }
 
-static bool in_range(double v, double lo, double hi)
-{
-	return v >= lo && v <= hi;
-}
-
-/* Numeric options: the value is checked against its range here. */
-static int parse_num_opt(struct xfer_opts *o, int c, double v)
+/* Unsigned options of at most 32 bits: the field each one sets and its
+ * range. */
+static unsigned *uint_field(struct xfer_opts *o, int c, unsigned *lo,
+			    unsigned *hi)
 {
 	switch (c) {
-	case 'a':
-		o->accounts = (uint32_t)v;
-		return in_range(v, 2, 1 << 24) ? 0 : -1;
-	case 'b':
-		o->balance = (uint64_t)v;
-		return in_range(v, 0, 1e12) ? 0 : -1;
-	case 'A':
-		o->max_amount = (uint32_t)v;
-		return in_range(v, 1, 1e9) ? 0 : -1;
-	case 'd':
-		o->duration = v;
-		return in_range(v, 0.01, 3600) ? 0 : -1;
-	case 't':
-		o->threads = (unsigned)v;
-		return in_range(v, 1, XFER_MAX_THREADS) ? 0 : -1;
-	case 'D':
-		o->drift_ms = (uint32_t)v;
-		return in_range(v, 1, 60000) ? 0 : -1;
-	case 'H':
-		o->hb_ms = (unsigned)v;
-		return in_range(v, 1, 10000) ? 0 : -1;
-	case 'X':
-		o->dead_ms = (unsigned)v;
-		return in_range(v, 10, 600000) ? 0 : -1;
-	case 'u':
-		o->touch_pct = (unsigned)v;
-		return in_range(v, 0, 100) ? 0 : -1;
-	default:
-		o->seed = (uint64_t)v;
-		return in_range(v, 0, 1e18) ? 0 : -1;
+	case 'a': *lo = 2; *hi = 1u << 24; return &o->accounts;
+	case 'A': *lo = 1; *hi = 1000000000; return &o->max_amount;
+	case 't': *lo = 1; *hi = XFER_MAX_THREADS; return &o->threads;
+	case 'D': *lo = 1; *hi = 60000; return &o->drift_ms;
+	case 'H': *lo = 1; *hi = 10000; return &o->hb_ms;
+	case 'X': *lo = 10; *hi = 600000; return &o->dead_ms;
+	case 'u': *lo = 0; *hi = 100; return &o->touch_pct;
+	case 'R': *lo = 0; *hi = LOCO_MAX_NODES - 1; return &o->reporter;
+	default: return NULL;
 	}
 }
 
-static int parse_opt(struct xfer_opts *o, int c, const char *arg)
+static int parse_word(const char *arg, const char *a, const char *b,
+		      bool *is_b, char *expect)
 {
-	char *end;
+	*is_b = !strcmp(arg, b);
+	if (*is_b || !strcmp(arg, a))
+		return 0;
+	snprintf(expect, BENCH_EXPECT_MAX, "%s or %s", a, b);
+	return -1;
+}
+
+static int parse_one(void *arg, int c, const char *s, char *expect)
+{
+	struct xfer_opts *o = arg;
+	unsigned lo, hi, *u = uint_field(o, c, &lo, &hi);
+	bool b;
+	int rc;
+	if (u) {
+		rc = bench_parse_uint(s, lo, hi, u, expect);
+		o->reporter_set |= !rc && c == 'R';
+		return rc;
+	}
 	switch (c) {
+	case 'b': return bench_parse_u64(s, 0, UINT64_C(1000000000000),
+					 &o->balance, expect);
+	case 'd': return bench_parse_double(s, 0.01, 3600, &o->duration, expect);
+	case 's': return bench_parse_u64(s, 0, UINT64_MAX, &o->seed, expect);
 	case 'm':
-		o->mode = strcmp(arg, "lock") ? XFER_RTX : XFER_LOCK;
-		return strcmp(arg, "lock") && strcmp(arg, "rtx") ? -1 : 0;
-	case 'M':
-		o->all_mem = !strcmp(arg, "all");
-		return strcmp(arg, "all") && strcmp(arg, "first") ? -1 : 0;
-	case 'T':
-		o->timeline = arg;
-		return 0;
-	case 'n':
-		o->no_opt1 = true;
-		return 0;
-	case 'P':
-		o->prelock = true;
-		return 0;
-	case 'a': case 'b': case 'A': case 'd': case 't': case 'D':
-	case 'H': case 'X': case 's': case 'u': {
-		double v = strtod(arg, &end);
-		return *end || end == arg ? -1 : parse_num_opt(o, c, v);
-	}
-	default:
-		return -1;
+		rc = parse_word(s, "rtx", "lock", &b, expect);
+		o->mode = b ? XFER_LOCK : XFER_RTX;
+		return rc;
+	case 'M': return parse_word(s, "first", "all", &o->all_mem, expect);
+	case 'T': o->timeline = s; return 0;
+	case 'n': o->no_opt1 = true; return 0;
+	case 'P': o->prelock = true; return 0;
+	default: return -1;
 	}
 }
 
@@ -129,20 +118,14 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 		{ "hb-ms", required_argument, NULL, 'H' },
 		{ "dead-ms", required_argument, NULL, 'X' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "reporter", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct xfer_opts){ .accounts = 1000, .balance = 1000,
 		.max_amount = 100, .duration = 5, .threads = 2,
 		.drift_ms = 8, .hb_ms = 10, .dead_ms = 500,
 		.seed = (uint64_t)time(NULL) };
-	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (parse_opt(o, c, optarg)) {
-			fprintf(stderr, PROG ": bad option or value (--help)\n");
-			return 2;
-		}
-	}
-	return optind == argc ? 0 : 2;
+	return bench_getopt(argc, argv, "", opts, parse_one, o, PROG) ? 2 : 0;
 }
 
 /* ---- cluster ------------------------------------------------------------- */
@@ -351,8 +334,17 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	bench_json_end(stdout);
 }
 
+/* The node that repairs, checks and reports among the finished ones
+ * (DONE, a bit per id): --reporter if it finished, else the lowest. */
+static uint32_t reporter_of(const struct xfer *xf, uint64_t done)
+{
+	if (xf->o.reporter_set && (done >> xf->o.reporter & 1))
+		return xf->o.reporter;
+	return (uint32_t)__builtin_ctzll(done);
+}
+
 /* After the run: DONE mark, wait for the others, and if this is the
- * lowest finished node, repair, check and report. */
+ * reporter, repair, check and report. */
 static int finish(struct xfer *xf, struct bench_lat *lat, bool *failed)
 {
 	struct xfer_result res = { .expected = (uint64_t)xf->o.accounts *
@@ -361,7 +353,7 @@ static int finish(struct xfer *xf, struct bench_lat *lat, bool *failed)
 	int rc = xfer_publish(xf, XFER_DONE);
 	if (!rc)
 		rc = xfer_wait_others(xf, &res);
-	if (rc || (uint32_t)__builtin_ctzll(res.done) != xf->self)
+	if (rc || reporter_of(xf, res.done) != xf->self)
 		return rc;
 	rc = xf->o.mode == XFER_RTX ? xfer_rtx_final(xf, &res) :
 				      xfer_lock_final(xf, &res);

@@ -5,9 +5,9 @@
  * and tolerates dead nodes: each node owns a record in region "xfer-run.ctl"
  * on the home memory node, heartbeats into it while it works and marks it
  * DONE at the end. A node that is not DONE and whose heartbeat stopped
- * for --dead-ms is dead. When every node is DONE or dead, the DONE node
- * with the lowest id repairs what the dead left, checks the total and
- * prints the JSON result line. */
+ * for --dead-ms is dead. When every node is DONE or dead, one DONE node
+ * (--reporter if it finished, else the lowest DONE id) repairs what the
+ * dead left, checks the total and prints the JSON result line. */
 #ifndef LOCO_APPS_XFER_H
 #define LOCO_APPS_XFER_H
 
@@ -28,13 +28,13 @@ enum xfer_mode { XFER_RTX, XFER_LOCK };
 enum xfer_state { XFER_NONE = 0, XFER_RUNNING = 1, XFER_DONE = 2 };
 
 struct xfer_opts {
-	uint32_t accounts;
+	unsigned accounts;
 	uint64_t balance;
-	uint32_t max_amount;
+	unsigned max_amount;
 	double duration;
 	unsigned threads;
 	enum xfer_mode mode;
-	uint32_t drift_ms;
+	unsigned drift_ms;
 	bool no_opt1;
 	bool prelock;               /* OPT2: pre-lock both accounts */
 	unsigned touch_pct;         /* % of ops rewriting one account as is */
@@ -42,6 +42,8 @@ struct xfer_opts {
 	const char *timeline;       /* CSV path, or NULL */
 	unsigned hb_ms, dead_ms;
 	uint64_t seed;
+	unsigned reporter;          /* --reporter: reports if it finished */
+	bool reporter_set;
 };
 
 /* Remote record of one compute node (region "xfer-run.ctl"). */
