@@ -105,8 +105,8 @@ int loco_channel_expect(struct loco_channel *ch, const char *name,
 /* Create-or-open region NAME of LEN bytes of this channel on NODE, named
  * "<channel full name>.NAME": the first opener, from any node, gets zeroed
  * memory, later openers the same region; *OUT gets its descriptor.
- * Another NODE serves it with loco_region_open (a memory node keeps it for
- * its lifetime). NODE may be this node (no memory node in the cluster):
+ * Another NODE serves it with loco_region_open (a memory node keeps it
+ * until loco_region_drop). NODE may be this node (no memory node in the cluster):
  * the region is then in this node's arena, peers open it there, and it is
  * freed when the last channel of this process holding it is finished, so
  * a later channel of the same name starts from zeroed memory. Released by

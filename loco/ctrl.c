@@ -373,6 +373,9 @@ static int serve_one(struct loco_mgr *mgr, struct client *cl,
 	case LOCO_MSG_REGION_OPEN:
 		loco_region_handle_open(mgr, (uint32_t)cl->peer, p, h->len, reply);
 		return LOCO_MSG_REGION_ACK;
+	case LOCO_MSG_REGION_DROP:
+		loco_region_handle_drop(mgr, (uint32_t)cl->peer, p, h->len, reply);
+		return LOCO_MSG_REGION_DROP_ACK;
 	default:
 		loco_err("ctrl", "unknown request type %u from node %d", h->type,
 			 cl->peer);

@@ -129,6 +129,9 @@ void loco_arena_free_all(struct loco_mgr *mgr);
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,
 			     struct loco_wbuf *reply);
+void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply);
 
 /* ctrl.c */
 int loco_ctrl_start(struct loco_mgr *mgr);

@@ -107,6 +107,24 @@ void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used);
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out);
 
+/* loco_region_drop: also every region of channel NAME's tree, NAME.* and
+ * NAME/... (a channel's hosted regions and its sub-channels'). */
+#define LOCO_DROP_TREE 0x1u
+
+/* Free create-or-open regions on node NODE (loco_region_open,
+ * loco_channel_open_hosted): NAME, and with LOCO_DROP_TREE in FLAGS its
+ * channel tree. Their space returns to NODE's arena; a later open of a
+ * name starts from zeroed memory. All or nothing: -EBUSY, and nothing
+ * freed, if a channel in NODE's own process still holds one of them (or
+ * NAME is a channel's private region there). *COUNT (may be NULL) gets
+ * the number freed. Returns 0, -ENOENT (no such region), -EINVAL,
+ * -EBUSY or -ETIMEDOUT (NODE does not answer); the reason is logged.
+ * Caller: no node may use the regions any more (a descriptor kept past
+ * the drop addresses memory that later regions reuse), e.g. the last
+ * node of a run, after every other one finished or died. */
+int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
+		     unsigned flags, unsigned *count);
+
 /* ---- threads, ack keys ------------------------------------------------ */
 
 /* Thread context for the calling OS thread. With --cpu-bind core

@@ -340,17 +340,24 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	region_ack(reply, rc, msg, off, have);
 }
 
-/* Send REQ to NODE's REGION_OPEN handler (called directly for this node,
- * whose server does not call itself); *REP (malloc'd) gets the reply. */
-static int open_request(struct loco_mgr *mgr, uint32_t node,
-			const struct loco_wbuf *req, uint8_t **rep, size_t *rlen)
+typedef void region_handler(struct loco_mgr *mgr, uint32_t from,
+			    const uint8_t *req, size_t len,
+			    struct loco_wbuf *reply);
+
+/* Send REQ (of TYPE, answered by ACK) to NODE, served by HANDLER (called
+ * directly for this node, whose server does not call itself); *REP
+ * (malloc'd) gets the reply. */
+static int region_request(struct loco_mgr *mgr, uint32_t node, uint16_t type,
+			  uint16_t ack, region_handler *handler,
+			  const struct loco_wbuf *req, uint8_t **rep,
+			  size_t *rlen)
 {
 	if (node != mgr->id)
-		return loco_ctrl_request(mgr, node, LOCO_MSG_REGION_OPEN, req->p,
-					 req->len, LOCO_MSG_REGION_ACK, rep, rlen, -1);
+		return loco_ctrl_request(mgr, node, type, req->p, req->len, ack,
+					 rep, rlen, -1);
 	struct loco_wbuf reply;
 	loco_wbuf_init(&reply);
-	loco_region_handle_open(mgr, node, req->p, req->len, &reply);
+	handler(mgr, node, req->p, req->len, &reply);
 	int rc = reply.err;
 	if (rc) {
 		loco_wbuf_fini(&reply);
@@ -373,7 +380,10 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 	loco_put_u64(&w, len);
 	uint8_t *rep = NULL;
 	size_t rlen = 0;
-	int rc = w.err ? w.err : open_request(mgr, node, &w, &rep, &rlen);
+	int rc = w.err ? w.err :
+		 region_request(mgr, node, LOCO_MSG_REGION_OPEN,
+				LOCO_MSG_REGION_ACK, loco_region_handle_open,
+				&w, &rep, &rlen);
 	loco_wbuf_fini(&w);
 	if (rc) {
 		loco_err("region", "open '%s' on node %u: %s", name, node,
@@ -399,4 +409,123 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		return -LOCO_EPROTO;
 	*out = (struct loco_rregion){ .node = node, .off = off, .len = got };
 	return 0;
+}
+
+/* ---- drop on a memory node ----------------------------------------------
+ * REGION_DROP:     str name, u32 flags.
+ * REGION_DROP_ACK: u32 status (negated errno), str message, u32 count. */
+
+static bool drop_matches(const char *rname, const char *name, unsigned flags)
+{
+	size_t n = strlen(name);
+	if (!strcmp(rname, name))
+		return true;
+	return (flags & LOCO_DROP_TREE) && !strncmp(rname, name, n) &&
+	       (rname[n] == '.' || rname[n] == '/');
+}
+
+/* Arena regions NAME matches (alloc_lock held): *FREE of them may go,
+ * *BUSY are held by this process's channels or private to one. */
+static void drop_count(struct loco_mgr *mgr, const char *name, unsigned flags,
+		       unsigned *free_n, unsigned *busy)
+{
+	*free_n = *busy = 0;
+	for (struct loco_alloc *a = mgr->allocs; a; a = a->next)
+		if (drop_matches(a->name, name, flags)) {
+			if (a->shared && !a->holds)
+				(*free_n)++;
+			else
+				(*busy)++;
+		}
+}
+
+static void drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
+{
+	for (struct loco_alloc **pp = &mgr->allocs; *pp;) {
+		struct loco_alloc *a = *pp;
+		if (drop_matches(a->name, name, flags)) {
+			*pp = a->next;
+			free(a);
+		} else {
+			pp = &a->next;
+		}
+	}
+}
+
+static void drop_ack(struct loco_wbuf *reply, int status, const char *msg,
+		     unsigned count)
+{
+	loco_put_u32(reply, (uint32_t)-status);
+	loco_put_str(reply, msg);
+	loco_put_u32(reply, count);
+}
+
+void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply)
+{
+	char name[LOCO_NAME_MAX], msg[LOCO_NAME_MAX + 96] = "";
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, req, len);
+	loco_get_str(&r, name, sizeof(name));
+	uint32_t flags = loco_get_u32(&r);
+	if (loco_rbuf_done(&r) || !name[0] || (flags & ~LOCO_DROP_TREE)) {
+		drop_ack(reply, -LOCO_EPROTO, "malformed REGION_DROP", 0);
+		return;
+	}
+	unsigned n, busy;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	drop_count(mgr, name, flags, &n, &busy);
+	if (!busy && n)
+		drop_free(mgr, name, flags);
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	int rc = busy ? -EBUSY : n ? 0 : -ENOENT;
+	if (busy)
+		snprintf(msg, sizeof(msg), "%u region(s) of '%s' belong to "
+			 "channels of node %u", busy, name, mgr->id);
+	else if (!n)
+		snprintf(msg, sizeof(msg), "no region '%s'%s", name,
+			 flags & LOCO_DROP_TREE ? " (tree)" : "");
+	else
+		loco_info("region", "node %u dropped %u region(s) of '%s'",
+			  from, n, name);
+	drop_ack(reply, rc, msg, rc ? 0 : n);
+}
+
+int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
+		     unsigned flags, unsigned *count)
+{
+	if (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
+	    !name[0] || strlen(name) >= LOCO_NAME_MAX || (flags & ~LOCO_DROP_TREE))
+		return -EINVAL;
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_str(&w, name);
+	loco_put_u32(&w, flags);
+	uint8_t *rep = NULL;
+	size_t rlen = 0;
+	int rc = w.err ? w.err :
+		 region_request(mgr, node, LOCO_MSG_REGION_DROP,
+				LOCO_MSG_REGION_DROP_ACK, loco_region_handle_drop,
+				&w, &rep, &rlen);
+	loco_wbuf_fini(&w);
+	if (rc) {
+		loco_err("region", "drop '%s' on node %u: %s", name, node,
+			 loco_strerror(rc));
+		return rc;
+	}
+	char msg[LOCO_NAME_MAX + 96];
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, rep, rlen);
+	int status = -(int)loco_get_u32(&r);
+	loco_get_str(&r, msg, sizeof(msg));
+	uint32_t n = loco_get_u32(&r);
+	rc = loco_rbuf_done(&r);
+	free(rep);
+	if (!rc && status)
+		loco_err("region", "drop '%s' on node %u: %s", name, node,
+			 msg[0] ? msg : loco_strerror(status));
+	if (!rc && !status && count)
+		*count = n;
+	return rc ? rc : status;
 }

@@ -18,6 +18,8 @@ enum loco_msg_type {
 	LOCO_MSG_JOIN_ACK = 4,
 	LOCO_MSG_REGION_OPEN = 5,
 	LOCO_MSG_REGION_ACK = 6,
+	LOCO_MSG_REGION_DROP = 7,
+	LOCO_MSG_REGION_DROP_ACK = 8,
 };
 
 struct loco_msg_hdr {

@@ -140,6 +140,62 @@ static uint64_t self_bit(struct loco_mgr *mgr)
 	return UINT64_C(1) << loco_mgr_id(mgr);
 }
 
+/* Drop on this node: a name, or a channel tree (NAME.* and NAME/...,
+ * not NAME-prefixed siblings); a dropped name opens zeroed again; a
+ * region a channel holds or owns is refused, all or nothing. */
+START_TEST(region_drop_self)
+{
+	struct loco_rregion a, b, c, rr;
+	struct loco_thread *thr;
+	struct loco_channel h;
+	struct loco_region priv;
+	unsigned n = 0;
+	uint64_t v = 0;
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &thr), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/x.a", 64, &a), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/x/m0.b", 64, &b), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/xy.c", 64, &c), 0);
+	ck_assert_int_eq(loco_faa(thr, &a, 0, 9, &v), 0);
+	ck_assert_int_eq(loco_faa(thr, &c, 0, 4, &v), 0);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d/x", LOCO_DROP_TREE, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d/x", LOCO_DROP_TREE, &n),
+			 -ENOENT);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/x.a", 64, &a), 0);
+	ck_assert_int_eq(loco_read(thr, &a, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(loco_faa(thr, &a, 0, 3, &v), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/xy.c", 64, &rr), 0);
+	ck_assert_uint_eq(rr.off, c.off);
+	ck_assert_int_eq(loco_read(thr, &rr, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 4);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d/xy.c", 0, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	/* held by a channel of this process: refused, nothing freed */
+	ck_assert_int_eq(loco_channel_init(&h, cl.mgr, NULL, "d",
+					   self_bit(cl.mgr)), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&h, 0, "held", 64, &rr), 0);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d", LOCO_DROP_TREE, &n),
+			 -EBUSY);
+	ck_assert_int_eq(loco_region_open(cl.mgr, 0, "d/x.a", 64, &b), 0);
+	ck_assert_uint_eq(b.off, a.off);
+	ck_assert_int_eq(loco_read(thr, &b, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 3);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d/x.a", 0, NULL), 0);
+	loco_channel_fini(&h);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d", LOCO_DROP_TREE, &n),
+			 -ENOENT);
+	/* a channel's private region is not a create-or-open one */
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "p.r", 64, &priv), 0);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "p.r", 0, &n), -EBUSY);
+	loco_region_free(cl.mgr, &priv);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 40, "x", 0, &n), -EINVAL);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "", 0, &n), -EINVAL);
+	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "x", 2, &n), -EINVAL);
+	loco_thread_destroy(thr);
+}
+END_TEST
+
 /* Hosted on this node: named "<channel>.<short>", create-or-open (shared
  * by every channel of that name and by REGION_OPEN), size checked, and
  * freed with the last channel holding it. A hosted-only channel is ready
@@ -257,6 +313,35 @@ START_TEST(hosted_remote)
 }
 END_TEST
 
+/* Drop on another node over the control plane: node 0 drops node 1's
+ * region "r.w"; a later open from either node gets zeroed memory; a
+ * region node 1's channel holds is refused. */
+START_TEST(region_drop_remote)
+{
+	struct cluster c2;
+	struct loco_rregion ra, rb;
+	struct loco_channel h;
+	unsigned n = 0;
+	uint64_t v = 0;
+	ck_assert_int_eq(cluster_start(&c2, 2, 0, 3000), 0);
+	ck_assert_int_eq(loco_region_open(c2.mgr[0], 1, "r.w", 64, &ra), 0);
+	ck_assert_int_eq(loco_faa(c2.thr[0], &ra, 0, 7, &v), 0);
+	ck_assert_int_eq(loco_region_drop(c2.mgr[0], 1, "r", LOCO_DROP_TREE, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(loco_region_drop(c2.mgr[0], 1, "r.w", 0, &n), -ENOENT);
+	ck_assert_int_eq(loco_region_open(c2.mgr[1], 1, "r.w", 64, &rb), 0);
+	ck_assert_int_eq(loco_read(c2.thr[0], &rb, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(loco_channel_init(&h, c2.mgr[1], NULL, "r",
+					   self_bit(c2.mgr[1])), 0);
+	ck_assert_int_eq(loco_channel_open_hosted(&h, 1, "w", 64, &rb), 0);
+	ck_assert_int_eq(loco_region_drop(c2.mgr[0], 1, "r.w", 0, &n), -EBUSY);
+	loco_channel_fini(&h);
+	ck_assert_int_eq(loco_region_drop(c2.mgr[0], 1, "r.w", 0, &n), -ENOENT);
+	cluster_stop(&c2);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("channel");
@@ -269,12 +354,14 @@ int main(void)
 	tcase_add_test(tc, self_only_channel_is_ready);
 	tcase_add_test(tc, region_open_bad_args);
 	tcase_add_test(tc, region_open_self);
+	tcase_add_test(tc, region_drop_self);
 	tcase_add_test(tc, hosted_self);
 	tcase_add_test(tc, hosted_table_full);
 	suite_add_tcase(s, tc);
 	TCase *two = tcase_create("two nodes");
 	tcase_set_timeout(two, 30);
 	tcase_add_test(two, hosted_remote);
+	tcase_add_test(two, region_drop_remote);
 	suite_add_tcase(s, two);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
