@@ -368,6 +368,42 @@ static int region_request(struct loco_mgr *mgr, uint32_t node, uint16_t type,
 	return 0;
 }
 
+/* Send W (a request of TYPE about NAME, answered by ACK) to NODE and read
+ * the reply: u32 status (negated errno), str message, then NVALS u64s
+ * into VALS. Returns 0, the status or the transport's error; an error is
+ * logged with WHAT ("open", "drop") and the node's message. Finishes W. */
+static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
+		       const char *name, uint16_t type, uint16_t ack,
+		       region_handler *handler, struct loco_wbuf *w,
+		       uint64_t *vals, unsigned nvals)
+{
+	uint8_t *rep = NULL;
+	size_t rlen = 0;
+	int rc = w->err ? w->err :
+		 region_request(mgr, node, type, ack, handler, w, &rep, &rlen);
+	loco_wbuf_fini(w);
+	if (rc) {
+		loco_err("region", "%s '%s' on node %u: %s", what, name, node,
+			 loco_strerror(rc));
+		return rc;
+	}
+	char msg[LOCO_NAME_MAX + 96];
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, rep, rlen);
+	int status = -(int)loco_get_u32(&r);
+	loco_get_str(&r, msg, sizeof(msg));
+	for (unsigned i = 0; i < nvals; i++)
+		vals[i] = loco_get_u64(&r);
+	rc = loco_rbuf_done(&r);
+	free(rep);
+	if (!rc && status) {
+		loco_err("region", "%s '%s' on node %u: %s", what, name, node,
+			 msg[0] ? msg : loco_strerror(status));
+		return status;
+	}
+	return rc;
+}
+
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out)
 {
@@ -378,42 +414,21 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u64(&w, len);
-	uint8_t *rep = NULL;
-	size_t rlen = 0;
-	int rc = w.err ? w.err :
-		 region_request(mgr, node, LOCO_MSG_REGION_OPEN,
-				LOCO_MSG_REGION_ACK, loco_region_handle_open,
-				&w, &rep, &rlen);
-	loco_wbuf_fini(&w);
-	if (rc) {
-		loco_err("region", "open '%s' on node %u: %s", name, node,
-			 loco_strerror(rc));
-		return rc;
-	}
-	char msg[LOCO_NAME_MAX + 96];
-	struct loco_rbuf r;
-	loco_rbuf_init(&r, rep, rlen);
-	int status = -(int)loco_get_u32(&r);
-	loco_get_str(&r, msg, sizeof(msg));
-	uint64_t off = loco_get_u64(&r), got = loco_get_u64(&r);
-	rc = loco_rbuf_done(&r);
-	free(rep);
-	if (!rc && status) {
-		loco_err("region", "open '%s' on node %u: %s", name, node,
-			 msg[0] ? msg : loco_strerror(status));
-		return status;
-	}
+	uint64_t v[2] = { 0, 0 };   /* offset, length */
+	int rc = region_call(mgr, node, "open", name, LOCO_MSG_REGION_OPEN,
+			     LOCO_MSG_REGION_ACK, loco_region_handle_open, &w,
+			     v, 2);
 	if (rc)
 		return rc;
-	if (got != len || loco_peer_span(mgr, node, LOCO_SPACE_ARENA, off, got))
+	if (v[1] != len || loco_peer_span(mgr, node, LOCO_SPACE_ARENA, v[0], v[1]))
 		return -LOCO_EPROTO;
-	*out = (struct loco_rregion){ .node = node, .off = off, .len = got };
+	*out = (struct loco_rregion){ .node = node, .off = v[0], .len = v[1] };
 	return 0;
 }
 
 /* ---- drop on a memory node ----------------------------------------------
  * REGION_DROP:     str name, u32 flags.
- * REGION_DROP_ACK: u32 status (negated errno), str message, u32 count. */
+ * REGION_DROP_ACK: u32 status (negated errno), str message, u64 count. */
 
 static bool drop_matches(const char *rname, const char *name, unsigned flags)
 {
@@ -457,7 +472,7 @@ static void drop_ack(struct loco_wbuf *reply, int status, const char *msg,
 {
 	loco_put_u32(reply, (uint32_t)-status);
 	loco_put_str(reply, msg);
-	loco_put_u32(reply, count);
+	loco_put_u64(reply, count);
 }
 
 void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
@@ -502,30 +517,11 @@ int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u32(&w, flags);
-	uint8_t *rep = NULL;
-	size_t rlen = 0;
-	int rc = w.err ? w.err :
-		 region_request(mgr, node, LOCO_MSG_REGION_DROP,
-				LOCO_MSG_REGION_DROP_ACK, loco_region_handle_drop,
-				&w, &rep, &rlen);
-	loco_wbuf_fini(&w);
-	if (rc) {
-		loco_err("region", "drop '%s' on node %u: %s", name, node,
-			 loco_strerror(rc));
-		return rc;
-	}
-	char msg[LOCO_NAME_MAX + 96];
-	struct loco_rbuf r;
-	loco_rbuf_init(&r, rep, rlen);
-	int status = -(int)loco_get_u32(&r);
-	loco_get_str(&r, msg, sizeof(msg));
-	uint32_t n = loco_get_u32(&r);
-	rc = loco_rbuf_done(&r);
-	free(rep);
-	if (!rc && status)
-		loco_err("region", "drop '%s' on node %u: %s", name, node,
-			 msg[0] ? msg : loco_strerror(status));
-	if (!rc && !status && count)
-		*count = n;
-	return rc ? rc : status;
+	uint64_t n = 0;
+	int rc = region_call(mgr, node, "drop", name, LOCO_MSG_REGION_DROP,
+			     LOCO_MSG_REGION_DROP_ACK, loco_region_handle_drop,
+			     &w, &n, 1);
+	if (!rc && count)
+		*count = (unsigned)n;
+	return rc;
 }
