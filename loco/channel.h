@@ -106,10 +106,11 @@ int loco_channel_expect(struct loco_channel *ch, const char *name,
  * "<channel full name>.NAME": the first opener, from any node, gets zeroed
  * memory, later openers the same region; *OUT gets its descriptor.
  * Another NODE serves it with loco_region_open (a memory node keeps it
- * until loco_region_drop). NODE may be this node (no memory node in the cluster):
- * the region is then in this node's arena, peers open it there, and it is
- * freed when the last channel of this process holding it is finished, so
- * a later channel of the same name starts from zeroed memory. Released by
+ * until loco_region_drop). NODE may be this node (no memory node in the
+ * cluster): the region is then in this node's arena, peers open it there,
+ * and it is freed when the last channel of this process holding it is
+ * finished, so a later channel of the same name starts from zeroed
+ * memory. Released by
  * loco_channel_fini. Hosted regions take no part in joins (see the top).
  * Returns -EINVAL (bad name, LOCO_CHAN_HOSTED reached, NODE not in the
  * hosts file), -EEXIST (the channel has a region NAME already),

@@ -297,13 +297,21 @@ void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
  * REGION_OPEN: str name, u64 len.
  * REGION_ACK:  u32 status (negated errno), str message, u64 off, u64 len. */
 
-static void region_ack(struct loco_wbuf *reply, int status, const char *msg,
-		       uint64_t off, uint64_t len)
+/* A reply of REGION_OPEN or REGION_DROP: status, message, N values (what
+ * region_call reads). */
+static void region_reply(struct loco_wbuf *reply, int status, const char *msg,
+			 const uint64_t *vals, unsigned n)
 {
 	loco_put_u32(reply, (uint32_t)-status);
 	loco_put_str(reply, msg);
-	loco_put_u64(reply, off);
-	loco_put_u64(reply, len);
+	for (unsigned i = 0; i < n; i++)
+		loco_put_u64(reply, vals[i]);
+}
+
+static void region_ack(struct loco_wbuf *reply, int status, const char *msg,
+		       uint64_t off, uint64_t len)
+{
+	region_reply(reply, status, msg, (const uint64_t[]){ off, len }, 2);
 }
 
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
@@ -368,6 +376,14 @@ static int region_request(struct loco_mgr *mgr, uint32_t node, uint16_t type,
 	return 0;
 }
 
+/* NODE is in the hosts file and NAME fits a region name. */
+static bool region_target_ok(const struct loco_mgr *mgr, uint32_t node,
+			     const char *name)
+{
+	return node < LOCO_MAX_NODES && mgr->hosts.node[node].present &&
+	       strlen(name) < LOCO_NAME_MAX;
+}
+
 /* Send W (a request of TYPE about NAME, answered by ACK) to NODE and read
  * the reply: u32 status (negated errno), str message, then NVALS u64s
  * into VALS. Returns 0, the status or the transport's error; an error is
@@ -407,8 +423,7 @@ static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out)
 {
-	if (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
-	    !len || strlen(name) >= LOCO_NAME_MAX)
+	if (!region_target_ok(mgr, node, name) || !len)
 		return -EINVAL;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
@@ -468,11 +483,9 @@ static void drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 }
 
 static void drop_ack(struct loco_wbuf *reply, int status, const char *msg,
-		     unsigned count)
+		     uint64_t count)
 {
-	loco_put_u32(reply, (uint32_t)-status);
-	loco_put_str(reply, msg);
-	loco_put_u64(reply, count);
+	region_reply(reply, status, msg, &count, 1);
 }
 
 void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
@@ -510,8 +523,8 @@ void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
 int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags, unsigned *count)
 {
-	if (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
-	    !name[0] || strlen(name) >= LOCO_NAME_MAX || (flags & ~LOCO_DROP_TREE))
+	if (!region_target_ok(mgr, node, name) || !name[0] ||
+	    (flags & ~LOCO_DROP_TREE))
 		return -EINVAL;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);

@@ -78,11 +78,8 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	unsigned lo, hi, *u = uint_field(o, c, &lo, &hi);
 	bool b;
 	int rc;
-	if (u) {
-		rc = bench_parse_uint(s, lo, hi, u, expect);
-		o->reporter_set |= !rc && c == 'R';
-		return rc;
-	}
+	if (u)
+		return bench_parse_uint(s, lo, hi, u, expect);
 	switch (c) {
 	case 'b': return bench_parse_u64(s, 0, UINT64_C(1000000000000),
 					 &o->balance, expect);
@@ -124,7 +121,7 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 	*o = (struct xfer_opts){ .accounts = 1000, .balance = 1000,
 		.max_amount = 100, .duration = 5, .threads = 2,
 		.drift_ms = 8, .hb_ms = 10, .dead_ms = 500,
-		.seed = (uint64_t)time(NULL) };
+		.seed = (uint64_t)time(NULL), .reporter = LOCO_MAX_NODES };
 	return bench_getopt(argc, argv, "", opts, parse_one, o, PROG) ? 2 : 0;
 }
 
@@ -338,7 +335,7 @@ static void report(struct xfer *xf, struct xfer_result *res,
  * (DONE, a bit per id): --reporter if it finished, else the lowest. */
 static uint32_t reporter_of(const struct xfer *xf, uint64_t done)
 {
-	if (xf->o.reporter_set && (done >> xf->o.reporter & 1))
+	if (xf->o.reporter < LOCO_MAX_NODES && (done >> xf->o.reporter & 1))
 		return xf->o.reporter;
 	return (uint32_t)__builtin_ctzll(done);
 }

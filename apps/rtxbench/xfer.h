@@ -42,8 +42,8 @@ struct xfer_opts {
 	const char *timeline;       /* CSV path, or NULL */
 	unsigned hb_ms, dead_ms;
 	uint64_t seed;
-	unsigned reporter;          /* --reporter: reports if it finished */
-	bool reporter_set;
+	unsigned reporter;          /* --reporter: reports if it finished;
+				     * LOCO_MAX_NODES: none named */
 };
 
 /* Remote record of one compute node (region "xfer-run.ctl"). */
