@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Control plane over TCP: each node listens on its hosts-file address and
- * serves requests (HELLO, JOIN, REGION_OPEN) on one server thread; requests
- * from this node go out on one connection per peer, one at a time.
+ * serves requests (HELLO, JOIN, REGION_OPEN, REGION_DROP) on one server
+ * thread; requests from this node go out on one connection per peer, one
+ * at a time.
  *
  * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length, u64
  * device-memory length (0: none), bytes arena descriptor (the transport's:

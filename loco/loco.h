@@ -228,7 +228,8 @@ int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 
 struct loco_batch_op {
 	uint8_t opcode;
-	uint8_t space;            /* enum loco_space of arena_off */
+	uint8_t space;            /* enum loco_space: where arena_off points
+				   * (the arena, or device memory) */
 	uint32_t peer;
 	uint64_t arena_off;
 	void *local;

@@ -655,7 +655,7 @@ static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 	/* The fence READ completes only after the WRITEs before it on this
 	 * QP are placed (RC ordering, transport.h). */
 	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = 0,
-			      .remote_off = 64 };
+			      .remote_off = LOCO_ARENA_FIRST };
 	return post_locked(thr, qp->peer, &wr, 1, NULL);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Named regions carved from this node's registered arena (first fit over
- * an offset-sorted list), and create-or-open of regions on memory nodes. */
+/* Named regions carved from this node's registered arena or its device
+ * memory (first fit over offset-sorted lists), and create-or-open and
+ * drop of regions on memory nodes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,14 +175,11 @@ int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
-		struct loco_alloc *a = *pp;
+	for (struct loco_alloc *a = mgr->allocs; a; a = a->next) {
 		if (a->off != off)
 			continue;
-		if (a->holds && --a->holds == 0) {
-			*pp = a->next;
-			free(a);
-		}
+		if (a->holds && --a->holds == 0)
+			alloc_unlink(&mgr->allocs, off);
 		break;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);

@@ -31,6 +31,9 @@
 #define UNPLACED_CAP (2 * LOCO_QP_DEPTH) /* executed WRITEs not yet placed */
 #define IDLE_SPIN_NS 50000  /* busy-poll this long before yielding */
 #define OWNER_POLL_NS 20000 /* a CQ polled this recently executes its own */
+/* How often a polling owner refreshes its CQ's stamp: well below
+ * OWNER_POLL_NS, so that a steady poller never looks absent. */
+#define POLL_STAMP_NS 2000
 
 struct weak_wr {
 	struct loco_wr wr;
@@ -173,8 +176,10 @@ static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 	struct weak_cq *cq = tcq->weak;
 	uint64_t now = now_ns();
 	/* Relaxed: a hint for the NIC thread (owner_polling), refreshed at
-	 * most every 2 us so that the line it sits on stays mostly shared. */
-	if (now - atomic_load_explicit(&cq->polled_ns, memory_order_relaxed) > 2000)
+	 * most every POLL_STAMP_NS so that its line stays mostly shared. */
+	uint64_t stamp = atomic_load_explicit(&cq->polled_ns,
+					      memory_order_relaxed);
+	if (now - stamp > POLL_STAMP_NS)
 		atomic_store_explicit(&cq->polled_ns, now, memory_order_relaxed);
 	weak_help(tcq, now);
 	unsigned n = 0;

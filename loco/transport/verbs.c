@@ -584,10 +584,10 @@ static int verbs_device_setup(struct loco_tp *tp, struct ibv_device **list,
 		return r;
 	r = verbs_device_choose(tp, list, n, name, &port);
 	if (r < 0)
-		goto unbind;
+		goto close_cm;
 	r = verbs_device_open(tp, list, n, name, port);
 	if (r < 0)
-		goto unbind;
+		goto close_cm;
 	r = verbs_port_setup(tp);
 	if (!r)
 		r = verbs_cm_bind(tp);
@@ -602,7 +602,7 @@ static int verbs_device_setup(struct loco_tp *tp, struct ibv_device **list,
 	return 0;
 close_device:
 	ibv_close_device(tp->ctx);
-unbind:
+close_cm:
 	verbs_cm_unbind(tp);
 	return r;
 }

@@ -169,15 +169,13 @@ void verbs_cm_unbind(struct loco_tp *tp);
 int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *q);
 /* Disconnect and destroy QP->id (the ibv QP stays for the caller). */
 void verbs_cm_disconnect(struct loco_tp_qp *qp);
+/* The numeric form of SA's IP address in BUF (LEN bytes); returns BUF. */
+const char *verbs_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 
 /* verbs.c */
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t verbs_now_ms(void);
-/* The RDMA address and rdma_cm port node ID advertised (its arena
- * descriptor; this node's own too): 0, or -ENOENT before its descriptor. */
-/* The numeric form of SA's IP address in BUF (LEN bytes); returns BUF. */
-const char *verbs_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 
 /* The port of an AF_INET or AF_INET6 address, host order, and setting it. */
 static inline uint16_t verbs_addr_port(const struct sockaddr_storage *a)
@@ -196,6 +194,8 @@ static inline void verbs_addr_set_port(struct sockaddr_storage *a,
 		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
 }
 
+/* The RDMA address and rdma_cm port node ID advertised (its arena
+ * descriptor; this node's own too): 0, or -ENOENT before its descriptor. */
 int verbs_peer_addr(struct loco_tp *tp, uint32_t id,
 		    struct sockaddr_storage *out);
 
