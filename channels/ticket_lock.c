@@ -362,7 +362,8 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* T is marked abandoned; if serving reached T before the mark landed, the
  * releaser may have missed it: take the mark back and hold the lock (0).
- * Else this node keeps T as its abandoned ticket (-ETIMEDOUT).
+ * Else, while no release passed T, this node keeps T as its abandoned
+ * ticket (-ETIMEDOUT); once one did, the mark is gone and nothing is kept.
  * The check is an FAA of 0, not a READ: with the releaser's FAA and CAS
  * it forms a store-buffering pattern that only atomics totally ordered
  * with each other rule out. */
@@ -379,7 +380,8 @@ static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 		if (rc || old == t + 1)
 			return rc;
 	}
-	l->abandoned_mark = t + 1;
+	if (s < t)
+		l->abandoned_mark = t + 1;
 	count(l, &l->st.abandoned);
 	return -ETIMEDOUT;
 }
@@ -399,6 +401,9 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 		count(l, &l->st.returned);
 		return -ETIMEDOUT;
 	}
+	/* An 8-byte CAS at the host, totally ordered with serve_next's CAS
+	 * of this slot; a release that read the slot before the mark landed
+	 * is caught by mark_settle's FAA on serving. */
 	rc = slot_cas(l, thr, t, 0, t + 1, &old);
 	if (rc)
 		return rc;

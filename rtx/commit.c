@@ -576,8 +576,8 @@ uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
 			uint64_t *at_ns)
 {
 	*at_ns = loco_now_ns();
-	uint64_t rl = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, n);
-	return loco_rtx_state_word(LOCO_RTX_LOG_DOING, seq, rl);
+	return loco_rtx_state_word(LOCO_RTX_LOG_DOING, seq,
+				   rtx_lease_end_ms(w->x, n));
 }
 
 /* INIT -> DOING with a fresh repair lease: the commit point. */

@@ -94,8 +94,7 @@ static bool node_listed(const char *list, size_t len, char sep)
 static long default_after(void)
 {
 	const char *after = getenv("LOCO_CRASH_AFTER");
-	long n = after && *after ? strtol(after, NULL, 10) : 1;
-	return n < 1 ? 1 : n;
+	return after && *after ? strtol(after, NULL, 10) : 1;
 }
 
 /* Arm one entry POINT[@NODES][:N] (NODES separated by '+'); without @ the

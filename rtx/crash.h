@@ -24,12 +24,13 @@
 /* Every point the code defines, NULL-terminated (docs/rtx.md lists them). */
 extern const char *const loco_crash_points[];
 
-/* Reach point NAME: SIGKILL this process if it is the armed point, on
- * this node, for the Nth time. */
+/* Reach point NAME: the test hook first (if set, internal.h), then
+ * SIGKILL this process if NAME is armed on this node and this is the hit
+ * its entry names (each entry counts its own hits). */
 void loco_crash_point(const char *name);
 
-/* True if NAME is the armed point on this node (code that batches ops
- * across the point splits the batch only then). */
+/* True if NAME is armed on this node (code that batches ops across the
+ * point splits the batch only then). */
 bool loco_crash_armed(const char *name);
 
 #endif

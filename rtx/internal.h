@@ -185,6 +185,12 @@ static inline void rtx_count(struct loco_rtx_worker *w, size_t idx, uint64_t n)
 #define RTX_INC(w, field) rtx_count((w), RTX_STAT(field), 1)
 
 uint64_t rtx_now_ms(const struct loco_rtx *x);
+/* The ms at which a lease taken now over NOBJ objects is over. */
+static inline uint64_t rtx_lease_end_ms(const struct loco_rtx *x,
+					unsigned nobj)
+{
+	return rtx_now_ms(x) + loco_rtx_lease_ms(x, nobj);
+}
 /* Strictly increasing tag for a transaction touching NOBJ objects. */
 int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag);
 uint64_t rtx_fresh_version(struct loco_rtx_worker *w);

@@ -361,8 +361,7 @@ static int hwm_raise(struct loco_rtx_worker *w, uint64_t hwm)
 
 int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag)
 {
-	uint64_t lease = rtx_now_ms(w->x) + loco_rtx_lease_ms(w->x, nobj);
-	uint64_t t = loco_lllock_tag_of(lease, 0);
+	uint64_t t = loco_lllock_tag_of(rtx_lease_end_ms(w->x, nobj), 0);
 	if (t <= w->tag)
 		t = w->tag + 1;
 	if ((t >> LOCO_LLLOCK_SEQ_BITS) >= w->hwm_ms) {

@@ -8,9 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "rtx/crash.h"
 #include "rtx/internal.h"
 #include "test/common/cluster1.h"
 
@@ -745,7 +743,6 @@ END_TEST
  * their old values, as 65536 installs later they could be: a stale
  * install CAS would then succeed. */
 struct stall {
-	struct loco_thread *thr;
 	bool finish;
 	unsigned hits;
 	uint64_t d0, d1;           /* data pointers before the repair */
@@ -757,19 +754,18 @@ static void stall_hook(const char *name, void *arg)
 	if (strcmp(name, "rtx.repair_after_take"))
 		return;
 	st->hits++;
-	struct timespec ts = { 0, 2000000 };   /* 2 ms > guard_us (200 us) */
-	nanosleep(&ts, NULL);
+	rtx_sleep_us(2000);   /* > guard_us (200 us) */
 	if (!st->finish)
 		return;
 	uint64_t s = ghost_state(), got;
 	uint64_t done = loco_rtx_state_word(LOCO_RTX_LOG_DONE,
 					    loco_rtx_state_seq(s), 0);
-	ck_assert_int_eq(loco_cas(st->thr, &x->logs, rtx_state_off(x, GHOST_SLOT),
+	ck_assert_int_eq(loco_cas(thr, &x->logs, rtx_state_off(x, GHOST_SLOT),
 				  s, done, &got), 0);
 	ck_assert_uint_eq(got, s);
 	for (uint32_t i = 0; i < 2; i++) {
 		uint64_t lv = word(i, RTX_LOCK_OFF);
-		ck_assert_int_eq(loco_cas(st->thr, rtx_meta(x, 0),
+		ck_assert_int_eq(loco_cas(thr, rtx_meta(x, 0),
 					  (uint64_t)i * RTX_META_LEN + RTX_LOCK_OFF,
 					  lv, loco_lllock_version(lv) + 1, &got), 0);
 	}
@@ -782,7 +778,6 @@ static void guard_run(struct stall *st)
 	st->d0 = word(0, RTX_DPTR_OFF);
 	st->d1 = word(1, RTX_DPTR_OFF);
 	x->o.guard_us = 200;
-	ck_assert_int_eq(loco_thread_create(c.mgr, &st->thr), 0);
 	uint64_t lv = ghost_lockv(-100, false);
 	ghost_log(lv, LOCO_RTX_LOG_DOING, -50, ghost_block(0, 50),
 		  ghost_block(1, 60));
@@ -791,7 +786,6 @@ static void guard_run(struct stall *st)
 	rtx_crash_set_hook(stall_hook, st);
 	int64_t v0 = get(0);
 	rtx_crash_set_hook(NULL, NULL);
-	loco_thread_destroy(st->thr);
 	ck_assert_uint_eq(st->hits, 1);
 	ck_assert_int_eq(v0, st->finish ? 5 : 50);
 }
