@@ -2,11 +2,11 @@
 /* loco-barrier: LOCO Fig. 1(b). Every compute node creates the barrier
  * "bar", waits until it is ready, then times N barrier waits one by one and
  * prints one JSON line with the latency percentiles. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "apps/common/bench.h"
+#include "apps/common/opts.h"
 #include "channels/barrier.h"
 
 #define PROGRESS_NS 1000000000ull
@@ -23,52 +23,11 @@ struct bench {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: loco-barrier [--iters N] (plus node options: --id/--hosts/--transport/...)\n"
+	fprintf(f, "usage: loco-barrier [--iters N] (plus node options: --id/--hosts/--transport/\n"
+		"  --timeout-ms/--arena-mb/--cpu-bind)\n"
 		"Every compute node waits N times (default 10000) on the barrier\n"
 		"\"bar\" (LOCO Fig. 1) and times each wait; prints a JSON result\n"
 		"line with p50/p99 latency in microseconds.\n");
-}
-
-/* 0: run; 1: --help done; 2: bad arguments. The node options
- * (loco_opts_parse) are accepted here and parsed by loco afterwards. */
-static int parse(int argc, char **argv, long *iters)
-{
-	static const struct option longopts[] = {
-		{ "iters", required_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "id", required_argument, NULL, 'L' },
-		{ "hosts", required_argument, NULL, 'L' },
-		{ "transport", required_argument, NULL, 'L' },
-		{ "timeout-ms", required_argument, NULL, 'L' },
-		{ "arena-mb", required_argument, NULL, 'L' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	while ((c = getopt_long(argc, argv, "i:h", longopts, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 'i':
-			*iters = strtol(optarg, &end, 10);
-			if (*end || *iters <= 0) {
-				fprintf(stderr, "barrier: bad --iters '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case 'L':
-			break;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "barrier: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
-	return 0;
 }
 
 static int run(struct bench *s, struct bench_lat *lat)
@@ -131,11 +90,17 @@ int main(int argc, char **argv)
 	struct bench s = { .iters = 10000 };
 	struct loco_opts opts;
 	char err[512];
-	int rc = parse(argc, argv, &s.iters);
-	if (rc)
-		return rc == 1 ? 0 : rc;
+	if (bench_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
-		fprintf(stderr, "barrier: %s\n", err);
+		fprintf(stderr, "loco-barrier: %s\n", err);
+		return 2;
+	}
+	int rc = bench_parse_iters(argc, argv, &s.iters, "loco-barrier");
+	if (rc) {
+		usage(stderr);
 		return 2;
 	}
 	struct bench_lat lat;

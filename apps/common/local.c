@@ -89,7 +89,6 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 	if (!clustered && private_cluster(ln, tp)) {
 		fprintf(stderr, "%s: cannot set up a private one-node cluster\n",
 			prog);
-		private_cleanup(ln);
 		return 1;
 	}
 	if (!clustered) {

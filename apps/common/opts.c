@@ -2,6 +2,7 @@
 #include "apps/common/opts.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -113,4 +114,23 @@ bool bench_wants_help(int argc, char **argv)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
 			return true;
 	return false;
+}
+
+static int iters_one(void *arg, int c, const char *s, char *expect)
+{
+	uint64_t v;
+	if (c != 'i' || bench_parse_u64(s, 1, LONG_MAX, &v, expect))
+		return -1;
+	*(long *)arg = (long)v;
+	return 0;
+}
+
+int bench_parse_iters(int argc, char **argv, long *iters, const char *prog)
+{
+	static const struct option opts[] = {
+		{ "iters", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	return bench_getopt(argc, argv, "i:h", opts, iters_one, iters, prog);
 }

@@ -47,6 +47,11 @@ int bench_parse_double(const char *s, double lo, double hi, double *out,
 int bench_opt_error(const char *prog, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Programs whose only option is --iters N (N >= 1, into *ITERS), parsed
+ * with bench_getopt after loco_opts_parse took the node options: 0 to
+ * run, 1 for --help, 2 if bad (named on stderr after "PROG: "). */
+int bench_parse_iters(int argc, char **argv, long *iters, const char *prog);
+
 /* True if ARGV holds -h or --help. */
 bool bench_wants_help(int argc, char **argv);
 

@@ -5,13 +5,13 @@
  * on the first memory node if there is one, else on the lowest compute
  * node (through a channel). */
 #include <errno.h>
-#include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apps/common/bench.h"
+#include "apps/common/opts.h"
 #include "loco/channel.h"
 
 #define CTR_TOTAL 0
@@ -93,34 +93,12 @@ static int collect(struct smoke *s, uint64_t *total)
 	return loco_read(s->thr, &s->ctr, CTR_TOTAL, total, 8);
 }
 
-static int parse(int argc, char **argv, long *iters)
+static void usage(FILE *f)
 {
-	static const struct option longopts[] = {
-		{ "iters", required_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	while ((c = getopt_long(argc, argv, "i:h", longopts, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 'i':
-			*iters = strtol(optarg, &end, 10);
-			if (*end || *iters <= 0) {
-				fprintf(stderr, "smoke: bad --iters '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			printf("usage: loco-smoke [--iters N] (plus node options: --id/--hosts/--transport/...)\n"
-			       "Every compute node FAAs a shared counter N times; the\n"
-			       "total is checked. Prints a JSON result line.\n");
-			return 1;
-		default:
-			return 2;
-		}
-	}
-	return 0;
+	fprintf(f, "usage: loco-smoke [--iters N] (plus node options: --id/--hosts/--transport/\n"
+		"  --timeout-ms/--arena-mb/--cpu-bind)\n"
+		"Every compute node FAAs a shared counter N times; the\n"
+		"total is checked. Prints a JSON result line.\n");
 }
 
 static void report(struct smoke *s, struct bench_lat *lat, double secs,
@@ -148,13 +126,19 @@ int main(int argc, char **argv)
 	struct smoke s = { .iters = 10000 };
 	struct loco_opts opts;
 	char err[512];
+	if (bench_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
-		fprintf(stderr, "smoke: %s\n", err);
+		fprintf(stderr, "loco-smoke: %s\n", err);
 		return 2;
 	}
-	int rc = parse(argc, argv, &s.iters);
-	if (rc)
-		return rc == 1 ? 0 : rc;
+	int rc = bench_parse_iters(argc, argv, &s.iters, "loco-smoke");
+	if (rc) {
+		usage(rc == 1 ? stdout : stderr);
+		return rc == 1 ? 0 : 2;
+	}
 	struct bench_lat lat;
 	if (bench_lat_init(&lat, (size_t)s.iters) ||
 	    loco_mgr_create(&opts, &s.mgr))

@@ -139,8 +139,10 @@ static void report(struct loco_mgr *mgr, unsigned w, double secs,
 	bench_json_end(stdout);
 }
 
-static int run_all(struct loco_mgr *mgr, const struct win_opts *o)
+/* Every window of O (a struct win_opts) on MGR, in turn. */
+static int run_all(void *arg, struct loco_mgr *mgr)
 {
+	const struct win_opts *o = arg;
 	struct loco_atomic_var av;
 	struct loco_thread *thr;
 	double rate[MAX_WINDOWS];
@@ -175,14 +177,9 @@ static int run_all(struct loco_mgr *mgr, const struct win_opts *o)
 	return rc;
 }
 
-static int run(void *arg, struct loco_mgr *mgr)
-{
-	return run_all(mgr, arg);
-}
-
 static const struct local_prog prog = {
 	.name = "loco-window", .transport = "shm-weak", .usage = usage,
-	.parse = parse, .run = run,
+	.parse = parse, .run = run_all,
 };
 
 int main(int argc, char **argv)
