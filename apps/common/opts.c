@@ -116,6 +116,11 @@ bool bench_wants_help(int argc, char **argv)
 	return false;
 }
 
+int bench_parse_duration(const char *s, double *out, char *expect)
+{
+	return bench_parse_double(s, 0.001, 86400, out, expect);
+}
+
 static int iters_one(void *arg, int c, const char *s, char *expect)
 {
 	uint64_t v;

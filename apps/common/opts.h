@@ -42,6 +42,10 @@ int bench_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out,
 int bench_parse_double(const char *s, double lo, double hi, double *out,
 		       char *expect);
 
+/* A --duration in seconds, 0.001..86400 (a day), into *OUT; as
+ * bench_parse_double. */
+int bench_parse_duration(const char *s, double *out, char *expect);
+
 /* Print "PROG: " and the message FMT on stderr (options that conflict).
  * Returns 2, the exit status of bad options. */
 int bench_opt_error(const char *prog, const char *fmt, ...)

@@ -177,6 +177,6 @@ int bench_pool_opt(int c, const char *s, unsigned *threads, double *duration,
 		   char *expect)
 {
 	if (c == 'd')
-		return bench_parse_double(s, 0.001, 86400, duration, expect);
+		return bench_parse_duration(s, duration, expect);
 	return c == 't' ? bench_parse_uint(s, 1, 64, threads, expect) : 1;
 }

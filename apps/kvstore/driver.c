@@ -70,8 +70,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'f': return bench_parse_double(arg, 0, 1, &o->fill, expect);
 	case 't': return bench_parse_uint(arg, 1, DRV_MAX_THREADS, &o->threads, expect);
 	case 'w': return bench_parse_uint(arg, 1, DRV_MAX_WINDOW, &o->window, expect);
-	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
-					    expect);
+	case 'd': return bench_parse_duration(arg, &o->duration, expect);
 	case 'l': return bench_parse_uint(arg, 1, 4096, &o->locks, expect);
 	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
 	case 'o': return bench_parse_u64(arg, 1, UINT64_MAX, &o->max_ops, expect);

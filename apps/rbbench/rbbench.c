@@ -65,7 +65,7 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	struct opts *o = arg;
 	switch (c) {
 	case 'd':
-		return bench_parse_double(s, 0.001, 86400, &o->duration, expect);
+		return bench_parse_duration(s, &o->duration, expect);
 	case 'a':
 		return bench_parse_uint(s, HDR_BYTES, UINT32_MAX, &o->min, expect);
 	case 'b':

@@ -111,8 +111,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case '1': o->locks = 1; return 0;
 	case 'H': o->hot_locks = true; return 0;
 	case 't': return bench_parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
-	case 'd': return bench_parse_double(arg, 0.001, 86400, &o->duration,
-					    expect);
+	case 'd': return bench_parse_duration(arg, &o->duration, expect);
 	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance,
 					 expect);
 	case 'm': return bench_parse_u64(arg, 1, UINT64_C(1) << 40,

@@ -103,8 +103,7 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	struct win_opts *o = arg;
 	switch (c) {
 	case 'w': return parse_windows(o, s, expect);
-	case 'd': return bench_parse_double(s, 0.001, 86400, &o->duration,
-					    expect);
+	case 'd': return bench_parse_duration(s, &o->duration, expect);
 	default: return -1;
 	}
 }

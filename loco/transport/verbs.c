@@ -81,16 +81,25 @@ static int verbs_self_resolve(struct loco_tp *tp)
 	return 0;
 }
 
-int verbs_peer_addr(struct loco_tp *tp, uint32_t id, struct sockaddr_storage *out)
+int verbs_peer_desc(struct loco_tp *tp, uint32_t id, struct verbs_desc *out)
 {
 	if (id >= LOCO_MAX_NODES)
 		return -ENOENT;
 	pthread_mutex_lock(&tp->peer_lock);
 	bool known = tp->peer_known[id];
 	if (known)
-		verbs_desc_sockaddr(&tp->peer[id], out);
+		*out = tp->peer[id];
 	pthread_mutex_unlock(&tp->peer_lock);
 	return known ? 0 : -ENOENT;
+}
+
+int verbs_peer_addr(struct loco_tp *tp, uint32_t id, struct sockaddr_storage *out)
+{
+	struct verbs_desc d;
+	int rc = verbs_peer_desc(tp, id, &d);
+	if (!rc)
+		verbs_desc_sockaddr(&d, out);
+	return rc;
 }
 
 /* ---- devices ------------------------------------------------------------ */
@@ -816,11 +825,8 @@ static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 		*atomics = tp->atomics;
 		return 0;
 	}
-	pthread_mutex_lock(&tp->peer_lock);
-	bool known = tp->peer_known[peer];
-	struct verbs_desc d = tp->peer[peer];
-	pthread_mutex_unlock(&tp->peer_lock);
-	if (!known) {
+	struct verbs_desc d;
+	if (verbs_peer_desc(tp, peer, &d)) {
 		loco_err(VERBS_LOG, "qp_create: no arena descriptor from node %u yet (peer_add first)",
 			 peer);
 		return -ENOENT;

@@ -167,16 +167,12 @@ static int verbs_addr_matches(struct loco_tp *tp, uint32_t src,
 			      const struct sockaddr *from, char *want, size_t len)
 {
 	struct sockaddr_storage adv;
-	pthread_mutex_lock(&tp->peer_lock);
-	bool known = tp->peer_known[src];
-	bool same = known && verbs_desc_addr_is(&tp->peer[src], from);
-	if (known)
-		verbs_desc_sockaddr(&tp->peer[src], &adv);
-	pthread_mutex_unlock(&tp->peer_lock);
-	if (!known)
+	struct verbs_desc d;
+	if (verbs_peer_desc(tp, src, &d))
 		return -1;
+	verbs_desc_sockaddr(&d, &adv);
 	verbs_addr_str((const struct sockaddr *)&adv, want, len);
-	return same;
+	return verbs_desc_addr_is(&d, from);
 }
 
 /* 0, or the reason (positive errno / LOCO code) to refuse the request. */

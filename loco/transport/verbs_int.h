@@ -194,8 +194,11 @@ static inline void verbs_addr_set_port(struct sockaddr_storage *a,
 		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
 }
 
+/* A copy of node ID's arena descriptor (this node's own too): 0, or
+ * -ENOENT before it arrived. */
+int verbs_peer_desc(struct loco_tp *tp, uint32_t id, struct verbs_desc *out);
 /* The RDMA address and rdma_cm port node ID advertised (its arena
- * descriptor; this node's own too): 0, or -ENOENT before its descriptor. */
+ * descriptor): 0, or -ENOENT before its descriptor. */
 int verbs_peer_addr(struct loco_tp *tp, uint32_t id,
 		    struct sockaddr_storage *out);
 
