@@ -20,6 +20,16 @@
  * the meta read is either named by a log still not DONE, or its
  * transaction is DONE), and frees every owned block it did not see.
  *
+ * Giving chunks back: a worker gives a chunk back (owner word 0) after
+ * writing its bitmap word as its last scan left it, so the word marks
+ * every block that may still be referenced and the next owner starts from
+ * it; its own scans free the rest. A scan gives back the freest chunks
+ * while more than two thirds of the owned blocks are free (chunks at least
+ * half free, none holding a block of the open transaction), a worker
+ * scans at least once per owned-blocks allocations, and a destroyed
+ * worker gives everything back: no live worker sits on free blocks that
+ * another one lacks.
+ *
  * Incarnations: a worker that takes a slot bumps the slot's incarnation
  * and adopts the chunks that carry an older one, rebuilding their bitmap
  * words by a scan. loco_rtx_adopt_slot does the same for a slot of a
@@ -32,6 +42,7 @@
 #include "rtx/internal.h"
 
 #define CHUNK_WORDS_PER_READ (RTX_SCAN_BYTES / 8)
+#define TABLE_WORDS (CHUNK_WORDS_PER_READ / 2)   /* owner + bitmap words */
 
 static uint64_t owner_word(const struct loco_rtx_worker *w)
 {
@@ -89,8 +100,9 @@ static int chunk_add(struct rtx_pool *p, uint32_t idx, uint64_t free_mask,
 		p->ch = ch;
 		p->cap = cap;
 	}
-	/* The remote word of a fresh chunk is 0; an adopted one's is
-	 * whatever its last owner flushed: rewrite it after the scan. */
+	/* A claimed chunk's remote word is what its last owner gave back
+	 * (FREE_MASK is its complement); an adopted one's is whatever its
+	 * last owner flushed: rewrite it after the scan. */
 	uint64_t alloc = chunk_valid(idx) & ~free_mask;
 	p->ch[p->n] = (struct rtx_chunk){ .idx = idx, .free = free_mask,
 					  .alloc = alloc, .stage = alloc,
@@ -122,13 +134,25 @@ static int pool_flush(struct loco_rtx_worker *w, uint32_t ni)
 
 /* ---- reference scan ------------------------------------------------------ */
 
-static void keep_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks)
+/* Mark BLOCK kept if one of ours; OPEN: it belongs to the open
+ * transaction (its chunk must not be given back). */
+static void mark_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks,
+		       bool open)
 {
 	if (!block || block >= nblocks)
 		return;
 	int32_t pos = p->pos[block / LOCO_RTX_CHUNK_BLOCKS];
-	if (pos >= 0)
-		p->ch[pos].keep |= UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
+	if (pos < 0)
+		return;
+	uint64_t bit = UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
+	p->ch[pos].keep |= bit;
+	if (open)
+		p->ch[pos].open |= bit;
+}
+
+static void keep_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks)
+{
+	mark_block(p, block, nblocks, false);
 }
 
 static int scan_meta(struct loco_rtx_worker *w, uint32_t ni)
@@ -191,7 +215,8 @@ static void keep_open_tx(struct loco_rtx_worker *w, uint32_t ni)
 		return;
 	for (unsigned i = 0; i < w->nw; i++)
 		if (w->rs[w->ws[i].ri].ni == ni)
-			keep_block(&w->pool[ni], w->ws[i].block, w->x->nblocks);
+			mark_block(&w->pool[ni], w->ws[i].block, w->x->nblocks,
+				   true);
 }
 
 /* Drop chunk at position POS (its flush must be complete). */
@@ -203,30 +228,92 @@ static void chunk_remove(struct rtx_pool *p, unsigned pos)
 		p->pos[p->ch[pos].idx] = (int32_t)pos;
 }
 
-/* Give entirely free chunks back while more than two thirds of the owned
- * blocks are free (claims start below one third): a worker's share
- * follows its live blocks, and late workers find chunks. The bitmap word
- * (0) is placed before the owner word frees the chunk: same QP. */
-static int pool_trim(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
+/* Give the chunk at POS back: its bitmap word (what the last scan kept)
+ * is placed before the owner word frees it (same QP), so the next owner
+ * starts from it. */
+static int chunk_release(struct loco_rtx_worker *w, uint32_t ni, unsigned pos)
 {
 	struct rtx_pool *p = &w->pool[ni];
 	const struct rtx_node *n = &w->x->node[ni];
-	static const uint64_t zero;
-	uint64_t mine = owner_word(w), old = 0;
-	int rc = rtx_wait(w, &w->flush_ack);
-	for (unsigned i = 0; !rc && i < p->n;) {
-		struct rtx_chunk *c = &p->ch[i];
-		uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS;
-		if (c->free != chunk_valid(c->idx) || *nfree * 3 <= owned * 2) {
-			i++;
-			continue;
+	uint64_t idx = p->ch[pos].idx, word = p->ch[pos].alloc, old = 0;
+	int rc = loco_write(w->thr, &n->bitmap, idx * 8, &word, 8);
+	if (!rc)
+		rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0, &old);
+	if (!rc) {
+		RTX_INC(w, chunk_returns);
+		chunk_remove(p, pos);
+	}
+	return rc;
+}
+
+static unsigned nfree_of(const struct rtx_chunk *c)
+{
+	return (unsigned)__builtin_popcountll(c->free);
+}
+
+/* May chunk C go to another worker: entirely free, or (SQUEEZE) at
+ * least half free without a block of the open transaction (that block
+ * stays with its allocator until installed or freed). */
+static bool chunk_givable(const struct rtx_chunk *c, bool squeeze)
+{
+	return c->free == chunk_valid(c->idx) ||
+	       (squeeze && !c->open && nfree_of(c) >= LOCO_RTX_CHUNK_BLOCKS / 2);
+}
+
+/* Position of the chunk to give back next, or -1: the freest givable
+ * one while more than two thirds of the owned blocks are free; when a
+ * worker lacks blocks (SQUEEZE) also partly used ones, as long as a
+ * third stays free (below that this worker would claim again). A last
+ * chunk goes only when entirely free. */
+static int trim_pick(const struct rtx_pool *p, uint64_t nfree, bool squeeze)
+{
+	uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS;
+	unsigned best_free = 0;
+	int best = -1;
+	if (nfree * 3 <= owned * 2 && !squeeze)
+		return -1;
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct rtx_chunk *c = &p->ch[i];
+		if (chunk_givable(c, squeeze && p->n > 1) &&
+		    nfree_of(c) > best_free) {
+			best = (int)i;
+			best_free = nfree_of(c);
 		}
-		rc = loco_write(w->thr, &n->bitmap, (uint64_t)c->idx * 8, &zero, 8);
-		if (!rc)
-			rc = loco_cas(w->thr, &n->chunks, (uint64_t)c->idx * 8, mine,
-				      0, &old);
-		*nfree -= (uint64_t)__builtin_popcountll(c->free);
-		chunk_remove(p, i);
+	}
+	if (best < 0 || !squeeze || p->n == 1)
+		return best;
+	if ((nfree - best_free) * 3 < owned - LOCO_RTX_CHUNK_BLOCKS)
+		return -1;
+	return best;
+}
+
+/* Read node NI's want word: has a worker lacked blocks since our last
+ * look? */
+static int pool_want(struct loco_rtx_worker *w, uint32_t ni, bool *squeeze)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	uint64_t v = 0;
+	int rc = loco_read(w->thr, &w->x->node[ni].chunks,
+			   (uint64_t)w->x->nchunks * 8, &v, 8);
+	*squeeze = !rc && v != p->want_seen;
+	if (!rc)
+		p->want_seen = v;
+	return rc;
+}
+
+/* Give chunks back while trim_pick finds one (after a scan: the free
+ * masks and open marks are current). */
+static int pool_trim(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	bool squeeze = false;
+	int rc = rtx_wait(w, &w->flush_ack), pos;
+	if (!rc && p->n)
+		rc = pool_want(w, ni, &squeeze);
+	while (!rc && (pos = trim_pick(p, *nfree, squeeze)) >= 0) {
+		uint64_t gone = nfree_of(&p->ch[pos]);
+		rc = chunk_release(w, ni, (unsigned)pos);
+		*nfree -= rc ? 0 : gone;
 	}
 	return rc;
 }
@@ -239,7 +326,7 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 	if (!p->n)
 		return 0;
 	for (unsigned i = 0; i < p->n; i++)
-		p->ch[i].keep = 0;
+		p->ch[i].keep = p->ch[i].open = 0;
 	int rc = scan_meta(w, ni);
 	if (!rc)
 		rc = scan_logs(w, ni);
@@ -264,60 +351,109 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 
 /* ---- chunks -------------------------------------------------------------- */
 
-/* CAS the first free chunk owner word (from the cursor) to ours. */
+/* Owner words and bitmap words of chunks F..F+N of node NI. */
+static int read_table(struct loco_rtx_worker *w, uint32_t ni, uint32_t f,
+		      uint32_t n, uint64_t *own, uint64_t *bm)
+{
+	const struct rtx_node *nd = &w->x->node[ni];
+	int rc = loco_read(w->thr, &nd->chunks, (uint64_t)f * 8, own, n * 8);
+	return rc ? rc : loco_read(w->thr, &nd->bitmap, (uint64_t)f * 8, bm,
+				   n * 8);
+}
+
+/* Add chunk IDX just claimed: the blocks its bitmap word marks (left by
+ * the worker that gave it back; placed before its owner word was freed)
+ * stay in use until a scan of ours frees them. */
+static int claim_add(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx)
+{
+	uint64_t word = 0;
+	int rc = loco_read(w->thr, &w->x->node[ni].bitmap, (uint64_t)idx * 8,
+			   &word, 8);
+	return rc ? rc : chunk_add(&w->pool[ni], idx, chunk_valid(idx) & ~word,
+				   false);
+}
+
+/* CAS chunk IDX's owner word from 0 to ours and add the chunk; *GOT:
+ * it is ours. */
+static int claim_one(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx,
+		     bool *got)
+{
+	uint64_t old = 0;
+	int rc = loco_cas(w->thr, &w->x->node[ni].chunks, (uint64_t)idx * 8, 0,
+			  owner_word(w), &old);
+	if (rc || old)
+		return rc;
+	loco_crash_point("rtx.alloc_after_claim");
+	RTX_INC(w, chunk_claims);
+	*got = true;
+	return claim_add(w, ni, idx);
+}
+
+/* Claim an unowned chunk: the first from the cursor that its bitmap word
+ * shows at least half free, else the freest one seen. A chunk given back
+ * with blocks in use may have turned to garbage since: the caller scans
+ * when the claim brought no free block. */
 static int pool_claim(struct loco_rtx_worker *w, uint32_t ni, bool *got)
 {
 	const struct loco_rtx *x = w->x;
 	struct rtx_pool *p = &w->pool[ni];
-	uint64_t *words = (uint64_t *)w->scan, mine = owner_word(w), old = 0;
+	uint64_t *own = (uint64_t *)w->scan, *bm = own + TABLE_WORDS;
+	int best_free = -1;
+	uint32_t best = 0;
 	*got = false;
 	/* chunk_add may move the flush sources: let the flush finish. */
-	int rc0 = rtx_wait(w, &w->flush_ack);
-	if (rc0)
-		return rc0;
-	for (uint32_t done = 0; done < x->nchunks;) {
+	int rc = rtx_wait(w, &w->flush_ack);
+	for (uint32_t done = 0, n; !rc && !*got && done < x->nchunks; done += n) {
 		uint32_t f = (p->claim_cursor + done) % x->nchunks;
-		uint32_t n = x->nchunks - f < CHUNK_WORDS_PER_READ ?
-			     x->nchunks - f : CHUNK_WORDS_PER_READ;
-		int rc = loco_read(w->thr, &x->node[ni].chunks, (uint64_t)f * 8,
-				   words, n * 8);
-		for (uint32_t i = 0; !rc && i < n; i++) {
-			if (words[i])
+		n = x->nchunks - f < TABLE_WORDS ? x->nchunks - f : TABLE_WORDS;
+		rc = read_table(w, ni, f, n, own, bm);
+		for (uint32_t i = 0; !rc && !*got && i < n; i++) {
+			int nf = __builtin_popcountll(chunk_valid(f + i) & ~bm[i]);
+			if (own[i])
 				continue;
-			rc = loco_cas(w->thr, &x->node[ni].chunks,
-				      (uint64_t)(f + i) * 8, 0, mine, &old);
-			if (rc || old)
+			if (nf < LOCO_RTX_CHUNK_BLOCKS / 2) {
+				if (nf > best_free) {
+					best = f + i;
+					best_free = nf;
+				}
 				continue;
-			loco_crash_point("rtx.alloc_after_claim");
-			RTX_INC(w, chunk_claims);
+			}
+			rc = claim_one(w, ni, f + i, got);
 			p->claim_cursor = (f + i + 1) % x->nchunks;
-			*got = true;
-			return chunk_add(p, f + i, chunk_valid(f + i), false);
 		}
-		if (rc)
-			return rc;
-		done += n;
 	}
-	return 0;
+	if (!rc && !*got && best_free >= 0)
+		rc = claim_one(w, ni, best, got);
+	return rc;
+}
+
+static bool pool_has_free(const struct rtx_pool *p)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->ch[i].free)
+			return true;
+	return false;
 }
 
 /* Find more free blocks: scan (when some allocations happened since the
  * last scan), and claim a chunk while less than a third of the owned
- * blocks are free, so a worker keeps about 1.5 times its live blocks and
+ * blocks are free, so a worker keeps 1.5 to 3 times its live blocks and
  * scans about once per half its live-block count of allocations. When no
  * chunk is left, whatever the scan found is enough. */
 static int refill(struct loco_rtx_worker *w, uint32_t ni)
 {
 	struct rtx_pool *p = &w->pool[ni];
-	uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS, nfree = 0;
+	uint64_t nfree = 0;
 	bool got = false;
 	int rc = 0;
 	if (p->n && p->since_scan >= RTX_SCAN_MIN_ALLOCS) {
 		rc = pool_scan(w, ni, &nfree);
-		if (rc || nfree * 3 >= owned)
+		if (rc || nfree * 3 >= (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS)
 			return rc;
 	}
 	rc = pool_claim(w, ni, &got);
+	if (!rc && got && !pool_has_free(p))
+		rc = pool_scan(w, ni, &nfree);
 	if (rc || got || nfree)
 		return rc;
 	if (p->n)
@@ -327,16 +463,31 @@ static int refill(struct loco_rtx_worker *w, uint32_t ni)
 	return rc;
 }
 
-/* refill, waiting a little for other workers to give chunks back. */
+/* Tell node NI's workers that one lacks blocks: they give partly used
+ * chunks back at their next scan (pool_want). */
+static int pool_ask(struct loco_rtx_worker *w, uint32_t ni)
+{
+	uint64_t old;
+	RTX_INC(w, pool_asks);
+	return loco_faa(w->thr, &w->x->node[ni].chunks,
+			(uint64_t)w->x->nchunks * 8, 1, &old);
+}
+
+/* refill, asking the other workers to give chunks back and waiting a
+ * little for them to do it. */
 static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
 {
 	for (unsigned t = 0;; t++) {
 		int rc = refill(w, ni);
 		if (rc != -ENOMEM)
 			return rc;
+		if (t % RTX_ASK_EVERY == 0 && (rc = pool_ask(w, ni)))
+			return rc;
 		if (t == RTX_FULL_WAITS) {
-			loco_warn(w->x->base.name, "node %u: data pool full",
-				  w->x->node[ni].id);
+			loco_warn(w->x->base.name, "node %u: data pool full "
+				  "(%u of its %u chunks held by slot %u, all "
+				  "blocks in use)", w->x->node[ni].id,
+				  w->pool[ni].n, w->x->nchunks, w->slot);
 			return rc;
 		}
 		w->pool[ni].since_scan = RTX_SCAN_MIN_ALLOCS;
@@ -359,9 +510,25 @@ static bool take_block(struct rtx_pool *p, uint64_t *block)
 	return false;
 }
 
+/* A worker that never runs short still scans once per owned-blocks
+ * allocations: its garbage is found and its surplus chunks go back. Runs
+ * before a block is taken, so none is in flight outside the open
+ * transaction. */
+static int scan_if_due(struct loco_rtx_worker *w, uint32_t ni)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	uint64_t nfree;
+	if (!p->n || p->since_scan < (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS)
+		return 0;
+	return pool_scan(w, ni, &nfree);
+}
+
 int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block)
 {
 	struct rtx_pool *p = &w->pool[ni];
+	int rc0 = scan_if_due(w, ni);
+	if (rc0)
+		return rc0;
 	for (unsigned round = 0; round < 3; round++) {
 		if (take_block(p, block)) {
 			RTX_INC(w, allocs);
@@ -390,22 +557,37 @@ void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block)
 
 /* ---- adoption and settling ----------------------------------------------- */
 
+#define ADOPT_ORPHANS UINT32_MAX
+
+/* Does adopt_on take chunk with owner word OWNER and bitmap word BM:
+ * slot SLOT's (all, or only another incarnation's), or for ADOPT_ORPHANS
+ * an unowned one whose bitmap word still marks blocks. */
+static bool adopt_wanted(const struct loco_rtx_worker *w, uint32_t slot,
+			 bool stale_only, uint64_t owner, uint64_t bm)
+{
+	if (slot == ADOPT_ORPHANS)
+		return !owner && bm;
+	return owner && owner != owner_word(w) && owner_slot(owner) == slot &&
+	       !(stale_only && owner >> 16 == w->inc);
+}
+
+/* CAS every wanted chunk of node NI to ours; they join the pool with no
+ * known free block (stale) until the scan that follows. */
 static int adopt_on(struct loco_rtx_worker *w, uint32_t ni, uint32_t slot,
 		    bool stale_only, unsigned *adopted)
 {
 	const struct loco_rtx *x = w->x;
-	uint64_t *words = (uint64_t *)w->scan, mine = owner_word(w), old = 0;
+	uint64_t *words = (uint64_t *)w->scan, *bm = words + TABLE_WORDS;
+	uint64_t mine = owner_word(w), old = 0;
 	/* chunk_add may move the flush sources: let the flush finish. */
 	int rc = rtx_wait(w, &w->flush_ack);
-	for (uint32_t f = 0; !rc && f < x->nchunks; f += CHUNK_WORDS_PER_READ) {
-		uint32_t n = x->nchunks - f < CHUNK_WORDS_PER_READ ?
-			     x->nchunks - f : CHUNK_WORDS_PER_READ;
-		rc = loco_read(w->thr, &x->node[ni].chunks, (uint64_t)f * 8,
-			       words, n * 8);
+	for (uint32_t f = 0; !rc && f < x->nchunks; f += TABLE_WORDS) {
+		uint32_t n = x->nchunks - f < TABLE_WORDS ? x->nchunks - f :
+			     TABLE_WORDS;
+		rc = read_table(w, ni, f, n, words, bm);
 		for (uint32_t i = 0; !rc && i < n; i++) {
 			uint64_t v = words[i];
-			if (!v || v == mine || owner_slot(v) != slot ||
-			    (stale_only && v >> 16 == w->inc))
+			if (!adopt_wanted(w, slot, stale_only, v, bm[i]))
 				continue;
 			rc = loco_cas(w->thr, &x->node[ni].chunks,
 				      (uint64_t)(f + i) * 8, v, mine, &old);
@@ -432,6 +614,11 @@ int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only)
 	return 0;
 }
 
+int rtx_adopt_orphans(struct loco_rtx_worker *w)
+{
+	return rtx_adopt_chunks(w, ADOPT_ORPHANS, false);
+}
+
 int rtx_pools_settle(struct loco_rtx_worker *w)
 {
 	int rc = 0;
@@ -441,6 +628,15 @@ int rtx_pools_settle(struct loco_rtx_worker *w)
 	}
 	int rc2 = rtx_wait(w, &w->flush_ack);
 	return rc ? rc : rc2;
+}
+
+int rtx_pools_release(struct loco_rtx_worker *w)
+{
+	int rc = rtx_pools_settle(w);
+	for (uint32_t ni = 0; !rc && ni < w->x->nnodes; ni++)
+		while (!rc && w->pool[ni].n)
+			rc = chunk_release(w, ni, w->pool[ni].n - 1);
+	return rc;
 }
 
 /* ---- audit --------------------------------------------------------------- */
@@ -494,8 +690,11 @@ int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out)
 {
 	struct loco_rtx_audit a = { 0 };
 	uint64_t *ref = malloc(w->x->nchunks * sizeof(*ref));
-	/* This worker's own bitmap words first (they are flushed lazily). */
-	int rc = ref ? rtx_pools_settle(w) : -ENOMEM;
+	/* Chunks given back with blocks marked, then this worker's own
+	 * (flushed lazily): every bitmap word exact. */
+	int rc = ref ? rtx_adopt_orphans(w) : -ENOMEM;
+	if (!rc)
+		rc = rtx_pools_settle(w);
 	for (uint32_t ni = 0; !rc && ni < w->x->nnodes; ni++) {
 		memset(ref, 0, w->x->nchunks * sizeof(*ref));
 		rc = audit_meta(w, ni, ref, &a);

@@ -25,6 +25,7 @@
 #define RTX_MAX_REPAIRS 8             /* expired locks noted per attempt */
 #define RTX_SCAN_MIN_ALLOCS 8         /* allocations before a rescan */
 #define RTX_FULL_WAITS 200            /* 1 ms waits for a chunk when full */
+#define RTX_ASK_EVERY 10              /* waits between two asks for chunks */
 
 /* Remote superblock (home node). */
 struct rtx_super {
@@ -112,6 +113,7 @@ struct rtx_chunk {
 	uint64_t alloc;            /* bitmap word as this worker keeps it */
 	uint64_t stage;            /* source of the last bitmap WRITE */
 	uint64_t keep;             /* scan scratch: referenced blocks */
+	uint64_t open;             /* scan scratch: the open transaction's */
 	bool stale;                /* remote word unknown: must be written */
 };
 
@@ -121,6 +123,7 @@ struct rtx_pool {
 	int32_t *pos;              /* chunk index -> position in ch, or -1 */
 	uint32_t claim_cursor;
 	uint64_t since_scan;       /* allocations since the last scan */
+	uint64_t want_seen;        /* the node's want word at our last scan */
 	unsigned unflushed;
 };
 
@@ -243,8 +246,19 @@ void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block);
 /* Adopt SLOT's chunks on every node (all of them, or only those of
  * another incarnation) and rebuild their state by a scan. */
 int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only);
-/* Scan and flush every pool of the worker (detach). */
+/* Scan and flush every pool of the worker. */
 int rtx_pools_settle(struct loco_rtx_worker *w);
+/* Settle, then give every chunk back (detach). */
+int rtx_pools_release(struct loco_rtx_worker *w);
+/* Claim the unowned chunks whose bitmap word still marks blocks (given
+ * back with live blocks), rebuild them by a scan and give back what is
+ * free: afterwards every bitmap word is exact (for an audit). */
+int rtx_adopt_orphans(struct loco_rtx_worker *w);
+
+/* ---- rtx.c (tests only) -------------------------------------------------- */
+/* Forget worker W as its process's death would: nothing is written (log,
+ * chunks and bitmap stay as they are for the next incarnation). */
+void rtx_worker_drop(struct loco_rtx_worker *w);
 
 /* ---- crash.c (tests only) ------------------------------------------------ */
 

@@ -11,7 +11,7 @@
 
 #include "rtx/internal.h"
 
-#define CFG_VERSION 1
+#define CFG_VERSION 2
 #define EPOCH_SLACK_MS (3600u * 1000u)  /* clients with slower clocks */
 #define HWM_AHEAD_MS 1000u             /* persisted lease headroom */
 #define DEFAULT_MIN_CHUNKS 64u
@@ -132,7 +132,7 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 		(uint64_t)x->o.objects * RTX_META_LEN,
 		(uint64_t)x->nblocks * x->block_len,
 		(uint64_t)x->nchunks * 8,
-		(uint64_t)x->nchunks * 8,
+		(uint64_t)x->nchunks * 8 + 8,   /* owner words, want word */
 	};
 	struct loco_rregion *out[4] = { &n->meta, &n->data, &n->bitmap,
 					&n->chunks };
@@ -559,10 +559,16 @@ void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
 		return;
 	if (w->active)
 		loco_rtx_abort(w);
-	int rc = rtx_pools_settle(w);
+	int rc = rtx_pools_release(w);
 	if (rc)
-		loco_warn(w->x->base.name, "slot %u: final allocation scan: %s",
+		loco_warn(w->x->base.name, "slot %u: giving chunks back: %s",
 			  w->slot, loco_strerror(rc));
+	worker_unlink(w);
+	worker_free(w);
+}
+
+void rtx_worker_drop(struct loco_rtx_worker *w)
+{
 	worker_unlink(w);
 	worker_free(w);
 }

@@ -98,6 +98,8 @@ struct loco_rtx_stats {
 	uint64_t scans;          /* reclamation scans */
 	uint64_t reclaimed;      /* blocks those scans freed */
 	uint64_t chunk_claims;   /* chunks claimed */
+	uint64_t chunk_returns;  /* chunks given back */
+	uint64_t pool_asks;      /* asks for chunks (no free block found) */
 };
 
 /* Concurrency control of one object (OPT2, rTX §4.5). */
@@ -174,10 +176,12 @@ void loco_rtx_stats(struct loco_rtx *x, struct loco_rtx_stats *out);
  * Caller: the thread owning THR, which then owns the worker. */
 int loco_rtx_worker_create(struct loco_rtx *x, struct loco_thread *thr,
 			   struct loco_rtx_worker **out);
-/* Abort an open transaction, run a final reclamation scan (giving free
- * chunks back) and flush the allocation bitmap; the slot and its other
- * chunks stay with this node id for the next incarnation.
- * Ordering: the bitmap WRITEs are complete (acknowledged) on return.
+/* Abort an open transaction, run a final reclamation scan and give every
+ * allocation chunk back (its bitmap word, marking the blocks still in
+ * use, written first), so other workers can use the free blocks; the
+ * slot stays with this node id for the next incarnation.
+ * Ordering: the bitmap WRITEs and owner-word CASes are complete
+ *   (acknowledged) on return.
  * Completion: synchronous.
  * Caller: the worker's thread. */
 void loco_rtx_worker_destroy(struct loco_rtx_worker *w);
@@ -267,9 +271,10 @@ int loco_rtx_adopt_slot(struct loco_rtx_worker *w, uint32_t slot);
 
 /* Count data blocks by allocation state over every hosting node (see
  * struct loco_rtx_audit), after settling this worker's own chunks (scan,
- * bitmap flush). Exact only when no transaction runs and every other
- * slot's worker is destroyed or adopted.
- * Ordering: reads only.
+ * bitmap flush) and the unowned chunks given back with blocks in use
+ * (claimed, rebuilt by a scan). Exact only when no transaction runs and
+ * every other slot's worker is destroyed or adopted.
+ * Ordering: the settling WRITEs and CASes are complete before the reads.
  * Completion: synchronous.
  * Caller: the worker's thread, outside a transaction. */
 int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out);

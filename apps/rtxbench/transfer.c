@@ -28,7 +28,7 @@ static void usage(FILE *f)
 		"usage: " PROG " [--accounts N] [--balance B] [--max-amount A]\n"
 		"         [--duration S] [--threads T] [--mode rtx|lock]\n"
 		"         [--drift-ms D] [--no-opt1] [--prelock] [--touch-pct P]\n"
-		"         [--mem-nodes first|all]\n"
+		"         [--mem-nodes first|all] [--blocks N]\n"
 		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
 		"         [--seed N] [--reporter ID]\n"
 		"         [loco options: --id --hosts --transport ...]\n"
@@ -37,6 +37,8 @@ static void usage(FILE *f)
 		"--prelock: OPT2 pre-locks (both accounts locked at first access).\n"
 		"--touch-pct: P%% of the ops rewrite one account unchanged (a\n"
 		"one-object write set: an OPT1 commit without log).\n"
+		"--blocks: data blocks per hosting node (default 8 per account\n"
+		"there, at least 4096); every node must pass the same.\n"
 		"Run on every compute node (tools/loco-run -m 1 -n 4 -- " PROG ").\n"
 		"After the run one node repairs what the dead left, audits and\n"
 		"prints the JSON result line: --reporter ID if that node finished,\n"
@@ -58,6 +60,8 @@ static unsigned *uint_field(struct xfer_opts *o, int c, unsigned *lo,
 	case 'X': *lo = 10; *hi = 600000; return &o->dead_ms;
 	case 'u': *lo = 0; *hi = 100; return &o->touch_pct;
 	case 'R': *lo = 0; *hi = LOCO_MAX_NODES - 1; return &o->reporter;
+	case 'B': *lo = 2 * LOCO_RTX_CHUNK_BLOCKS; *hi = 1u << 30;
+		return &o->blocks;
 	default: return NULL;
 	}
 }
@@ -111,6 +115,7 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 		{ "prelock", no_argument, NULL, 'P' },
 		{ "touch-pct", required_argument, NULL, 'u' },
 		{ "mem-nodes", required_argument, NULL, 'M' },
+		{ "blocks", required_argument, NULL, 'B' },
 		{ "timeline", required_argument, NULL, 'T' },
 		{ "hb-ms", required_argument, NULL, 'H' },
 		{ "dead-ms", required_argument, NULL, 'X' },

@@ -39,6 +39,7 @@ struct xfer_opts {
 	bool prelock;               /* OPT2: pre-lock both accounts */
 	unsigned touch_pct;         /* % of ops rewriting one account as is */
 	bool all_mem;               /* spread accounts over every memory node */
+	unsigned blocks;            /* data blocks per hosting node; 0: rtx's */
 	const char *timeline;       /* CSV path, or NULL */
 	unsigned hb_ms, dead_ms;
 	uint64_t seed;

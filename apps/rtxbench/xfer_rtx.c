@@ -28,7 +28,8 @@ int xfer_rtx_open(struct xfer *xf)
 	struct loco_rtx_opts o = {
 		.name = "xfer", .mem_nodes = mem, .data_len = 8,
 		.objects = (xf->o.accounts + nmem - 1) / nmem,
-		.drift_ms = xf->o.drift_ms, .no_opt1 = xf->o.no_opt1,
+		.blocks = xf->o.blocks, .drift_ms = xf->o.drift_ms,
+		.no_opt1 = xf->o.no_opt1,
 	};
 	int rc = loco_rtx_create(xf->mgr, &o, &xf->rtx);
 	xf->acct = rc ? NULL : calloc(xf->o.accounts, sizeof(*xf->acct));

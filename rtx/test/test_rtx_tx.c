@@ -20,13 +20,18 @@ static struct loco_rtx *x;
 static struct loco_thread *thr;
 static struct loco_rtx_worker *w;
 
-static void make_rtx(bool no_opt1)
+static void make_rtx_with(uint32_t objects, uint32_t blocks, bool no_opt1)
 {
-	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8,
-				   .no_opt1 = no_opt1 };
+	struct loco_rtx_opts o = { .objects = objects, .data_len = 8,
+				   .blocks = blocks, .no_opt1 = no_opt1 };
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &x), 0);
 	ck_assert_int_eq(loco_thread_create(c.mgr, &thr), 0);
 	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+}
+
+static void make_rtx(bool no_opt1)
+{
+	make_rtx_with(NOBJ, 0, no_opt1);
 }
 
 static void setup(void)
@@ -631,7 +636,8 @@ START_TEST(bitmap_fixed_by_next_incarnation)
 	struct loco_rtx_audit a;
 	for (uint32_t i = 0; i < NOBJ; i++)
 		put(i, i);
-	loco_rtx_worker_destroy(w);
+	ck_assert_int_eq(rtx_pools_settle(w), 0);   /* flushed, then "dies" */
+	rtx_worker_drop(w);
 	w = NULL;
 	uint64_t b = loco_rtx_dptr_block(word(0, RTX_DPTR_OFF));
 	uint32_t chunk = (uint32_t)(b / 64);
@@ -656,7 +662,8 @@ START_TEST(adopt_slot_reclaims_garbage)
 	uint32_t s2 = loco_rtx_worker_slot(w2);
 	for (uint32_t i = 0; i < NOBJ; i++)
 		ck_assert_int_eq(put_with(w2, i, i), 0);
-	loco_rtx_worker_destroy(w2);
+	ck_assert_int_eq(rtx_pools_settle(w2), 0);  /* flushed, then "dies" */
+	rtx_worker_drop(w2);
 	loco_thread_destroy(t2);
 	for (uint32_t i = 0; i < NOBJ; i++)
 		put(i, i + 1);   /* w2's blocks become garbage */
@@ -811,6 +818,146 @@ START_TEST(guard_confirms_and_goes_on)
 }
 END_TEST
 
+/* ---- chunks changing hands ---------------------------------------------- */
+
+#define POOL_OBJ 192
+#define POOL_BLOCKS 1024   /* 16 chunks */
+
+static void setup_pool(void)
+{
+	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
+	make_rtx_with(POOL_OBJ, POOL_BLOCKS, false);
+}
+
+static uint64_t owner_read(uint32_t chunk)
+{
+	uint64_t v;
+	ck_assert_int_eq(loco_read(thr, &x->node[0].chunks, chunk * 8, &v, 8), 0);
+	return v;
+}
+
+/* Bits of CHUNK's blocks that objects F..F+N-1 point to. */
+static uint64_t blocks_of(uint32_t chunk, uint32_t f, uint32_t n)
+{
+	uint64_t m = 0;
+	for (uint32_t i = f; i < f + n; i++) {
+		uint64_t b = loco_rtx_dptr_block(word(i, RTX_DPTR_OFF));
+		if (b / 64 == chunk)
+			m |= UINT64_C(1) << (b % 64);
+	}
+	return m;
+}
+
+static struct loco_rtx_worker *worker_at(struct loco_thread **t, uint32_t cursor)
+{
+	struct loco_rtx_worker *wk;
+	ck_assert_int_eq(loco_thread_create(c.mgr, t), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, *t, &wk), 0);
+	wk->pool[0].claim_cursor = cursor;
+	return wk;
+}
+
+static void check_values(uint32_t f, uint32_t n, uint64_t base)
+{
+	for (uint32_t i = f; i < f + n; i++)
+		ck_assert_int_eq(get(i), (int64_t)(base + i));
+}
+
+static void audit_clean(void)
+{
+	struct loco_rtx_audit a;
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.referenced, POOL_OBJ);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+}
+
+/* A destroyed worker gives every chunk back, its bitmap word marking the
+ * blocks still in use; a worker claiming it allocates around them. */
+START_TEST(destroy_gives_chunks_back)
+{
+	struct loco_thread *t2, *t3;
+	struct loco_rtx_worker *w2 = worker_at(&t2, 8);
+	for (uint32_t i = 0; i < 32; i++)
+		ck_assert_int_eq(put_with(w2, i, 100 + i), 0);
+	ck_assert_uint_eq(owner_read(8) & 0xffff, loco_rtx_worker_slot(w2) + 1);
+	loco_rtx_worker_destroy(w2);
+	loco_thread_destroy(t2);
+	ck_assert_uint_eq(owner_read(8), 0);
+	ck_assert_uint_eq(bitmap_read(8), blocks_of(8, 0, 32));
+	ck_assert_uint_eq(__builtin_popcountll(bitmap_read(8)), 32);
+	/* Half free: claimed first from the cursor. */
+	struct loco_rtx_worker *w3 = worker_at(&t3, 8);
+	for (uint32_t i = 32; i < 64; i++)
+		ck_assert_int_eq(put_with(w3, i, 100 + i), 0);
+	ck_assert_uint_eq(owner_read(8) & 0xffff, loco_rtx_worker_slot(w3) + 1);
+	ck_assert_uint_eq(__builtin_popcountll(blocks_of(8, 32, 32)), 32);
+	ck_assert_uint_eq(blocks_of(8, 0, 32) & blocks_of(8, 32, 32), 0);
+	check_values(0, 64, 100);
+	loco_rtx_worker_destroy(w3);
+	loco_thread_destroy(t3);
+	for (uint32_t i = 0; i < POOL_OBJ; i++)
+		put(i, 200 + i);
+	audit_clean();
+	check_values(0, POOL_OBJ, 200);
+}
+END_TEST
+
+/* A worker lacking blocks asks (the want word); at its next scan a
+ * worker holding a half-free chunk gives it back, and another one claims
+ * it without reusing the blocks still referenced. */
+START_TEST(ask_squeezes_partly_used_chunk)
+{
+	struct loco_thread *t2, *t3;
+	w->pool[0].claim_cursor = 2;
+	for (uint32_t i = 0; i < POOL_OBJ; i++)
+		put(i, i);          /* chunks 2, 3, 4: all blocks live */
+	ck_assert_uint_eq(w->pool[0].n, 3);
+	struct loco_rtx_worker *w2 = worker_at(&t2, 8);
+	/* 48 garbage blocks in chunk 2 and 48 in chunk 3, the live ones
+	 * (objects 0..15 and 64..79) first in each. */
+	for (uint32_t i = 16; i < 64; i++)
+		ck_assert_int_eq(put_with(w2, i, 1000 + i), 0);
+	for (uint32_t i = 80; i < 128; i++)
+		ck_assert_int_eq(put_with(w2, i, 1000 + i), 0);
+	/* No ask: a scan keeps half-used chunks. */
+	w->pool[0].since_scan = 1000;
+	put(191, 191);
+	ck_assert_uint_eq(w->pool[0].n, 3);
+	ck_assert_uint_eq(stats().chunk_returns, 0);
+	/* The ask: the next scan gives the freest chunk back, keeping a
+	 * third of the rest free. */
+	uint64_t old;
+	ck_assert_int_eq(loco_faa(thr, &x->node[0].chunks, x->nchunks * 8, 1,
+				  &old), 0);
+	w->pool[0].since_scan = 1000;
+	put(191, 191);
+	ck_assert_uint_eq(stats().chunk_returns, 1);
+	ck_assert_uint_eq(w->pool[0].n, 2);
+	uint32_t given = owner_read(2) ? 3 : 2, f = given == 2 ? 16 : 80;
+	ck_assert_uint_eq(owner_read(given), 0);
+	uint64_t live = blocks_of(given, 0, POOL_OBJ);
+	ck_assert_uint_eq(live, 0xffff);
+	ck_assert_uint_eq(bitmap_read(given), live);
+	struct loco_rtx_worker *w3 = worker_at(&t3, given);
+	for (uint32_t i = f; i < f + 48; i++)
+		ck_assert_int_eq(put_with(w3, i, 2000 + i), 0);
+	ck_assert_uint_eq(owner_read(given) & 0xffff,
+			  loco_rtx_worker_slot(w3) + 1);
+	ck_assert_uint_eq(blocks_of(given, f, 48) & live, 0);
+	check_values(f, 48, 2000);
+	check_values(f - 16, 16, 0);
+	loco_rtx_worker_destroy(w3);
+	loco_thread_destroy(t3);
+	loco_rtx_worker_destroy(w2);
+	loco_thread_destroy(t2);
+	for (uint32_t i = 0; i < POOL_OBJ; i++)
+		put(i, 300 + i);
+	audit_clean();
+	check_values(0, POOL_OBJ, 300);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rtx-tx");
@@ -851,6 +998,12 @@ static Suite *suite(void)
 	tcase_add_test(t, adopt_slot_reclaims_garbage);
 	tcase_add_test(t, restart_aborts_own_init_log);
 	tcase_add_test(t, restart_recommits_own_doing_log);
+	suite_add_tcase(s, t);
+	t = tcase_create("pool");
+	tcase_add_checked_fixture(t, setup_pool, teardown);
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, destroy_gives_chunks_back);
+	tcase_add_test(t, ask_squeezes_partly_used_chunk);
 	suite_add_tcase(s, t);
 	t = tcase_create("options");
 	tcase_add_checked_fixture(t, setup_noopt1, teardown);

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: MIT
 """Run loco-rtx-transfer under tools/loco-run and check its JSON result.
 
-usage: check_transfer.py [--min-dead N] [--min-repairs N] [--tries K]
+usage: check_transfer.py [--min-dead N] [--max-dead N] [--min-repairs N]
+                         [--tries K]
                          -- LOCO-RUN-ARGS... -- loco-rtx-transfer ARGS...
 
 Everything after the first "--" goes to tools/loco-run as is. The run
 passes when the reporter's JSON line has "conserved": true,
 "locks_held": 0, "leaked_blocks": 0, "lost_blocks": 0, at least
 --min-repairs repairs (default 1) and at least --min-dead dead nodes
-(default 1). A node killed by a crash point makes loco-run exit non-zero,
+(default 1), and at most --max-dead (default: any; a node that stopped on
+an error, such as a full data pool, never finishes and counts as dead). A node killed by a crash point makes loco-run exit non-zero,
 so its status is not used; a missing JSON line fails.
 
 --tries K: a run whose kill or crash point hit no transaction state (it
@@ -27,9 +29,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 
 def parse(argv):
-    opts = {"min_dead": 1, "min_repairs": 1, "tries": 1}
-    keys = {"--min-dead": "min_dead", "--min-repairs": "min_repairs",
-            "--tries": "tries"}
+    opts = {"min_dead": 1, "max_dead": None, "min_repairs": 1, "tries": 1}
+    keys = {"--min-dead": "min_dead", "--max-dead": "max_dead",
+            "--min-repairs": "min_repairs", "--tries": "tries"}
     i = 0
     while i < len(argv) and argv[i] != "--":
         if argv[i] not in keys or i + 1 >= len(argv):
@@ -64,6 +66,9 @@ def problems(res, opts, final):
     for key in ("locks_held", "leaked_blocks", "lost_blocks"):
         if res[key] != 0:
             bad.append("%s = %d" % (key, res[key]))
+    if opts["max_dead"] is not None and len(res["dead"]) > opts["max_dead"]:
+        bad.append("dead nodes %s, want at most %d" % (res["dead"],
+                                                       opts["max_dead"]))
     if final and len(res["dead"]) < opts["min_dead"]:
         bad.append("%d dead nodes, want >= %d" % (len(res["dead"]),
                                                   opts["min_dead"]))
