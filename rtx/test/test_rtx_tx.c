@@ -863,13 +863,30 @@ static void check_values(uint32_t f, uint32_t n, uint64_t base)
 		ck_assert_int_eq(get(i), (int64_t)(base + i));
 }
 
-static void audit_clean(void)
+static void worker_end(struct loco_rtx_worker *wk, struct loco_thread *t)
+{
+	loco_rtx_worker_destroy(wk);
+	loco_thread_destroy(t);
+}
+
+static void put_range(struct loco_rtx_worker *wk, uint32_t f, uint32_t n,
+		      uint64_t base)
+{
+	for (uint32_t i = f; i < f + n; i++)
+		ck_assert_int_eq(put_with(wk, i, base + i), 0);
+}
+
+/* Rewrite every object with BASE + i (the other workers' blocks become
+ * garbage), then audit: every bitmap word exact. */
+static void rewrite_and_audit(uint64_t base)
 {
 	struct loco_rtx_audit a;
+	put_range(w, 0, POOL_OBJ, base);
 	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
 	ck_assert_uint_eq(a.referenced, POOL_OBJ);
 	ck_assert_uint_eq(a.leaked, 0);
 	ck_assert_uint_eq(a.lost, 0);
+	check_values(0, POOL_OBJ, base);
 }
 
 /* A destroyed worker gives every chunk back, its bitmap word marking the
@@ -878,28 +895,21 @@ START_TEST(destroy_gives_chunks_back)
 {
 	struct loco_thread *t2, *t3;
 	struct loco_rtx_worker *w2 = worker_at(&t2, 8);
-	for (uint32_t i = 0; i < 32; i++)
-		ck_assert_int_eq(put_with(w2, i, 100 + i), 0);
+	put_range(w2, 0, 32, 100);
 	ck_assert_uint_eq(owner_read(8) & 0xffff, loco_rtx_worker_slot(w2) + 1);
-	loco_rtx_worker_destroy(w2);
-	loco_thread_destroy(t2);
+	worker_end(w2, t2);
 	ck_assert_uint_eq(owner_read(8), 0);
 	ck_assert_uint_eq(bitmap_read(8), blocks_of(8, 0, 32));
 	ck_assert_uint_eq(__builtin_popcountll(bitmap_read(8)), 32);
 	/* Half free: claimed first from the cursor. */
 	struct loco_rtx_worker *w3 = worker_at(&t3, 8);
-	for (uint32_t i = 32; i < 64; i++)
-		ck_assert_int_eq(put_with(w3, i, 100 + i), 0);
+	put_range(w3, 32, 32, 100);
 	ck_assert_uint_eq(owner_read(8) & 0xffff, loco_rtx_worker_slot(w3) + 1);
 	ck_assert_uint_eq(__builtin_popcountll(blocks_of(8, 32, 32)), 32);
 	ck_assert_uint_eq(blocks_of(8, 0, 32) & blocks_of(8, 32, 32), 0);
 	check_values(0, 64, 100);
-	loco_rtx_worker_destroy(w3);
-	loco_thread_destroy(t3);
-	for (uint32_t i = 0; i < POOL_OBJ; i++)
-		put(i, 200 + i);
-	audit_clean();
-	check_values(0, POOL_OBJ, 200);
+	worker_end(w3, t3);
+	rewrite_and_audit(200);
 }
 END_TEST
 
@@ -910,16 +920,13 @@ START_TEST(ask_squeezes_partly_used_chunk)
 {
 	struct loco_thread *t2, *t3;
 	w->pool[0].claim_cursor = 2;
-	for (uint32_t i = 0; i < POOL_OBJ; i++)
-		put(i, i);          /* chunks 2, 3, 4: all blocks live */
+	put_range(w, 0, POOL_OBJ, 0);   /* chunks 2, 3, 4: all blocks live */
 	ck_assert_uint_eq(w->pool[0].n, 3);
 	struct loco_rtx_worker *w2 = worker_at(&t2, 8);
 	/* 48 garbage blocks in chunk 2 and 48 in chunk 3, the live ones
 	 * (objects 0..15 and 64..79) first in each. */
-	for (uint32_t i = 16; i < 64; i++)
-		ck_assert_int_eq(put_with(w2, i, 1000 + i), 0);
-	for (uint32_t i = 80; i < 128; i++)
-		ck_assert_int_eq(put_with(w2, i, 1000 + i), 0);
+	put_range(w2, 16, 48, 1000);
+	put_range(w2, 80, 48, 1000);
 	/* No ask: a scan keeps half-used chunks. */
 	w->pool[0].since_scan = 1000;
 	put(191, 191);
@@ -940,21 +947,15 @@ START_TEST(ask_squeezes_partly_used_chunk)
 	ck_assert_uint_eq(live, 0xffff);
 	ck_assert_uint_eq(bitmap_read(given), live);
 	struct loco_rtx_worker *w3 = worker_at(&t3, given);
-	for (uint32_t i = f; i < f + 48; i++)
-		ck_assert_int_eq(put_with(w3, i, 2000 + i), 0);
+	put_range(w3, f, 48, 2000);
 	ck_assert_uint_eq(owner_read(given) & 0xffff,
 			  loco_rtx_worker_slot(w3) + 1);
 	ck_assert_uint_eq(blocks_of(given, f, 48) & live, 0);
 	check_values(f, 48, 2000);
 	check_values(f - 16, 16, 0);
-	loco_rtx_worker_destroy(w3);
-	loco_thread_destroy(t3);
-	loco_rtx_worker_destroy(w2);
-	loco_thread_destroy(t2);
-	for (uint32_t i = 0; i < POOL_OBJ; i++)
-		put(i, 300 + i);
-	audit_clean();
-	check_values(0, POOL_OBJ, 300);
+	worker_end(w3, t3);
+	worker_end(w2, t2);
+	rewrite_and_audit(300);
 }
 END_TEST
 
