@@ -23,12 +23,15 @@
  * Giving chunks back: a worker gives a chunk back (owner word 0) after
  * writing its bitmap word as its last scan left it, so the word marks
  * every block that may still be referenced and the next owner starts from
- * it; its own scans free the rest. A scan gives back the freest chunks
- * while more than two thirds of the owned blocks are free (chunks at least
- * half free, none holding a block of the open transaction), a worker
- * scans at least once per owned-blocks allocations, and a destroyed
- * worker gives everything back: no live worker sits on free blocks that
- * another one lacks.
+ * it; its own scans free the rest. A scan gives entirely free chunks
+ * back while more than two thirds of the owned blocks are free; after a
+ * worker found no free block and FAA'd the node's want word, the next
+ * scan of every other worker also gives back partly used chunks (at least
+ * half free, none holding a block of the open transaction) while a third
+ * of the rest stays free. A worker scans at least once per owned-blocks
+ * allocations, and a destroyed worker gives everything back: no live
+ * worker sits on free blocks that another one lacks. Only a crashed
+ * client's chunks wait for its slot's next incarnation or an adoption.
  *
  * Incarnations: a worker that takes a slot bumps the slot's incarnation
  * and adopts the chunks that carry an older one, rebuilding their bitmap
@@ -293,6 +296,7 @@ static int pool_want(struct loco_rtx_worker *w, uint32_t ni, bool *squeeze)
 {
 	struct rtx_pool *p = &w->pool[ni];
 	uint64_t v = 0;
+	/* A hint, ordered with nothing: a missed ask is seen next scan. */
 	int rc = loco_read(w->thr, &w->x->node[ni].chunks,
 			   (uint64_t)w->x->nchunks * 8, &v, 8);
 	*squeeze = !rc && v != p->want_seen;
@@ -469,6 +473,8 @@ static int pool_ask(struct loco_rtx_worker *w, uint32_t ni)
 {
 	uint64_t old;
 	RTX_INC(w, pool_asks);
+	/* A hint, ordered with nothing (chunks change hands by the owner
+	 * word's CAS). */
 	return loco_faa(w->thr, &w->x->node[ni].chunks,
 			(uint64_t)w->x->nchunks * 8, 1, &old);
 }
