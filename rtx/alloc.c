@@ -441,7 +441,7 @@ static bool pool_has_free(const struct rtx_pool *p)
 
 /* Find more free blocks: scan (when some allocations happened since the
  * last scan), and claim a chunk while less than a third of the owned
- * blocks are free, so a worker keeps 1.5 to 3 times its live blocks and
+ * blocks are free, so a worker keeps at least 1.5 times its live blocks and
  * scans about once per half its live-block count of allocations. When no
  * chunk is left, whatever the scan found is enough. */
 static int refill(struct loco_rtx_worker *w, uint32_t ni)
