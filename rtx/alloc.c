@@ -241,7 +241,8 @@ static int chunk_release(struct loco_rtx_worker *w, uint32_t ni, unsigned pos)
 	uint64_t idx = p->ch[pos].idx, word = p->ch[pos].alloc, old = 0;
 	int rc = loco_write(w->thr, &n->bitmap, idx * 8, &word, 8);
 	if (!rc)
-		rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0, &old);
+		rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0,
+			      &old);
 	if (!rc) {
 		RTX_INC(w, chunk_returns);
 		chunk_remove(p, pos);
@@ -407,12 +408,14 @@ static int pool_claim(struct loco_rtx_worker *w, uint32_t ni, bool *got)
 	*got = false;
 	/* chunk_add may move the flush sources: let the flush finish. */
 	int rc = rtx_wait(w, &w->flush_ack);
-	for (uint32_t done = 0, n; !rc && !*got && done < x->nchunks; done += n) {
+	for (uint32_t done = 0, n; !rc && !*got && done < x->nchunks;
+	     done += n) {
 		uint32_t f = (p->claim_cursor + done) % x->nchunks;
 		n = x->nchunks - f < TABLE_WORDS ? x->nchunks - f : TABLE_WORDS;
 		rc = read_table(w, ni, f, n, own, bm);
 		for (uint32_t i = 0; !rc && !*got && i < n; i++) {
-			int nf = __builtin_popcountll(chunk_valid(f + i) & ~bm[i]);
+			int nf = __builtin_popcountll(chunk_valid(f + i) &
+						      ~bm[i]);
 			if (own[i])
 				continue;
 			if (nf < LOCO_RTX_CHUNK_BLOCKS / 2) {

@@ -832,7 +832,8 @@ static void setup_pool(void)
 static uint64_t owner_read(uint32_t chunk)
 {
 	uint64_t v;
-	ck_assert_int_eq(loco_read(thr, &x->node[0].chunks, chunk * 8, &v, 8), 0);
+	ck_assert_int_eq(loco_read(thr, &x->node[0].chunks, chunk * 8, &v, 8),
+			 0);
 	return v;
 }
 
@@ -848,7 +849,8 @@ static uint64_t blocks_of(uint32_t chunk, uint32_t f, uint32_t n)
 	return m;
 }
 
-static struct loco_rtx_worker *worker_at(struct loco_thread **t, uint32_t cursor)
+static struct loco_rtx_worker *worker_at(struct loco_thread **t,
+					 uint32_t cursor)
 {
 	struct loco_rtx_worker *wk;
 	ck_assert_int_eq(loco_thread_create(c.mgr, t), 0);

@@ -11,8 +11,9 @@ passes when the reporter's JSON line has "conserved": true,
 "locks_held": 0, "leaked_blocks": 0, "lost_blocks": 0, at least
 --min-repairs repairs (default 1) and at least --min-dead dead nodes
 (default 1), and at most --max-dead (default: any; a node that stopped on
-an error, such as a full data pool, never finishes and counts as dead). A node killed by a crash point makes loco-run exit non-zero,
-so its status is not used; a missing JSON line fails.
+an error, such as a full data pool, never finishes and counts as dead).
+A node killed by a crash point makes loco-run exit non-zero, so its
+status is not used; a missing JSON line fails.
 
 --tries K: a run whose kill or crash point hit no transaction state (it
 is possible for a plain --kill to land between transactions: repairs 0)
