@@ -961,12 +961,23 @@ START_TEST(ask_squeezes_partly_used_chunk)
 }
 END_TEST
 
+/* A test case with fixture SETUP (and teardown) and a timeout (0: Check's
+ * default), added to S. */
+static TCase *add_case(Suite *s, const char *name, void (*setup_fn)(void),
+		       int timeout)
+{
+	TCase *t = tcase_create(name);
+	tcase_add_checked_fixture(t, setup_fn, teardown);
+	if (timeout)
+		tcase_set_timeout(t, timeout);
+	suite_add_tcase(s, t);
+	return t;
+}
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rtx-tx");
-	TCase *t = tcase_create("tx");
-	tcase_add_checked_fixture(t, setup, teardown);
-	tcase_set_timeout(t, 30);
+	TCase *t = add_case(s, "tx", setup, 30);
 	tcase_add_test(t, channel_tree);
 	tcase_add_test(t, channel_under_parent);
 	tcase_add_test(t, basic_read_write);
@@ -977,10 +988,7 @@ static Suite *suite(void)
 	tcase_add_test(t, concurrent_counters);
 	tcase_add_test(t, opt2_prelock);
 	tcase_add_test(t, opt2_delegate_and_validate);
-	suite_add_tcase(s, t);
-	t = tcase_create("repair");
-	tcase_add_checked_fixture(t, setup, teardown);
-	tcase_set_timeout(t, 30);
+	t = add_case(s, "repair", setup, 30);
 	tcase_add_test(t, repair_steals_nolog_lock);
 	tcase_add_test(t, repair_waits_for_live_lease);
 	tcase_add_test(t, repair_aborts_init);
@@ -992,26 +1000,17 @@ static Suite *suite(void)
 	tcase_add_test(t, repair_all_sweeps);
 	tcase_add_test(t, guard_stops_stalled_repairer);
 	tcase_add_test(t, guard_confirms_and_goes_on);
-	suite_add_tcase(s, t);
-	t = tcase_create("bitmap");
-	tcase_add_checked_fixture(t, setup, teardown);
-	tcase_set_timeout(t, 30);
+	t = add_case(s, "bitmap", setup, 30);
 	tcase_add_test(t, bitmap_tracks_and_reclaims);
 	tcase_add_test(t, bitmap_fixed_by_next_incarnation);
 	tcase_add_test(t, adopt_slot_reclaims_garbage);
 	tcase_add_test(t, restart_aborts_own_init_log);
 	tcase_add_test(t, restart_recommits_own_doing_log);
-	suite_add_tcase(s, t);
-	t = tcase_create("pool");
-	tcase_add_checked_fixture(t, setup_pool, teardown);
-	tcase_set_timeout(t, 30);
+	t = add_case(s, "pool", setup_pool, 30);
 	tcase_add_test(t, destroy_gives_chunks_back);
 	tcase_add_test(t, ask_squeezes_partly_used_chunk);
-	suite_add_tcase(s, t);
-	t = tcase_create("options");
-	tcase_add_checked_fixture(t, setup_noopt1, teardown);
+	t = add_case(s, "options", setup_noopt1, 0);
 	tcase_add_test(t, no_opt1_logs_single_writes);
-	suite_add_tcase(s, t);
 	return s;
 }
 
