@@ -20,17 +20,18 @@
  * the meta read is either named by a log still not DONE, or its
  * transaction is DONE), and frees every owned block it did not see.
  *
- * Giving chunks back: a worker gives a chunk back (owner word 0) after
- * writing its bitmap word as its last scan left it, so the word marks
- * every block that may still be referenced and the next owner starts from
- * it; its own scans free the rest. A scan gives entirely free chunks
- * back while more than two thirds of the owned blocks are free; after a
- * worker found no free block and FAA'd the node's want word, the next
- * scan of every other worker also gives back partly used chunks (at least
- * half free, none holding a block of the open transaction) while a third
- * of the rest stays free. A worker scans at least once per owned-blocks
- * allocations, and a destroyed worker gives everything back: no live
- * worker sits on free blocks that another one lacks. Only a crashed
+ * Giving chunks back: right after a scan has flushed a chunk's bitmap
+ * word (the blocks that may still be referenced), a worker may give the
+ * chunk back (owner word 0); the next owner starts from that word and its
+ * own scans free the rest. A scan gives entirely free chunks back while
+ * more than two thirds of the owned blocks are free; after a worker found
+ * no free block and FAA'd the node's want word, the next scan of every
+ * worker also gives back partly used chunks (at least half free, none
+ * holding a block of the open transaction) while a third of the rest
+ * stays free. A worker scans at least once per owned-blocks allocations,
+ * and a destroyed worker gives everything back: no allocating worker
+ * sits on free blocks that another one lacks (an idle one keeps its
+ * chunks until it allocates again or is destroyed). Only a crashed
  * client's chunks wait for its slot's next incarnation or an adoption.
  *
  * Incarnations: a worker that takes a slot bumps the slot's incarnation
@@ -147,10 +148,8 @@ static void mark_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks,
 	int32_t pos = p->pos[block / LOCO_RTX_CHUNK_BLOCKS];
 	if (pos < 0)
 		return;
-	uint64_t bit = UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
-	p->ch[pos].keep |= bit;
-	if (open)
-		p->ch[pos].open |= bit;
+	p->ch[pos].keep |= UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
+	p->ch[pos].open |= open;
 }
 
 static void keep_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks)
@@ -231,18 +230,17 @@ static void chunk_remove(struct rtx_pool *p, unsigned pos)
 		p->pos[p->ch[pos].idx] = (int32_t)pos;
 }
 
-/* Give the chunk at POS back: its bitmap word (what the last scan kept)
- * is placed before the owner word frees it (same QP), so the next owner
- * starts from it. */
+/* Give the chunk at POS back, right after a scan's flush: its bitmap
+ * word (what the scan kept) is written, so the next owner starts from it. */
 static int chunk_release(struct loco_rtx_worker *w, uint32_t ni, unsigned pos)
 {
 	struct rtx_pool *p = &w->pool[ni];
 	const struct rtx_node *n = &w->x->node[ni];
-	uint64_t idx = p->ch[pos].idx, word = p->ch[pos].alloc, old = 0;
-	int rc = loco_write(w->thr, &n->bitmap, idx * 8, &word, 8);
-	if (!rc)
-		rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0,
-			      &old);
+	uint64_t idx = p->ch[pos].idx, old = 0;
+	assert(p->ch[pos].stage == p->ch[pos].alloc && !p->ch[pos].stale);
+	/* Ordering: after pool_flush's WRITE of the bitmap word, complete
+	 * (flush_ack waited) and on the same QP. */
+	int rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0, &old);
 	if (!rc) {
 		RTX_INC(w, chunk_returns);
 		chunk_remove(p, pos);
@@ -255,13 +253,19 @@ static unsigned nfree_of(const struct rtx_chunk *c)
 	return (unsigned)__builtin_popcountll(c->free);
 }
 
+/* Worth handing over on its own: at least half the chunk is free. */
+static bool half_free(unsigned nfree)
+{
+	return nfree >= LOCO_RTX_CHUNK_BLOCKS / 2;
+}
+
 /* May chunk C go to another worker: entirely free, or (SQUEEZE) at
  * least half free without a block of the open transaction (that block
  * stays with its allocator until installed or freed). */
 static bool chunk_givable(const struct rtx_chunk *c, bool squeeze)
 {
 	return c->free == chunk_valid(c->idx) ||
-	       (squeeze && !c->open && nfree_of(c) >= LOCO_RTX_CHUNK_BLOCKS / 2);
+	       (squeeze && !c->open && half_free(nfree_of(c)));
 }
 
 /* Position of the chunk to give back next, or -1: the freest givable
@@ -284,9 +288,8 @@ static int trim_pick(const struct rtx_pool *p, uint64_t nfree, bool squeeze)
 			best_free = nfree_of(c);
 		}
 	}
-	if (best < 0 || !squeeze || p->n == 1)
-		return best;
-	if ((nfree - best_free) * 3 < owned - LOCO_RTX_CHUNK_BLOCKS)
+	if (best >= 0 &&
+	    (nfree - best_free) * 3 < owned - LOCO_RTX_CHUNK_BLOCKS)
 		return -1;
 	return best;
 }
@@ -298,40 +301,42 @@ static int pool_want(struct loco_rtx_worker *w, uint32_t ni, bool *squeeze)
 	struct rtx_pool *p = &w->pool[ni];
 	uint64_t v = 0;
 	/* A hint, ordered with nothing: a missed ask is seen next scan. */
-	int rc = loco_read(w->thr, &w->x->node[ni].chunks,
-			   (uint64_t)w->x->nchunks * 8, &v, 8);
+	int rc = loco_read(w->thr, &w->x->node[ni].chunks, rtx_want_off(w->x),
+			   &v, 8);
 	*squeeze = !rc && v != p->want_seen;
 	if (!rc)
 		p->want_seen = v;
 	return rc;
 }
 
-/* Give chunks back while trim_pick finds one (after a scan: the free
- * masks and open marks are current). */
+/* Give chunks back while trim_pick finds one (after a scan and its flush,
+ * with chunks: the free masks, open marks and bitmap words are current). */
 static int pool_trim(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 {
 	struct rtx_pool *p = &w->pool[ni];
 	bool squeeze = false;
 	int rc = rtx_wait(w, &w->flush_ack), pos;
-	if (!rc && p->n)
+	if (!rc)
 		rc = pool_want(w, ni, &squeeze);
 	while (!rc && (pos = trim_pick(p, *nfree, squeeze)) >= 0) {
-		uint64_t gone = nfree_of(&p->ch[pos]);
+		*nfree -= nfree_of(&p->ch[pos]);
 		rc = chunk_release(w, ni, (unsigned)pos);
-		*nfree -= rc ? 0 : gone;
 	}
 	return rc;
 }
 
-/* Recompute which owned blocks of node NI are free; returns how many. */
+/* Recompute which owned blocks of node NI are free, flush the bitmap and
+ * give chunks back (pool_trim); *NFREE: the free blocks left. */
 static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 {
 	struct rtx_pool *p = &w->pool[ni];
 	*nfree = 0;
 	if (!p->n)
 		return 0;
-	for (unsigned i = 0; i < p->n; i++)
-		p->ch[i].keep = p->ch[i].open = 0;
+	for (unsigned i = 0; i < p->n; i++) {
+		p->ch[i].keep = 0;
+		p->ch[i].open = false;
+	}
 	int rc = scan_meta(w, ni);
 	if (!rc)
 		rc = scan_logs(w, ni);
@@ -356,22 +361,28 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 
 /* ---- chunks -------------------------------------------------------------- */
 
-/* Owner words and bitmap words of chunks F..F+N of node NI. */
+/* Owner words and (BM not NULL) bitmap words of chunks F..F+N of node
+ * NI. Ordering: none, a snapshot to choose from; a claim or adoption
+ * takes a chunk by CAS on its owner word, and a claim reads the bitmap
+ * word again after it (claim_add). */
 static int read_table(struct loco_rtx_worker *w, uint32_t ni, uint32_t f,
 		      uint32_t n, uint64_t *own, uint64_t *bm)
 {
 	const struct rtx_node *nd = &w->x->node[ni];
 	int rc = loco_read(w->thr, &nd->chunks, (uint64_t)f * 8, own, n * 8);
-	return rc ? rc : loco_read(w->thr, &nd->bitmap, (uint64_t)f * 8, bm,
-				   n * 8);
+	if (rc || !bm)
+		return rc;
+	return loco_read(w->thr, &nd->bitmap, (uint64_t)f * 8, bm, n * 8);
 }
 
 /* Add chunk IDX just claimed: the blocks its bitmap word marks (left by
- * the worker that gave it back; placed before its owner word was freed)
- * stay in use until a scan of ours frees them. */
+ * the worker that gave it back) stay in use until a scan of ours frees
+ * them. */
 static int claim_add(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx)
 {
 	uint64_t word = 0;
+	/* Ordering: after our owner CAS completed, which saw the giver's
+	 * freeing CAS, placed after its bitmap WRITE (same QP). */
 	int rc = loco_read(w->thr, &w->x->node[ni].bitmap, (uint64_t)idx * 8,
 			   &word, 8);
 	return rc ? rc : chunk_add(&w->pool[ni], idx, chunk_valid(idx) & ~word,
@@ -384,6 +395,8 @@ static int claim_one(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx,
 		     bool *got)
 {
 	uint64_t old = 0;
+	/* Ordering: the chunk is ours once this completes; nothing of ours
+	 * needs placing before it. */
 	int rc = loco_cas(w->thr, &w->x->node[ni].chunks, (uint64_t)idx * 8, 0,
 			  owner_word(w), &old);
 	if (rc || old)
@@ -414,19 +427,17 @@ static int pool_claim(struct loco_rtx_worker *w, uint32_t ni, bool *got)
 		n = x->nchunks - f < TABLE_WORDS ? x->nchunks - f : TABLE_WORDS;
 		rc = read_table(w, ni, f, n, own, bm);
 		for (uint32_t i = 0; !rc && !*got && i < n; i++) {
-			int nf = __builtin_popcountll(chunk_valid(f + i) &
-						      ~bm[i]);
 			if (own[i])
 				continue;
-			if (nf < LOCO_RTX_CHUNK_BLOCKS / 2) {
-				if (nf > best_free) {
-					best = f + i;
-					best_free = nf;
-				}
-				continue;
+			uint64_t fm = chunk_valid(f + i) & ~bm[i];
+			int nf = __builtin_popcountll(fm);
+			if (half_free((unsigned)nf)) {
+				rc = claim_one(w, ni, f + i, got);
+				p->claim_cursor = (f + i + 1) % x->nchunks;
+			} else if (nf > best_free) {
+				best = f + i;
+				best_free = nf;
 			}
-			rc = claim_one(w, ni, f + i, got);
-			p->claim_cursor = (f + i + 1) % x->nchunks;
 		}
 	}
 	if (!rc && !*got && best_free >= 0)
@@ -479,7 +490,7 @@ static int pool_ask(struct loco_rtx_worker *w, uint32_t ni)
 	/* A hint, ordered with nothing (chunks change hands by the owner
 	 * word's CAS). */
 	return loco_faa(w->thr, &w->x->node[ni].chunks,
-			(uint64_t)w->x->nchunks * 8, 1, &old);
+			rtx_want_off(w->x), 1, &old);
 }
 
 /* refill, asking the other workers to give chunks back and waiting a
@@ -586,7 +597,8 @@ static int adopt_on(struct loco_rtx_worker *w, uint32_t ni, uint32_t slot,
 		    bool stale_only, unsigned *adopted)
 {
 	const struct loco_rtx *x = w->x;
-	uint64_t *words = (uint64_t *)w->scan, *bm = words + TABLE_WORDS;
+	uint64_t *words = (uint64_t *)w->scan;
+	uint64_t *bm = slot == ADOPT_ORPHANS ? words + TABLE_WORDS : NULL;
 	uint64_t mine = owner_word(w), old = 0;
 	/* chunk_add may move the flush sources: let the flush finish. */
 	int rc = rtx_wait(w, &w->flush_ack);
@@ -596,7 +608,8 @@ static int adopt_on(struct loco_rtx_worker *w, uint32_t ni, uint32_t slot,
 		rc = read_table(w, ni, f, n, words, bm);
 		for (uint32_t i = 0; !rc && i < n; i++) {
 			uint64_t v = words[i];
-			if (!adopt_wanted(w, slot, stale_only, v, bm[i]))
+			uint64_t b = bm ? bm[i] : 0;
+			if (!adopt_wanted(w, slot, stale_only, v, b))
 				continue;
 			rc = loco_cas(w->thr, &x->node[ni].chunks,
 				      (uint64_t)(f + i) * 8, v, mine, &old);
@@ -621,11 +634,6 @@ int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only)
 			return rc;
 	}
 	return 0;
-}
-
-int rtx_adopt_orphans(struct loco_rtx_worker *w)
-{
-	return rtx_adopt_chunks(w, ADOPT_ORPHANS, false);
 }
 
 int rtx_pools_settle(struct loco_rtx_worker *w)
@@ -695,13 +703,25 @@ static int audit_bitmap(struct loco_rtx_worker *w, uint32_t ni,
 	return rc;
 }
 
+/* Claim the unowned chunks whose bitmap word still marks blocks (given
+ * back with blocks in use); the settling scan rebuilds them. */
+static int adopt_orphans(struct loco_rtx_worker *w)
+{
+	int rc = 0;
+	for (uint32_t ni = 0; !rc && ni < w->x->nnodes; ni++) {
+		unsigned adopted = 0;
+		rc = adopt_on(w, ni, ADOPT_ORPHANS, false, &adopted);
+	}
+	return rc;
+}
+
 int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out)
 {
 	struct loco_rtx_audit a = { 0 };
 	uint64_t *ref = malloc(w->x->nchunks * sizeof(*ref));
 	/* Chunks given back with blocks marked, then this worker's own
 	 * (flushed lazily): every bitmap word exact. */
-	int rc = ref ? rtx_adopt_orphans(w) : -ENOMEM;
+	int rc = ref ? adopt_orphans(w) : -ENOMEM;
 	if (!rc)
 		rc = rtx_pools_settle(w);
 	for (uint32_t ni = 0; !rc && ni < w->x->nnodes; ni++) {

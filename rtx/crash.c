@@ -30,7 +30,7 @@ const char *const loco_crash_points[] = {
 	"rtx.repair_after_steal", /* repairer holds a stolen lock */
 	"rtx.repair_after_take",  /* repairer took a DOING log's repair lease */
 	"rtx.repair_mid_abort",   /* repairer set ABORT, locks still held */
-	"rtx.alloc_after_claim",  /* a chunk claimed, bitmap not written */
+	"rtx.alloc_after_claim",  /* a chunk claimed, its bitmap word not read */
 	NULL,
 };
 

@@ -113,7 +113,8 @@ struct rtx_chunk {
 	uint64_t alloc;            /* bitmap word as this worker keeps it */
 	uint64_t stage;            /* source of the last bitmap WRITE */
 	uint64_t keep;             /* scan scratch: referenced blocks */
-	uint64_t open;             /* scan scratch: the open transaction's */
+	bool open;                 /* scan scratch: holds a block of the open
+				    * transaction */
 	bool stale;                /* remote word unknown: must be written */
 };
 
@@ -202,6 +203,11 @@ int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj, uint32_t *ni,
 	       uint32_t *idx);
 const struct loco_rregion *rtx_meta(const struct loco_rtx *x, uint32_t ni);
 uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot);
+/* Offset of a hosting node's want word: after its chunk owner words. */
+static inline uint64_t rtx_want_off(const struct loco_rtx *x)
+{
+	return (uint64_t)x->nchunks * 8;
+}
 uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot);
 /* Wait for ACK; on success clear it. */
 int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack);
@@ -250,10 +256,6 @@ int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only);
 int rtx_pools_settle(struct loco_rtx_worker *w);
 /* Settle, then give every chunk back (detach). */
 int rtx_pools_release(struct loco_rtx_worker *w);
-/* Claim the unowned chunks whose bitmap word still marks blocks (given
- * back with live blocks), rebuild them by a scan and give back what is
- * free: afterwards every bitmap word is exact (for an audit). */
-int rtx_adopt_orphans(struct loco_rtx_worker *w);
 
 /* ---- rtx.c (tests only) -------------------------------------------------- */
 /* Forget worker W as its process's death would: nothing is written (log,

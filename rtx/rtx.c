@@ -132,7 +132,7 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 		(uint64_t)x->o.objects * RTX_META_LEN,
 		(uint64_t)x->nblocks * x->block_len,
 		(uint64_t)x->nchunks * 8,
-		(uint64_t)x->nchunks * 8 + 8,   /* owner words, want word */
+		rtx_want_off(x) + 8,   /* owner words, want word */
 	};
 	struct loco_rregion *out[4] = { &n->meta, &n->data, &n->bitmap,
 					&n->chunks };
@@ -563,8 +563,7 @@ void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
 	if (rc)
 		loco_warn(w->x->base.name, "slot %u: giving chunks back: %s",
 			  w->slot, loco_strerror(rc));
-	worker_unlink(w);
-	worker_free(w);
+	rtx_worker_drop(w);
 }
 
 void rtx_worker_drop(struct loco_rtx_worker *w)

@@ -937,7 +937,7 @@ START_TEST(ask_squeezes_partly_used_chunk)
 	/* The ask: the next scan gives the freest chunk back, keeping a
 	 * third of the rest free. */
 	uint64_t old;
-	ck_assert_int_eq(loco_faa(thr, &x->node[0].chunks, x->nchunks * 8, 1,
+	ck_assert_int_eq(loco_faa(thr, &x->node[0].chunks, rtx_want_off(x), 1,
 				  &old), 0);
 	w->pool[0].since_scan = 1000;
 	put(191, 191);
