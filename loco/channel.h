@@ -110,8 +110,8 @@ int loco_channel_expect(struct loco_channel *ch, const char *name,
  * cluster): the region is then in this node's arena, peers open it there,
  * and it is freed when the last channel of this process holding it is
  * finished, so a later channel of the same name starts from zeroed
- * memory. Released by
- * loco_channel_fini. Hosted regions take no part in joins (see the top).
+ * memory. Released by loco_channel_fini. Hosted regions take no part in
+ * joins (see the top).
  * Returns -EINVAL (bad name, LOCO_CHAN_HOSTED reached, NODE not in the
  * hosts file), -EEXIST (the channel has a region NAME already),
  * -LOCO_EMISMATCH (it exists with another size) or -ETIMEDOUT (NODE does

@@ -167,6 +167,15 @@ static int split_fields(char *line, char *field[MAX_FIELDS])
 	return n;
 }
 
+/* Index of S in NAMES (N of them), or -1. */
+static int name_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
 /* One KEY=VALUE setting into NODE (values are checked by the transport
  * that uses them, which names this file and line). */
 static int parse_opt(struct hosts_parser *p, char *s, struct loco_host *node)
@@ -176,10 +185,8 @@ static int parse_opt(struct hosts_parser *p, char *s, struct loco_host *node)
 		return line_err(p, "unexpected field '%s' (settings are KEY=VALUE)", s);
 	*eq = '\0';
 	const char *val = eq + 1;
-	int k = 0;
-	while (k < LOCO_HOPT_NR && strcmp(opt_names[k], s))
-		k++;
-	if (k == LOCO_HOPT_NR)
+	int k = name_index(opt_names, LOCO_HOPT_NR, s);
+	if (k < 0)
 		return line_err(p, "unknown setting '%s' (expected rdma_dev, rdma_port, "
 				"gid_index, mtu or dm_bytes)", s);
 	if (node->opt[k][0])
@@ -477,15 +484,6 @@ static int opt_num(const char *src, const char *what, const char *s,
 		return -EINVAL;
 	}
 	return 0;
-}
-
-/* Index of S in NAMES (N of them), or -1. */
-static int name_index(const char *const *names, size_t n, const char *s)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(s, names[i]) == 0)
-			return (int)i;
-	return -1;
 }
 
 static int opt_transport(const char *src, const char *s, char *dst, size_t len,

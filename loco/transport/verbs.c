@@ -387,14 +387,17 @@ static void verbs_dm_release(struct loco_tp *tp)
 }
 
 /* Zero LEN bytes of the DM at OFF through ibv_memcpy_to_dm: the CPU has
- * no plain access to NIC memory. Returns 0 or a positive errno. */
-/* Ordering: ibv_memcpy_to_dm returns once the provider has flushed its
- * MMIO stores to the device; the core publishes a zeroed piece only later
- * (a JOIN or REGION_ACK over TCP), so a peer's first READ or atomic on it
- * sees the zeros. */
+ * no plain access to NIC memory. Returns 0 or a positive errno.
+ * Ordering: providers copy with plain stores into the device mapping
+ * (write-combined on some), and promise no flush; the seq_cst RMW after
+ * the copies (a locked instruction, which drains write-combining buffers)
+ * orders them before everything after, in particular before the core
+ * publishes the piece (a JOIN or REGION_ACK over TCP), so a peer's first
+ * READ or atomic on it sees the zeros. */
 static int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 {
 	static const uint8_t zero[4096];
+	static _Atomic unsigned drain;
 	while (len) {
 		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
 		int r = ibv_memcpy_to_dm(tp->dm, off, zero, n);
@@ -403,6 +406,7 @@ static int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 		off += n;
 		len -= n;
 	}
+	atomic_fetch_add_explicit(&drain, 1, memory_order_seq_cst);
 	return 0;
 }
 

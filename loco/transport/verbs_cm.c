@@ -624,10 +624,7 @@ static int verbs_connect_route(const struct loco_tp *tp, struct rdma_cm_id *id,
 			       char *why, size_t len)
 {
 	struct sockaddr_storage src = tp->addr;
-	if (src.ss_family == AF_INET)
-		((struct sockaddr_in *)&src)->sin_port = 0;
-	else
-		((struct sockaddr_in6 *)&src)->sin6_port = 0;
+	verbs_addr_set_port(&src, 0);
 	if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)dst,
 			      verbs_left_ms(deadline)))
 		return verbs_why(why, len, -errno, "rdma_resolve_addr: %s", strerror(errno));
