@@ -86,7 +86,7 @@ void cl_json_begin(FILE *f, struct bench_result *r, const struct cl_row *row,
 
 /* The progress of the measured phase: every second until *DONE reaches
  * THREADS, "NAME: node NODE: S s, R UNIT/s" on stderr, R the rate of
- * LIVE_OPS(ARG) since the last line. */
+ * the sum of the workers' op counters (OPS, STRIDE) since the last line. */
 struct cl_progress {
 	const char *name, *unit;
 	uint32_t node;

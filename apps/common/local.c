@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "apps/common/local.h"
+#include "apps/common/opts.h"
 #include "apps/common/rundir.h"
 
 #include <arpa/inet.h>
@@ -121,6 +122,10 @@ void local_node_stop(struct local_node *ln)
 int local_main(const struct local_prog *p, void *arg, int argc, char **argv)
 {
 	struct local_node ln;
+	if (bench_wants_help(argc, argv)) {   /* no cluster just for usage */
+		p->usage(stdout);
+		return 0;
+	}
 	int rc = local_node_start(&ln, &argc, argv, p->name,
 				  p->transport ? p->transport : "shm");
 	if (rc)

@@ -230,11 +230,7 @@ static int run(struct bench *b)
 	rc = loco_ringbuffer_is_writer(&b->rb) ? write_all(b) : read_all(b);
 	double secs = (double)(loco_now_ns() - t0) / 1e9;
 	loco_thread_stats(b->thr, &b->st);
-	b->st.reads -= s0.reads;
-	b->st.writes -= s0.writes;
-	b->st.cas -= s0.cas;
-	b->st.faa -= s0.faa;
-	b->st.rtts -= s0.rtts;
+	bench_stats_sub(&b->st, &s0);
 	if (!rc)
 		report(b, secs);
 	/* Nobody leaves while others still use its memory. */

@@ -239,12 +239,6 @@ static int run_phase(struct xfer *xf)
 
 /* ---- results ------------------------------------------------------------- */
 
-static void lat_merge(struct bench_lat *dst, struct bench_lat *src)
-{
-	for (size_t i = 0; i < src->n; i++)
-		bench_lat_add(dst, src->ns[i]);
-}
-
 /* The final record: counters, remote-op deltas, blocked latencies. */
 static void final_rec(struct xfer *xf, struct bench_lat *lat)
 {
@@ -266,9 +260,9 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 		r->stalls += w->stalls;
 		r->repair_end_us = xfer_min_set(r->repair_end_us,
 						w->repair_end_us);
-		lat_merge(lat, &w->lat);
-		lat_merge(&bl, &w->blocked_lat);
-		lat_merge(&sl, &w->stall_lat);
+		bench_lat_append(lat, &w->lat);
+		bench_lat_append(&bl, &w->blocked_lat);
+		bench_lat_append(&sl, &w->stall_lat);
 	}
 	xfer_rec_stats(xf, &xf->st1);
 	r->blocked_p99_us = (uint64_t)bench_lat_pct_us(&bl, 99);

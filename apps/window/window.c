@@ -6,7 +6,6 @@
  * window and a final line with the ratio of the last to the first. */
 #include <errno.h>
 #include <stdbool.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
