@@ -64,13 +64,19 @@ static int alloc_gap(const struct space_ref *sp, uint64_t len, uint64_t *off,
 	return 0;
 }
 
+/* Unlink and free the record *PP points to. */
+static void alloc_remove(struct loco_alloc **pp)
+{
+	struct loco_alloc *a = *pp;
+	*pp = a->next;
+	free(a);
+}
+
 static void alloc_unlink(struct loco_alloc **list, uint64_t off)
 {
 	for (struct loco_alloc **pp = list; *pp; pp = &(*pp)->next) {
 		if ((*pp)->off == off) {
-			struct loco_alloc *a = *pp;
-			*pp = a->next;
-			free(a);
+			alloc_remove(pp);
 			return;
 		}
 	}
@@ -90,9 +96,11 @@ static int space_zero(struct loco_mgr *mgr, uint32_t space, uint64_t off,
 	return mgr->tp_ops->dm_zero(mgr->tp, off, align_up(len, DM_ALIGN));
 }
 
-/* Reserve LEN zeroed bytes of SPACE under NAME; *OUT: its record. */
-static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
-		       uint64_t len, struct loco_alloc **out)
+/* Reserve LEN zeroed bytes of SPACE under NAME (alloc_lock held by the
+ * caller); *OUT: its record, valid while the lock is held. */
+static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
+			      const char *name, uint64_t len,
+			      struct loco_alloc **out)
 {
 	if (!len || strlen(name) >= LOCO_NAME_MAX)
 		return -EINVAL;
@@ -100,12 +108,10 @@ static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
 	if (!rec)
 		return -ENOMEM;
 	struct space_ref sp = space_of(mgr, space);
-	pthread_mutex_lock(&mgr->alloc_lock);
 	struct loco_alloc *prev;
 	int rc = name_taken(mgr, name) ? -EEXIST :
 		 alloc_gap(&sp, align_up(len, sp.align), &rec->off, &prev);
 	if (rc) {
-		pthread_mutex_unlock(&mgr->alloc_lock);
 		free(rec);
 		return rc;
 	}
@@ -121,6 +127,18 @@ static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
 		alloc_unlink(sp.list, rec->off);
 	else
 		*out = rec;
+	return rc;
+}
+
+/* Reserve LEN zeroed bytes of SPACE under NAME; *OFF: where. */
+static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
+		       uint64_t len, uint64_t *off)
+{
+	struct loco_alloc *rec;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	int rc = space_alloc_locked(mgr, space, name, len, &rec);
+	if (!rc)
+		*off = rec->off;
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	return rc;
 }
@@ -139,7 +157,7 @@ static int arena_open_locked(struct loco_mgr *mgr, const char *name,
 		*out = a;
 		return a->shared || private_ok ? 0 : -EEXIST;
 	}
-	int rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, out);
+	int rc = space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
 	if (!rc)
 		(*out)->shared = true;
 	return rc;
@@ -175,11 +193,11 @@ int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc *a = mgr->allocs; a; a = a->next) {
-		if (a->off != off)
+	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
+		if ((*pp)->off != off)
 			continue;
-		if (a->holds && --a->holds == 0)
-			alloc_unlink(&mgr->allocs, off);
+		if ((*pp)->holds && --(*pp)->holds == 0)
+			alloc_remove(pp);
 		break;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
@@ -189,11 +207,8 @@ void loco_arena_free_all(struct loco_mgr *mgr)
 {
 	struct loco_alloc **lists[] = { &mgr->allocs, &mgr->dm_allocs };
 	for (unsigned i = 0; i < 2; i++)
-		while (*lists[i]) {
-			struct loco_alloc *a = *lists[i];
-			*lists[i] = a->next;
-			free(a);
-		}
+		while (*lists[i])
+			alloc_remove(lists[i]);
 }
 
 /* A hot region went to the arena: say so once per node, with why. */
@@ -218,18 +233,20 @@ static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
 			  (unsigned long)used, (unsigned long)total);
 }
 
-/* A hot region in device memory: 0, 1 if it goes to the arena instead
- * (no device memory, or full: warned once), or an error that is the
- * caller's (-EEXIST, -EINVAL). */
+/* A hot region: in device memory, else (no device memory, or full:
+ * warned once) in the arena; *SPACE: where it went. Errors that are the
+ * caller's (-EEXIST, -EINVAL) come back as they are. */
 static int hot_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     struct loco_alloc **rec)
+		     uint64_t *off, uint32_t *space)
 {
-	int rc = mgr->dm_len ? space_alloc(mgr, LOCO_SPACE_DM, name, len, rec) :
+	*space = LOCO_SPACE_DM;
+	int rc = mgr->dm_len ? space_alloc(mgr, LOCO_SPACE_DM, name, len, off) :
 			       -ENODEV;
 	if (rc == -EEXIST || rc == -EINVAL || !rc)
 		return rc;
 	hot_fallback_warn(mgr, name, len, rc);
-	return 1;
+	*space = LOCO_SPACE_ARENA;
+	return space_alloc(mgr, LOCO_SPACE_ARENA, name, len, off);
 }
 
 int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
@@ -237,18 +254,16 @@ int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 {
 	if (flags & ~LOCO_REGION_HOT)
 		return -EINVAL;
-	uint32_t space = LOCO_SPACE_DM;
-	struct loco_alloc *rec;
-	int rc = flags & LOCO_REGION_HOT ? hot_alloc(mgr, name, len, &rec) : 1;
-	if (rc == 1) {
-		space = LOCO_SPACE_ARENA;
-		rc = space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &rec);
-	}
+	uint32_t space = LOCO_SPACE_ARENA;
+	uint64_t off;
+	int rc = flags & LOCO_REGION_HOT ?
+		 hot_alloc(mgr, name, len, &off, &space) :
+		 space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &off);
 	if (rc)
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", name);
-	out->base = space == LOCO_SPACE_ARENA ? mgr->arena + rec->off : NULL;
-	out->off = rec->off;
+	out->base = space == LOCO_SPACE_ARENA ? mgr->arena + off : NULL;
+	out->off = off;
 	out->len = len;
 	out->space = space;
 	return 0;
@@ -471,12 +486,10 @@ static void drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 {
 	for (struct loco_alloc **pp = &mgr->allocs; *pp;) {
 		struct loco_alloc *a = *pp;
-		if (drop_matches(a->name, name, flags)) {
-			*pp = a->next;
-			free(a);
-		} else {
+		if (drop_matches(a->name, name, flags))
+			alloc_remove(pp);
+		else
 			pp = &a->next;
-		}
 	}
 }
 
