@@ -71,7 +71,8 @@ inline release(r)
 }
 
 /* ticket_leave + mark_settle for ticket t (not served yet, as far as the
- * timed-out waiter knows); an abandoned ticket is kept in ab. */
+ * timed-out waiter knows); an abandoned ticket no release passed yet is
+ * kept in ab. */
 inline leave()
 {
 	atomic {
@@ -91,8 +92,12 @@ inline leave()
 		};
 		/* the slot is free: at most NPROC tickets are outstanding */
 		assert(old == 0);
+#ifdef BROKEN_NO_SETTLE
 		ab = t + 1;
-#ifndef BROKEN_NO_SETTLE
+#else
+		/* mark_settle: serving at t takes the mark back (or finds it
+		 * released past); the ticket is kept only while serving is
+		 * below it */
 		atomic { s = serving };
 		g = s;
 		if
@@ -100,10 +105,11 @@ inline leave()
 			atomic {
 				if
 				:: mark[t % SLOTS] == t + 1 ->
-					mark[t % SLOTS] = 0; got = 1; ab = 0
+					mark[t % SLOTS] = 0; got = 1
 				:: else
 				fi
 			}
+		:: s < t -> ab = t + 1
 		:: else
 		fi
 #endif
