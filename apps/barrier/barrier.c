@@ -9,6 +9,7 @@
 #include "apps/common/opts.h"
 #include "channels/barrier.h"
 
+#define PROG "loco-barrier"
 #define PROGRESS_NS 1000000000ull
 
 struct bench {
@@ -89,20 +90,9 @@ int main(int argc, char **argv)
 {
 	struct bench s = { .iters = 10000 };
 	struct loco_opts opts;
-	char err[512];
-	if (bench_wants_help(argc, argv)) {
-		usage(stdout);
-		return 0;
-	}
-	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
-		fprintf(stderr, "loco-barrier: %s\n", err);
-		return 2;
-	}
-	int rc = bench_parse_iters(argc, argv, &s.iters, "loco-barrier");
-	if (rc) {
-		usage(stderr);
-		return 2;
-	}
+	int rc = bench_iters_options(&argc, argv, &opts, &s.iters, PROG, usage);
+	if (rc >= 0)
+		return rc;
 	struct bench_lat lat;
 	if (bench_lat_init(&lat, (size_t)s.iters))
 		return 1;
@@ -114,7 +104,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		report(&s, &lat, secs);
 	else
-		fprintf(stderr, "barrier: %s\n", loco_strerror(rc));
+		fprintf(stderr, PROG ": %s\n", loco_strerror(rc));
 	if (s.thr)
 		loco_thread_destroy(s.thr);
 	if (s.bar_ok)

@@ -130,12 +130,23 @@ static int iters_one(void *arg, int c, const char *s, char *expect)
 	return 0;
 }
 
-int bench_parse_iters(int argc, char **argv, long *iters, const char *prog)
+int bench_iters_options(int *argc, char **argv, struct loco_opts *opts,
+			long *iters, const char *prog, void (*usage)(FILE *))
 {
-	static const struct option opts[] = {
+	static const struct option longopts[] = {
 		{ "iters", required_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	return bench_getopt(argc, argv, "i:h", opts, iters_one, iters, prog);
+	char err[512];
+	if (bench_wants_help(*argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	if (loco_opts_parse(opts, argc, argv, err, sizeof(err)))
+		return bench_opt_error(prog, "%s", err);
+	if (bench_getopt(*argc, argv, "i:", longopts, iters_one, iters, prog)) {
+		usage(stderr);
+		return 2;
+	}
+	return -1;
 }

@@ -10,6 +10,9 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "loco/loco.h"
 
 /* Room for what an option expected, e.g. "1..64". */
 #define BENCH_EXPECT_MAX 96
@@ -51,10 +54,13 @@ int bench_parse_duration(const char *s, double *out, char *expect);
 int bench_opt_error(const char *prog, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Programs whose only option is --iters N (N >= 1, into *ITERS), parsed
- * with bench_getopt after loco_opts_parse took the node options: 0 to
- * run, 1 for --help, 2 if bad (named on stderr after "PROG: "). */
-int bench_parse_iters(int argc, char **argv, long *iters, const char *prog);
+/* Options of a program whose only own option is --iters N (N >= 1, into
+ * *ITERS): --help prints USAGE on stdout, then the node options go into
+ * *OPTS (loco_opts_parse), then --iters through bench_getopt. Returns -1
+ * to run, else the exit status (0 after --help; 2 after a bad option,
+ * named on stderr after "PROG: ", with USAGE). */
+int bench_iters_options(int *argc, char **argv, struct loco_opts *opts,
+			long *iters, const char *prog, void (*usage)(FILE *));
 
 /* True if ARGV holds -h or --help. */
 bool bench_wants_help(int argc, char **argv);

@@ -14,6 +14,7 @@
 #include "apps/common/opts.h"
 #include "loco/channel.h"
 
+#define PROG "loco-smoke"
 #define CTR_TOTAL 0
 #define CTR_DONE 8
 
@@ -125,20 +126,9 @@ int main(int argc, char **argv)
 {
 	struct smoke s = { .iters = 10000 };
 	struct loco_opts opts;
-	char err[512];
-	if (bench_wants_help(argc, argv)) {
-		usage(stdout);
-		return 0;
-	}
-	if (loco_opts_parse(&opts, &argc, argv, err, sizeof(err))) {
-		fprintf(stderr, "loco-smoke: %s\n", err);
-		return 2;
-	}
-	int rc = bench_parse_iters(argc, argv, &s.iters, "loco-smoke");
-	if (rc) {
-		usage(rc == 1 ? stdout : stderr);
-		return rc == 1 ? 0 : 2;
-	}
+	int rc = bench_iters_options(&argc, argv, &opts, &s.iters, PROG, usage);
+	if (rc >= 0)
+		return rc;
 	struct bench_lat lat;
 	if (bench_lat_init(&lat, (size_t)s.iters) ||
 	    loco_mgr_create(&opts, &s.mgr))
@@ -156,7 +146,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		report(&s, &lat, secs, total);
 	else
-		fprintf(stderr, "smoke: %s\n", loco_strerror(rc));
+		fprintf(stderr, PROG ": %s\n", loco_strerror(rc));
 	bool ok = !rc && total == (uint64_t)s.nodes * (uint64_t)s.iters;
 	loco_thread_destroy(s.thr);
 	if (s.ch.mgr)
