@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* The index interface of loco-ycsb: what an index under test (race,
+ * sherman, kvstore, local) gives the one YCSB driver. Kept small on
+ * purpose: open/close per node, a handle per application thread, the five
+ * map operations with 64-bit keys and byte values, and counters.
+ *
+ * The driver owns the manager, the threads, the workload, the history
+ * recording (it records every call below as a map / ordered-map op) and the
+ * end-of-run check; an index only implements the operations.
+ *
+ * Every operation returns 0 or a negative errno; the map outcomes are
+ * -ENOENT (get/update/remove of an absent key) and -EEXIST (insert of a
+ * present key). Any other negative value is an error the driver reports
+ * (and the op is recorded as of unknown outcome). Outputs are written only
+ * on success. */
+#ifndef LOCO_APPS_YCSB_INDEX_H
+#define LOCO_APPS_YCSB_INDEX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loco/loco.h"
+
+#define YCSB_VALUE_MAX 4096     /* largest --value-size */
+#define YCSB_IX_OPTS 16         /* --ix-opt KEY=VALUE, at most */
+
+/* What the driver tells an index at open. */
+struct ycsb_index_cfg {
+	const char *name;       /* channel name, e.g. "ycsb" */
+	uint64_t keys;          /* key space (sizing hint): keys 0..keys-1 */
+	uint32_t value_size;    /* bytes of every value, 8..YCSB_VALUE_MAX */
+	unsigned threads;       /* application threads of this node */
+	const char *resize;     /* --resize (race: "rtx" or "cas"), NULL: default */
+	uint64_t seed;          /* --seed */
+	/* --ix-opt KEY=VALUE pairs, index specific (e.g. race's initial
+	 * depth, sherman's node size or cache MiB). An index rejects a key
+	 * it does not know with -EINVAL and a message naming it. */
+	unsigned nopts;
+	const char *opt_key[YCSB_IX_OPTS];
+	const char *opt_val[YCSB_IX_OPTS];
+};
+
+/* Counters an index adds to the result line (0 where they do not apply). */
+struct ycsb_index_counters {
+	uint64_t resizes;       /* splits / resizes this node performed */
+	uint64_t retries;       /* optimistic retries (torn reads, lost CAS) */
+	uint64_t cache_misses;  /* stale or missing client-cache entries */
+	uint64_t repairs;       /* rTX repairs this node performed */
+};
+
+/* One pair of a scan result. */
+struct ycsb_pair {
+	uint64_t key;
+	uint32_t len;
+	const void *val;        /* valid until the thread handle's next call */
+};
+
+struct ycsb_index;      /* one node's index (opaque to the driver) */
+struct ycsb_ixthr;      /* one application thread's handle */
+
+struct ycsb_index_ops {
+	const char *name;       /* --index NAME */
+	bool ordered;           /* scan supported (workload E) */
+	bool distributed;       /* needs the cluster (false: "local") */
+	/* Create this node's endpoint(s) and start joining; the driver calls
+	 * loco_mgr_wait_ready afterwards. MGR is NULL for a local index. */
+	int (*open)(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
+		    struct ycsb_index **out);
+	/* After loco_mgr_wait_ready (start monitor threads etc.); may be NULL. */
+	int (*start)(struct ycsb_index *ix);
+	int (*thread_open)(struct ycsb_index *ix, struct loco_thread *thr,
+			   struct ycsb_ixthr **out);
+	void (*thread_close)(struct ycsb_ixthr *t);
+	/* Completes or reports the remote work of teardown. */
+	int (*close)(struct ycsb_index *ix);
+
+	/* VAL holds at least YCSB_VALUE_MAX bytes. */
+	int (*get)(struct ycsb_ixthr *t, uint64_t key, void *val, uint32_t *len);
+	int (*insert)(struct ycsb_ixthr *t, uint64_t key, const void *val,
+		      uint32_t len);
+	int (*update)(struct ycsb_ixthr *t, uint64_t key, const void *val,
+		      uint32_t len);
+	int (*remove)(struct ycsb_ixthr *t, uint64_t key);
+	/* Pairs with LO <= key <= HI in key order, at most MAX of them, into
+	 * OUT; *N gets the count. NULL when !ordered. */
+	int (*scan)(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
+		    unsigned max, struct ycsb_pair *out, unsigned *n);
+
+	/* This node's counters so far; may be NULL. */
+	void (*counters)(struct ycsb_index *ix, struct ycsb_index_counters *c);
+};
+
+/* The indexes the driver knows (defined by each index's adapter file,
+ * apps/ycsb/ix_<name>.c). */
+extern const struct ycsb_index_ops ycsb_ix_local;
+extern const struct ycsb_index_ops ycsb_ix_kvstore;
+extern const struct ycsb_index_ops ycsb_ix_race;
+extern const struct ycsb_index_ops ycsb_ix_sherman;
+
+#endif
