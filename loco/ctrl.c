@@ -4,6 +4,14 @@
  * thread; requests from this node go out on one connection per peer, one
  * at a time.
  *
+ * Every connection first proves the cluster key both ways (AUTH,
+ * AUTH_CHAL, AUTH_PROOF, AUTH_ACK: docs/formats.md) and binds both node
+ * ids; only then is anything about this node's memory sent, and every
+ * later message carries a session tag. A node started --insecure skips
+ * the exchange and talks only to nodes that do too. The server reads
+ * without blocking, so a silent or slow connection delays nobody; one that
+ * has not finished the exchange within HANDSHAKE_MS is closed.
+ *
  * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length, u64
  * device-memory length (0: none), bytes arena descriptor (the transport's:
  * for verbs also the node's RDMA address); the ACK adds u32 status and str
@@ -21,10 +29,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "loco/auth.h"
 #include "loco/internal.h"
 
 #define MAX_CLIENTS 256
-#define SERVER_MSG_TIMEOUT_MS 1000
+#define SERVER_MSG_TIMEOUT_MS 1000  /* a started message must finish */
+#define HANDSHAKE_MS 900            /* accept to authenticated HELLO */
+#define PREAUTH_MAX 1024            /* largest payload before that */
+#define LOGGED_MAX 64               /* addresses whose refusal was logged */
 #define CONNECT_RETRY_MS 20
 
 /* ---- socket helpers ---------------------------------------------------- */
@@ -67,36 +79,65 @@ static int io_full(int fd, void *buf, size_t len, bool wr, uint64_t deadline)
 	return 0;
 }
 
-static int msg_send(int fd, uint16_t type, const void *p, size_t len,
-		    uint64_t deadline)
+static size_t tag_len(const struct loco_sess *s)
 {
-	uint8_t hdr[LOCO_MSG_HDR_LEN];
+	return s && s->on ? LOCO_MAC_LEN : 0;
+}
+
+/* Send one message: header, payload and (in a session) its tag. */
+static int msg_send(int fd, struct loco_sess *s, uint16_t type, const void *p,
+		    size_t len, uint64_t deadline)
+{
 	if (len > LOCO_WIRE_MAX)
 		return -E2BIG;
-	loco_hdr_encode(hdr, type, (uint32_t)len);
-	int rc = io_full(fd, hdr, sizeof(hdr), true, deadline);
-	if (!rc && len)
-		rc = io_full(fd, (void *)p, len, true, deadline);
+	size_t total = LOCO_MSG_HDR_LEN + len + tag_len(s);
+	uint8_t *buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	loco_hdr_encode(buf, type, (uint32_t)len);
+	if (len)
+		memcpy(buf + LOCO_MSG_HDR_LEN, p, len);
+	if (tag_len(s))
+		loco_sess_seal(s, buf, LOCO_MSG_HDR_LEN, buf + LOCO_MSG_HDR_LEN,
+			       len, buf + LOCO_MSG_HDR_LEN + len);
+	int rc = io_full(fd, buf, total, true, deadline);
+	free(buf);
 	return rc;
 }
 
-/* Receive one message; *OUT is malloc'd (NULL for an empty payload). */
-static int msg_recv(int fd, struct loco_msg_hdr *h, uint8_t **out,
-		    uint64_t deadline)
+/* Check the tag after BODY's LEN payload bytes: 0 or -LOCO_EAUTH. */
+static int msg_open(struct loco_sess *s, const uint8_t hdr[LOCO_MSG_HDR_LEN],
+		    const uint8_t *body, size_t len)
+{
+	if (!tag_len(s))
+		return 0;
+	return loco_sess_open(s, hdr, LOCO_MSG_HDR_LEN, body, len, body + len) ?
+	       0 : -LOCO_EAUTH;
+}
+
+/* Receive one message of at most MAX payload bytes; *OUT is malloc'd
+ * (NULL for an empty payload in no session). */
+static int msg_recv(int fd, struct loco_sess *s, size_t max,
+		    struct loco_msg_hdr *h, uint8_t **out, uint64_t deadline)
 {
 	uint8_t hdr[LOCO_MSG_HDR_LEN];
 	int rc = io_full(fd, hdr, sizeof(hdr), false, deadline);
 	if (!rc)
 		rc = loco_hdr_decode(hdr, h);
+	if (!rc && h->len > max)
+		rc = -LOCO_EPROTO;
 	if (rc)
 		return rc;
 	*out = NULL;
-	if (!h->len)
+	size_t need = h->len + tag_len(s);
+	if (!need)
 		return 0;
-	*out = malloc(h->len);
+	*out = malloc(need);
 	if (!*out)
 		return -ENOMEM;
-	rc = io_full(fd, *out, h->len, false, deadline);
+	rc = io_full(fd, *out, need, false, deadline);
+	if (!rc)
+		rc = msg_open(s, hdr, *out, h->len);
 	if (rc) {
 		free(*out);
 		*out = NULL;
@@ -217,61 +258,175 @@ static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
 	return rc;
 }
 
+/* Reply status and message that open AUTH_CHAL, AUTH_ACK and HELLO_ACK. */
+static int reply_status(struct loco_rbuf *r, char *msg, size_t msglen)
+{
+	int status = -(int)loco_get_u32(r);
+	loco_get_str(r, msg, msglen);
+	return r->err ? -LOCO_EPROTO : status;
+}
+
+/* A field of exactly N bytes. */
+static void get_exact(struct loco_rbuf *r, uint8_t *out, size_t n)
+{
+	if (loco_get_bytes(r, out, n) != n && !r->err)
+		r->err = -LOCO_EPROTO;
+}
+
+/* Send a request in S's session and receive the reply of type WANT. */
+static int conn_call(int fd, struct loco_sess *s, uint16_t type,
+		     const struct loco_wbuf *w, uint16_t want, size_t max,
+		     struct loco_msg_hdr *h, uint8_t **rep, uint64_t deadline)
+{
+	int rc = w->err ? w->err : msg_send(fd, s, type, w->p, w->len, deadline);
+	if (!rc)
+		rc = msg_recv(fd, s, max, h, rep, deadline);
+	if (!rc && h->type != want) {
+		free(*rep);
+		*rep = NULL;
+		rc = -LOCO_EPROTO;
+	}
+	return rc;
+}
+
+/* AUTH -> AUTH_CHAL: check PEER's identity and proof; fills CTX->ns. */
+static int auth_challenge(struct loco_mgr *mgr, int fd, uint32_t peer,
+			  struct loco_auth_ctx *ctx, char *msg, size_t msglen,
+			  uint64_t deadline)
+{
+	struct loco_wbuf w;
+	struct loco_msg_hdr h;
+	uint8_t *rep = NULL, mac[LOCO_MAC_LEN];
+	loco_wbuf_init(&w);
+	loco_put_u32(&w, ctx->client);
+	loco_put_bytes(&w, ctx->nc, LOCO_NONCE_LEN);
+	int rc = conn_call(fd, NULL, LOCO_MSG_AUTH, &w, LOCO_MSG_AUTH_CHAL,
+			   PREAUTH_MAX, &h, &rep, deadline);
+	loco_wbuf_fini(&w);
+	if (rc)
+		return rc;
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, rep, h.len);
+	rc = reply_status(&r, msg, msglen);
+	uint32_t sid = loco_get_u32(&r);
+	get_exact(&r, ctx->ns, LOCO_NONCE_LEN);
+	get_exact(&r, mac, LOCO_MAC_LEN);
+	free(rep);
+	if (!rc && loco_rbuf_done(&r))
+		rc = -LOCO_EPROTO;
+	if (!rc && sid != peer) {
+		snprintf(msg, msglen, "node at %s:%u says it is node %u",
+			 mgr->hosts.node[peer].host, mgr->hosts.node[peer].port, sid);
+		rc = -LOCO_EAUTH;
+	}
+	if (!rc && !loco_auth_proof_ok(mgr->key, ctx, LOCO_SIDE_SERVER, mac)) {
+		snprintf(msg, msglen, "node %u does not prove our cluster key "
+			 "(a different --cluster-key?)", peer);
+		rc = -LOCO_EAUTH;
+	}
+	return rc;
+}
+
+/* The client's half of the exchange; starts S on success. */
+static int conn_auth(struct loco_mgr *mgr, int fd, uint32_t peer,
+		     struct loco_sess *s, char *msg, size_t msglen,
+		     uint64_t deadline)
+{
+	struct loco_auth_ctx ctx = { .client = mgr->id, .server = peer };
+	loco_auth_nonce(ctx.nc);
+	int rc = auth_challenge(mgr, fd, peer, &ctx, msg, msglen, deadline);
+	if (rc)
+		return rc;
+	uint8_t mac[LOCO_MAC_LEN];
+	struct loco_wbuf w;
+	struct loco_msg_hdr h;
+	uint8_t *rep = NULL;
+	loco_auth_proof(mgr->key, &ctx, LOCO_SIDE_CLIENT, mac);
+	loco_wbuf_init(&w);
+	loco_put_bytes(&w, mac, LOCO_MAC_LEN);
+	rc = conn_call(fd, NULL, LOCO_MSG_AUTH_PROOF, &w, LOCO_MSG_AUTH_ACK,
+		       PREAUTH_MAX, &h, &rep, deadline);
+	loco_wbuf_fini(&w);
+	if (!rc) {
+		struct loco_rbuf r;
+		loco_rbuf_init(&r, rep, h.len);
+		rc = reply_status(&r, msg, msglen);
+		if (!rc)
+			rc = loco_rbuf_done(&r);
+		free(rep);
+	}
+	if (!rc)
+		loco_sess_start(s, mgr->key, &ctx, LOCO_SIDE_CLIENT);
+	return rc;
+}
+
 static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
+		      struct loco_sess *s, char *msg, size_t msglen,
 		      uint64_t deadline)
 {
 	struct loco_wbuf w;
-	loco_wbuf_init(&w);
-	hello_encode(mgr, &w);
-	int rc = w.err ? w.err : msg_send(fd, LOCO_MSG_HELLO, w.p, w.len, deadline);
-	loco_wbuf_fini(&w);
 	struct loco_msg_hdr h;
 	uint8_t *rep = NULL;
-	if (!rc)
-		rc = msg_recv(fd, &h, &rep, deadline);
+	loco_wbuf_init(&w);
+	hello_encode(mgr, &w);
+	int rc = conn_call(fd, s, LOCO_MSG_HELLO, &w, LOCO_MSG_HELLO_ACK,
+			   LOCO_WIRE_MAX, &h, &rep, deadline);
+	loco_wbuf_fini(&w);
 	if (rc)
 		return rc;
-	char msg[192] = "";
 	struct loco_rbuf r;
 	loco_rbuf_init(&r, rep, h.len);
-	int status = -(int)loco_get_u32(&r);
-	loco_get_str(&r, msg, sizeof(msg));
 	uint32_t from = 0;
-	if (h.type != LOCO_MSG_HELLO_ACK || r.err)
-		rc = -LOCO_EPROTO;
-	else if (status)
-		rc = status;
-	else
-		rc = hello_apply(mgr, &r, &from, msg, sizeof(msg));
+	rc = reply_status(&r, msg, msglen);
+	if (!rc)
+		rc = hello_apply(mgr, &r, &from, msg, msglen);
 	if (!rc && from != peer) {
-		snprintf(msg, sizeof(msg), "node at %s:%u says it is node %u",
+		snprintf(msg, msglen, "node at %s:%u says it is node %u",
 			 mgr->hosts.node[peer].host, mgr->hosts.node[peer].port,
 			 from);
 		rc = -LOCO_EPROTO;
 	}
-	if (rc)
-		loco_err("ctrl", "hello with node %u failed: %s%s%s", peer,
-			 loco_strerror(rc), msg[0] ? ": " : "", msg);
 	free(rep);
 	return rc;
 }
 
-/* Connected and hello'd; c->lock held. */
+/* Whether a failed attempt may be repeated: the server closed the
+ * connection before answering (it was restarting, or closed a handshake
+ * this loaded process was too slow to finish). */
+static bool conn_retry(int rc, const char *msg, uint64_t deadline)
+{
+	return rc == -ECONNRESET && !msg[0] &&
+	       loco_now_ns() + CONNECT_RETRY_MS * 1000000ull < deadline;
+}
+
+/* Connected, authenticated and hello'd; c->lock held. */
 static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
 {
 	struct loco_conn *c = &mgr->out[peer];
+	char msg[192];
+	int rc;
 	if (c->fd >= 0)
 		return 0;
-	int fd = conn_open(mgr, peer, deadline);
-	if (fd < 0)
-		return fd;
-	int rc = conn_hello(mgr, fd, peer, deadline);
-	if (rc) {
+	do {
+		int fd = conn_open(mgr, peer, deadline);
+		if (fd < 0)
+			return fd;
+		msg[0] = 0;
+		rc = mgr->keyed ? conn_auth(mgr, fd, peer, &c->sess, msg,
+					    sizeof(msg), deadline) : 0;
+		if (!rc)
+			rc = conn_hello(mgr, fd, peer, &c->sess, msg, sizeof(msg),
+					deadline);
+		if (!rc) {
+			c->fd = fd;
+			return 0;
+		}
 		close(fd);
-		return rc;
-	}
-	c->fd = fd;
-	return 0;
+		loco_sess_end(&c->sess);
+	} while (conn_retry(rc, msg, deadline));
+	loco_err("ctrl", "hello with node %u failed: %s%s%s", peer,
+		 loco_strerror(rc), msg[0] ? ": " : "", msg);
+	return rc;
 }
 
 static void conn_drop(struct loco_conn *c)
@@ -279,6 +434,7 @@ static void conn_drop(struct loco_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	loco_sess_end(&c->sess);
 }
 
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
@@ -312,9 +468,9 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	pthread_mutex_lock(&c->lock);
 	int rc = conn_ready(mgr, peer, deadline);
 	if (!rc)
-		rc = msg_send(c->fd, type, payload, len, deadline);
+		rc = msg_send(c->fd, &c->sess, type, payload, len, deadline);
 	if (!rc)
-		rc = msg_recv(c->fd, &h, &rep, deadline);
+		rc = msg_recv(c->fd, &c->sess, LOCO_WIRE_MAX, &h, &rep, deadline);
 	if (!rc && h.type != reply_type)
 		rc = -LOCO_EPROTO;
 	if (rc) {
@@ -331,125 +487,418 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 
 /* ---- server side ----------------------------------------------------------- */
 
-struct client {
-	int fd;
-	int peer;  /* -1 until HELLO */
+/* Where a connection is in the exchange. */
+enum cl_state {
+	CL_NEW,       /* keyed: AUTH expected; insecure: HELLO expected */
+	CL_PROOF,     /* AUTH_CHAL sent, AUTH_PROOF expected */
+	CL_AUTHED,    /* key proven, HELLO (tagged) expected */
+	CL_READY,     /* HELLO done: requests served */
 };
 
-static void serve_hello(struct loco_mgr *mgr, struct client *cl,
-			const uint8_t *p, size_t len, struct loco_wbuf *reply)
+struct client {
+	int fd;
+	enum cl_state state;
+	int peer;                 /* -1 until HELLO */
+	bool closing;             /* close once the reply is out */
+	uint64_t deadline;        /* the handshake's, or the current message's */
+	struct sockaddr_in addr;
+	uint8_t hdr[LOCO_MSG_HDR_LEN];
+	struct loco_msg_hdr h;
+	uint8_t *body;            /* payload, then the tag in a session */
+	size_t got, need;         /* bytes of header + body read; body length */
+	struct loco_auth_ctx ctx;
+	struct loco_sess sess;
+};
+
+struct server {
+	struct loco_mgr *mgr;
+	struct client cl[MAX_CLIENTS];
+	unsigned n;
+	struct in_addr logged[LOGGED_MAX];
+	unsigned nlogged;
+	bool log_full;
+};
+
+/* Log a refused connection once per source address. */
+static void refuse_log(struct server *sv, const struct client *cl,
+		       const char *why)
 {
-	char msg[192] = "";
-	struct loco_rbuf r;
-	uint32_t from = 0;
-	loco_rbuf_init(&r, p, len);
-	int rc = hello_apply(mgr, &r, &from, msg, sizeof(msg));
-	if (rc)
-		loco_err("ctrl", "rejected a HELLO: %s", msg);
+	for (unsigned i = 0; i < sv->nlogged; i++)
+		if (sv->logged[i].s_addr == cl->addr.sin_addr.s_addr)
+			return;
+	char a[INET_ADDRSTRLEN] = "?";
+	inet_ntop(AF_INET, &cl->addr.sin_addr, a, sizeof(a));
+	if (sv->nlogged == LOGGED_MAX) {
+		if (!sv->log_full)
+			loco_warn("ctrl", "refused a control connection from %s: %s "
+				  "(refusals from further new addresses are not "
+				  "logged)", a, why);
+		sv->log_full = true;
+		return;
+	}
+	sv->logged[sv->nlogged++] = cl->addr.sin_addr;
+	loco_warn("ctrl", "refused a control connection from %s: %s (further "
+		  "refusals from %s are not logged)", a, why, a);
+}
+
+/* Refuse CL after REPLY (if any) is sent: REASON goes to the log and the
+ * peer. */
+static void refuse(struct server *sv, struct client *cl,
+		   struct loco_wbuf *reply, int status, const char *reason)
+{
+	refuse_log(sv, cl, reason);
+	if (reply) {
+		loco_put_u32(reply, (uint32_t)-status);
+		loco_put_str(reply, reason);
+	}
+	cl->closing = true;
+}
+
+static void put_status(struct loco_wbuf *w, int status, const char *msg)
+{
+	loco_put_u32(w, (uint32_t)-status);
+	loco_put_str(w, msg);
+}
+
+/* AUTH: u32 client id, bytes nonce. Answers AUTH_CHAL: status, message,
+ * u32 server id, bytes nonce, bytes proof. */
+static void serve_auth(struct server *sv, struct client *cl,
+		       struct loco_rbuf *r, struct loco_wbuf *reply)
+{
+	struct loco_mgr *mgr = sv->mgr;
+	char why[160];
+	cl->ctx.client = loco_get_u32(r);
+	get_exact(r, cl->ctx.nc, LOCO_NONCE_LEN);
+	uint32_t id = cl->ctx.client;
+	if (loco_rbuf_done(r))
+		snprintf(why, sizeof(why), "malformed AUTH");
+	else if (!mgr->keyed)
+		snprintf(why, sizeof(why), "node %u runs --insecure, without a "
+			 "cluster key", mgr->id);
+	else if (id >= LOCO_MAX_NODES || !mgr->hosts.node[id].present ||
+		 id == mgr->id)
+		snprintf(why, sizeof(why), "AUTH as node %u, which is not another "
+			 "node of %s", id, mgr->hosts.path);
 	else
+		why[0] = 0;
+	if (why[0]) {
+		refuse(sv, cl, reply, -LOCO_EAUTH, why);
+		return;
+	}
+	uint8_t mac[LOCO_MAC_LEN];
+	cl->ctx.server = mgr->id;
+	loco_auth_nonce(cl->ctx.ns);
+	loco_auth_proof(mgr->key, &cl->ctx, LOCO_SIDE_SERVER, mac);
+	put_status(reply, 0, "");
+	loco_put_u32(reply, mgr->id);
+	loco_put_bytes(reply, cl->ctx.ns, LOCO_NONCE_LEN);
+	loco_put_bytes(reply, mac, LOCO_MAC_LEN);
+	cl->state = CL_PROOF;
+}
+
+/* AUTH_PROOF: bytes proof. Answers AUTH_ACK: status, message. */
+static void serve_proof(struct server *sv, struct client *cl,
+			struct loco_rbuf *r, struct loco_wbuf *reply)
+{
+	uint8_t mac[LOCO_MAC_LEN];
+	get_exact(r, mac, LOCO_MAC_LEN);
+	if (loco_rbuf_done(r)) {
+		refuse(sv, cl, reply, -LOCO_EPROTO, "malformed AUTH_PROOF");
+		return;
+	}
+	if (!loco_auth_proof_ok(sv->mgr->key, &cl->ctx, LOCO_SIDE_CLIENT, mac)) {
+		char why[96];
+		snprintf(why, sizeof(why), "node %u's proof does not match the "
+			 "cluster key (a different --cluster-key?)", cl->ctx.client);
+		refuse(sv, cl, reply, -LOCO_EAUTH, why);
+		return;
+	}
+	put_status(reply, 0, "");
+	/* The ACK goes out untagged; the session starts after it. */
+	cl->state = CL_AUTHED;
+}
+
+static void serve_hello(struct server *sv, struct client *cl,
+			struct loco_rbuf *r, struct loco_wbuf *reply)
+{
+	struct loco_mgr *mgr = sv->mgr;
+	char msg[192] = "";
+	struct loco_rbuf peek = *r;
+	uint32_t from = loco_get_u32(&peek);
+	if (mgr->keyed && from != cl->ctx.client) {
+		snprintf(msg, sizeof(msg), "HELLO as node %u on a connection "
+			 "authenticated as node %u", from, cl->ctx.client);
+		refuse(sv, cl, reply, -LOCO_EAUTH, msg);
+		return;
+	}
+	int rc = hello_apply(mgr, r, &from, msg, sizeof(msg));
+	if (rc) {
+		loco_err("ctrl", "rejected a HELLO: %s", msg);
+	} else {
 		cl->peer = (int)from;
-	loco_put_u32(reply, (uint32_t)-rc);
-	loco_put_str(reply, msg);
+		cl->state = CL_READY;
+	}
+	put_status(reply, rc, msg);
 	hello_encode(mgr, reply);
 }
 
-/* Handle one request; returns the reply type or a negative error (the
- * connection is then closed). */
-static int serve_one(struct loco_mgr *mgr, struct client *cl,
-		     const struct loco_msg_hdr *h, const uint8_t *p,
-		     struct loco_wbuf *reply)
+/* A request of an authenticated (or, insecure, hello'd) peer. */
+static int serve_request(struct server *sv, struct client *cl, uint16_t type,
+			 const uint8_t *p, size_t len, struct loco_wbuf *reply)
 {
-	if (h->type == LOCO_MSG_HELLO) {
-		serve_hello(mgr, cl, p, h->len, reply);
-		return LOCO_MSG_HELLO_ACK;
-	}
-	if (cl->peer < 0) {
-		loco_err("ctrl", "request type %u before HELLO", h->type);
-		return -LOCO_EPROTO;
-	}
-	switch (h->type) {
+	struct loco_mgr *mgr = sv->mgr;
+	uint32_t from = (uint32_t)cl->peer;
+	switch (type) {
 	case LOCO_MSG_JOIN:
-		loco_channel_handle_join(mgr, (uint32_t)cl->peer, p, h->len, reply);
+		loco_channel_handle_join(mgr, from, p, len, reply);
 		return LOCO_MSG_JOIN_ACK;
 	case LOCO_MSG_REGION_OPEN:
-		loco_region_handle_open(mgr, (uint32_t)cl->peer, p, h->len, reply);
+		loco_region_handle_open(mgr, from, p, len, reply);
 		return LOCO_MSG_REGION_ACK;
 	case LOCO_MSG_REGION_DROP:
-		loco_region_handle_drop(mgr, (uint32_t)cl->peer, p, h->len, reply);
+		loco_region_handle_drop(mgr, from, p, len, reply);
 		return LOCO_MSG_REGION_DROP_ACK;
 	default:
-		loco_err("ctrl", "unknown request type %u from node %d", h->type,
+		loco_err("ctrl", "unknown request type %u from node %d", type,
 			 cl->peer);
 		return -LOCO_EPROTO;
 	}
 }
 
-/* Read a request from CL and answer it; nonzero closes the connection. */
-static int serve_client(struct loco_mgr *mgr, struct client *cl)
+/* Handle CL's complete message; returns the reply type or a negative
+ * error (the connection is then closed without a reply). */
+static int serve_one(struct server *sv, struct client *cl,
+		     struct loco_wbuf *reply)
 {
-	struct loco_msg_hdr h;
-	uint8_t *req = NULL;
-	uint64_t deadline = loco_deadline(SERVER_MSG_TIMEOUT_MS);
-	int rc = msg_recv(cl->fd, &h, &req, deadline);
-	if (rc) {
-		if (rc != -ECONNRESET)
-			loco_warn("ctrl", "dropping connection from node %d: %s",
-				  cl->peer, loco_strerror(rc));
-		return rc;
+	uint16_t type = cl->h.type;
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, cl->body, cl->h.len);
+	bool keyed = sv->mgr->keyed;
+	if (cl->state == CL_NEW && type == LOCO_MSG_AUTH) {
+		serve_auth(sv, cl, &r, reply);
+		return LOCO_MSG_AUTH_CHAL;
 	}
-	struct loco_wbuf reply;
-	loco_wbuf_init(&reply);
-	rc = serve_one(mgr, cl, &h, req, &reply);
-	if (rc > 0)
-		rc = reply.err ? reply.err :
-		     msg_send(cl->fd, (uint16_t)rc, reply.p, reply.len, deadline);
-	loco_wbuf_fini(&reply);
-	free(req);
-	return rc < 0 ? rc : 0;
+	if (cl->state == CL_PROOF && type == LOCO_MSG_AUTH_PROOF) {
+		serve_proof(sv, cl, &r, reply);
+		return LOCO_MSG_AUTH_ACK;
+	}
+	if (type == LOCO_MSG_HELLO &&
+	    (cl->state == CL_AUTHED || cl->state == CL_READY ||
+	     (cl->state == CL_NEW && !keyed))) {
+		serve_hello(sv, cl, &r, reply);
+		return LOCO_MSG_HELLO_ACK;
+	}
+	if (cl->state == CL_READY)
+		return serve_request(sv, cl, type, cl->body, cl->h.len, reply);
+	if (type == LOCO_MSG_HELLO && keyed) {
+		refuse(sv, cl, reply, -LOCO_EAUTH, "HELLO without the cluster-key "
+		       "exchange (is that node --insecure?)");
+		return LOCO_MSG_HELLO_ACK;
+	}
+	char why[64];
+	snprintf(why, sizeof(why), "message type %u before %s", type,
+		 keyed ? "authentication" : "HELLO");
+	refuse(sv, cl, NULL, -LOCO_EPROTO, why);
+	return -LOCO_EPROTO;
 }
 
-static void accept_client(struct loco_mgr *mgr, struct client *cl, unsigned *n)
+static void client_reset_msg(struct client *cl)
 {
-	int fd = accept4(mgr->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	free(cl->body);
+	cl->body = NULL;
+	cl->got = cl->need = 0;
+	if (cl->state == CL_READY)
+		cl->deadline = UINT64_MAX;
+}
+
+/* The header is in: check it and make room for the body. */
+static int client_hdr(struct server *sv, struct client *cl)
+{
+	int rc = loco_hdr_decode(cl->hdr, &cl->h);
+	size_t max = cl->state == CL_READY ? LOCO_WIRE_MAX : PREAUTH_MAX;
+	if (!rc && cl->h.len > max)
+		rc = -E2BIG;
+	if (rc) {
+		char why[96];
+		snprintf(why, sizeof(why), "%s", rc == -E2BIG ?
+			 "message longer than allowed at this point" :
+			 loco_strerror(rc));
+		if (cl->state != CL_READY)
+			refuse_log(sv, cl, why);
+		else
+			loco_warn("ctrl", "dropping connection from node %d: %s",
+				  cl->peer, why);
+		return rc;
+	}
+	cl->need = cl->h.len + tag_len(&cl->sess);
+	if (cl->need && !(cl->body = malloc(cl->need)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Read what CL's socket holds: 1 once a whole message is in, 0 if more
+ * is to come, or a negative error (close). */
+static int client_read(struct server *sv, struct client *cl)
+{
+	while (cl->got < LOCO_MSG_HDR_LEN + cl->need) {
+		bool in_hdr = cl->got < LOCO_MSG_HDR_LEN;
+		uint8_t *dst = in_hdr ? cl->hdr + cl->got :
+			       cl->body + (cl->got - LOCO_MSG_HDR_LEN);
+		size_t want = in_hdr ? LOCO_MSG_HDR_LEN - cl->got :
+			      LOCO_MSG_HDR_LEN + cl->need - cl->got;
+		ssize_t n = recv(cl->fd, dst, want, MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		if (cl->got == 0 && cl->state == CL_READY)
+			cl->deadline = loco_deadline(SERVER_MSG_TIMEOUT_MS);
+		cl->got += (size_t)n;
+		if (cl->got == LOCO_MSG_HDR_LEN) {
+			int rc = client_hdr(sv, cl);
+			if (rc)
+				return rc;
+		}
+	}
+	return 1;
+}
+
+/* Serve CL's complete message: 0, or nonzero to close the connection. */
+static int client_serve(struct server *sv, struct client *cl)
+{
+	int rc = msg_open(&cl->sess, cl->hdr, cl->body, cl->h.len);
+	if (rc) {
+		loco_warn("ctrl", "dropping connection from node %d: a message's "
+			  "session tag does not match", cl->peer);
+		return rc;
+	}
+	bool was_authed = cl->state == CL_AUTHED;
+	struct loco_wbuf reply;
+	loco_wbuf_init(&reply);
+	rc = serve_one(sv, cl, &reply);
+	if (rc > 0)
+		rc = reply.err ? reply.err :
+		     msg_send(cl->fd, &cl->sess, (uint16_t)rc, reply.p, reply.len,
+			      loco_deadline(SERVER_MSG_TIMEOUT_MS));
+	loco_wbuf_fini(&reply);
+	/* The session starts with the first message after AUTH_ACK. */
+	if (rc >= 0 && cl->state == CL_AUTHED && !was_authed)
+		loco_sess_start(&cl->sess, sv->mgr->key, &cl->ctx,
+				LOCO_SIDE_SERVER);
+	client_reset_msg(cl);
+	return rc < 0 ? rc : cl->closing;
+}
+
+static void client_close(struct server *sv, unsigned i)
+{
+	struct client *cl = &sv->cl[i];
+	close(cl->fd);
+	free(cl->body);
+	loco_sess_end(&cl->sess);
+	sv->cl[i] = sv->cl[--sv->n];
+}
+
+/* Make room by closing the connection nearest its handshake deadline;
+ * false if every connection is authenticated. */
+static bool evict_one(struct server *sv)
+{
+	unsigned pick = sv->n;
+	for (unsigned i = 0; i < sv->n; i++)
+		if (sv->cl[i].state != CL_READY &&
+		    (pick == sv->n || sv->cl[i].deadline < sv->cl[pick].deadline))
+			pick = i;
+	if (pick == sv->n)
+		return false;
+	refuse_log(sv, &sv->cl[pick], "closed unauthenticated to make room");
+	client_close(sv, pick);
+	return true;
+}
+
+static void accept_client(struct server *sv)
+{
+	struct sockaddr_in sa;
+	socklen_t slen = sizeof(sa);
+	int fd = accept4(sv->mgr->listen_fd, (struct sockaddr *)&sa, &slen,
+			 SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (*n == MAX_CLIENTS) {
+	if (sv->n == MAX_CLIENTS && !evict_one(sv)) {
 		loco_warn("ctrl", "too many control connections; refusing one");
 		close(fd);
 		return;
 	}
 	sock_tune(fd);
-	cl[*n].fd = fd;
-	cl[*n].peer = -1;
-	(*n)++;
+	struct client *cl = &sv->cl[sv->n++];
+	memset(cl, 0, sizeof(*cl));
+	cl->fd = fd;
+	cl->peer = -1;
+	cl->state = CL_NEW;
+	cl->addr = sa;
+	cl->deadline = loco_deadline(HANDSHAKE_MS);
+}
+
+/* Close connections past their deadline; returns the poll timeout (ms)
+ * until the next one, or -1. */
+static int expire_clients(struct server *sv)
+{
+	uint64_t now = loco_now_ns(), next = UINT64_MAX;
+	for (unsigned i = sv->n; i-- > 0;) {
+		struct client *cl = &sv->cl[i];
+		if (cl->deadline > now) {
+			if (cl->deadline < next)
+				next = cl->deadline;
+			continue;
+		}
+		if (cl->state != CL_READY)
+			refuse_log(sv, cl, "no authenticated HELLO in time");
+		else
+			loco_warn("ctrl", "dropping connection from node %d: a "
+				  "message stayed incomplete for %d ms", cl->peer,
+				  SERVER_MSG_TIMEOUT_MS);
+		client_close(sv, i);
+	}
+	return next == UINT64_MAX ? -1 : (int)((next - now) / 1000000u) + 1;
+}
+
+static void serve_loop(struct server *sv)
+{
+	struct loco_mgr *mgr = sv->mgr;
+	struct pollfd pfd[MAX_CLIENTS + 2];
+	for (;;) {
+		int ms = expire_clients(sv);
+		pfd[0] = (struct pollfd){ .fd = mgr->wake_pipe[0], .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = mgr->listen_fd, .events = POLLIN };
+		for (unsigned i = 0; i < sv->n; i++)
+			pfd[i + 2] = (struct pollfd){ .fd = sv->cl[i].fd,
+						      .events = POLLIN };
+		unsigned polled = sv->n;
+		if (poll(pfd, polled + 2, ms) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			break;
+		for (unsigned i = polled; i-- > 0;) {
+			if (!pfd[i + 2].revents)
+				continue;
+			int rc = client_read(sv, &sv->cl[i]);
+			if (rc > 0)
+				rc = client_serve(sv, &sv->cl[i]) ? -1 : 0;
+			if (rc < 0)
+				client_close(sv, i);
+		}
+		if (pfd[1].revents & POLLIN)
+			accept_client(sv);
+	}
 }
 
 static void *server_main(void *arg)
 {
-	struct loco_mgr *mgr = arg;
-	struct client cl[MAX_CLIENTS];
-	struct pollfd pfd[MAX_CLIENTS + 2];
-	unsigned n = 0;
-	for (;;) {
-		pfd[0] = (struct pollfd){ .fd = mgr->wake_pipe[0], .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = mgr->listen_fd, .events = POLLIN };
-		for (unsigned i = 0; i < n; i++)
-			pfd[i + 2] = (struct pollfd){ .fd = cl[i].fd, .events = POLLIN };
-		if (poll(pfd, n + 2, -1) < 0 && errno != EINTR)
-			break;
-		if (pfd[0].revents)
-			break;
-		for (unsigned i = n; i-- > 0;) {
-			if (!pfd[i + 2].revents || !serve_client(mgr, &cl[i]))
-				continue;
-			close(cl[i].fd);
-			cl[i] = cl[--n];
-		}
-		if (pfd[1].revents & POLLIN)
-			accept_client(mgr, cl, &n);
-	}
-	for (unsigned i = 0; i < n; i++)
-		close(cl[i].fd);
+	struct server *sv = arg;
+	serve_loop(sv);
+	while (sv->n)
+		client_close(sv, sv->n - 1);
+	free(sv);
 	return NULL;
 }
 
@@ -491,8 +940,14 @@ int loco_ctrl_start(struct loco_mgr *mgr)
 	int rc = listen_open(mgr);
 	if (rc)
 		return rc;
-	rc = -pthread_create(&mgr->server, NULL, server_main, mgr);
+	struct server *sv = calloc(1, sizeof(*sv));
+	if (!sv)
+		return -ENOMEM;
+	sv->mgr = mgr;
+	rc = -pthread_create(&mgr->server, NULL, server_main, sv);
 	mgr->server_started = !rc;
+	if (rc)
+		free(sv);
 	if (rc)
 		loco_err("ctrl", "cannot start the server thread: %s",
 			 loco_strerror(rc));

@@ -13,6 +13,7 @@ static const char *const loco_msgs[] = {
 	[LOCO_EQP - LOCO_EBASE] = "queue pair in error state",
 	[LOCO_ETRANSPORT - LOCO_EBASE] = "peer uses a different transport",
 	[LOCO_ETORN - LOCO_EBASE] = "value still torn after the retry limit",
+	[LOCO_EAUTH - LOCO_EBASE] = "cluster authentication failed",
 };
 
 const char *loco_strerror(int err)

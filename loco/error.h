@@ -14,6 +14,7 @@ enum loco_errcode {
 	LOCO_EQP,        /* queue pair entered the error state */
 	LOCO_ETRANSPORT, /* peers use different transports */
 	LOCO_ETORN,      /* value still torn after the retry limit */
+	LOCO_EAUTH,      /* cluster authentication failed */
 	LOCO_ELAST
 };
 

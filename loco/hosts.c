@@ -386,12 +386,13 @@ const char *loco_role_name(enum loco_role role)
 
 enum opt_key {
 	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
-	OPT_NR
+	OPT_KEY, OPT_INSECURE, OPT_NR
 };
 
 static const struct opt_def {
 	const char *flag;
 	const char *env;
+	bool bare;      /* takes no value on the command line (a switch) */
 } opt_defs[OPT_NR] = {
 	[OPT_ID] = { "--id", "LOCO_NODE_ID" },
 	[OPT_HOSTS] = { "--hosts", "LOCO_HOSTS" },
@@ -399,6 +400,8 @@ static const struct opt_def {
 	[OPT_TIMEOUT] = { "--timeout-ms", "LOCO_TIMEOUT_MS" },
 	[OPT_ARENA] = { "--arena-mb", "LOCO_ARENA_MB" },
 	[OPT_CPU_BIND] = { "--cpu-bind", "LOCO_CPU_BIND" },
+	[OPT_KEY] = { "--cluster-key", "LOCO_CLUSTER_KEY" },
+	[OPT_INSECURE] = { "--insecure", "LOCO_INSECURE", true },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs" };
@@ -415,10 +418,10 @@ static int opt_match(const char *arg, const char **inline_val)
 		if (strncmp(arg, opt_defs[k].flag, n) != 0)
 			continue;
 		if (arg[n] == '\0') {
-			*inline_val = NULL;
+			*inline_val = opt_defs[k].bare ? "1" : NULL;
 			return k;
 		}
-		if (arg[n] == '=') {
+		if (arg[n] == '=' && !opt_defs[k].bare) {
 			*inline_val = arg + n + 1;
 			return k;
 		}
@@ -518,6 +521,41 @@ static int opt_cpu_bind(const char *src, const char *s, int *dst, char *err,
 	return -EINVAL;
 }
 
+static int opt_path(const char *src, const char *what, const char *s,
+		    char *dst, size_t len, char *err, size_t errlen)
+{
+	if (s[0] == '\0' || strlen(s) >= len) {
+		set_err(err, errlen, "%s: %s %s path", src,
+			s[0] ? "too long a" : "empty", what);
+		return -EINVAL;
+	}
+	strcpy(dst, s);
+	return 0;
+}
+
+/* The cluster key's path and the --insecure switch (LOCO_INSECURE: 1 or 0). */
+static int opts_apply_auth(struct loco_opts *o, const char *val[OPT_NR],
+			   const char *src[OPT_NR], char *err, size_t errlen)
+{
+	if (val[OPT_KEY]) {
+		int ret = opt_path(src[OPT_KEY], "cluster key", val[OPT_KEY],
+				   o->cluster_key, sizeof(o->cluster_key), err,
+				   errlen);
+		if (ret)
+			return ret;
+	}
+	if (val[OPT_INSECURE]) {
+		const char *v = val[OPT_INSECURE];
+		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+			set_err(err, errlen, "%s: bad value '%s' (expected 1 or 0)",
+				src[OPT_INSECURE], v);
+			return -EINVAL;
+		}
+		o->insecure = v[0] == '1';
+	}
+	return 0;
+}
+
 /* Checks each value present in VAL and stores it into O. */
 static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		      const char *src[OPT_NR], char *err, size_t errlen)
@@ -533,13 +571,10 @@ static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		o->node_id = (int)n;
 	}
 	if (val[OPT_HOSTS]) {
-		if (val[OPT_HOSTS][0] == '\0' ||
-		    strlen(val[OPT_HOSTS]) >= sizeof(o->hosts_path)) {
-			set_err(err, errlen, "%s: %s hosts file path", src[OPT_HOSTS],
-				val[OPT_HOSTS][0] ? "too long a" : "empty");
-			return -EINVAL;
-		}
-		strcpy(o->hosts_path, val[OPT_HOSTS]);
+		ret = opt_path(src[OPT_HOSTS], "hosts file", val[OPT_HOSTS],
+			       o->hosts_path, sizeof(o->hosts_path), err, errlen);
+		if (ret)
+			return ret;
 	}
 	if (val[OPT_TRANSPORT]) {
 		ret = opt_transport(src[OPT_TRANSPORT], val[OPT_TRANSPORT],
@@ -567,7 +602,7 @@ static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return opts_apply_auth(o, val, src, err, errlen);
 }
 
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,

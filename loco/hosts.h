@@ -87,14 +87,19 @@ struct loco_opts {
 	uint64_t arena_bytes;        /* --arena-mb / LOCO_ARENA_MB; default 256 MiB */
 	int cpu_bind;                /* --cpu-bind / LOCO_CPU_BIND: enum loco_cpu_bind;
 				      * default none */
+	char cluster_key[LOCO_PATH_MAX]; /* --cluster-key FILE / LOCO_CLUSTER_KEY:
+				      * 32 secret bytes shared by the cluster */
+	int insecure;                /* --insecure / LOCO_INSECURE=1: run without
+				      * a key (warned); refused otherwise */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
  * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
- * `--cpu-bind none|core`) are removed from ARGV and *ARGC updated, so the
+ * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`) are removed from ARGV and *ARGC updated, so the
  * program parses the rest. Returns 0, or -EINVAL with "what is wrong" in
  * ERR (bad number, missing value, unknown transport or CPU binding, missing
- * id or hosts file). */
+ * id or hosts file). Whether a key or --insecure was given is checked by
+ * loco_mgr_create, not here. */
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		    size_t errlen);
 

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "loco/affinity.h"
+#include "loco/auth.h"
 #include "loco/channel.h"
 #include "loco/loco.h"
 #include "loco/transport/transport.h"
@@ -45,6 +46,7 @@ struct loco_thread {
 struct loco_conn {
 	pthread_mutex_t lock;
 	int fd;               /* -1 when not connected */
+	struct loco_sess sess; /* its session once authenticated */
 };
 
 /* Arena allocation record; the list is sorted by offset. */
@@ -75,6 +77,8 @@ struct loco_mgr {
 	uint8_t desc[LOCO_DESC_MAX];
 	size_t desc_len;
 	uint64_t dm_len;             /* this node's device memory (0: none) */
+	bool keyed;                  /* has a cluster key (else --insecure) */
+	uint8_t key[LOCO_KEY_LEN];   /* the cluster key */
 	/* Arena lengths of peers that said hello; 0 = unknown. Written by
 	 * the control plane, read by posting threads. */
 	_Atomic uint64_t peer_arena_len[LOCO_MAX_NODES];

@@ -18,7 +18,7 @@
 #include "loco/raddr.h"
 
 #define LOCO_NAME_MAX 128
-#define LOCO_PROTO_VERSION 2   /* control-plane messages (loco/wire.h) */
+#define LOCO_PROTO_VERSION 3   /* control-plane messages (loco/wire.h) */
 
 struct loco_mgr;
 struct loco_thread;

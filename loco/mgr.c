@@ -80,6 +80,35 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_cond_destroy(&mgr->job_cond);
 }
 
+/* The cluster key, or --insecure (warned); neither refuses to start. */
+static int auth_config(struct loco_mgr *mgr, const struct loco_opts *opts)
+{
+	char err[LOCO_PATH_MAX + 128];
+	if (opts->cluster_key[0]) {
+		int rc = loco_auth_init();
+		if (rc)
+			snprintf(err, sizeof(err), "cannot initialise libsodium");
+		else
+			rc = loco_key_load(opts->cluster_key, mgr->key, err,
+					   sizeof(err));
+		if (rc)
+			loco_err("mgr", "%s", err);
+		mgr->keyed = !rc;
+		return rc;
+	}
+	if (!opts->insecure) {
+		loco_err("mgr", "no cluster key: pass --cluster-key FILE or set "
+			 "LOCO_CLUSTER_KEY (%d random bytes, mode 0600; loco-run "
+			 "makes one), or --insecure to run without", LOCO_KEY_LEN);
+		return -LOCO_EAUTH;
+	}
+	const struct loco_host *self = &mgr->hosts.node[mgr->id];
+	loco_warn("mgr", "node %u runs --insecure: without a cluster key, any "
+		  "process that reaches %s:%u can read and write its memory",
+		  mgr->id, self->host, self->port);
+	return 0;
+}
+
 static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 {
 	char err[LOCO_PATH_MAX + 256];
@@ -101,7 +130,7 @@ static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 		return -EPROTONOSUPPORT;
 	}
 	run_dir_pick(mgr);
-	return 0;
+	return auth_config(mgr, opts);
 }
 
 static int transport_open(struct loco_mgr *mgr)
@@ -172,6 +201,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 	if (mgr->tp)
 		mgr->tp_ops->close(mgr->tp);
 	locks_fini(mgr);
+	explicit_bzero(mgr->key, sizeof(mgr->key));
 	free(mgr);
 }
 

@@ -20,6 +20,10 @@ enum loco_msg_type {
 	LOCO_MSG_REGION_ACK = 6,
 	LOCO_MSG_REGION_DROP = 7,
 	LOCO_MSG_REGION_DROP_ACK = 8,
+	LOCO_MSG_AUTH = 9,         /* cluster-key exchange (loco/auth.h) */
+	LOCO_MSG_AUTH_CHAL = 10,
+	LOCO_MSG_AUTH_PROOF = 11,
+	LOCO_MSG_AUTH_ACK = 12,
 };
 
 struct loco_msg_hdr {

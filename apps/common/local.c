@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,9 +21,11 @@ static void private_cleanup(struct local_node *ln)
 {
 	if (ln->hosts[0])
 		unlink(ln->hosts);
+	if (ln->key[0])
+		unlink(ln->key);
 	if (ln->run_dir[0])
 		rundir_remove_dir(ln->run_dir);  /* and arena files left in it */
-	ln->hosts[0] = ln->run_dir[0] = 0;
+	ln->hosts[0] = ln->run_dir[0] = ln->key[0] = 0;
 }
 
 static void cleanup_at_exit(void)
@@ -55,7 +58,25 @@ static bool has_opt(int argc, char **argv, const char *opt)
 	return false;
 }
 
-/* Write a one-node hosts file, pick a private run directory, and point
+/* A fresh cluster key (32 random bytes, mode 0600 from mkstemp) at
+ * ln->key: 0 or -1 (nothing left behind). */
+static int private_key(struct local_node *ln)
+{
+	unsigned char k[32];
+	snprintf(ln->key, sizeof(ln->key), "/tmp/loco-local-key-XXXXXX");
+	int fd = mkstemp(ln->key);
+	bool ok = fd >= 0 && getrandom(k, sizeof(k), 0) == (ssize_t)sizeof(k) &&
+		  write(fd, k, sizeof(k)) == (ssize_t)sizeof(k);
+	if (fd >= 0)
+		close(fd);
+	if (!ok && fd >= 0)
+		unlink(ln->key);
+	if (!ok)
+		ln->key[0] = 0;
+	return ok ? 0 : -1;
+}
+
+/* Write a one-node hosts file and a cluster key, pick a private run directory, and point
  * the LOCO_* environment at them (TRANSPORT only if not chosen already). */
 static int private_cluster(struct local_node *ln, const char *transport)
 {
@@ -68,10 +89,13 @@ static int private_cluster(struct local_node *ln, const char *transport)
 	}
 	dprintf(fd, "0 127.0.0.1:%d compute\n", port);
 	close(fd);
+	if (private_key(ln))
+		return -1;
 	snprintf(ln->run_dir, sizeof(ln->run_dir), "/dev/shm/loco-local-%d",
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", ln->run_dir, 1);
 	setenv("LOCO_HOSTS", ln->hosts, 1);
+	setenv("LOCO_CLUSTER_KEY", ln->key, 1);
 	setenv("LOCO_NODE_ID", "0", 1);
 	if (transport)
 		setenv("LOCO_TRANSPORT", transport, 1);
@@ -88,6 +112,7 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 	const char *tp = has_opt(*argc, argv, "--transport") ||
 			 getenv("LOCO_TRANSPORT") ? NULL : default_transport;
 	if (!clustered && private_cluster(ln, tp)) {
+		private_cleanup(ln);
 		fprintf(stderr, "%s: cannot set up a private one-node cluster\n",
 			prog);
 		return 1;

@@ -13,6 +13,7 @@ struct local_node {
 	struct loco_mgr *mgr;
 	char hosts[64];     /* temporary hosts file, "" if not ours */
 	char run_dir[64];   /* temporary run directory, "" if not ours */
+	char key[64];       /* temporary cluster key, "" if not ours */
 };
 
 /* ARGC/ARGV: loco options are parsed and removed. DEFAULT_TRANSPORT is

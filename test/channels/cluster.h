@@ -19,6 +19,7 @@ struct cluster {
 	unsigned n;
 	char hosts[64];
 	char run_dir[64];
+	char key[64];         /* the cluster key file all nodes share */
 	struct loco_mgr *mgr[CL_MAX];
 	struct loco_thread *thr[CL_MAX];
 };
@@ -36,6 +37,11 @@ static inline int cluster_start_once(struct cluster *c, unsigned nodes,
 	for (unsigned i = 0; i < nodes + absent; i++)
 		dprintf(fd, "%u 127.0.0.1:%d compute\n", i, free_port());
 	close(fd);
+	snprintf(c->key, sizeof(c->key), "/tmp/loco-chan-key-XXXXXX");
+	if (test_key_make(c->key)) {
+		c->key[0] = 0;
+		return -1;
+	}
 	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-chan-%d",
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
@@ -44,6 +50,7 @@ static inline int cluster_start_once(struct cluster *c, unsigned nodes,
 		struct loco_opts o = { .node_id = (int)i, .timeout_ms = timeout_ms,
 				       .arena_bytes = 16 << 20 };
 		snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
+		snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", c->key);
 		snprintf(o.transport, sizeof(o.transport), "%s",
 			 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
 		int rc = loco_mgr_create(&o, &c->mgr[i]);
@@ -88,6 +95,8 @@ static inline void cluster_stop(struct cluster *c)
 	for (unsigned i = 0; i < c->n; i++)
 		loco_mgr_destroy(c->mgr[i]);
 	unlink(c->hosts);
+	if (c->key[0])
+		unlink(c->key);
 	rmdir(c->run_dir);
 }
 

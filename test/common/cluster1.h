@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include "loco/loco.h"
+#include "test/common/key.h"
 #include "test/common/rundir.h"
 
 struct cluster1 {
 	char hosts[64];
 	char run_dir[64];
+	char key[64];         /* its cluster key file */
 	struct loco_mgr *mgr;
 };
 
@@ -44,6 +46,11 @@ static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
 		return -1;
 	dprintf(fd, "0 127.0.0.1:%d compute\n%s", free_port(), extra);
 	close(fd);
+	snprintf(c->key, sizeof(c->key), "/tmp/loco-test-key-XXXXXX");
+	if (test_key_make(c->key)) {
+		unlink(c->hosts);
+		return -1;
+	}
 	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
 		 (int)getpid());
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
@@ -61,6 +68,7 @@ static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
 			       .arena_bytes = 16 << 20,
 			       .cpu_bind = env.cpu_bind };
 	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
+	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", c->key);
 	snprintf(o.transport, sizeof(o.transport), "%s",
 		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
 	return loco_mgr_create(&o, &c->mgr);
@@ -71,6 +79,7 @@ static inline void cluster1_stop(struct cluster1 *c)
 	loco_mgr_destroy(c->mgr);
 	c->mgr = NULL;
 	unlink(c->hosts);
+	unlink(c->key);
 	rmdir(c->run_dir);
 }
 
@@ -85,6 +94,7 @@ static inline int cluster1_start(struct cluster1 *c, const char *extra,
 		if (rc != -EADDRINUSE || i == 5)
 			return rc;
 		unlink(c->hosts);
+		unlink(c->key);
 	}
 }
 
