@@ -770,8 +770,8 @@ static int client_serve(struct server *sv, struct client *cl)
 {
 	int rc = msg_open(&cl->sess, cl->hdr, cl->body, cl->h.len);
 	if (rc) {
-		loco_warn("ctrl", "dropping connection from node %d: a message's "
-			  "session tag does not match", cl->peer);
+		loco_warn("ctrl", "dropping connection from node %u: a message's "
+			  "session tag does not match", cl->ctx.client);
 		return rc;
 	}
 	bool was_authed = cl->state == CL_AUTHED;
@@ -929,10 +929,6 @@ static int listen_open(struct loco_mgr *mgr)
 
 int loco_ctrl_start(struct loco_mgr *mgr)
 {
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
-		mgr->out[i].fd = -1;
-		pthread_mutex_init(&mgr->out[i].lock, NULL);
-	}
 	if (pipe2(mgr->wake_pipe, O_CLOEXEC)) {
 		loco_err("ctrl", "pipe: %s", strerror(errno));
 		return -errno;
@@ -966,10 +962,8 @@ void loco_ctrl_stop(struct loco_mgr *mgr)
 	if (mgr->listen_fd >= 0)
 		close(mgr->listen_fd);
 	mgr->listen_fd = -1;
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
 		conn_drop(&mgr->out[i]);
-		pthread_mutex_destroy(&mgr->out[i].lock);
-	}
 	for (int i = 0; i < 2; i++)
 		if (mgr->wake_pipe[i] >= 0)
 			close(mgr->wake_pipe[i]);

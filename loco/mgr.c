@@ -68,6 +68,12 @@ static void locks_init(struct loco_mgr *mgr)
 	pthread_cond_init(&mgr->job_cond, NULL);
 	mgr->listen_fd = -1;
 	mgr->wake_pipe[0] = mgr->wake_pipe[1] = -1;
+	/* Here, not in loco_ctrl_start: a manager that fails before the
+	 * control plane starts must not close descriptor 0 on the way out. */
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+		mgr->out[i].fd = -1;
+		pthread_mutex_init(&mgr->out[i].lock, NULL);
+	}
 }
 
 static void locks_fini(struct loco_mgr *mgr)
@@ -78,6 +84,8 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_mutex_destroy(&mgr->thr_lock);
 	pthread_mutex_destroy(&mgr->job_lock);
 	pthread_cond_destroy(&mgr->job_cond);
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		pthread_mutex_destroy(&mgr->out[i].lock);
 }
 
 /* The cluster key, or --insecure (warned); neither refuses to start. */
