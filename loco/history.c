@@ -54,7 +54,7 @@ int loco_history_open(struct loco_mgr *mgr, const char *path)
 	if (!h)
 		return -ENOMEM;
 	int rc = path_expand(mgr, path, h->path, sizeof(h->path));
-	h->fd = rc ? -1 : open(h->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	h->fd = rc ? -1 : open(h->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (h->fd < 0) {
 		rc = rc ? rc : -errno;
 		loco_err("history", "cannot create %s: %s", h->path, loco_strerror(rc));
