@@ -232,6 +232,16 @@ static int parse_line(struct hosts_parser *p, char *line)
 			return ret;
 	}
 	node.line = p->line;
+	/* Two nodes on one address: the second could never listen, and a
+	 * peer would reach the first under the second's id. */
+	for (uint32_t i = 0; i < LOCO_MAX_NODES; i++) {
+		const struct loco_host *o = &p->hosts.node[i];
+		if (o->present && o->port == node.port &&
+		    strcmp(o->host, node.host) == 0)
+			return line_err(p, "address %s:%u is node %u's already "
+					"(line %u)", node.host, node.port, i,
+					o->line);
+	}
 
 	p->hosts.node[node.id] = node;
 	p->first_line[node.id] = p->line;
@@ -394,14 +404,14 @@ static const struct opt_def {
 	const char *env;
 	bool bare;      /* takes no value on the command line (a switch) */
 } opt_defs[OPT_NR] = {
-	[OPT_ID] = { "--id", "LOCO_NODE_ID" },
-	[OPT_HOSTS] = { "--hosts", "LOCO_HOSTS" },
-	[OPT_TRANSPORT] = { "--transport", "LOCO_TRANSPORT" },
-	[OPT_TIMEOUT] = { "--timeout-ms", "LOCO_TIMEOUT_MS" },
-	[OPT_ARENA] = { "--arena-mb", "LOCO_ARENA_MB" },
-	[OPT_CPU_BIND] = { "--cpu-bind", "LOCO_CPU_BIND" },
-	[OPT_KEY] = { "--cluster-key", "LOCO_CLUSTER_KEY" },
-	[OPT_INSECURE] = { "--insecure", "LOCO_INSECURE", true },
+	[OPT_ID] = { .flag = "--id", .env = "LOCO_NODE_ID" },
+	[OPT_HOSTS] = { .flag = "--hosts", .env = "LOCO_HOSTS" },
+	[OPT_TRANSPORT] = { .flag = "--transport", .env = "LOCO_TRANSPORT" },
+	[OPT_TIMEOUT] = { .flag = "--timeout-ms", .env = "LOCO_TIMEOUT_MS" },
+	[OPT_ARENA] = { .flag = "--arena-mb", .env = "LOCO_ARENA_MB" },
+	[OPT_CPU_BIND] = { .flag = "--cpu-bind", .env = "LOCO_CPU_BIND" },
+	[OPT_KEY] = { .flag = "--cluster-key", .env = "LOCO_CLUSTER_KEY" },
+	[OPT_INSECURE] = { .flag = "--insecure", .env = "LOCO_INSECURE", .bare = true },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs" };

@@ -11,8 +11,12 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: loco-memnode [--id N] [--hosts FILE] [--transport T]\n"
 		   "                    [--arena-mb MB] [--timeout-ms MS]\n"
+		   "                    [--cluster-key FILE | --insecure]\n"
 		   "Serves this node's memory until SIGTERM/SIGINT. Options fall\n"
-		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB.\n");
+		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB,\n"
+		   "LOCO_CLUSTER_KEY, LOCO_INSECURE. Without a cluster key (32 random\n"
+		   "bytes, mode 0600; loco-run makes one) it refuses to start unless\n"
+		   "--insecure.\n");
 }
 
 int main(int argc, char **argv)
