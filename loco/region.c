@@ -109,7 +109,10 @@ static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
 		return -ENOMEM;
 	struct space_ref sp = space_of(mgr, space);
 	struct loco_alloc *prev;
+	/* A length past the space would wrap in align_up (a peer's
+	 * REGION_OPEN may ask for anything). */
 	int rc = name_taken(mgr, name) ? -EEXIST :
+		 len > sp.cap ? -ENOSPC :
 		 alloc_gap(&sp, align_up(len, sp.align), &rec->off, &prev);
 	if (rc) {
 		free(rec);
