@@ -12,6 +12,7 @@
  * A node must answer or close; the target waits for the close, so a hang
  * shows up as a libFuzzer timeout. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -97,9 +98,17 @@ static void raw(struct loco_mgr *m, const uint8_t *data, size_t size)
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(h->port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	/* Closed with a reset (linger 0): thousands of connections a second
+	 * must not use up the ephemeral ports in TIME_WAIT. */
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)))
 		abort();
+	for (int tries = 0; connect(fd, (struct sockaddr *)&sa, sizeof(sa)); tries++) {
+		if ((errno != EADDRNOTAVAIL && errno != EINTR) || tries == 100)
+			abort();  /* the node stopped listening */
+		usleep(10000);
+	}
 	if (size && send(fd, data, size, MSG_NOSIGNAL) < 0) {
 		close(fd);
 		return;           /* the node closed early: fine */
@@ -108,7 +117,10 @@ static void raw(struct loco_mgr *m, const uint8_t *data, size_t size)
 	char buf[4096];
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, 10000) <= 0)
+		int n = poll(&p, 1, 10000);
+		if (n < 0 && errno == EINTR)
+			continue; /* libFuzzer's timer */
+		if (n <= 0)
 			abort();  /* the node neither answered nor closed */
 		if (recv(fd, buf, sizeof(buf), 0) <= 0)
 			break;
