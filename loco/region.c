@@ -112,7 +112,7 @@ static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
 	/* A length past the space would wrap in align_up (a peer's
 	 * REGION_OPEN may ask for anything). */
 	int rc = name_taken(mgr, name) ? -EEXIST :
-		 len > sp.cap ? -ENOSPC :
+		 len > sp.cap ? -ENOMEM :
 		 alloc_gap(&sp, align_up(len, sp.align), &rec->off, &prev);
 	if (rc) {
 		free(rec);
