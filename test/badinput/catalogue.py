@@ -10,7 +10,9 @@ Prints one line per case and "N cases, N failed"; exit 0 if none failed."""
 import hashlib, hmac, os, random, shutil, signal, socket, struct, subprocess
 import sys, tempfile, time
 
-HANG_S = 5.0
+# Sanitizer builds run several times slower: tools/run-tests --sanitize sets
+# LOCO_TIMEOUT_SCALE, which stretches the hang limit too.
+HANG_S = 5.0 * max(1.0, float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1))
 B = sys.argv[1]
 ONLY = sys.argv[2] if len(sys.argv) > 2 else ""
 MEMNODE = os.path.join(B, "tools/memnode/loco-memnode")
