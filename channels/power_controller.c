@@ -3,6 +3,7 @@
  * the rest is the waiting, the staleness check and the recording. */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
@@ -166,14 +167,20 @@ int loco_power_ctl_command(struct loco_power_ctl *pc, struct loco_thread *thr,
 }
 
 /* The broken load (tests only): the value words of the local copy, after
- * owned_var's {version, sum} header, without checking the sum. */
+ * owned_var's {version, sum} header, without checking the sum. It yields
+ * between words, as a reader preempted mid-copy would, so that the tears
+ * it lets through show within a short run. */
 static void load_raw(struct loco_owned_var *ov, void *dst)
 {
+	const _Atomic uint64_t *src = (const _Atomic uint64_t *)
+		((const uint8_t *)ov->val->base + sizeof(struct loco_ov_hdr));
 	uint64_t w[MSG_MAX / 8];
-	/* Acquire: as owned_var_load's; only the checksum is left out. */
-	chan_words_load(w, (const uint8_t *)ov->val->base +
-			sizeof(struct loco_ov_hdr), ov->len / 8,
-			memory_order_acquire);
+	for (unsigned i = 0; i < ov->len / 8; i++) {
+		/* Acquire: as owned_var_load's; only the checksum is left
+		 * out. */
+		w[i] = atomic_load_explicit(&src[i], memory_order_acquire);
+		sched_yield();
+	}
 	memcpy(dst, w, ov->len);
 }
 
@@ -281,15 +288,20 @@ static int gather_pass(struct loco_power_ctl *pc, struct loco_thread *thr,
 	return 0;
 }
 
-/* Live converters missing from FRESH whose sample is older than STALE_NS
- * are dropped. Returns true when every live converter is fresh. */
+/* Live converters missing from FRESH whose sample has not changed for
+ * STALE_NS, counted from the later of its last change and the start of
+ * this wait (T0: a converter that waited for our command could not
+ * publish before), are dropped. Returns true when every live converter
+ * is fresh. */
 static bool staleness_check(struct loco_power_ctl *pc, uint64_t fresh,
-			    uint64_t now, uint64_t stale_ns)
+			    uint64_t t0, uint64_t now, uint64_t stale_ns)
 {
 	uint64_t missing = pc->live & ~fresh;
 	for (uint64_t m = missing; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctzll(m);
-		if (now - pc->last_change_ns[id] > stale_ns) {
+		uint64_t since = pc->last_change_ns[id] > t0 ?
+				 pc->last_change_ns[id] : t0;
+		if (now - since > stale_ns) {
 			pc->live &= ~(UINT64_C(1) << id);
 			pc->drops++;
 		}
@@ -303,14 +315,7 @@ int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 {
 	if (!loco_power_ctl_is_controller(pc))
 		return -EPERM;
-	if (!pc->gathering) {
-		/* The staleness clocks start with the first gather, not at
-		 * init: joining may take longer than STALE_NS. */
-		uint64_t now = loco_now_ns();
-		for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-			pc->last_change_ns[i] = now;
-		pc->gathering = true;
-	}
+	uint64_t t0 = loco_now_ns();
 	unsigned spins = 0;
 	for (;;) {
 		uint64_t fresh, now = loco_now_ns();
@@ -320,7 +325,7 @@ int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 		uint64_t back = fresh & pc->converters & ~pc->live;
 		pc->rejoins += (uint64_t)__builtin_popcountll(back);
 		pc->live |= back;
-		if (staleness_check(pc, fresh, now, stale_ns))
+		if (staleness_check(pc, fresh, t0, now, stale_ns))
 			return 0;
 		acks_poll(pc, thr, pc->converters);
 		chan_backoff(&spins);

@@ -17,9 +17,9 @@
  *
  * The controller notices a converter that stopped publishing by a bounded
  * staleness check (loco_power_ctl_gather): a live converter whose sample
- * sequence has not advanced for STALE_NS of wall time while the controller
- * waits for it is dropped from the live set; a dropped converter whose
- * samples catch up is taken back.
+ * has not changed for STALE_NS of wall time while the controller waits for
+ * it (counted from the start of the wait at the earliest) is dropped from
+ * the live set; a dropped converter whose samples catch up is taken back.
  *
  * Recording (LOCO_HISTORY set): every message is a register write on key
  * "d<ID>"/"v<ID>" whose value is the XXH3-64 of its bytes, returning
@@ -88,7 +88,6 @@ struct loco_power_ctl {
 	uint64_t last_seq[LOCO_MAX_NODES];
 	uint64_t last_change_ns[LOCO_MAX_NODES];
 	uint64_t drops, rejoins;    /* live-set changes */
-	bool gathering;             /* the clocks above have started */
 	/* Recording: hash of the last value read per variable (and whether
 	 * one was read), so only changes are recorded. */
 	uint64_t seen[2][LOCO_MAX_NODES];
@@ -145,12 +144,11 @@ int loco_power_ctl_wait_cmd(struct loco_power_ctl *pc, struct loco_thread *thr,
 			    uint64_t seq, int timeout_ms, struct loco_pc_cmd *out);
 
 /* Controller: wait until every live converter's sample has seq >= SEQ;
- * a live converter whose sample has not changed for STALE_NS (wall time)
- * is dropped instead; a dropped one whose sample has seq >= SEQ is live
+ * a live converter whose sample has not changed for STALE_NS (wall time,
+ * counted from the call at the earliest) is dropped instead; a dropped one whose sample has seq >= SEQ is live
  * again. OUT[id] gets every converter's latest sample (indexed by node
  * id). Returns the live mask through pc->live; 0, -LOCO_ETORN or -EPERM.
- * Never waits longer than STALE_NS past the last change of any live
- * converter's sample.
+ * Never waits longer than STALE_NS.
  * Ordering: acquire loads of the pushed copies (owned_var_load).
  * Completion: synchronous (local loads; polls this node's pushes).
  * Caller: the controller's stepping thread. */

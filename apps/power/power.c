@@ -33,7 +33,7 @@
 
 struct popts {
 	double period_us, vref, vin, l_uh, c_uf, rl_mohm, load_ohms;
-	double kp, ki, dmax, band_pct, stale_ms;
+	double kp, ki, dmax, band_pct, stale_ms, slowdown;
 	uint64_t steps;
 	unsigned substeps, converters;
 	uint64_t load_step;           /* 0: none */
@@ -75,6 +75,8 @@ static void usage(FILE *f)
 "  --period-us P      loop period of every node, also the simulated control\n"
 "                     period (default 40)\n"
 "  --steps N          controller steps (default 5000)\n"
+"  --slowdown F       wall-clock period = F x the simulated period (default 1:\n"
+"                     real time; > 1 runs the same simulation slower)\n"
 "  --vref V           reference of the summed output voltage (default 5)\n"
 "  --vin V            input voltage of each converter (default 12)\n"
 "  --inductance-uh L  (default 47)    --capacitance-uf C  (default 100)\n"
@@ -146,6 +148,7 @@ static int parse_one(void *arg, int c, const char *v, char *expect)
 	case 'm': return bench_parse_uint(v, 1, 10000, &o->substeps, expect);
 	case 't': return bench_parse_double(v, 1, 3600000, &o->stale_ms, expect);
 	case 'b': return bench_parse_double(v, 0.001, 50, &o->band_pct, expect);
+	case 'w': return bench_parse_double(v, 1, 1e6, &o->slowdown, expect);
 	case 'T': o->trace = v; return 0;
 	case 'B': o->broken_raw = true; return 0;
 	default: return -1;
@@ -173,6 +176,7 @@ static int parse(void *arg, int argc, char **argv)
 		{ "substeps", required_argument, NULL, 'm' },
 		{ "stale-ms", required_argument, NULL, 't' },
 		{ "band", required_argument, NULL, 'b' },
+		{ "slowdown", required_argument, NULL, 'w' },
 		{ "trace", required_argument, NULL, 'T' },
 		{ "broken-raw-read", no_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
@@ -182,10 +186,10 @@ static int parse(void *arg, int argc, char **argv)
 
 /* ---- pacing ----------------------------------------------------------------- */
 
-static int pace_init(struct pace *p, double period_us, uint64_t steps)
+static int pace_init(struct pace *p, double period_ns, uint64_t steps)
 {
 	memset(p, 0, sizeof(*p));
-	p->period_ns = (uint64_t)(period_us * 1000);
+	p->period_ns = (uint64_t)period_ns;
 	int rc = bench_lat_init(&p->jitter, steps);
 	if (!rc && (rc = bench_lat_init(&p->lat, steps)))
 		bench_lat_fini(&p->jitter);
@@ -248,9 +252,10 @@ static void json_begin(struct power *w, const char *role, uint64_t ops)
 	};
 	bench_json_begin(stdout, &r);
 	printf(",\"role\":\"%s\",\"node\":%u,\"converters\":%u,"
-	       "\"period_us\":%.1f,\"steps\":%llu,\"jitter_p50_us\":%.2f,"
-	       "\"jitter_p99_us\":%.2f,\"missed_deadlines\":%llu",
-	       role, w->self, w->nconv, w->o.period_us,
+	       "\"period_us\":%.1f,\"slowdown\":%.2f,\"steps\":%llu,"
+	       "\"jitter_p50_us\":%.2f,\"jitter_p99_us\":%.2f,"
+	       "\"missed_deadlines\":%llu",
+	       role, w->self, w->nconv, w->o.period_us, w->o.slowdown,
 	       (unsigned long long)w->o.steps,
 	       bench_lat_pct_us(&w->pace.jitter, 50),
 	       bench_lat_pct_us(&w->pace.jitter, 99),
@@ -620,7 +625,8 @@ static int run(void *arg, struct loco_mgr *mgr)
 	int rc = roles(w);
 	if (rc)
 		return rc;
-	if ((rc = pace_init(&w->pace, w->o.period_us, w->o.steps + 1)))
+	if ((rc = pace_init(&w->pace, w->o.period_us * 1000 * w->o.slowdown,
+			   w->o.steps + 1)))
 		return rc;
 	if (!(rc = loco_thread_create(mgr, &w->thr))) {
 		rc = loco_power_ctl_init(&w->pc, mgr, NULL, "pc", w->controller,
@@ -647,7 +653,7 @@ int main(int argc, char **argv)
 	static struct power w = { .o = {
 		.period_us = 40, .vref = 5, .vin = 12, .l_uh = 47, .c_uf = 100,
 		.rl_mohm = 20, .load_ohms = 2, .kp = 0.02, .ki = 2000,
-		.dmax = 0.95, .band_pct = 1, .stale_ms = 200, .steps = 5000,
+		.dmax = 0.95, .band_pct = 1, .stale_ms = 200, .steps = 5000, .slowdown = 1,
 		.substeps = 20,
 	} };
 	setvbuf(stdout, NULL, _IOLBF, 0);
