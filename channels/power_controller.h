@@ -156,8 +156,12 @@ int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 			  uint64_t seq, uint64_t stale_ns,
 			  struct loco_pc_sample out[LOCO_MAX_NODES]);
 
-/* Wait up to TIMEOUT_MS for this node's pushes to the peers in MASK to
- * complete (placed). Returns 0, -ETIMEDOUT or the error of a failed push.
+/* Wait up to TIMEOUT_MS (< 0: the manager's default) for this node's
+ * pushes to the peers in MASK to complete. Returns 0, -ETIMEDOUT or the
+ * error of a failed push.
+ * Ordering: the pushes carry placing READs: once complete, every message
+ *   published to those peers is visible there.
+ * Completion: synchronous.
  * Caller: the stepping thread. */
 int loco_power_ctl_flush(struct loco_power_ctl *pc, struct loco_thread *thr,
 			 uint64_t mask, int timeout_ms);

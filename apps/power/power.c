@@ -395,15 +395,22 @@ static void trace_head(struct power *w, struct ctl_run *c)
 	fprintf(c->trace, "\n");
 }
 
+/* A row of the trace; a converter that is not live has "nan" (a gap in
+ * the plot). */
 static void trace_row(struct power *w, struct ctl_run *c, uint64_t k)
 {
 	fprintf(c->trace, "%llu %.4f %.5f %.4f %d", (unsigned long long)k,
 		(double)k * w->o.period_us / 1000, c->vsum[k], w->o.vref,
 		__builtin_popcountll(c->live));
-	for (uint64_t m = w->converters; m; m &= m - 1)
-		fprintf(c->trace, " %.5f", c->v[__builtin_ctzll(m)]);
-	for (uint64_t m = w->converters; m; m &= m - 1)
-		fprintf(c->trace, " %.5f", c->duty[__builtin_ctzll(m)]);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t m = w->converters; m; m &= m - 1) {
+			unsigned id = (unsigned)__builtin_ctzll(m);
+			if (!(c->live & UINT64_C(1) << id))
+				fprintf(c->trace, " nan");
+			else
+				fprintf(c->trace, " %.5f",
+					pass ? c->duty[id] : c->v[id]);
+		}
 	fprintf(c->trace, "\n");
 }
 
