@@ -111,6 +111,9 @@ static void report(unsigned node, uint64_t seq, double v)
 	struct loco_pc_sample s = { .seq = seq, .v = v, .i = v / 2,
 				    .v_prev = v - 1 };
 	ck_assert_int_eq(loco_power_ctl_report(&pc[node], cl.thr[node], &s), 0);
+	/* Placed at the controller before the test goes on (shm-weak
+	 * places pushes late and in any order across nodes). */
+	ck_assert_int_eq(loco_power_ctl_flush(&pc[node], cl.thr[node], 1, -1), 0);
 }
 
 START_TEST(bad_ids)
