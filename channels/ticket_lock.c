@@ -87,6 +87,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->abandoned_mark = 0;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
+	atomic_init(&l->acquires, 0);
 	atomic_init(&l->seen, 0);
 }
 
@@ -168,6 +169,7 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	pthread_mutex_lock(&l->mu);
 	*out = l->st;
 	pthread_mutex_unlock(&l->mu);
+	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed); /* a counter */
 }
 
 /* ---- remote words ------------------------------------------------------ */
@@ -318,14 +320,17 @@ static int local_acquire(struct loco_ticket_lock *l, struct tl_deadline *dl)
 	return waiter_wait(l, &w, dl);
 }
 
-/* This node now holds ticket T. Takes l->mu. */
+/* This node now holds ticket T. The ticket and the streak are the local
+ * owner's, as abandoned_mark (ownership passes under l->mu): no lock. */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
-	pthread_mutex_lock(&l->mu);
 	l->ticket = t;
 	l->streak = 0;
-	l->st.acquires++;
-	pthread_mutex_unlock(&l->mu);
+	/* Relaxed: a counter; its one writer at a time is the local owner. */
+	atomic_store_explicit(&l->acquires,
+			      atomic_load_explicit(&l->acquires,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
