@@ -322,7 +322,8 @@ static int unlock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
 	return rc ? rc : urc ? urc : lrc;
 }
 
-/* Move up to AMOUNT from account A to B (their locks held). */
+/* Move up to AMOUNT from account A to B (their locks held): both READs
+ * in one batch (one doorbell per host), then both CASes in one. */
 static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
@@ -331,22 +332,23 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 	const struct loco_rregion *rr[2] = { acct_at(x, a, &off[0]),
 					     acct_at(x, b, &off[1]) };
 	struct loco_ack ack = { 0, 0 };
+	struct loco_batch bt;
 	if (!rr[0] || !rr[1])
 		return -ENOTCONN;
-	int rc = loco_post_read(thr, rr[0], off[0], &bal[0], 8, &ack);
-	if (!rc)
-		rc = loco_post_read(thr, rr[1], off[1], &bal[1], 8, &ack);
+	loco_batch_init(&bt, thr);
+	loco_batch_read(&bt, rr[0], off[0], &bal[0], 8);
+	loco_batch_read(&bt, rr[1], off[1], &bal[1], 8);
+	int rc = loco_batch_post(&bt, &ack);
 	int wrc = loco_ack_wait(thr, &ack, -1);
 	if (rc || wrc)
 		return rc ? rc : wrc;
 	if (amount > bal[0])
 		amount = bal[0];
 	loco_ack_clear(&ack);
-	rc = loco_post_cas(thr, rr[0], off[0], bal[0], bal[0] - amount, &old[0],
-			   &ack);
-	if (!rc)
-		rc = loco_post_cas(thr, rr[1], off[1], bal[1], bal[1] + amount,
-				   &old[1], &ack);
+	loco_batch_init(&bt, thr);
+	loco_batch_cas(&bt, rr[0], off[0], bal[0], bal[0] - amount, &old[0]);
+	loco_batch_cas(&bt, rr[1], off[1], bal[1], bal[1] + amount, &old[1]);
+	rc = loco_batch_post(&bt, &ack);
 	wrc = loco_ack_wait(thr, &ack, -1);
 	if (rc || wrc)
 		return rc ? rc : wrc;
