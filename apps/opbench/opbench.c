@@ -165,7 +165,9 @@ static int run_phase(struct ob *o, enum op op, struct phase *p)
 	p->ns = t - t0;
 	loco_thread_stats(o->thr, &p->st);
 	bench_stats_sub(&p->st, &s0);
-	return 0;
+	/* Place the phase's WRITEs (shm-weak places them late) before the
+	 * next phase's atomics read the word: outside the timed part. */
+	return p->window ? loco_fence(o->thr, LOCO_FENCE_THREAD, 0) : 0;
 }
 
 static void report(struct ob *o, enum op op, struct phase *p)
