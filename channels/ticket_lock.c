@@ -40,6 +40,20 @@ struct loco_tl_waiter {
 #define WAIT_SPINS 64
 #define WAIT_YIELDS 256
 
+/* A lock call's deadline, read from the clock only once it has to wait
+ * (an uncontended acquire reads no clock). */
+struct tl_deadline {
+	uint64_t at;      /* 0 until first needed */
+	int ms;
+};
+
+static uint64_t deadline_at(struct tl_deadline *d)
+{
+	if (!d->at)
+		d->at = chan_deadline(loco_now_ns(), d->ms);
+	return d->at;
+}
+
 /* ---- set-up ----------------------------------------------------------- */
 
 /* Region "skip" at the host, expected from the host by everyone. */
@@ -73,6 +87,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->abandoned_mark = 0;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
+	atomic_init(&l->acquires, 0);
 	atomic_init(&l->seen, 0);
 }
 
@@ -154,6 +169,7 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	pthread_mutex_lock(&l->mu);
 	*out = l->st;
 	pthread_mutex_unlock(&l->mu);
+	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed); /* a counter */
 }
 
 /* ---- remote words ------------------------------------------------------ */
@@ -267,11 +283,12 @@ static int waiter_spin(struct loco_tl_waiter *w)
  * (a handover on an idle host takes microseconds), then sleeps on l->cv
  * until granted (on a busy host a polling nap would be scheduled late). */
 static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
-		       uint64_t deadline)
+		       struct tl_deadline *dl)
 {
 	int s = waiter_spin(w);
 	if (s != TL_WAITING)
 		return s;
+	uint64_t deadline = deadline_at(dl);
 	struct timespec ts = { (time_t)(deadline / 1000000000u),
 			       (long)(deadline % 1000000000u) };
 	int rc = 0;
@@ -288,7 +305,7 @@ static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 
 /* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
  * -ETIMEDOUT. Takes l->mu. */
-static int local_acquire(struct loco_ticket_lock *l, uint64_t deadline)
+static int local_acquire(struct loco_ticket_lock *l, struct tl_deadline *dl)
 {
 	struct loco_tl_waiter w;
 	atomic_init(&w.state, TL_WAITING);
@@ -300,17 +317,20 @@ static int local_acquire(struct loco_ticket_lock *l, uint64_t deadline)
 	}
 	queue_push(l, &w);
 	pthread_mutex_unlock(&l->mu);
-	return waiter_wait(l, &w, deadline);
+	return waiter_wait(l, &w, dl);
 }
 
-/* This node now holds ticket T. Takes l->mu. */
+/* This node now holds ticket T. The ticket and the streak are the local
+ * owner's, as abandoned_mark (ownership passes under l->mu): no lock. */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
-	pthread_mutex_lock(&l->mu);
 	l->ticket = t;
 	l->streak = 0;
-	l->st.acquires++;
-	pthread_mutex_unlock(&l->mu);
+	/* Relaxed: a counter; its one writer at a time is the local owner. */
+	atomic_store_explicit(&l->acquires,
+			      atomic_load_explicit(&l->acquires,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
@@ -339,7 +359,7 @@ static void wait_step(uint64_t d, unsigned *spins)
  * error. Ordering: the READ that sees T is the acquire (docs/ordering.md:
  * the releaser fenced before its FAA). */
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t deadline)
+		       uint64_t t, struct tl_deadline *dl)
 {
 	unsigned spins = 0;
 	uint64_t s = seen_get(l);
@@ -349,7 +369,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				 (unsigned long long)s, (unsigned long long)t);
 			return -LOCO_EPROTO;
 		}
-		if (loco_now_ns() > deadline)
+		if (loco_now_ns() > deadline_at(dl))
 			return 0;
 		wait_step(t - s, &spins);
 		int rc = loco_atomic_var_read(&l->serving, thr, &s);
@@ -444,13 +464,13 @@ static int ticket_take(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
 static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
-			  uint64_t deadline)
+			  struct tl_deadline *dl)
 {
 	uint64_t t;
 	int rc = ticket_take(l, thr, &t);
 	if (rc)
 		return rc;
-	rc = wait_served(l, thr, t, deadline);
+	rc = wait_served(l, thr, t, dl);
 	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
 	if (!rc)
 		hold(l, t);
@@ -524,12 +544,12 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	if (timeout_ms < 0)
 		timeout_ms = loco_mgr_timeout_ms(l->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
-	int rc = local_acquire(l, deadline);
+	struct tl_deadline dl = { 0, timeout_ms };
+	int rc = local_acquire(l, &dl);
 	if (rc == TL_HELD)
 		return 0;
 	if (rc == TL_OWNER) {
-		rc = global_acquire(l, thr, deadline);
+		rc = global_acquire(l, thr, &dl);
 		if (rc)
 			local_pass(l);
 	}

@@ -98,7 +98,8 @@ struct loco_ticket_lock {
 	 * ownership passes under mu). */
 	uint64_t abandoned_mark;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
-	struct loco_ticket_lock_stats st;
+	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
+	_Atomic uint64_t acquires;          /* global acquires (the owner's) */
 };
 static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 

@@ -158,6 +158,8 @@ const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 		return NULL;
 	struct loco_rregion *rr = &ch->remote[idx][peer];
 	if (peer == ch->mgr->id) {
+		if (ch->registered)  /* filled at join, no name lookup */
+			return ch->self_expect & (1u << idx) ? rr : NULL;
 		int l = local_find(ch, ch->expect[idx].name);
 		if (l < 0)
 			return NULL;
@@ -470,9 +472,11 @@ static void self_regions(struct loco_channel *ch)
 {
 	for (unsigned i = 0; i < ch->nexpect; i++) {
 		int l = local_find(ch, ch->expect[i].name);
-		if (l >= 0)
-			loco_region_desc(ch->mgr, &ch->local[l],
-					 &ch->remote[i][ch->mgr->id]);
+		if (l < 0)
+			continue;
+		loco_region_desc(ch->mgr, &ch->local[l],
+				 &ch->remote[i][ch->mgr->id]);
+		ch->self_expect |= 1u << i;
 	}
 }
 

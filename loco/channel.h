@@ -62,6 +62,7 @@ struct loco_channel {
 	_Atomic uint64_t joined;             /* peers joined, callbacks run */
 	_Atomic int error;                   /* first join error, sticky */
 	bool registered;
+	uint32_t self_expect;  /* expect[i] this node provides (bit i), at join */
 	unsigned nlocal, nexpect;
 	struct loco_region local[LOCO_CHAN_REGIONS];
 	char local_short[LOCO_CHAN_REGIONS][LOCO_REGION_NAME_MAX];

@@ -27,16 +27,32 @@ struct loco_qp {
 	int err;              /* sticky: first failed completion */
 };
 
+/* A thread's counters: written by the thread that posts on its QPs (the
+ * owner, or a global fence holding the thread's lock on a transport that
+ * completes asynchronously), read by anyone: relaxed atomics, no lock. */
+struct loco_tstats {
+	_Atomic uint64_t reads, writes, cas, faa;
+	_Atomic uint64_t bytes_read, bytes_written;
+	_Atomic uint64_t doorbells, rtts, fences;
+};
+
 struct loco_thread {
 	struct loco_mgr *mgr;
-	/* Held by the owner around post and poll; a global fence from
-	 * another thread takes it to post and poll on this thread's QPs. */
+	/* The transport executes and completes a request inside post (shm):
+	 * the owner posts and completes without the lock, and nobody else
+	 * touches its QPs (a global fence has nothing to place for it). */
+	bool sync;
+	/* Asynchronous transports: held by the owner around post and poll; a
+	 * global fence from another thread takes it to post and poll on this
+	 * thread's QPs. Sync transports: only around QP creation. */
 	pthread_mutex_t lock;
 	struct loco_tp_cq *cq;
 	uint64_t ticket;      /* last ticket issued */
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
-	struct loco_stats st;
+	struct loco_tstats st;
 	struct loco_qp *qp[LOCO_MAX_NODES];
+	uint64_t qps;         /* peers with a QP (set under the lock) */
+	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
 	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
 	int cpu;              /* first CPU of its binding, -1 if not bound */
 	struct loco_thread *next;

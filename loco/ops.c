@@ -51,6 +51,7 @@ int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
 		return rc;
 	}
 	thr->mgr = mgr;
+	thr->sync = mgr->tp_ops->sync;
 	thr->cpu = mgr->aff ? loco_affinity_bind(mgr->aff) : -1;
 	pthread_mutex_init(&thr->lock, NULL);
 	pthread_mutex_lock(&mgr->thr_lock);
@@ -71,17 +72,29 @@ int loco_thread_cpu(const struct loco_thread *thr)
 	return thr->cpu;
 }
 
-static void stats_add(struct loco_stats *dst, const struct loco_stats *s)
+/* Single writer (see struct loco_tstats): a relaxed load and store. */
+static inline void st_add(_Atomic uint64_t *c, uint64_t n)
 {
-	dst->reads += s->reads;
-	dst->writes += s->writes;
-	dst->cas += s->cas;
-	dst->faa += s->faa;
-	dst->bytes_read += s->bytes_read;
-	dst->bytes_written += s->bytes_written;
-	dst->doorbells += s->doorbells;
-	dst->rtts += s->rtts;
-	dst->fences += s->fences;
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed); /* a counter, orders nothing */
+}
+
+static uint64_t st_get(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed); /* a counter */
+}
+
+static void stats_add(struct loco_stats *dst, const struct loco_tstats *s)
+{
+	dst->reads += st_get(&s->reads);
+	dst->writes += st_get(&s->writes);
+	dst->cas += st_get(&s->cas);
+	dst->faa += st_get(&s->faa);
+	dst->bytes_read += st_get(&s->bytes_read);
+	dst->bytes_written += st_get(&s->bytes_written);
+	dst->doorbells += st_get(&s->doorbells);
+	dst->rtts += st_get(&s->rtts);
+	dst->fences += st_get(&s->fences);
 }
 
 static void thread_free(struct loco_thread *thr)
@@ -111,9 +124,7 @@ static void thread_unlink(struct loco_thread *thr)
 			break;
 		}
 	}
-	pthread_mutex_lock(&thr->lock);
 	stats_add(&mgr->retired, &thr->st);
-	pthread_mutex_unlock(&thr->lock);
 	pthread_mutex_unlock(&mgr->thr_lock);
 }
 
@@ -141,9 +152,9 @@ void loco_thread_retire_all(struct loco_mgr *mgr)
 
 void loco_thread_stats(struct loco_thread *thr, struct loco_stats *out)
 {
-	pthread_mutex_lock(&thr->lock);
-	*out = thr->st;
-	pthread_mutex_unlock(&thr->lock);
+	struct loco_stats s = { 0 };
+	stats_add(&s, &thr->st);
+	*out = s;
 }
 
 void loco_mgr_stats(struct loco_mgr *mgr, struct loco_stats *out)
@@ -151,11 +162,8 @@ void loco_mgr_stats(struct loco_mgr *mgr, struct loco_stats *out)
 	struct loco_stats sum;
 	pthread_mutex_lock(&mgr->thr_lock);
 	sum = mgr->retired;
-	for (struct loco_thread *t = mgr->threads; t; t = t->next) {
-		pthread_mutex_lock(&t->lock);
+	for (struct loco_thread *t = mgr->threads; t; t = t->next)
 		stats_add(&sum, &t->st);
-		pthread_mutex_unlock(&t->lock);
-	}
 	pthread_mutex_unlock(&mgr->thr_lock);
 	*out = sum;
 }
@@ -209,6 +217,8 @@ static int done_locked(struct loco_thread *thr, uint64_t peers, uint64_t t)
 
 int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack)
 {
+	if (thr->sync)  /* completed in post; a failed post returned its error */
+		return 1;
 	pthread_mutex_lock(&thr->lock);
 	int rc = progress_locked(thr);
 	if (!rc)
@@ -217,32 +227,45 @@ int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack)
 	return rc;
 }
 
-static void count_rtt(struct loco_thread *thr)
+/* Count a round trip if ops were posted since the last wait (on an
+ * asynchronous transport with thr->lock held). */
+static void rtt_mark(struct loco_thread *thr)
 {
-	pthread_mutex_lock(&thr->lock);
 	if (thr->unwaited) {
-		thr->st.rtts++;
+		st_add(&thr->st.rtts, 1);
 		thr->unwaited = false;
 	}
-	pthread_mutex_unlock(&thr->lock);
 }
 
+/* Wait until every op of PEERS with ticket <= T completed; RTT: count
+ * this wait as a round trip. The clock is read only once the first check
+ * found something outstanding. */
 static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
-		     int timeout_ms)
+		     int timeout_ms, bool rtt)
 {
-	if (timeout_ms < 0)
-		timeout_ms = thr->mgr->opts.timeout_ms;
-	uint64_t deadline = loco_deadline(timeout_ms);
+	if (thr->sync) {
+		if (rtt)
+			rtt_mark(thr);
+		return 0;
+	}
+	uint64_t deadline = 0;
 	unsigned spins = 0;
 	for (;;) {
 		pthread_mutex_lock(&thr->lock);
+		if (rtt)
+			rtt_mark(thr);
+		rtt = false;
 		int rc = progress_locked(thr);
 		if (!rc)
 			rc = done_locked(thr, peers, t);
 		pthread_mutex_unlock(&thr->lock);
 		if (rc)
 			return rc < 0 ? rc : 0;
-		if ((spins & 63) == 0 && loco_now_ns() > deadline)
+		if (!deadline)
+			deadline = loco_deadline(timeout_ms < 0 ?
+						 thr->mgr->opts.timeout_ms :
+						 timeout_ms);
+		else if ((spins & 63) == 0 && loco_now_ns() > deadline)
 			return -ETIMEDOUT;
 		loco_backoff(&spins);
 	}
@@ -251,8 +274,7 @@ static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
 int loco_ack_wait(struct loco_thread *thr, const struct loco_ack *ack,
 		  int timeout_ms)
 {
-	count_rtt(thr);
-	return wait_done(thr, ack->peers, ack->ticket, timeout_ms);
+	return wait_done(thr, ack->peers, ack->ticket, timeout_ms, true);
 }
 
 /* ---- posting ------------------------------------------------------------ */
@@ -267,6 +289,7 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 			return -ENOMEM;
 		qp->peer = peer;
 		thr->qp[peer] = qp;
+		thr->qps |= UINT64_C(1) << peer;
 	}
 	if (!qp->tp) {
 		int rc = thr->mgr->tp_ops->qp_create(thr->mgr->tp, thr->cq, peer,
@@ -326,23 +349,50 @@ static int tp_post_locked(struct loco_thread *thr, struct loco_qp *qp,
 	}
 }
 
-static void count_op(struct loco_stats *st, const struct loco_wr *wr)
+static void count_op(struct loco_tstats *st, const struct loco_wr *wr)
 {
 	switch (wr->opcode) {
 	case LOCO_OP_READ:
-		st->reads++;
-		st->bytes_read += wr->len;
+		st_add(&st->reads, 1);
+		st_add(&st->bytes_read, wr->len);
 		break;
 	case LOCO_OP_WRITE:
-		st->writes++;
-		st->bytes_written += wr->len;
+		st_add(&st->writes, 1);
+		st_add(&st->bytes_written, wr->len);
 		break;
 	case LOCO_OP_CAS:
-		st->cas++;
+		st_add(&st->cas, 1);
 		break;
 	default:
-		st->faa++;
+		st_add(&st->faa, 1);
 		break;
+	}
+}
+
+/* Tickets for N requests; the last one is signalled. */
+static void assign_tickets(struct loco_thread *thr, struct loco_wr *wr,
+			   unsigned n)
+{
+	uint64_t first = thr->ticket + 1;
+	for (unsigned i = 0; i < n; i++) {
+		wr[i].wr_id = first + i;
+		wr[i].signaled = i + 1 == n;
+	}
+}
+
+/* The N requests to PEER were accepted by the transport: count them and
+ * fill ACK. */
+static void posted(struct loco_thread *thr, uint32_t peer,
+		   const struct loco_wr *wr, unsigned n, struct loco_ack *ack)
+{
+	for (unsigned i = 0; i < n; i++)
+		count_op(&thr->st, &wr[i]);
+	thr->ticket += n;
+	st_add(&thr->st.doorbells, 1);
+	thr->unwaited = true;
+	if (ack) {
+		ack->peers |= UINT64_C(1) << peer;
+		ack->ticket = thr->ticket;
 	}
 }
 
@@ -357,11 +407,7 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		rc = qp_room_locked(thr, qp, n);
 	if (rc)
 		return rc;
-	uint64_t first = thr->ticket + 1;
-	for (unsigned i = 0; i < n; i++) {
-		wr[i].wr_id = first + i;
-		wr[i].signaled = i + 1 == n;
-	}
+	assign_tickets(thr, wr, n);
 	rc = tp_post_locked(thr, qp, wr, n);
 	if (rc)
 		return rc;
@@ -371,21 +417,50 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		qp->count++;
 		if (wr[i].opcode == LOCO_OP_WRITE)
 			qp->last_write = wr[i].wr_id;
-		count_op(&thr->st, &wr[i]);
 	}
-	thr->ticket += n;
-	thr->st.doorbells++;
-	thr->unwaited = true;
-	if (ack) {
-		ack->peers |= UINT64_C(1) << peer;
-		ack->ticket = thr->ticket;
+	posted(thr, peer, wr, n, ack);
+	return 0;
+}
+
+/* Post on a sync transport (thr->sync): the requests have executed and
+ * completed when the transport returns, so nothing is queued and no lock
+ * is taken (only this thread touches its QPs). A READ or atomic places
+ * the WRITEs before it, as its completion does on the other transports,
+ * so fences post the same READs everywhere. */
+static int post_sync(struct loco_thread *thr, uint32_t peer,
+		     struct loco_wr *wr, unsigned n, struct loco_ack *ack)
+{
+	struct loco_qp *qp = thr->qp[peer];
+	if (__builtin_expect(!qp || !qp->tp || qp->err, 0)) {
+		pthread_mutex_lock(&thr->lock);
+		int rc = qp_get_locked(thr, peer, &qp);
+		pthread_mutex_unlock(&thr->lock);
+		if (rc)
+			return rc;
 	}
+	assign_tickets(thr, wr, n);
+	int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < n; i++) {
+		if (wr[i].opcode == LOCO_OP_WRITE)
+			qp->last_write = wr[i].wr_id;
+		else
+			qp->placed = wr[i].wr_id;
+	}
+	if (qp->last_write > qp->placed)
+		thr->unplaced |= UINT64_C(1) << peer;
+	else
+		thr->unplaced &= ~(UINT64_C(1) << peer);
+	posted(thr, peer, wr, n, ack);
 	return 0;
 }
 
 static int post_one(struct loco_thread *thr, uint32_t peer, struct loco_wr *wr,
 		    struct loco_ack *ack)
 {
+	if (thr->sync)
+		return post_sync(thr, peer, wr, 1, ack);
 	pthread_mutex_lock(&thr->lock);
 	int rc = post_locked(thr, peer, wr, 1, ack);
 	pthread_mutex_unlock(&thr->lock);
@@ -620,10 +695,12 @@ void loco_batch_faa(struct loco_batch *b, const struct loco_rregion *rr,
 int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 {
 	int rc = b->err;
+	struct loco_thread *thr = b->thr;
 	uint64_t peers = 0;
 	for (unsigned i = 0; i < b->n; i++)
 		peers |= UINT64_C(1) << b->op[i].peer;
-	pthread_mutex_lock(&b->thr->lock);
+	if (!thr->sync)
+		pthread_mutex_lock(&thr->lock);
 	for (uint64_t m = peers; m && !rc; m &= m - 1) {
 		uint32_t peer = (uint32_t)__builtin_ctzll(m);
 		struct loco_wr wr[LOCO_BATCH_MAX];
@@ -637,9 +714,11 @@ int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 				.remote_off = op->arena_off, .local = op->local,
 				.compare = op->compare, .operand = op->operand };
 		}
-		rc = post_locked(b->thr, peer, wr, n, ack);
+		rc = thr->sync ? post_sync(thr, peer, wr, n, ack) :
+				 post_locked(thr, peer, wr, n, ack);
 	}
-	pthread_mutex_unlock(&b->thr->lock);
+	if (!thr->sync)
+		pthread_mutex_unlock(&thr->lock);
 	b->n = 0;
 	b->err = 0;
 	return rc;
@@ -647,43 +726,76 @@ int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 
 /* ---- fences ------------------------------------------------------------- */
 
+/* The fence READ: completes only after the WRITEs before it on its QP are
+ * placed (RC ordering, transport.h). */
+static struct loco_wr fence_wr(void)
+{
+	return (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 0,
+				 .remote_off = LOCO_ARENA_FIRST };
+}
+
 /* Post a zero-length READ on QP if it has unplaced WRITEs; thr->lock held. */
 static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 {
 	if (!qp || !qp->tp || qp->err || qp->last_write <= qp->placed)
 		return qp ? qp->err : 0;
-	/* The fence READ completes only after the WRITEs before it on this
-	 * QP are placed (RC ordering, transport.h). */
-	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = 0,
-			      .remote_off = LOCO_ARENA_FIRST };
+	struct loco_wr wr = fence_wr();
 	return post_locked(thr, qp->peer, &wr, 1, NULL);
 }
 
-/* Fence PEERS of THR: post the fence READs, then wait for everything. */
+/* Sync transport: a fence READ on each of PEERS' QPs that has unplaced
+ * WRITEs; it completes at once, so nothing is waited for. */
+static int fence_sync(struct loco_thread *thr, uint64_t peers)
+{
+	int rc = 0;
+	for (uint64_t m = peers & thr->unplaced; m && !rc; m &= m - 1) {
+		struct loco_wr wr = fence_wr();
+		rc = post_sync(thr, (uint32_t)__builtin_ctzll(m), &wr, 1, NULL);
+	}
+	return rc;
+}
+
+/* Fence PEERS of THR: post the fence READs, then wait for everything.
+ * OWN: THR is the caller's (count the fence and a round trip). */
 static int fence_thread_peers(struct loco_thread *thr, uint64_t peers,
-			      int timeout_ms)
+			      int timeout_ms, bool own)
 {
 	uint64_t t;
+	if (thr->sync) {
+		rtt_mark(thr);
+		st_add(&thr->st.fences, 1);
+		return fence_sync(thr, peers);
+	}
 	pthread_mutex_lock(&thr->lock);
+	if (own) {
+		rtt_mark(thr);
+		st_add(&thr->st.fences, 1);
+	}
 	/* Collect finished ops first: a completed READ may already have
 	 * placed the WRITEs this fence would otherwise post a READ for. */
 	int rc = progress_locked(thr);
-	for (uint64_t m = peers; m && !rc; m &= m - 1)
+	for (uint64_t m = peers & thr->qps; m && !rc; m &= m - 1)
 		rc = fence_post_locked(thr, thr->qp[__builtin_ctzll(m)]);
 	t = thr->ticket;
 	pthread_mutex_unlock(&thr->lock);
 	if (rc)
 		return rc;
-	return wait_done(thr, peers, t, timeout_ms);
+	return wait_done(thr, peers, t, timeout_ms, false);
 }
 
+/* Every thread of the node. On a sync transport the other threads' WRITEs
+ * were placed when they were posted: only the caller's QPs are fenced
+ * (and no other thread's QP is touched). */
 static int fence_global(struct loco_thread *self, int timeout_ms)
 {
 	struct loco_mgr *mgr = self->mgr;
-	int rc = 0;
+	int rc = fence_thread_peers(self, ~UINT64_C(0), timeout_ms, true);
+	if (self->sync)
+		return rc;
 	pthread_mutex_lock(&mgr->thr_lock);
 	for (struct loco_thread *t = mgr->threads; t && !rc; t = t->next)
-		rc = fence_thread_peers(t, ~UINT64_C(0), timeout_ms);
+		if (t != self)
+			rc = fence_thread_peers(t, ~UINT64_C(0), timeout_ms, false);
 	pthread_mutex_unlock(&mgr->thr_lock);
 	return rc;
 }
@@ -692,18 +804,14 @@ int loco_fence(struct loco_thread *thr, enum loco_fence_scope scope,
 	       uint32_t peer)
 {
 	int rc;
-	count_rtt(thr);
-	pthread_mutex_lock(&thr->lock);
-	thr->st.fences++;
-	pthread_mutex_unlock(&thr->lock);
 	switch (scope) {
 	case LOCO_FENCE_PAIR:
 		if (peer >= LOCO_MAX_NODES)
 			return -EINVAL;
-		rc = fence_thread_peers(thr, UINT64_C(1) << peer, -1);
+		rc = fence_thread_peers(thr, UINT64_C(1) << peer, -1, true);
 		break;
 	case LOCO_FENCE_THREAD:
-		rc = fence_thread_peers(thr, ~UINT64_C(0), -1);
+		rc = fence_thread_peers(thr, ~UINT64_C(0), -1, true);
 		break;
 	case LOCO_FENCE_GLOBAL:
 		rc = fence_global(thr, -1);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* loco-transfer: the transactional locking benchmark of LOCO §7.1 (Fig. 4).
  *
- * Accounts are atomic_vars "xfer/a<I>" striped across the compute nodes
- * (account I hosted by the (I mod P)-th node), each starting at
+ * Accounts are 8-byte words of one array channel, the shared_region
+ * "xfer/accts": account I is word I / P of the (I mod P)-th compute
+ * node's copy (8 bytes of memory per account), each starting at
  * --balance. Locks are a lock_array "xfer/locks": account I is guarded by
  * lock I mod --locks. A transfer takes the locks of two distinct random
  * accounts in lock-index order (once if they share it), READs both
@@ -32,16 +33,17 @@
 #include "apps/common/opts.h"
 #include "apps/common/zipf.h"
 #include "apps/rtxbench/xfer.h"
-#include "channels/atomic_var.h"
 #include "channels/lock_array.h"
+#include "channels/shared_region.h"
 
 #define MAX_THREADS 64
-#define MAX_ACCOUNTS 16384          /* each account is a channel */
+#define MAX_ACCOUNTS 1000000000u    /* 8 bytes each, in the arena */
+#define ACCT_BYTES 8
+#define CHUNK 512                   /* accounts per fill/total WRITE or READ */
 #define LAT_CAP (1u << 20)
 #define SYNC_MS 120000              /* barriers before the run */
 #define FINAL_MS 60000              /* the one after: nodes stop together */
 #define READY_MS 120000
-#define READ_BATCH 64
 
 enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_N };
 
@@ -70,7 +72,8 @@ struct xf {
 	struct xo o;
 	struct loco_mgr *mgr;
 	struct loco_channel base;
-	struct loco_atomic_var *acct;
+	struct loco_shared_region acct;   /* the accounts, an array channel */
+	uint64_t per_node;                /* accounts per node's copy */
 	struct loco_lock_array locks;
 	struct cl_run run;
 	uint32_t self;
@@ -87,7 +90,9 @@ static const char usage[] =
 "                     a private one-node cluster)\n"
 "  --rtx             run the rTX transfer instead (loco-rtx-transfer; its\n"
 "                    options follow, see loco-transfer --rtx --help)\n"
-"  --accounts N      accounts (atomic_vars), 2..16384 (default 1024)\n"
+"  --accounts N      accounts (8-byte words of an array channel),\n"
+"                    2..1000000000 (default 1024); a node's arena needs\n"
+"                    8 x N / nodes bytes (raise --arena-mb)\n"
 "  --locks L         locks, account I guarded by lock I mod L (default 64)\n"
 "  --single-lock     one lock for every transfer (same as --locks 1)\n"
 "  --hot-locks       lock words in the NIC's device memory (verbs; falls back\n"
@@ -146,67 +151,91 @@ static uint32_t host_of(const struct xf *x, uint32_t i)
 	return x->node[i % x->nmembers];
 }
 
+/* Account I: its host's copy and the offset in it. */
+static const struct loco_rregion *acct_at(struct xf *x, uint32_t i,
+					  uint64_t *off)
+{
+	*off = (uint64_t)(i / x->nmembers) * ACCT_BYTES;
+	return loco_shared_region_at(&x->acct, host_of(x, i));
+}
+
 static int accounts_init(struct xf *x)
 {
-	x->acct = calloc(x->o.accounts, sizeof(*x->acct));
-	if (!x->acct)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < x->o.accounts; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "a%u", i);
-		int rc = loco_atomic_var_init(&x->acct[i], x->mgr, &x->base, name,
-					      host_of(x, i), 0);
-		if (rc) {
-			while (i--)
-				loco_atomic_var_fini(&x->acct[i]);
-			free(x->acct);
-			x->acct = NULL;
-			return rc;
-		}
-	}
-	return 0;
+	x->per_node = (x->o.accounts + x->nmembers - 1) / x->nmembers;
+	int rc = loco_shared_region_init(&x->acct, x->mgr, &x->base, "accts",
+					 x->per_node * ACCT_BYTES, 0);
+	if (rc == -ENOMEM)
+		fprintf(stderr, "loco-transfer: %u accounts need %llu MiB of "
+			"arena per node: raise --arena-mb\n", x->o.accounts,
+			(unsigned long long)((x->per_node * ACCT_BYTES >> 20) + 1));
+	return rc;
 }
 
 static void accounts_fini(struct xf *x)
 {
-	for (uint32_t i = 0; x->acct && i < x->o.accounts; i++)
-		loco_atomic_var_fini(&x->acct[i]);
-	free(x->acct);
-	x->acct = NULL;
+	loco_shared_region_fini(&x->acct);
+}
+
+/* Accounts J, J + 1, ... of this node's copy (global ids self + J x P)
+ * that exist: at most CHUNK from J. */
+static uint32_t own_chunk(const struct xf *x, uint64_t j)
+{
+	uint64_t n = 0;
+	uint32_t self_idx = 0;
+	while (x->node[self_idx] != x->self)
+		self_idx++;
+	while (n < CHUNK && j + n < x->per_node &&
+	       (j + n) * x->nmembers + self_idx < x->o.accounts)
+		n++;
+	return (uint32_t)n;
 }
 
 /* Hosts set their accounts to the initial balance (before the barrier
- * that starts the run). */
+ * that starts the run), CHUNK accounts a WRITE. */
 static int accounts_fill(struct xf *x, struct loco_thread *thr)
 {
-	for (uint32_t i = 0; i < x->o.accounts; i++) {
-		if (host_of(x, i) != x->self)
-			continue;
-		int rc = loco_atomic_var_write(&x->acct[i], thr, x->o.balance);
+	uint64_t buf[CHUNK];
+	const struct loco_rregion *rr = loco_shared_region_at(&x->acct, x->self);
+	if (!rr)
+		return -ENOTCONN;
+	for (unsigned k = 0; k < CHUNK; k++)
+		buf[k] = x->o.balance;
+	for (uint64_t j = 0; j < x->per_node; j += CHUNK) {
+		uint32_t n = own_chunk(x, j);
+		if (!n)
+			break;
+		int rc = loco_write(thr, rr, j * ACCT_BYTES, buf, n * ACCT_BYTES);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-/* Sum of every balance, READ_BATCH READs in flight at a time. */
+/* Sum of every balance, a CHUNK-account READ of each node's copy at a
+ * time (the run is quiescent: no transfer runs between the barriers). */
 static int accounts_total(struct xf *x, struct loco_thread *thr,
 			  uint64_t *total)
 {
-	uint64_t bal[READ_BATCH], sum = 0;
-	for (uint32_t i = 0; i < x->o.accounts; i += READ_BATCH) {
-		uint32_t n = x->o.accounts - i < READ_BATCH ? x->o.accounts - i :
-							      READ_BATCH;
+	static _Thread_local uint64_t bal[LOCO_MAX_NODES][CHUNK];
+	uint64_t sum = 0;
+	for (uint64_t j = 0; j < x->per_node; j += CHUNK) {
+		uint64_t n = x->per_node - j < CHUNK ? x->per_node - j : CHUNK;
 		struct loco_ack ack = { 0, 0 };
 		int rc = 0;
-		for (uint32_t k = 0; !rc && k < n; k++)
-			rc = loco_atomic_var_post_read(&x->acct[i + k], thr,
-						       &bal[k], &ack);
+		for (unsigned m = 0; !rc && m < x->nmembers; m++) {
+			const struct loco_rregion *rr =
+				loco_shared_region_at(&x->acct, x->node[m]);
+			rc = rr ? loco_post_read(thr, rr, j * ACCT_BYTES, bal[m],
+						 (uint32_t)(n * ACCT_BYTES), &ack) :
+				  -ENOTCONN;
+		}
 		int wrc = loco_ack_wait(thr, &ack, -1);
 		if (rc || wrc)
 			return rc ? rc : wrc;
-		for (uint32_t k = 0; k < n; k++)
-			sum += bal[k];
+		for (unsigned m = 0; m < x->nmembers; m++)
+			for (uint64_t k = 0; k < n; k++)
+				if ((j + k) * x->nmembers + m < x->o.accounts)
+					sum += bal[m][k];
 	}
 	*total = sum;
 	return 0;
@@ -293,27 +322,33 @@ static int unlock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
 	return rc ? rc : urc ? urc : lrc;
 }
 
-/* Move up to AMOUNT from account A to B (their locks held). */
+/* Move up to AMOUNT from account A to B (their locks held): both READs
+ * in one batch (one doorbell per host), then both CASes in one. */
 static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
 	struct xf *x = w->x;
-	uint64_t bal[2], old[2];
+	uint64_t bal[2], old[2], off[2];
+	const struct loco_rregion *rr[2] = { acct_at(x, a, &off[0]),
+					     acct_at(x, b, &off[1]) };
 	struct loco_ack ack = { 0, 0 };
-	int rc = loco_atomic_var_post_read(&x->acct[a], thr, &bal[0], &ack);
-	if (!rc)
-		rc = loco_atomic_var_post_read(&x->acct[b], thr, &bal[1], &ack);
+	struct loco_batch bt;
+	if (!rr[0] || !rr[1])
+		return -ENOTCONN;
+	loco_batch_init(&bt, thr);
+	loco_batch_read(&bt, rr[0], off[0], &bal[0], 8);
+	loco_batch_read(&bt, rr[1], off[1], &bal[1], 8);
+	int rc = loco_batch_post(&bt, &ack);
 	int wrc = loco_ack_wait(thr, &ack, -1);
 	if (rc || wrc)
 		return rc ? rc : wrc;
 	if (amount > bal[0])
 		amount = bal[0];
 	loco_ack_clear(&ack);
-	rc = loco_atomic_var_post_cas(&x->acct[a], thr, bal[0], bal[0] - amount,
-				      &old[0], &ack);
-	if (!rc)
-		rc = loco_atomic_var_post_cas(&x->acct[b], thr, bal[1],
-					      bal[1] + amount, &old[1], &ack);
+	loco_batch_init(&bt, thr);
+	loco_batch_cas(&bt, rr[0], off[0], bal[0], bal[0] - amount, &old[0]);
+	loco_batch_cas(&bt, rr[1], off[1], bal[1], bal[1] + amount, &old[1]);
+	rc = loco_batch_post(&bt, &ack);
 	wrc = loco_ack_wait(thr, &ack, -1);
 	if (rc || wrc)
 		return rc ? rc : wrc;
@@ -322,7 +357,10 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 	return 0;
 }
 
-static int transfer(struct xf_worker *w, struct loco_thread *thr)
+/* One transfer that started at *T0 (the end of the previous one: the
+ * workers run back to back, so one clock read per transfer times it);
+ * *T0 becomes its end. */
+static int transfer(struct xf_worker *w, struct loco_thread *thr, uint64_t *t0)
 {
 	struct xf *x = w->x;
 	uint32_t n = x->o.accounts, a = (uint32_t)(rng_next(&w->rng) % n);
@@ -331,14 +369,15 @@ static int transfer(struct xf_worker *w, struct loco_thread *thr)
 	uint64_t amount = rng_next(&w->rng) % (x->o.max_amount + 1);
 	unsigned la = a % x->o.locks, lb = b % x->o.locks;
 	unsigned lo = la < lb ? la : lb, hi = la < lb ? lb : la;
-	uint64_t t0 = loco_now_ns();
 	int rc = lock_two(x, thr, lo, hi);
 	if (rc)
 		return rc;
 	rc = unlock_two(x, thr, lo, hi, move(w, thr, a, b, amount));
 	if (rc)
 		return rc;
-	bench_lat_add(&w->lat, loco_now_ns() - t0);
+	uint64_t t1 = loco_now_ns();
+	bench_lat_add(&w->lat, t1 - *t0);
+	*t0 = t1;
 	w->n[X_SAME_LOCK] += lo == hi;
 	w->ops++;
 	/* Relaxed: a progress counter. */
@@ -356,8 +395,9 @@ static void *worker_main(void *arg)
 	if (!w->rc)
 		w->rc = loco_thread_create(x->mgr, &thr);
 	pthread_barrier_wait(&x->phase);   /* the run starts */
-	while (!w->rc && loco_now_ns() < x->end_ns)
-		w->rc = transfer(w, thr);
+	uint64_t t = loco_now_ns();
+	while (!w->rc && t < x->end_ns)
+		w->rc = transfer(w, thr, &t);
 	if (w->rc)
 		fprintf(stderr, "transfer: node %u worker %u: %s\n", x->self,
 			w->idx, loco_strerror(w->rc));

@@ -333,6 +333,7 @@ static int shm_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 
 const struct loco_transport_ops loco_shm_ops = {
 	.name = "shm",
+	.sync = true,
 	.open = shm_tp_open,
 	.close = shm_tp_close,
 	.arena_base = shm_arena_base,

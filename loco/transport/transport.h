@@ -10,6 +10,7 @@
 #ifndef LOCO_TRANSPORT_H
 #define LOCO_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,10 @@ struct hwloc_bitmap_s;
 
 struct loco_transport_ops {
 	const char *name;
+	/* Every request executes, is placed and completes inside post, which
+	 * never fails for a bounds-checked request (shm): the core then
+	 * retires requests at post time and never polls. */
+	bool sync;
 	/* Open the backend and create this node's arena (zeroed). */
 	int (*open)(const struct loco_tp_config *cfg, struct loco_tp **out);
 	void (*close)(struct loco_tp *tp);
