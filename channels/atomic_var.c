@@ -5,7 +5,7 @@
  * with NIC atomics, and a word in device memory has no CPU address. */
 #include <errno.h>
 
-#include "channels/atomic_var.h"
+#include <loco/channels/atomic_var.h>
 
 #define WORD_LEN 8
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/channel.h"
+#include <loco/channel.h>
 
 struct loco_atomic_var {
 	struct loco_channel base;

@@ -8,7 +8,7 @@
  * round's global fence then finds nothing unplaced on this thread's QPs. */
 #include <errno.h>
 
-#include "channels/barrier.h"
+#include <loco/channels/barrier.h>
 #include "channels/chan_util.h"
 
 int loco_barrier_init(struct loco_barrier *b, struct loco_mgr *mgr,

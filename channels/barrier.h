@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/sst.h"
-#include "loco/channel.h"
+#include <loco/channels/sst.h>
+#include <loco/channel.h>
 
 struct loco_barrier {
 	struct loco_channel base;

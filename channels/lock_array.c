@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "channels/lock_array.h"
+#include <loco/channels/lock_array.h>
 
 /* Node id of the (I mod P)-th set bit of MEMBERS (P bits set). */
 static uint32_t member_at(uint64_t members, unsigned i)

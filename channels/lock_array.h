@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/ticket_lock.h"
-#include "loco/channel.h"
+#include <loco/channels/ticket_lock.h>
+#include <loco/channel.h>
 
 struct loco_lock_array {
 	struct loco_channel base;

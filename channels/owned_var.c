@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #include "channels/chan_util.h"
-#include "channels/owned_var.h"
+#include <loco/channels/owned_var.h>
 
 #define HDR_WORDS (sizeof(struct loco_ov_hdr) / 8)
 #define COPY_WORDS_MAX (HDR_WORDS + LOCO_OV_MAX_LEN / 8)

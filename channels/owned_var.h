@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/channel.h"
+#include <loco/channel.h>
 
 #define LOCO_OV_WORD 8           /* values up to this size need no header */
 #define LOCO_OV_MAX_LEN 4096     /* largest value */

@@ -9,8 +9,8 @@
 #include <xxhash.h>
 
 #include "channels/chan_util.h"
-#include "channels/power_controller.h"
-#include "loco/history.h"
+#include <loco/channels/power_controller.h>
+#include <loco/history.h>
 
 enum { VAR_DUTY, VAR_VOLT };
 #define MSG_MAX 48

@@ -43,8 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/owned_var.h"
-#include "loco/channel.h"
+#include <loco/channels/owned_var.h>
+#include <loco/channel.h>
 
 /* Message flags. */
 enum {

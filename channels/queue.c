@@ -12,7 +12,7 @@
 #include <errno.h>
 
 #include "channels/chan_util.h"
-#include "channels/queue.h"
+#include <loco/channels/queue.h>
 
 /* Re-reads of an empty cell while tail says its push is under way, before
  * the pop closes the cell (each closed cell costs that push a retry). */

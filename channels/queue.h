@@ -46,8 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/atomic_var.h"
-#include "loco/channel.h"
+#include <loco/channels/atomic_var.h>
+#include <loco/channel.h>
 
 /* Remote layout of a cell word: value in bits 0..31, full bit 32, unsafe
  * bit 33, cycle in bits 34..63. All zero: cycle 0, empty, safe. */

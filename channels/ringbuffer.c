@@ -15,7 +15,7 @@
 #include <xxhash.h>
 
 #include "channels/chan_util.h"
-#include "channels/ringbuffer.h"
+#include <loco/channels/ringbuffer.h>
 
 #define HDR ((uint64_t)sizeof(struct loco_rb_hdr))
 #define HDR_WORDS (HDR / 8)

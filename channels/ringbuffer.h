@@ -48,8 +48,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/sst.h"
-#include "loco/channel.h"
+#include <loco/channels/sst.h>
+#include <loco/channel.h>
 
 #define LOCO_RB_MIN_SIZE 4096
 /* Posts in flight (each one WRITE per reader and range). */

@@ -3,7 +3,7 @@
  * from every peer, so the join checks that all agree on the length. */
 #include <errno.h>
 
-#include "channels/shared_region.h"
+#include <loco/channels/shared_region.h>
 
 int loco_shared_region_init(struct loco_shared_region *sr, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,

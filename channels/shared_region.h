@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/channel.h"
+#include <loco/channel.h>
 
 struct loco_shared_region {
 	struct loco_channel base;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "channels/sst.h"
+#include <loco/channels/sst.h>
 
 static struct loco_owned_var *row_get(struct loco_sst *sst, uint32_t node)
 {

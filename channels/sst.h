@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/owned_var.h"
-#include "loco/channel.h"
+#include <loco/channels/owned_var.h>
+#include <loco/channel.h>
 
 struct loco_sst {
 	struct loco_channel base;

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "channels/chan_util.h"
-#include "channels/ticket_lock.h"
+#include <loco/channels/ticket_lock.h>
 
 /* State of a local waiter; TL_HELD and TL_OWNER are also the results of
  * local_acquire. */

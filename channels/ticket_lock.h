@@ -53,8 +53,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/atomic_var.h"
-#include "loco/channel.h"
+#include <loco/channels/atomic_var.h>
+#include <loco/channel.h>
 
 /* Skip slots at the host: one per outstanding ticket, which is one per
  * endpoint at most. */

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "loco/hosts.h"
+#include <loco/hosts.h>
 
 struct loco_mgr;
 struct loco_affinity;

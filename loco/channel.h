@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 #define LOCO_CHAN_REGIONS 4
 #define LOCO_CHAN_HOSTED 8

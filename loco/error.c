@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "loco/error.h"
+#include <loco/error.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "loco/history.h"
+#include <loco/history.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 /* Record this node's events into PATH ("%n" is replaced by the node id; a
  * directory gets "node<ID>.jsonl" inside). -EBUSY if already recording. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Hosts file parser and node options (see hosts.h for the formats). */
-#include "loco/hosts.h"
-#include "loco/error.h"
+#include <loco/hosts.h>
+#include <loco/error.h>
 
 #include <ctype.h>
 #include <errno.h>

@@ -10,8 +10,8 @@
 
 #include "loco/affinity.h"
 #include "loco/auth.h"
-#include "loco/channel.h"
-#include "loco/loco.h"
+#include <loco/channel.h>
+#include <loco/loco.h>
 #include "loco/transport/transport.h"
 #include "loco/wire.h"
 

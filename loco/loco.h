@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/error.h"
-#include "loco/hosts.h"
-#include "loco/log.h"
-#include "loco/raddr.h"
+#include <loco/error.h>
+#include <loco/hosts.h>
+#include <loco/log.h>
+#include <loco/raddr.h>
 
 #define LOCO_NAME_MAX 128
 #define LOCO_PROTO_VERSION 3   /* control-plane messages (loco/wire.h) */

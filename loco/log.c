@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "loco/log.h"
+#include <loco/log.h>
 
 #include <stdarg.h>
 #include <stdatomic.h>

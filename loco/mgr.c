@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loco/history.h"
+#include <loco/history.h>
 #include "loco/internal.h"
 
 uint32_t loco_mgr_id(const struct loco_mgr *mgr) { return mgr->id; }

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/error.h"
-#include "loco/loco.h"
+#include <loco/error.h>
+#include <loco/loco.h>
 
 void loco_wbuf_init(struct loco_wbuf *w)
 {

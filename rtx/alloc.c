@@ -42,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rtx/crash.h"
+#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define CHUNK_WORDS_PER_READ (RTX_SCAN_BYTES / 8)

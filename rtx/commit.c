@@ -30,7 +30,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "rtx/crash.h"
+#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 /* ---- batches that post themselves when full ------------------------------ */

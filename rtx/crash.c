@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "rtx/crash.h"
+#include <loco/rtx/crash.h>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loco/log.h"
+#include <loco/log.h>
 #include "rtx/internal.h"
 
 const char *const loco_crash_points[] = {

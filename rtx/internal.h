@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/channel.h"
-#include "loco/loco.h"
-#include "rtx/log.h"
-#include "rtx/rtx.h"
+#include <loco/channel.h>
+#include <loco/loco.h>
+#include <loco/rtx/log.h>
+#include <loco/rtx/rtx.h>
 
 /* TXObj remote layout: LLLock word, then data pointer. */
 #define RTX_META_LEN 16

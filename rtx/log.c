@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Log checksum and the repair decision table (pure functions). */
-#include "rtx/log.h"
+#include <loco/rtx/log.h>
 
 #include <string.h>
 #include <xxhash.h>
 
-#include "rtx/lllock.h"
+#include <loco/rtx/lllock.h>
 
 #define LOG_SUM_SEED UINT64_C(0x6c6f636f72747821) /* "locortx!" */
 

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/raddr.h"
+#include <loco/raddr.h>
 
 enum loco_rtx_log_state {
 	LOCO_RTX_LOG_DONE = 0,   /* finished (or never used): nothing to do */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rtx/crash.h"
+#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define REPAIR_STEPS 8

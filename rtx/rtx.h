@@ -44,8 +44,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loco/loco.h"
-#include "rtx/lllock.h"
+#include <loco/loco.h>
+#include <loco/rtx/lllock.h>
 
 #define LOCO_RTX_DATA_MAX 4096     /* largest object value */
 #define LOCO_RTX_WRITES_MAX 64     /* largest write set (log entries) */

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "rtx/crash.h"
+#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define FETCH_TRIES 4

@@ -7,7 +7,7 @@
 
 #include "apps/common/bench.h"
 #include "apps/common/opts.h"
-#include "channels/barrier.h"
+#include <loco/channels/barrier.h>
 
 #define PROG "loco-barrier"
 #define PROGRESS_NS 1000000000ull

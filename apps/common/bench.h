@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 struct bench_lat {
 	uint64_t *ns;

@@ -17,9 +17,9 @@
 #include <stdio.h>
 
 #include "apps/common/bench.h"
-#include "channels/barrier.h"
-#include "channels/sst.h"
-#include "loco/channel.h"
+#include <loco/channels/barrier.h>
+#include <loco/channels/sst.h>
+#include <loco/channel.h>
 
 #define CL_EXTRA 16
 

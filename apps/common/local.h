@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 struct local_node {
 	struct loco_mgr *mgr;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 /* Room for what an option expected, e.g. "1..64". */
 #define BENCH_EXPECT_MAX 96

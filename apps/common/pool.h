@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "apps/common/bench.h"
-#include "channels/atomic_var.h"
-#include "channels/barrier.h"
+#include <loco/channels/atomic_var.h>
+#include <loco/channels/barrier.h>
 
 /* The K-th op of worker IDX, on THR. Returns 0 (an op), 1 (it found
  * nothing to do, e.g. an empty queue: not counted as an op) or -errno,

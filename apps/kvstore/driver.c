@@ -14,7 +14,7 @@
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
 #include "apps/kvstore/drv.h"
-#include "loco/history.h"
+#include <loco/history.h>
 
 /* The barrier after the prefill waits this long (a prefill may take a
  * while), the final one less: the nodes stop at the same time, give or

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "apps/kvstore/drv.h"
-#include "loco/history.h"
+#include <loco/history.h>
 
 #define LAT_CAP (1u << 20)
 

@@ -50,10 +50,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "channels/lock_array.h"
-#include "channels/ringbuffer.h"
-#include "channels/shared_region.h"
-#include "loco/channel.h"
+#include <loco/channels/lock_array.h>
+#include <loco/channels/ringbuffer.h>
+#include <loco/channels/shared_region.h>
+#include <loco/channel.h>
 
 #define KV_VALUE_MAX 4096         /* largest value_size */
 #define KV_RING_DEFAULT (64u << 10)

@@ -20,8 +20,8 @@
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
 #include "apps/common/pool.h"
-#include "channels/shared_region.h"
-#include "channels/ticket_lock.h"
+#include <loco/channels/shared_region.h>
+#include <loco/channels/ticket_lock.h>
 
 struct opts {
 	unsigned threads;

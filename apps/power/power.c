@@ -25,7 +25,7 @@
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
 #include "apps/power/model.h"
-#include "channels/power_controller.h"
+#include <loco/channels/power_controller.h>
 
 #define PROG "loco-power"
 #define SEQ_DONE (UINT64_C(1) << 62)  /* a converter's last sample */

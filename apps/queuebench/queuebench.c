@@ -16,7 +16,7 @@
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
 #include "apps/common/pool.h"
-#include "channels/queue.h"
+#include <loco/channels/queue.h>
 
 struct opts {
 	unsigned threads;

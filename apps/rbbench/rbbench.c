@@ -22,8 +22,8 @@
 #include "apps/common/bench.h"
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
-#include "channels/barrier.h"
-#include "channels/ringbuffer.h"
+#include <loco/channels/barrier.h>
+#include <loco/channels/ringbuffer.h>
 
 #define LAT_CAP (1u << 22)
 #define HDR_BYTES 16                 /* number, send time */

@@ -17,9 +17,9 @@
 #include <stdint.h>
 
 #include "apps/common/bench.h"
-#include "loco/channel.h"
-#include "loco/loco.h"
-#include "rtx/rtx.h"
+#include <loco/channel.h>
+#include <loco/loco.h>
+#include <loco/rtx/rtx.h>
 
 #define XFER_MAX_THREADS 7          /* one rtx slot stays for the reporter */
 #define XFER_TL_SLACK_MS 3000       /* timeline past --duration */

@@ -12,7 +12,7 @@
 
 #include "apps/common/bench.h"
 #include "apps/common/opts.h"
-#include "loco/channel.h"
+#include <loco/channel.h>
 
 #define PROG "loco-smoke"
 #define CTR_TOTAL 0

@@ -33,8 +33,8 @@
 #include "apps/common/opts.h"
 #include "apps/common/zipf.h"
 #include "apps/rtxbench/xfer.h"
-#include "channels/lock_array.h"
-#include "channels/shared_region.h"
+#include <loco/channels/lock_array.h>
+#include <loco/channels/shared_region.h>
 
 #define MAX_THREADS 64
 #define MAX_ACCOUNTS 1000000000u    /* 8 bytes each, in the arena */

@@ -13,7 +13,7 @@
 #include "apps/common/bench.h"
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
-#include "channels/atomic_var.h"
+#include <loco/channels/atomic_var.h>
 
 #define MAX_WINDOWS 8
 

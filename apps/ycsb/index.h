@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 #define YCSB_VALUE_MAX 4096     /* largest --value-size */
 #define YCSB_IX_OPTS 16         /* --ix-opt KEY=VALUE, at most */

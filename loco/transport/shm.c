@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 #include "loco/transport/shm.h"
 
 #define SHM_MAGIC UINT64_C(0x6f636f6c2d6d6873) /* "shm-loco" */

@@ -23,8 +23,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 #include "loco/transport/shm.h"
 
 #define WQ_CAP (2 * LOCO_QP_DEPTH)      /* queued, not yet executed */

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loco/hosts.h"
-#include "loco/raddr.h"
+#include <loco/hosts.h>
+#include <loco/raddr.h>
 
 #define LOCO_DESC_MAX 256   /* transport's arena descriptor blob */
 #define LOCO_QP_DEPTH 256   /* max outstanding work requests per QP */

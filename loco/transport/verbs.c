@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 
 #define VERBS_LOG "verbs"
 #define VERBS_POLL_BATCH 32

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/error.h"
+#include <loco/error.h>
 
 /* ---- little-endian fields --------------------------------------------- */
 

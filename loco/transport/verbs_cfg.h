@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "loco/hosts.h"
+#include <loco/hosts.h>
 
 #pragma GCC visibility push(hidden)
 

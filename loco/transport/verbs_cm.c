@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 
 #define VERBS_LOG "verbs"
 #define VERBS_RETRY_MS 100     /* pause between connection attempts */

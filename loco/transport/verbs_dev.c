@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 
 #define VERBS_LOG "verbs"
 #define VERBS_IPS_MAX 256

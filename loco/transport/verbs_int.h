@@ -23,7 +23,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "loco/hosts.h"
+#include <loco/hosts.h>
 #include "loco/transport/transport.h"
 #include "loco/transport/verbs_cfg.h"
 #include "loco/transport/verbs_wr.h"

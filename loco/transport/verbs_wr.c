@@ -5,8 +5,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "loco/error.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/log.h>
 
 #define VERBS_RING_MASK (VERBS_RING_SLOTS - 1)
 

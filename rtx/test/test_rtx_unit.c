@@ -8,9 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rtx/crash.h"
-#include "rtx/lllock.h"
-#include "rtx/log.h"
+#include <loco/rtx/crash.h>
+#include <loco/rtx/lllock.h>
+#include <loco/rtx/log.h>
 
 START_TEST(lllock_roundtrip)
 {

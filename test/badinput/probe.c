@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 #define WORDS 512
 

@@ -28,10 +28,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "channels/atomic_var.h"
-#include "channels/barrier.h"
-#include "channels/owned_var.h"
-#include "channels/sst.h"
+#include <loco/channels/atomic_var.h>
+#include <loco/channels/barrier.h>
+#include <loco/channels/owned_var.h>
+#include <loco/channels/sst.h>
 
 #define OV_WORDS 32
 #define PUSH_EVERY 16

@@ -10,7 +10,7 @@
 #include <errno.h>
 
 #include "test/common/rundir.h"
-#include "loco/loco.h"
+#include <loco/loco.h>
 #include "test/common/cluster1.h"
 
 #define CL_MAX 4

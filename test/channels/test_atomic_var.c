@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "channels/atomic_var.h"
+#include <loco/channels/atomic_var.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 #include "test/common/capture.h"

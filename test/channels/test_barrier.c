@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "channels/barrier.h"
+#include <loco/channels/barrier.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

@@ -8,7 +8,7 @@
 #include <check.h>
 #include <errno.h>
 
-#include "channels/owned_var.h"
+#include <loco/channels/owned_var.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "channels/shared_region.h"
+#include <loco/channels/shared_region.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <errno.h>
 
-#include "channels/sst.h"
+#include <loco/channels/sst.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

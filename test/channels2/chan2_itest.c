@@ -54,12 +54,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "channels/barrier.h"
-#include "channels/queue.h"
-#include "channels/ringbuffer.h"
-#include "channels/shared_region.h"
-#include "channels/ticket_lock.h"
-#include "loco/history.h"
+#include <loco/channels/barrier.h>
+#include <loco/channels/queue.h>
+#include <loco/channels/ringbuffer.h>
+#include <loco/channels/shared_region.h>
+#include <loco/channels/ticket_lock.h>
+#include <loco/history.h>
 
 #define END_TIMEOUT_MS 600000
 #define LONG_MS 300000

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "channels/queue.h"
+#include <loco/channels/queue.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "channels/ringbuffer.h"
+#include <loco/channels/ringbuffer.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

@@ -13,9 +13,9 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "channels/lock_array.h"
-#include "channels/shared_region.h"
-#include "channels/ticket_lock.h"
+#include <loco/channels/lock_array.h>
+#include <loco/channels/shared_region.h>
+#include <loco/channels/ticket_lock.h>
 #include "test/channels/cluster.h"
 #include "test/common/skip.h"
 

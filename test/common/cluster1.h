@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 #include "test/common/key.h"
 #include "test/common/rundir.h"
 

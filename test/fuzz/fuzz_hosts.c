@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/error.h"
-#include "loco/hosts.h"
+#include <loco/error.h>
+#include <loco/hosts.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "apps/common/opts.h"
-#include "loco/hosts.h"
+#include <loco/hosts.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

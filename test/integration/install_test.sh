@@ -21,6 +21,19 @@ pc=$(dirname "$(find "$dest" -name loco.pc | head -n1)")
 export PKG_CONFIG_PATH=$pc PKG_CONFIG_SYSROOT_DIR=$dest
 cflags=$(pkg-config --cflags loco-rtx)
 libs=$(pkg-config --libs loco-rtx)
+case " $cflags " in
+*/include/loco" "*) echo "install_test: pkg-config puts include/loco on the path: $cflags"; exit 1 ;;
+esac
+# Every installed library has a versioned soname and exports only loco_*.
+for so in $(find "$dest" -name 'libloco*.so' | sort); do
+	soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	case $soname in
+	"${so##*/}".[0-9]*) ;;
+	*) echo "install_test: ${so##*/} has no versioned soname ('$soname')"; exit 1 ;;
+	esac
+	extra=$(nm -D --defined-only "$so" | awk '$3 !~ /^loco_/ && $2 ~ /[TDB]/ {print $3}')
+	[ -z "$extra" ] || { echo "install_test: ${so##*/} exports non-loco symbols: $extra"; exit 1; }
+done
 inc=$(find "$dest" -type d -path '*/include/loco' | head -n1)
 
 n=0

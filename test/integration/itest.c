@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "loco/channel.h"
+#include <loco/channel.h>
 
 #define DATA_LEN 4096
 #define DONE_OFF 4088

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "channels/atomic_var.h"
-#include "channels/barrier.h"
-#include "channels/owned_var.h"
-#include "loco/history.h"
+#include <loco/channels/atomic_var.h>
+#include <loco/channels/barrier.h>
+#include <loco/channels/owned_var.h>
+#include <loco/history.h>
 
 #define OV_LEN 256
 #define TORN UINT64_C(0x4000000000000000)

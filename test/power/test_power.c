@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "apps/power/model.h"
-#include "channels/power_controller.h"
+#include <loco/channels/power_controller.h>
 #include "test/channels/cluster.h"
 
 static const struct buck_params bp = { 12, 47e-6, 100e-6, 0.02 };

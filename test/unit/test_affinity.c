@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "loco/affinity.h"
-#include "loco/loco.h"
+#include <loco/loco.h>
 #include "test/common/cluster1.h"
 #include "test/common/skip.h"
 

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "loco/auth.h"
-#include "loco/error.h"
-#include "loco/loco.h"
+#include <loco/error.h>
+#include <loco/loco.h>
 #include "loco/wire.h"
 #include "test/channels/cluster.h"
 #include "test/common/capture.h"

@@ -5,7 +5,7 @@
 #include <check.h>
 #include <errno.h>
 
-#include "loco/channel.h"
+#include <loco/channel.h>
 #include "test/channels/cluster.h"
 #include "test/common/cluster1.h"
 

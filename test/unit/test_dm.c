@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "channels/atomic_var.h"
+#include <loco/channels/atomic_var.h>
 #include "loco/internal.h"
 #include "loco/transport/shm.h"
 #include "test/common/cluster1.h"

@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "loco/history.h"
+#include <loco/history.h>
 #include "test/common/cluster1.h"
 
 static struct cluster1 cl;

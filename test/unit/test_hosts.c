@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for loco/hosts.c: hosts file parsing and node options. */
-#include "loco/error.h"
-#include "loco/hosts.h"
+#include <loco/error.h>
+#include <loco/hosts.h>
 
 #include <check.h>
 #include <errno.h>

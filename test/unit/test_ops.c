@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 #include "test/common/cluster1.h"
 
 static struct cluster1 cl;

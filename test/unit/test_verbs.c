@@ -13,9 +13,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "loco/error.h"
-#include "loco/hosts.h"
-#include "loco/log.h"
+#include <loco/error.h>
+#include <loco/hosts.h>
+#include <loco/log.h>
 #include "loco/transport/transport.h"
 #include "loco/transport/verbs_cfg.h"
 #include "loco/transport/verbs_wr.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loco/error.h"
+#include <loco/error.h>
 #include "loco/wire.h"
 
 START_TEST(round_trip)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loco/loco.h"
+#include <loco/loco.h>
 
 static void usage(FILE *f)
 {
