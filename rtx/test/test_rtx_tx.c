@@ -20,10 +20,12 @@ static struct loco_rtx *x;
 static struct loco_thread *thr;
 static struct loco_rtx_worker *w;
 
-static void make_rtx_with(uint32_t objects, uint32_t blocks, bool no_opt1)
+static void make_rtx_with(uint32_t objects, uint32_t blocks, bool no_opt1,
+			  uint32_t drift_ms)
 {
 	struct loco_rtx_opts o = { .objects = objects, .data_len = 8,
-				   .blocks = blocks, .no_opt1 = no_opt1 };
+				   .blocks = blocks, .no_opt1 = no_opt1,
+				   .drift_ms = drift_ms };
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &x), 0);
 	ck_assert_int_eq(loco_thread_create(c.mgr, &thr), 0);
 	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
@@ -31,13 +33,22 @@ static void make_rtx_with(uint32_t objects, uint32_t blocks, bool no_opt1)
 
 static void make_rtx(bool no_opt1)
 {
-	make_rtx_with(NOBJ, 0, no_opt1);
+	make_rtx_with(NOBJ, 0, no_opt1, 0);
 }
 
 static void setup(void)
 {
 	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
 	make_rtx(false);
+}
+
+/* The "tx" case asserts that live locks are respected (-EAGAIN): with the
+ * default 8 ms lease a slow run (sanitizers, a loaded host) could let a
+ * lock expire between two steps and be stolen instead. */
+static void setup_long_lease(void)
+{
+	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
+	make_rtx_with(NOBJ, 0, false, 60000);
 }
 
 static void teardown(void)
@@ -826,7 +837,7 @@ END_TEST
 static void setup_pool(void)
 {
 	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
-	make_rtx_with(POOL_OBJ, POOL_BLOCKS, false);
+	make_rtx_with(POOL_OBJ, POOL_BLOCKS, false, 0);
 }
 
 static uint64_t owner_read(uint32_t chunk)
@@ -977,7 +988,7 @@ static TCase *add_case(Suite *s, const char *name, void (*setup_fn)(void),
 static Suite *suite(void)
 {
 	Suite *s = suite_create("rtx-tx");
-	TCase *t = add_case(s, "tx", setup, 30);
+	TCase *t = add_case(s, "tx", setup_long_lease, 30);
 	tcase_add_test(t, channel_tree);
 	tcase_add_test(t, channel_under_parent);
 	tcase_add_test(t, basic_read_write);
