@@ -94,6 +94,20 @@ int cl_run_sum(struct cl_run *r, struct cl_row *out, uint64_t *min_ops,
 	return 0;
 }
 
+int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
+		  const struct cl_row *mine, int timeout_ms,
+		  cl_report_fn *report, void *arg)
+{
+	int rc = cl_run_publish(r, thr, mine, timeout_ms);
+	report(arg, mine, NULL);
+	struct cl_row sum;
+	uint64_t spread[2];
+	if (!rc && cl_run_leader(r) &&
+	    !(rc = cl_run_sum(r, &sum, &spread[0], &spread[1])))
+		report(arg, &sum, spread);
+	return rc;
+}
+
 bool cl_run_leader(const struct cl_run *r)
 {
 	uint64_t lower = (UINT64_C(1) << loco_channel_self(&r->base)) - 1;

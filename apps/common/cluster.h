@@ -21,7 +21,7 @@
 #include <loco/channels/sst.h>
 #include <loco/channel.h>
 
-#define CL_EXTRA 16
+#define CL_EXTRA 32
 
 /* Remote layout of one node's results. */
 struct cl_row {
@@ -31,7 +31,7 @@ struct cl_row {
 	uint64_t reads, writes, cas, faa, rtts;  /* verbs of the run */
 	uint64_t extra[CL_EXTRA];                /* the app's counters */
 };
-static_assert(sizeof(struct cl_row) == 200, "remote layout");
+static_assert(sizeof(struct cl_row) == 328, "remote layout");
 
 struct cl_run {
 	struct loco_channel base;
@@ -67,6 +67,18 @@ int cl_run_publish(struct cl_run *r, struct loco_thread *thr,
  * most ops of a node (fairness). Returns 0 or a row load error. */
 int cl_run_sum(struct cl_run *r, struct cl_row *out, uint64_t *min_ops,
 	       uint64_t *max_ops);
+
+/* A program's result line: ROW of this node (CLUSTER NULL), or the sum
+ * of every node's (CLUSTER: the fewest and most ops of a node). */
+typedef void cl_report_fn(void *arg, const struct cl_row *row,
+			  const uint64_t *cluster);
+
+/* cl_run_publish MINE, REPORT it, and on the leader REPORT the cluster's
+ * sum too (cl_run_sum). Returns 0 or the first error.
+ * Ordering, Completion, Caller: as cl_run_publish. */
+int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
+		  const struct cl_row *mine, int timeout_ms,
+		  cl_report_fn *report, void *arg);
 
 /* True on the lowest node id, which prints the cluster line. */
 bool cl_run_leader(const struct cl_run *r);

@@ -55,6 +55,13 @@ uint64_t zipf_next(const struct zipf *z, uint64_t *s)
 {
 	if (z->theta == 0)
 		return rng_next(s) % z->n;
+	return rng_mix(zipf_rank(z, s)) % z->n;
+}
+
+uint64_t zipf_rank(const struct zipf *z, uint64_t *s)
+{
+	if (z->theta == 0)
+		return rng_next(s) % z->n;
 	double u = rng_unit(s), uz = u * z->zetan;
 	uint64_t rank;
 	if (uz < 1.0)
@@ -64,7 +71,5 @@ uint64_t zipf_next(const struct zipf *z, uint64_t *s)
 	else
 		rank = (uint64_t)((double)z->n *
 				  pow(z->eta * u - z->eta + 1.0, z->alpha));
-	if (rank >= z->n)
-		rank = z->n - 1;
-	return rng_mix(rank) % z->n;
+	return rank < z->n ? rank : z->n - 1;
 }

@@ -30,4 +30,8 @@ int zipf_init(struct zipf *z, uint64_t n, double theta);
  * the hot items are spread (YCSB's ScrambledZipfianGenerator). */
 uint64_t zipf_next(const struct zipf *z, uint64_t *s);
 
+/* Next rank in 0..N-1, not scrambled: 0 is the most popular (YCSB's
+ * ZipfianGenerator; uniform when theta is 0). */
+uint64_t zipf_rank(const struct zipf *z, uint64_t *s);
+
 #endif

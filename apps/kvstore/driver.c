@@ -215,9 +215,10 @@ static int row_fill(struct drv *d, struct cl_row *row, struct bench_lat *lat)
 
 /* CLUSTER: the fewest and most ops of a node for the cluster line, or
  * NULL for this node's line. */
-static void report(struct drv *d, const struct cl_row *row,
+static void report(void *arg, const struct cl_row *row,
 		   const uint64_t *cluster)
 {
+	struct drv *d = arg;
 	const struct drv_opts *o = &d->o;
 	const uint64_t *x = row->extra;
 	struct bench_result r = {
@@ -245,19 +246,6 @@ static void report(struct drv *d, const struct cl_row *row,
 	bench_json_end(stdout);
 }
 
-/* Publish this node's row, print it, and on the leader the cluster's. */
-static int finish(struct drv *d, struct loco_thread *thr, struct cl_row *row)
-{
-	int rc = cl_run_publish(&d->run, thr, row, FINAL_MS);
-	report(d, row, NULL);
-	struct cl_row sum;
-	uint64_t spread[2];
-	if (!rc && cl_run_leader(&d->run) &&
-	    !(rc = cl_run_sum(&d->run, &sum, &spread[0], &spread[1])))
-		report(d, &sum, spread);
-	return rc;
-}
-
 static int run_all(struct drv *d)
 {
 	struct loco_thread *thr;
@@ -283,7 +271,7 @@ static int run_all(struct drv *d)
 	int wrc = row_fill(d, &row, &lat);
 	bench_lat_fini(&lat);
 	if (!rc)
-		rc = finish(d, thr, &row);
+		rc = cl_run_finish(&d->run, thr, &row, FINAL_MS, report, d);
 	pthread_barrier_destroy(&d->phase);
 	loco_thread_destroy(thr);
 	return rc ? rc : wrc ? wrc : row.extra[X_BAD] ? -EIO : 0;
