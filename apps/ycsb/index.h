@@ -17,6 +17,7 @@
 #define LOCO_APPS_YCSB_INDEX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <loco/loco.h>
@@ -63,11 +64,13 @@ struct ycsb_index_ops {
 	bool ordered;           /* scan supported (workload E) */
 	bool distributed;       /* needs the cluster (false: "local") */
 	/* Create this node's endpoint(s) and start joining; the driver calls
-	 * loco_mgr_wait_ready afterwards. MGR is NULL for a local index. */
+	 * loco_mgr_wait_ready afterwards. There is always a manager (a
+	 * private one-node cluster when run alone); a local index ignores it. */
 	int (*open)(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 		    struct ycsb_index **out);
 	/* After loco_mgr_wait_ready (start monitor threads etc.); may be NULL. */
 	int (*start)(struct ycsb_index *ix);
+	/* Called on the OS thread that will use the handle (and THR). */
 	int (*thread_open)(struct ycsb_index *ix, struct loco_thread *thr,
 			   struct ycsb_ixthr **out);
 	void (*thread_close)(struct ycsb_ixthr *t);
@@ -86,8 +89,14 @@ struct ycsb_index_ops {
 	int (*scan)(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
 		    unsigned max, struct ycsb_pair *out, unsigned *n);
 
-	/* This node's counters so far; may be NULL. */
+	/* This node's counters so far; may be NULL. The driver calls it
+	 * after every thread handle is closed. */
 	void (*counters)(struct ycsb_index *ix, struct ycsb_index_counters *c);
+	/* --verify: walk the whole structure and check its invariants, after
+	 * the end-of-run check, on the lowest compute node only (the others
+	 * are idle but still open). 0, or a negative errno with what is
+	 * wrong in MSG (LEN bytes). May be NULL (--verify is then refused). */
+	int (*verify)(struct ycsb_ixthr *t, char *msg, size_t len);
 };
 
 /* The indexes the driver knows (defined by each index's adapter file,

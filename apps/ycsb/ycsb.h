@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-ycsb, the one YCSB driver of every index (apps/ycsb/index.h):
+ * shared definitions of main.c (options, phases, report), work.c (the
+ * workers: load, mix, recording), track.c (what each writer knows it
+ * wrote, the end-of-run check) and indexes.c (the table of indexes). */
+#ifndef LOCO_APPS_YCSB_H
+#define LOCO_APPS_YCSB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "apps/common/bench.h"
+#include "apps/common/cluster.h"
+#include "apps/common/zipf.h"
+#include "apps/ycsb/index.h"
+
+#define YCSB_MAX_THREADS 64
+#define YCSB_SCAN_MAX 1000          /* largest --scan-max */
+#define YCSB_SCAN_MAX_RECORDED 16   /* largest --scan-max with --record */
+#define YCSB_DEFAULT_SCAN_MAX 100
+
+/* The indexes built into this binary (indexes.c), NULL-terminated. */
+extern const struct ycsb_index_ops *const ycsb_indexes[];
+const struct ycsb_index_ops *ycsb_index_find(const char *name);
+
+/* A workload: YCSB's core mixes A-F (fractions of the operations). */
+struct ycsb_mix {
+	char name;                  /* 'a'..'f' */
+	double read, update, insert, scan, rmw;
+	bool latest;                /* reads favour the latest inserts (D) */
+};
+
+/* Who may write a key (--writers). */
+enum ycsb_writers {
+	W_OWNER,    /* key K: client K mod C only; the check is exact */
+	W_ANY,      /* anyone (YCSB's own); see track.c for what is checked */
+};
+
+struct ycsb_opts {
+	const struct ycsb_index_ops *ix;
+	struct ycsb_mix mix;
+	double zipf;
+	uint64_t keys;              /* loaded keys 0..keys-1 */
+	uint32_t value_size;
+	unsigned threads, scan_max;
+	bool scan_max_set;
+	double duration;            /* 0: no time limit (--ops alone) */
+	uint64_t max_ops;           /* per thread, 0: no limit */
+	double delete_ratio;        /* deletes, and as many inserts, of chosen keys */
+	enum ycsb_writers writers;
+	const char *record;
+	const char *resize;
+	uint64_t seed;
+	bool verify;
+	struct ycsb_index_cfg cfg;  /* what the index is opened with */
+};
+
+/* Counters of a worker, also the extra fields of the result row. Calls
+ * and round trips are per index call (a read-modify-write is a get and
+ * an update); OPS counts a read-modify-write once. */
+enum {
+	X_GET, X_INSERT, X_UPDATE, X_DELETE, X_SCAN,          /* calls */
+	X_GET_RTT, X_INSERT_RTT, X_UPDATE_RTT, X_DELETE_RTT, X_SCAN_RTT,
+	X_RMW, X_HIT, X_SCANNED, X_DONE_FALSE,
+	X_LOADED, X_CHECKED, X_MISSING, X_WRONG, X_CORRUPT,
+	X_RESIZES, X_RETRIES, X_CACHE_MISSES, X_REPAIRS, X_VERIFY_FAILED,
+	X_N
+};
+static_assert(X_N <= CL_EXTRA, "the row holds the counters");
+
+enum ycsb_kind { K_GET, K_INSERT, K_UPDATE, K_DELETE, K_SCAN, K_N };
+
+/* What a writer knows about one key (track.c): the id of the value of
+ * its last acknowledged write, TRK_ABSENT after an acknowledged delete
+ * (or a failed insert's absence), TRK_NONE if it never wrote the key. */
+#define TRK_ABSENT UINT64_C(0)
+#define TRK_NONE UINT64_MAX
+
+struct ycsb_track {
+	uint64_t *cur;
+	uint64_t n, cap;
+	/* The one operation of unknown outcome (the worker stops at its
+	 * first error): the key may hold ALT instead of its cur. */
+	bool open;
+	uint64_t open_key, open_alt;
+};
+
+struct ycsb;
+
+struct ycsb_worker {
+	struct ycsb *y;
+	unsigned idx;               /* thread index on this node */
+	unsigned client;            /* index among the cluster's clients */
+	pthread_t tid;
+	struct loco_thread *thr;
+	struct ycsb_ixthr *ixt;
+	uint64_t rng, seq;
+	uint64_t fresh;             /* fresh keys this client inserted */
+	uint64_t issued;            /* operations of the measured phase */
+	uint64_t end_ns;            /* when this worker's measured phase ended */
+	uint64_t *val;              /* value to write (value_size bytes) */
+	uint64_t *rval;             /* value read (YCSB_VALUE_MAX bytes) */
+	struct ycsb_pair *pairs;    /* scan results (scan_max) */
+	struct ycsb_track trk;
+	bool loading;               /* the load phase: every key is new */
+	bool measuring;             /* the measured phase: count in n[] */
+	uint64_t n[X_N];
+	_Atomic uint64_t live_ops;  /* for the progress line */
+	struct bench_lat lat;
+	int rc;
+};
+
+struct ycsb {
+	struct ycsb_opts o;
+	struct loco_mgr *mgr;
+	struct ycsb_index *ix;
+	struct cl_run run;
+	struct zipf zipf;           /* keys 0..keys-1 */
+	uint32_t self;
+	unsigned member, nmembers;  /* this node's rank among the members */
+	uint64_t clients;           /* nmembers x threads */
+	uint64_t fresh_base;        /* first fresh key: keys rounded up to clients */
+	pthread_barrier_t phase;
+	uint64_t end_ns;            /* end of the measured phase (0: none) */
+	_Atomic unsigned done;      /* workers through the measured phase */
+	struct ycsb_worker w[YCSB_MAX_THREADS];
+};
+
+/* work.c */
+void *ycsb_worker_main(void *arg);
+/* One index call of kind K, recorded and counted; 0, or 1 for the map
+ * outcome "absent"/"present" (-ENOENT, -EEXIST), or an error. ID is the
+ * value id written (insert/update) and *GOT the id read (get: 0 when
+ * absent). */
+int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
+	      uint64_t id, uint64_t *got);
+
+/* track.c */
+int track_init(struct ycsb_worker *w);
+void track_fini(struct ycsb_worker *w);
+/* The entry of KEY in W's table (grown as needed), NULL if W does not
+ * track KEY or memory ran out (then W->rc is -ENOMEM). */
+uint64_t *track_at(struct ycsb_worker *w, uint64_t key);
+/* The call of kind K on KEY writing ID ended with RC (ycsb_call): update
+ * what W knows, and with --writers owner compare the outcome with it
+ * (a get by the owner must return its last write). */
+void track_result(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
+		  uint64_t id, int rc, uint64_t got);
+/* Read back every key W wrote and count missing and wrong values. */
+int track_check(struct ycsb_worker *w);
+
+/* Value ids: node + 1 in the top 16 bits, the thread in the next 8, a
+ * sequence number (from 1) in the low 40. */
+static inline uint32_t value_node(uint64_t id)
+{
+	return (uint32_t)(id >> 48) - 1;
+}
+
+static inline unsigned value_thread(uint64_t id)
+{
+	return (unsigned)(id >> 40) & 0xff;
+}
+
+#endif
