@@ -375,6 +375,60 @@ def option_cases():
                     "missing value for --hosts", e, rc_want=2)
 
 
+YCSB = os.path.join(B, "apps/ycsb/loco-ycsb")
+
+
+def ycsb_cases():
+    """loco-ycsb's own options, run alone (a private one-node cluster)."""
+    rows = [
+        ("--index nosuch", ["--index", "nosuch"],
+         "--index: bad value 'nosuch' (expected one of local, kvstore"),
+        ("--workload g", ["--workload", "g"],
+         "--workload: bad value 'g' (expected a, b, c, d, e or f)"),
+        ("--workload e, unordered", ["--index", "kvstore", "--workload", "e"],
+         "--workload e: index kvstore has no scans"),
+        ("--zipf 1", ["--zipf", "1"], "--zipf: bad value '1'"),
+        ("--keys 0", ["--keys", "0"], "--keys: bad value '0'"),
+        ("--value-size 12", ["--value-size", "12"],
+         "--value-size: bad value '12' (expected a multiple of 8 in 8..4096)"),
+        ("--threads 65", ["--threads", "65"], "--threads: bad value '65'"),
+        ("--window 4", ["--window", "4"],
+         "--window: bad value '4' (expected 1: the index interface is synchronous"),
+        ("--duration 0", ["--duration", "0"], "--duration: bad value '0'"),
+        ("--ops -1", ["--ops", "-1"], "--ops: bad value '-1'"),
+        ("--scan-max 0", ["--scan-max", "0"], "--scan-max: bad value '0'"),
+        ("--scan-max with --record", ["--scan-max", "50", "--record",
+                                      path("ycsb-rec")],
+         "--scan-max 50: at most 16 with --record"),
+        ("--delete-ratio 0.6", ["--delete-ratio", "0.6"],
+         "--delete-ratio: bad value '0.6'"),
+        ("--writers some", ["--writers", "some"],
+         "--writers: bad value 'some' (expected owner or any)"),
+        ("--resize x", ["--resize", "x"],
+         "--resize: bad value 'x' (expected rtx or cas)"),
+        ("--resize on local", ["--resize", "rtx"],
+         "--resize rtx: index local has no resize modes"),
+        ("--ix-opt without =", ["--ix-opt", "broken"],
+         "--ix-opt: bad value 'broken' (expected KEY=VALUE)"),
+        ("--ix-opt unknown key", ["--ix-opt", "what=1"],
+         "--ix-opt what=1: index local has no option what (it has: broken)"),
+        ("--ix-opt bad value", ["--index", "kvstore", "--ix-opt", "locks=0"],
+         "--ix-opt locks=0: bad value for index kvstore (expected 1..4096)"),
+        ("--ix-opt 17 times", ["--ix-opt", "broken=none"] * 17,
+         "--ix-opt: bad value 'broken=none' (expected at most 16 of them)"),
+        ("--verify, no walk", ["--verify"],
+         "--verify: index local cannot walk its structure"),
+        ("--keys under clients", ["--keys", "2", "--threads", "4"],
+         "--keys 2: fewer than the 4 clients"),
+        ("--record unwritable", ["--record", "/nonexistent/dir/x.jsonl",
+                                 "--ops", "1"], "--record /nonexistent"),
+        ("argument left over", ["a"], "unexpected argument 'a'"),
+    ]
+    for name, args, says in rows:
+        expect_fail("ycsb: " + name, [YCSB] + args, says,
+                    rc_want=1 if "unwritable" in name else 2)
+
+
 def history_cases():
     ok = ('{"t":1,"ev":"inv","pid":1,"tid":0,"id":1,"op":"write","key":1,'
           '"args":[3]}\n{"t":2,"ev":"ret","pid":1,"tid":0,"id":1,"res":[]}\n')
@@ -468,6 +522,7 @@ def main():
         hosts_cases()
         key_cases()
         option_cases()
+        ycsb_cases()
         history_cases()
         cluster_cases()
     finally:

@@ -27,6 +27,7 @@ check() {
 window=$build/apps/window/loco-window
 litmus=$build/apps/litmus/loco-litmus
 kvstore=$build/apps/kvstore/loco-kvstore
+ycsb=$build/apps/ycsb/loco-ycsb
 check "$window" --help
 check "$window" --windows 0
 check "$window" --windows 4 --duration 0.05
@@ -35,5 +36,8 @@ check "$litmus" --help
 check "$litmus" wr --trials 10
 check "$kvstore" --help
 check "$kvstore" --threads x
-[ "$fail" -eq 0 ] && echo "no_leftovers: 8 runs, nothing left behind"
+check "$ycsb" --help
+check "$ycsb" --workload g
+check "$ycsb" --keys 100 --ops 10
+[ "$fail" -eq 0 ] && echo "no_leftovers: 11 runs, nothing left behind"
 exit "$fail"

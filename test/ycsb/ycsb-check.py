@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""ycsb-check.py EXPECT -- COMMAND...
+
+Runs COMMAND (loco-ycsb alone, or tools/loco-run ... -- loco-ycsb ...) and
+checks its cluster result line (the line with "scope":"cluster"; loco-run's
+[nID] prefixes are cut):
+
+  EXPECT=ok      exit 0; every field of the result line is there with its
+                 type (the usual ones, then loco-ycsb's); app "ycsb"; the
+                 index, workload, writers and keys asked for; ops > 0 and
+                 ops = the calls of each kind minus the read-modify-writes;
+                 loaded = --keys; checked > 0; missing = wrong = corrupt =
+                 0; the mix of the workload (A: gets and updates, B: a few
+                 updates, C: gets only, D: gets and inserts, E: scans and
+                 inserts, F: read-modify-writes, each with its get and
+                 update); a local index makes no round trips, a
+                 distributed one at least one per get that found its key.
+  EXPECT=caught  (a broken index) exit 1, and the line shows missing or
+                 wrong > 0: the end-of-run check caught it.
+Exit 0 if all holds, 1 if not, 2 on usage."""
+import json
+import subprocess
+import sys
+
+USUAL = {"app": str, "transport": str, "nodes": int, "threads": int,
+         "duration_s": float, "ops": int, "ops_per_s": float, "p50_us": float,
+         "p99_us": float, "verbs_per_op": float, "rtts_per_op": float,
+         "scope": str}
+OWN = {"index": str, "workload": str, "zipf": float, "keys": int,
+       "value_size": int, "window": int, "writers": str, "scan_max": int,
+       "delete_ratio": float, "recorded": bool, "gets": int, "inserts": int,
+       "updates": int, "deletes": int, "scans": int, "rmws": int, "hits": int,
+       "scanned": int, "not_done": int, "get_rtts": float,
+       "insert_rtts": float, "update_rtts": float, "delete_rtts": float,
+       "scan_rtts": float, "resizes": int, "retries": int,
+       "cache_misses": int, "repairs": int, "loaded": int, "checked": int,
+       "missing": int, "wrong": int, "corrupt": int}
+CALLS = ("gets", "inserts", "updates", "deletes", "scans")
+
+
+def fail(msg):
+    print("ycsb-check: FAIL: " + msg)
+    sys.exit(1)
+
+
+def option(cmd, name, default):
+    """The value of loco-ycsb's option NAME in CMD (after the last '--')."""
+    i = len(cmd) - 1 - cmd[::-1].index("--") if "--" in cmd else 0
+    args = cmd[i:]
+    for k, a in enumerate(args[:-1]):
+        if a == name:
+            return args[k + 1]
+    return default
+
+
+def result_line(out):
+    for line in out.splitlines():
+        i = line.find("{")
+        if i >= 0 and '"scope":"cluster"' in line:
+            return json.loads(line[i:])
+    fail("no cluster result line")
+
+
+def check_fields(r):
+    for name, typ in list(USUAL.items()) + list(OWN.items()):
+        if name not in r:
+            fail("no field " + name)
+        v = r[name]
+        ok = isinstance(v, bool) if typ is bool else \
+            isinstance(v, (int, float)) and not isinstance(v, bool) \
+            if typ is float else isinstance(v, typ) and not isinstance(v, bool)
+        if not ok:
+            fail("field %s is %r, expected a %s" % (name, v, typ.__name__))
+
+
+def check_mix(r, w):
+    n = {k: r[k] for k in CALLS + ("rmws",)}
+    want = {
+        "a": n["gets"] > 0 and n["updates"] > 0,
+        "b": n["gets"] > 10 * n["updates"] > 0,
+        "c": n["gets"] == r["ops"],
+        "d": n["gets"] > 0 and n["inserts"] > 0,
+        "e": n["scans"] > 0 and n["inserts"] > 0 and r["scanned"] > 0,
+        "f": n["rmws"] > 0 and n["gets"] >= n["rmws"] and
+             n["updates"] >= n["rmws"],
+    }[w]
+    if not want:
+        fail("the calls %s do not fit workload %s" % (n, w))
+    if r["delete_ratio"] == 0 and n["deletes"]:
+        fail("deletes without --delete-ratio")
+    if w != "e" and n["scans"]:
+        fail("scans in workload " + w)
+
+
+def check_ok(r, cmd):
+    check_fields(r)
+    want = {"app": "ycsb", "index": option(cmd, "--index", "local"),
+            "workload": option(cmd, "--workload", "a"),
+            "writers": option(cmd, "--writers", "owner"),
+            "keys": int(option(cmd, "--keys", "100000"))}
+    for k, v in want.items():
+        if r[k] != v:
+            fail("%s is %r, expected %r" % (k, r[k], v))
+    if r["ops"] <= 0:
+        fail("no operations")
+    if r["ops"] != sum(r[k] for k in CALLS) - r["rmws"]:
+        fail("ops %d != calls %d - read-modify-writes %d" %
+             (r["ops"], sum(r[k] for k in CALLS), r["rmws"]))
+    if r["loaded"] != r["keys"]:
+        fail("loaded %d of %d keys" % (r["loaded"], r["keys"]))
+    if r["checked"] <= 0:
+        fail("the end check read nothing back")
+    for k in ("missing", "wrong", "corrupt"):
+        if r[k]:
+            fail("%s = %d" % (k, r[k]))
+    check_mix(r, r["workload"])
+    local = r["index"] == "local"
+    if local and (r["rtts_per_op"] or r["verbs_per_op"]):
+        fail("the local index made round trips")
+    if not local and r["get_rtts"] * r["gets"] < r["hits"] * 0.999:
+        fail("get_rtts %g x %d gets < %d hits: a distributed index reads "
+             "a value found remotely" % (r["get_rtts"], r["gets"], r["hits"]))
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] != "--" or argv[0] not in ("ok", "caught"):
+        print(__doc__.splitlines()[0], file=sys.stderr)
+        return 2
+    expect, cmd = argv[0], argv[2:]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    print(p.stdout[-6000:])
+    if expect == "ok":
+        if p.returncode:
+            fail("exit status %d" % p.returncode)
+        r = result_line(p.stdout)
+        check_ok(r, cmd)
+        print("ycsb-check: ok: %d ops, %d keys checked, missing 0, wrong 0" %
+              (r["ops"], r["checked"]))
+        return 0
+    if p.returncode != 1:
+        fail("exit status %d, expected 1" % p.returncode)
+    r = result_line(p.stdout)
+    if r["missing"] + r["wrong"] == 0:
+        fail("the broken index was not caught (missing 0, wrong 0)")
+    print("ycsb-check: caught: missing %d, wrong %d" % (r["missing"], r["wrong"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# ycsb-lin.sh INDEX MODEL EXPECT MIN_OPS LOCO_RUN LINCHECK LOCO_YCSB
+#             -- LOCO-RUN-ARGS... -- LOCO-YCSB-ARGS...
+# Runs `LOCO_RUN LOCO-RUN-ARGS -- LOCO_YCSB --index INDEX --record DIR/node%n.jsonl
+# LOCO-YCSB-ARGS` (a cluster, or -n 1 for a local index), merges the
+# nodes' histories and checks them with `LINCHECK --model MODEL` (map, or
+# ordered-map for runs with scans).
+#   EXPECT=linearizable: passes when every node exited 0 (no missing or
+#     wrong value in the end check, no corrupt read), the cluster line was
+#     printed, at least MIN_OPS operations were recorded and the history
+#     is linearizable;
+#   EXPECT=violation (a broken index): passes when the checker finds the
+#     history not linearizable (the nodes may fail too: their end check
+#     may catch the same fault).
+# Exit 0 when it passes, 1 when not, 2 on bad arguments.
+set -u
+usage() {
+	echo "usage: ycsb-lin.sh INDEX MODEL EXPECT MIN_OPS LOCO_RUN LINCHECK LOCO_YCSB -- LOCO-RUN-ARGS... -- LOCO-YCSB-ARGS..." >&2
+	exit 2
+}
+[ $# -ge 9 ] || usage
+index=$1 model=$2 expect=$3 min_ops=$4 loco_run=$5 lincheck=$6 ycsb=$7
+shift 7
+case $expect in linearizable|violation) ;; *) echo "ycsb-lin: EXPECT: bad value '$expect' (expected linearizable or violation)" >&2; usage ;; esac
+case $min_ops in ''|*[!0-9]*) echo "ycsb-lin: MIN_OPS: bad value '$min_ops' (expected a count)" >&2; usage ;; esac
+[ "$1" = "--" ] || usage
+shift
+run_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+	run_args+=("$1")
+	shift
+done
+[ $# -gt 0 ] || usage
+shift
+dir=$(mktemp -d /tmp/loco-ycsblin-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+"$loco_run" "${run_args[@]}" -- "$ycsb" --index "$index" \
+	--record "$dir/node%n.jsonl" "$@" >"$dir/out" 2>&1
+rc=$?
+grep -v '^\[n[0-9]*\] ycsb: node [0-9]*: [0-9]* s, ' "$dir/out" | tail -n 40
+if [ "$expect" = linearizable ]; then
+	[ "$rc" -eq 0 ] || { echo "ycsb-lin: cluster failed (loco-run exit $rc)"; exit 1; }
+	grep -q '"scope":"cluster"' "$dir/out" ||
+		{ echo "ycsb-lin: no cluster result line"; exit 1; }
+fi
+cat "$dir"/node*.jsonl >"$dir/all.jsonl" 2>/dev/null
+ops=$(grep -c '"ev":"inv"' "$dir/all.jsonl")
+echo "ycsb-lin: $ops ops recorded (cluster exit $rc)"
+if [ "$ops" -lt "$min_ops" ]; then
+	echo "ycsb-lin: expected at least $min_ops ops"
+	exit 1
+fi
+"$lincheck" --model "$model" --timeout 60 "$dir/all.jsonl"
+lrc=$?
+case "$expect:$lrc" in
+	linearizable:0|violation:1) exit 0 ;;
+	*) echo "ycsb-lin: expected $expect, checker exited $lrc"; exit 1 ;;
+esac
