@@ -3,8 +3,10 @@
 #ifndef LOCO_INTERNAL_H
 #define LOCO_INTERNAL_H
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -27,36 +29,28 @@ struct loco_qp {
 	int err;              /* sticky: first failed completion */
 };
 
-/* A thread's counters: written by the thread that posts on its QPs (the
- * owner, or a global fence holding the thread's lock on a transport that
- * completes asynchronously), read by anyone: relaxed atomics, no lock. */
-struct loco_tstats {
-	_Atomic uint64_t reads, writes, cas, faa;
-	_Atomic uint64_t bytes_read, bytes_written;
-	_Atomic uint64_t doorbells, rtts, fences;
-};
-
 struct loco_thread {
+	/* First: the counters and what the inline operations of loco.h use.
+	 * hot.sync: the transport executes and completes a request inside
+	 * post (shm); the owner posts and completes without the lock, and
+	 * nobody else touches its QPs (a global fence has nothing to place
+	 * for it). hot.direct: its peers' mapped arenas (direct transports). */
+	struct loco_thread_hot hot;
 	struct loco_mgr *mgr;
-	/* The transport executes and completes a request inside post (shm):
-	 * the owner posts and completes without the lock, and nobody else
-	 * touches its QPs (a global fence has nothing to place for it). */
-	bool sync;
 	/* Asynchronous transports: held by the owner around post and poll; a
 	 * global fence from another thread takes it to post and poll on this
 	 * thread's QPs. Sync transports: only around QP creation. */
 	pthread_mutex_t lock;
 	struct loco_tp_cq *cq;
-	uint64_t ticket;      /* last ticket issued */
-	bool unwaited;        /* ops posted since the last wait (RTT count) */
-	struct loco_tstats st;
+	uint64_t ticket;      /* last ticket issued (asynchronous transports) */
 	struct loco_qp *qp[LOCO_MAX_NODES];
 	uint64_t qps;         /* peers with a QP (set under the lock) */
-	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
 	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
 	int cpu;              /* first CPU of its binding, -1 if not bound */
 	struct loco_thread *next;
 };
+static_assert(offsetof(struct loco_thread, hot) == 0,
+	      "loco_thread_hot() casts the thread to its hot part");
 
 /* Outgoing control connection to one peer (requests from this node). */
 struct loco_conn {
@@ -165,9 +159,6 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
 		  size_t desc_len, uint64_t arena_len, uint64_t dm_len);
-
-/* Arena offsets below this are never a region: raddr 0 means null. */
-#define LOCO_ARENA_FIRST 64
 
 /* Whether [OFF, OFF+LEN) lies in PEER's memory SPACE as its hello said
  * (PEER < LOCO_MAX_NODES): 0; -ENOTCONN before the hello; -EINVAL outside

@@ -8,9 +8,11 @@
 #ifndef LOCO_LOCO_H
 #define LOCO_LOCO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <loco/error.h>
 #include <loco/hosts.h>
@@ -144,7 +146,8 @@ struct loco_mgr *loco_thread_mgr(const struct loco_thread *thr);
 int loco_thread_cpu(const struct loco_thread *thr);
 
 /* Completion handle for async ops, valid only on the posting thread: the
- * set of peers involved and the last ticket it covers. */
+ * set of peers involved and the last ticket it covers (0 on a sync
+ * transport, where an op is complete when its post returns). */
 struct loco_ack {
 	uint64_t peers;
 	uint64_t ticket;
@@ -164,12 +167,197 @@ static inline void loco_ack_union(struct loco_ack *dst, const struct loco_ack *s
 		dst->ticket = src->ticket;
 }
 
+/* ---- the inline fast path (not API: use the functions below) ---------
+ * On a direct transport (shm: every peer's arena is mapped into this
+ * process and a request executes inside its post) the operations below run
+ * inline when their target is an ordinary 8-byte word of the arena on a QP
+ * the thread has opened: the bounds check, the load, store or atomic the
+ * transport would execute, and the counters; no call, no lock, no clock.
+ * Everything else (other transports, device memory, other lengths, the
+ * first op to a peer, every error) takes the out-of-line path (the *_slow
+ * functions), which checks and reports exactly as before. */
+
+/* Arena offsets below this are never a region: raddr 0 means null. */
+#define LOCO_ARENA_FIRST 64
+
+/* Opcodes of batch ops and of the inline path's counters (the
+ * transport's, enum loco_opcode). */
+enum {
+	LOCO_BATCH_READ = 0,
+	LOCO_BATCH_WRITE = 1,
+	LOCO_BATCH_CAS = 2,
+	LOCO_BATCH_FAA = 3,
+};
+
+/* A thread's view of one peer's mapped arena (base NULL: not direct):
+ * an 8-byte word at offset AT is inside it iff AT - LOCO_ARENA_FIRST <=
+ * LIM (the arena's length minus LOCO_ARENA_FIRST + 8). */
+struct loco_direct_qp {
+	uint8_t *base;
+	uint64_t lim;
+};
+
+/* The first member of every struct loco_thread: its counters (written by
+ * the thread that posts on its QPs, read by anyone: relaxed atomics) and
+ * the state the inline path needs. An inline op adds one to one counter
+ * of DIRECT_OPS[waited][opcode]: each is one verb (8 bytes for a READ or
+ * WRITE) of one doorbell, and a waited (synchronous) one a round trip;
+ * loco_thread_stats adds them in. */
+struct loco_thread_hot {
+	_Atomic uint64_t reads, writes, cas, faa;
+	_Atomic uint64_t bytes_read, bytes_written;
+	_Atomic uint64_t doorbells, rtts, fences;
+	_Atomic uint64_t direct_ops[2][4];
+	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
+	bool sync;            /* requests complete inside their post */
+	bool unwaited;        /* ops posted since the last wait (RTT count) */
+	struct loco_direct_qp direct[LOCO_MAX_NODES];
+};
+
+static inline struct loco_thread_hot *loco_thread_hot(struct loco_thread *thr)
+{
+	return (struct loco_thread_hot *)(void *)thr;
+}
+
+/* Single writer: a relaxed load and store, no read-modify-write. */
+static inline void loco_hot_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed); /* a counter, orders nothing */
+}
+
+/* The mapped 8-byte aligned word at OFF of RR if THR reaches it directly,
+ * else NULL (the caller then takes the out-of-line path). The bounds are
+ * those loco_post_* check: inside RR and inside the peer's arena. */
+static inline _Atomic uint64_t *loco_direct_word(struct loco_thread *thr,
+						 const struct loco_rregion *rr,
+						 uint64_t off)
+{
+	const struct loco_thread_hot *h = loco_thread_hot(thr);
+	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA)
+		return NULL;
+	const struct loco_direct_qp *d = &h->direct[rr->node];
+	uint64_t at = rr->off + off;
+	if (!d->base || off > rr->len || rr->len - off < 8 || (at & 7) ||
+	    at - LOCO_ARENA_FIRST > d->lim)
+		return NULL;
+	return (_Atomic uint64_t *)(void *)(d->base + at);
+}
+
+/* A direct op (OPCODE, enum loco_opcode) to PEER executed. A WRITE leaves
+ * an unplaced WRITE on its QP (fences post the same READs on every
+ * transport); a READ or atomic places the earlier ones. WAITED: a
+ * synchronous op, whose wait is one round trip. */
+static inline void loco_direct_count(struct loco_thread *thr, uint32_t peer,
+				     unsigned opcode, bool waited)
+{
+	struct loco_thread_hot *h = loco_thread_hot(thr);
+	loco_hot_add(&h->direct_ops[waited][opcode], 1);
+	if (opcode == LOCO_BATCH_WRITE)
+		h->unplaced |= UINT64_C(1) << peer;
+	else if (h->unplaced)
+		h->unplaced &= ~(UINT64_C(1) << peer);
+	h->unwaited = !waited;
+}
+
+/* Execute OPCODE on word W as the transport would: LOCAL is the READ's
+ * destination, the WRITE's source or the atomic's result (8 bytes). */
+static inline void loco_direct_exec(_Atomic uint64_t *w, unsigned opcode,
+				    void *local, uint64_t compare,
+				    uint64_t operand)
+{
+	uint64_t v;
+	switch (opcode) {
+	case LOCO_BATCH_READ:
+		/* Acquire: as the transport's READ (pairs with a WRITE's). */
+		v = atomic_load_explicit(w, memory_order_acquire);
+		break;
+	case LOCO_BATCH_WRITE:
+		memcpy(&v, local, 8);
+		/* Release: as the transport's WRITE (pairs with a READ's). */
+		atomic_store_explicit(w, v, memory_order_release);
+		return;
+	case LOCO_BATCH_CAS:
+		v = compare;
+		/* seq_cst: remote atomics are totally ordered among themselves. */
+		atomic_compare_exchange_strong_explicit(w, &v, operand,
+							memory_order_seq_cst,
+							memory_order_seq_cst);
+		break;
+	default:
+		/* seq_cst: as for CAS. */
+		v = atomic_fetch_add_explicit(w, operand, memory_order_seq_cst);
+		break;
+	}
+	memcpy(local, &v, 8);
+}
+
+/* One 8-byte op through the inline path: true if it ran (counted, and
+ * added to ACK if not NULL), false if the out-of-line path must take it.
+ * WAITED: a synchronous op. */
+static inline bool loco_direct_op(struct loco_thread *thr,
+				  const struct loco_rregion *rr, uint64_t off,
+				  unsigned opcode, void *local, uint64_t compare,
+				  uint64_t operand, bool waited,
+				  struct loco_ack *ack)
+{
+	_Atomic uint64_t *w = loco_direct_word(thr, rr, off);
+	if (!w)
+		return false;
+	loco_direct_exec(w, opcode, local, compare, operand);
+	loco_direct_count(thr, rr->node, opcode, waited);
+	if (ack)
+		ack->peers |= UINT64_C(1) << rr->node;
+	return true;
+}
+
+int loco_ack_test_slow(struct loco_thread *thr, const struct loco_ack *ack);
+int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
+		       int timeout_ms);
+int loco_post_read_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+			uint64_t off, void *dst, uint32_t len,
+			struct loco_ack *ack);
+int loco_post_write_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+			 uint64_t off, const void *src, uint32_t len,
+			 struct loco_ack *ack);
+int loco_post_cas_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		       uint64_t off, uint64_t expect, uint64_t desired,
+		       uint64_t *old, struct loco_ack *ack);
+int loco_post_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		       uint64_t off, uint64_t add, uint64_t *old,
+		       struct loco_ack *ack);
+int loco_read_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len);
+int loco_write_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		    uint64_t off, const void *src, uint32_t len);
+int loco_cas_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old);
+int loco_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t add, uint64_t *old);
+
 /* 1 if complete, 0 if not yet, or the error of a failed op. Polls. */
-int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack);
+static inline int loco_ack_test(struct loco_thread *thr,
+				const struct loco_ack *ack)
+{
+	/* Sync: complete in its post; a failed post returned its error. */
+	return loco_thread_hot(thr)->sync ? 1 : loco_ack_test_slow(thr, ack);
+}
+
 /* 0 when complete, -ETIMEDOUT, or the error of a failed op. Spins
- * briefly, then yields. TIMEOUT_MS < 0: the manager default. */
-int loco_ack_wait(struct loco_thread *thr, const struct loco_ack *ack,
-		  int timeout_ms);
+ * briefly, then yields. TIMEOUT_MS < 0: the manager default. A wait that
+ * covers ops posted since the thread's previous wait counts a round trip. */
+static inline int loco_ack_wait(struct loco_thread *thr,
+				const struct loco_ack *ack, int timeout_ms)
+{
+	struct loco_thread_hot *h = loco_thread_hot(thr);
+	if (!h->sync)
+		return loco_ack_wait_slow(thr, ack, timeout_ms);
+	if (h->unwaited) {
+		loco_hot_add(&h->rtts, 1);
+		h->unwaited = false;
+	}
+	return 0;
+}
 
 /* ---- remote operations -------------------------------------------------
  * All take a region descriptor and an offset into it; out-of-bounds (or a
@@ -183,32 +371,92 @@ int loco_ack_wait(struct loco_thread *thr, const struct loco_ack *ack,
  * Completion: when the ack covering the op tests complete. A completed
  *   WRITE is acknowledged, not necessarily placed (see loco_fence).
  * Caller: the thread that owns THR. */
-int loco_post_read(struct loco_thread *thr, const struct loco_rregion *rr,
-		   uint64_t off, void *dst, uint32_t len, struct loco_ack *ack);
-int loco_post_write(struct loco_thread *thr, const struct loco_rregion *rr,
-		    uint64_t off, const void *src, uint32_t len,
-		    struct loco_ack *ack);
+static inline int loco_post_read(struct loco_thread *thr,
+				 const struct loco_rregion *rr, uint64_t off,
+				 void *dst, uint32_t len, struct loco_ack *ack)
+{
+	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, 0, 0,
+				       false, ack))
+		return 0;
+	return loco_post_read_slow(thr, rr, off, dst, len, ack);
+}
+
+static inline int loco_post_write(struct loco_thread *thr,
+				  const struct loco_rregion *rr, uint64_t off,
+				  const void *src, uint32_t len,
+				  struct loco_ack *ack)
+{
+	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE,
+				       (void *)src, 0, 0, false, ack))
+		return 0;
+	return loco_post_write_slow(thr, rr, off, src, len, ack);
+}
+
 /* 8-byte aligned compare-and-swap; *OLD receives the previous value. */
-int loco_post_cas(struct loco_thread *thr, const struct loco_rregion *rr,
-		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old,
-		  struct loco_ack *ack);
+static inline int loco_post_cas(struct loco_thread *thr,
+				const struct loco_rregion *rr, uint64_t off,
+				uint64_t expect, uint64_t desired, uint64_t *old,
+				struct loco_ack *ack)
+{
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, expect, desired,
+			   false, ack))
+		return 0;
+	return loco_post_cas_slow(thr, rr, off, expect, desired, old, ack);
+}
+
 /* 8-byte aligned fetch-and-add; *OLD receives the previous value. */
-int loco_post_faa(struct loco_thread *thr, const struct loco_rregion *rr,
-		  uint64_t off, uint64_t add, uint64_t *old, struct loco_ack *ack);
+static inline int loco_post_faa(struct loco_thread *thr,
+				const struct loco_rregion *rr, uint64_t off,
+				uint64_t add, uint64_t *old, struct loco_ack *ack)
+{
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 0, add, false, ack))
+		return 0;
+	return loco_post_faa_slow(thr, rr, off, add, old, ack);
+}
 
 /* Synchronous forms: post, then wait with the default timeout.
  * Ordering/Completion as above; the op is complete on return 0. On
  * -ETIMEDOUT the thread's QP to that peer goes to the error state: the op
  * never touches the buffer after the return, and later ops of THR to
  * that peer fail (docs/api.md). */
-int loco_read(struct loco_thread *thr, const struct loco_rregion *rr,
-	      uint64_t off, void *dst, uint32_t len);
-int loco_write(struct loco_thread *thr, const struct loco_rregion *rr,
-	       uint64_t off, const void *src, uint32_t len);
-int loco_cas(struct loco_thread *thr, const struct loco_rregion *rr,
-	     uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old);
-int loco_faa(struct loco_thread *thr, const struct loco_rregion *rr,
-	     uint64_t off, uint64_t add, uint64_t *old);
+static inline int loco_read(struct loco_thread *thr,
+			    const struct loco_rregion *rr, uint64_t off,
+			    void *dst, uint32_t len)
+{
+	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, 0, 0,
+				       true, NULL))
+		return 0;
+	return loco_read_slow(thr, rr, off, dst, len);
+}
+
+static inline int loco_write(struct loco_thread *thr,
+			     const struct loco_rregion *rr, uint64_t off,
+			     const void *src, uint32_t len)
+{
+	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE,
+				       (void *)src, 0, 0, true, NULL))
+		return 0;
+	return loco_write_slow(thr, rr, off, src, len);
+}
+
+static inline int loco_cas(struct loco_thread *thr,
+			   const struct loco_rregion *rr, uint64_t off,
+			   uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, expect, desired,
+			   true, NULL))
+		return 0;
+	return loco_cas_slow(thr, rr, off, expect, desired, old);
+}
+
+static inline int loco_faa(struct loco_thread *thr,
+			   const struct loco_rregion *rr, uint64_t off,
+			   uint64_t add, uint64_t *old)
+{
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 0, add, true, NULL))
+		return 0;
+	return loco_faa_slow(thr, rr, off, add, old);
+}
 
 /* Same operations addressed by a compact remote address (loco/raddr.h),
  * bounds-checked against the whole arena of the target node. */
@@ -225,6 +473,7 @@ int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 /* ---- batches: several ops, one doorbell per peer, one completion ----- */
 
 #define LOCO_BATCH_MAX 32
+
 
 struct loco_batch_op {
 	uint8_t opcode;
@@ -246,15 +495,64 @@ struct loco_batch {
 };
 
 void loco_batch_init(struct loco_batch *b, struct loco_thread *thr);
+/* Out-of-line add: checks OP's target (OFF of RR), fills its peer, space
+ * and offset, records an error in b->err. */
+void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
+			 uint64_t off, const struct loco_batch_op *op);
+
+/* Add OP (opcode, local, len, compare, operand) at OFF of RR: inline when
+ * the target is a direct 8-byte word. */
+static inline void loco_batch_add(struct loco_batch *b,
+				  const struct loco_rregion *rr, uint64_t off,
+				  struct loco_batch_op op)
+{
+	if (op.len == 8 && !b->err && b->n < LOCO_BATCH_MAX &&
+	    loco_direct_word(b->thr, rr, off)) {
+		op.space = LOCO_SPACE_ARENA;
+		op.peer = rr->node;
+		op.arena_off = rr->off + off;
+		b->op[b->n++] = op;
+		return;
+	}
+	loco_batch_add_slow(b, rr, off, &op);
+}
+
 /* Adds record bounds errors in b->err (-EINVAL) or -E2BIG when full. */
-void loco_batch_read(struct loco_batch *b, const struct loco_rregion *rr,
-		     uint64_t off, void *dst, uint32_t len);
-void loco_batch_write(struct loco_batch *b, const struct loco_rregion *rr,
-		      uint64_t off, const void *src, uint32_t len);
-void loco_batch_cas(struct loco_batch *b, const struct loco_rregion *rr,
-		    uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old);
-void loco_batch_faa(struct loco_batch *b, const struct loco_rregion *rr,
-		    uint64_t off, uint64_t add, uint64_t *old);
+static inline void loco_batch_read(struct loco_batch *b,
+				   const struct loco_rregion *rr, uint64_t off,
+				   void *dst, uint32_t len)
+{
+	loco_batch_add(b, rr, off, (struct loco_batch_op){
+		.opcode = LOCO_BATCH_READ, .local = dst, .len = len });
+}
+
+static inline void loco_batch_write(struct loco_batch *b,
+				    const struct loco_rregion *rr, uint64_t off,
+				    const void *src, uint32_t len)
+{
+	loco_batch_add(b, rr, off, (struct loco_batch_op){
+		.opcode = LOCO_BATCH_WRITE, .local = (void *)src, .len = len });
+}
+
+static inline void loco_batch_cas(struct loco_batch *b,
+				  const struct loco_rregion *rr, uint64_t off,
+				  uint64_t expect, uint64_t desired,
+				  uint64_t *old)
+{
+	loco_batch_add(b, rr, off, (struct loco_batch_op){
+		.opcode = LOCO_BATCH_CAS, .local = old, .len = 8,
+		.compare = expect, .operand = desired });
+}
+
+static inline void loco_batch_faa(struct loco_batch *b,
+				  const struct loco_rregion *rr, uint64_t off,
+				  uint64_t add, uint64_t *old)
+{
+	loco_batch_add(b, rr, off, (struct loco_batch_op){
+		.opcode = LOCO_BATCH_FAA, .local = old, .len = 8,
+		.operand = add });
+}
+
 /* Post everything added: ops to one peer go as one linked list with one
  * doorbell and one signalled completion. Empties the batch.
  * Ordering: as for single ops, in the order added.

@@ -19,6 +19,12 @@
 #define ENTRY_OP(e) ((unsigned)((e) & 3))
 #define SPIN_LIMIT 256
 
+static_assert((int)LOCO_BATCH_READ == (int)LOCO_OP_READ &&
+	      (int)LOCO_BATCH_WRITE == (int)LOCO_OP_WRITE &&
+	      (int)LOCO_BATCH_CAS == (int)LOCO_OP_CAS &&
+	      (int)LOCO_BATCH_FAA == (int)LOCO_OP_FAA,
+	      "batch opcodes are the transport's");
+
 uint64_t loco_now_ns(void)
 {
 	struct timespec ts;
@@ -51,7 +57,7 @@ int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
 		return rc;
 	}
 	thr->mgr = mgr;
-	thr->sync = mgr->tp_ops->sync;
+	thr->hot.sync = mgr->tp_ops->sync;
 	thr->cpu = mgr->aff ? loco_affinity_bind(mgr->aff) : -1;
 	pthread_mutex_init(&thr->lock, NULL);
 	pthread_mutex_lock(&mgr->thr_lock);
@@ -72,19 +78,12 @@ int loco_thread_cpu(const struct loco_thread *thr)
 	return thr->cpu;
 }
 
-/* Single writer (see struct loco_tstats): a relaxed load and store. */
-static inline void st_add(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed); /* a counter, orders nothing */
-}
-
 static uint64_t st_get(const _Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed); /* a counter */
 }
 
-static void stats_add(struct loco_stats *dst, const struct loco_tstats *s)
+static void stats_add(struct loco_stats *dst, const struct loco_thread_hot *s)
 {
 	dst->reads += st_get(&s->reads);
 	dst->writes += st_get(&s->writes);
@@ -95,6 +94,21 @@ static void stats_add(struct loco_stats *dst, const struct loco_tstats *s)
 	dst->doorbells += st_get(&s->doorbells);
 	dst->rtts += st_get(&s->rtts);
 	dst->fences += st_get(&s->fences);
+	for (unsigned w = 0; w < 2; w++) {
+		uint64_t r = st_get(&s->direct_ops[w][LOCO_OP_READ]);
+		uint64_t wr = st_get(&s->direct_ops[w][LOCO_OP_WRITE]);
+		uint64_t c = st_get(&s->direct_ops[w][LOCO_OP_CAS]);
+		uint64_t f = st_get(&s->direct_ops[w][LOCO_OP_FAA]);
+		dst->reads += r;
+		dst->bytes_read += 8 * r;
+		dst->writes += wr;
+		dst->bytes_written += 8 * wr;
+		dst->cas += c;
+		dst->faa += f;
+		dst->doorbells += r + wr + c + f;
+		if (w)
+			dst->rtts += r + wr + c + f;
+	}
 }
 
 static void thread_free(struct loco_thread *thr)
@@ -124,7 +138,7 @@ static void thread_unlink(struct loco_thread *thr)
 			break;
 		}
 	}
-	stats_add(&mgr->retired, &thr->st);
+	stats_add(&mgr->retired, &thr->hot);
 	pthread_mutex_unlock(&mgr->thr_lock);
 }
 
@@ -153,7 +167,7 @@ void loco_thread_retire_all(struct loco_mgr *mgr)
 void loco_thread_stats(struct loco_thread *thr, struct loco_stats *out)
 {
 	struct loco_stats s = { 0 };
-	stats_add(&s, &thr->st);
+	stats_add(&s, &thr->hot);
 	*out = s;
 }
 
@@ -163,7 +177,7 @@ void loco_mgr_stats(struct loco_mgr *mgr, struct loco_stats *out)
 	pthread_mutex_lock(&mgr->thr_lock);
 	sum = mgr->retired;
 	for (struct loco_thread *t = mgr->threads; t; t = t->next)
-		stats_add(&sum, &t->st);
+		stats_add(&sum, &t->hot);
 	pthread_mutex_unlock(&mgr->thr_lock);
 	*out = sum;
 }
@@ -215,9 +229,9 @@ static int done_locked(struct loco_thread *thr, uint64_t peers, uint64_t t)
 	return 1;
 }
 
-int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack)
+int loco_ack_test_slow(struct loco_thread *thr, const struct loco_ack *ack)
 {
-	if (thr->sync)  /* completed in post; a failed post returned its error */
+	if (thr->hot.sync)  /* completed in post; a failed post returned its error */
 		return 1;
 	pthread_mutex_lock(&thr->lock);
 	int rc = progress_locked(thr);
@@ -231,9 +245,9 @@ int loco_ack_test(struct loco_thread *thr, const struct loco_ack *ack)
  * asynchronous transport with thr->lock held). */
 static void rtt_mark(struct loco_thread *thr)
 {
-	if (thr->unwaited) {
-		st_add(&thr->st.rtts, 1);
-		thr->unwaited = false;
+	if (thr->hot.unwaited) {
+		loco_hot_add(&thr->hot.rtts, 1);
+		thr->hot.unwaited = false;
 	}
 }
 
@@ -243,7 +257,7 @@ static void rtt_mark(struct loco_thread *thr)
 static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
 		     int timeout_ms, bool rtt)
 {
-	if (thr->sync) {
+	if (thr->hot.sync) {
 		if (rtt)
 			rtt_mark(thr);
 		return 0;
@@ -271,13 +285,26 @@ static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
 	}
 }
 
-int loco_ack_wait(struct loco_thread *thr, const struct loco_ack *ack,
-		  int timeout_ms)
+int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
+		       int timeout_ms)
 {
 	return wait_done(thr, ack->peers, ack->ticket, timeout_ms, true);
 }
 
 /* ---- posting ------------------------------------------------------------ */
+
+/* The inline path's view of a new QP's peer arena, if the transport
+ * offers one and it can hold a word (loco_direct_word). */
+static void direct_open(struct loco_direct_qp *d,
+			const struct loco_transport_ops *ops, struct loco_tp_qp *tq)
+{
+	uint64_t len = 0;
+	uint8_t *base = ops->qp_direct(tq, &len);
+	if (!base || len < LOCO_ARENA_FIRST + 8)
+		return;
+	d->lim = len - LOCO_ARENA_FIRST - 8;
+	d->base = base;
+}
 
 static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 			 struct loco_qp **out)
@@ -292,10 +319,12 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		thr->qps |= UINT64_C(1) << peer;
 	}
 	if (!qp->tp) {
-		int rc = thr->mgr->tp_ops->qp_create(thr->mgr->tp, thr->cq, peer,
-						     &qp->tp);
+		const struct loco_transport_ops *ops = thr->mgr->tp_ops;
+		int rc = ops->qp_create(thr->mgr->tp, thr->cq, peer, &qp->tp);
 		if (rc)
 			return rc;
+		if (thr->hot.sync && ops->qp_direct)
+			direct_open(&thr->hot.direct[peer], ops, qp->tp);
 	}
 	if (qp->err)
 		return qp->err;
@@ -349,22 +378,22 @@ static int tp_post_locked(struct loco_thread *thr, struct loco_qp *qp,
 	}
 }
 
-static void count_op(struct loco_tstats *st, const struct loco_wr *wr)
+static void count_op(struct loco_thread_hot *st, uint8_t opcode, uint32_t len)
 {
-	switch (wr->opcode) {
+	switch (opcode) {
 	case LOCO_OP_READ:
-		st_add(&st->reads, 1);
-		st_add(&st->bytes_read, wr->len);
+		loco_hot_add(&st->reads, 1);
+		loco_hot_add(&st->bytes_read, len);
 		break;
 	case LOCO_OP_WRITE:
-		st_add(&st->writes, 1);
-		st_add(&st->bytes_written, wr->len);
+		loco_hot_add(&st->writes, 1);
+		loco_hot_add(&st->bytes_written, len);
 		break;
 	case LOCO_OP_CAS:
-		st_add(&st->cas, 1);
+		loco_hot_add(&st->cas, 1);
 		break;
 	default:
-		st_add(&st->faa, 1);
+		loco_hot_add(&st->faa, 1);
 		break;
 	}
 }
@@ -386,13 +415,14 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 		   const struct loco_wr *wr, unsigned n, struct loco_ack *ack)
 {
 	for (unsigned i = 0; i < n; i++)
-		count_op(&thr->st, &wr[i]);
+		count_op(&thr->hot, wr[i].opcode, wr[i].len);
 	thr->ticket += n;
-	st_add(&thr->st.doorbells, 1);
-	thr->unwaited = true;
+	loco_hot_add(&thr->hot.doorbells, 1);
+	thr->hot.unwaited = true;
 	if (ack) {
 		ack->peers |= UINT64_C(1) << peer;
-		ack->ticket = thr->ticket;
+		if (!thr->hot.sync)  /* sync: complete already, no ticket */
+			ack->ticket = thr->ticket;
 	}
 }
 
@@ -422,11 +452,21 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 	return 0;
 }
 
-/* Post on a sync transport (thr->sync): the requests have executed and
- * completed when the transport returns, so nothing is queued and no lock
- * is taken (only this thread touches its QPs). A READ or atomic places
- * the WRITEs before it, as its completion does on the other transports,
- * so fences post the same READs everywhere. */
+/* PEER's QP of a sync transport now has unplaced WRITEs if the last of
+ * the requests it executed was a WRITE: a READ or atomic places the
+ * WRITEs before it, as its completion does on the other transports, so
+ * fences post the same READs everywhere. */
+static void sync_placed(struct loco_thread *thr, uint32_t peer, bool write)
+{
+	if (write)
+		thr->hot.unplaced |= UINT64_C(1) << peer;
+	else
+		thr->hot.unplaced &= ~(UINT64_C(1) << peer);
+}
+
+/* Post on a sync transport (thr->hot.sync): the requests have executed
+ * and completed when the transport returns, so nothing is queued and no
+ * lock is taken (only this thread touches its QPs). */
 static int post_sync(struct loco_thread *thr, uint32_t peer,
 		     struct loco_wr *wr, unsigned n, struct loco_ack *ack)
 {
@@ -442,16 +482,7 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 	int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
 	if (rc)
 		return rc;
-	for (unsigned i = 0; i < n; i++) {
-		if (wr[i].opcode == LOCO_OP_WRITE)
-			qp->last_write = wr[i].wr_id;
-		else
-			qp->placed = wr[i].wr_id;
-	}
-	if (qp->last_write > qp->placed)
-		thr->unplaced |= UINT64_C(1) << peer;
-	else
-		thr->unplaced &= ~(UINT64_C(1) << peer);
+	sync_placed(thr, peer, wr[n - 1].opcode == LOCO_OP_WRITE);
 	posted(thr, peer, wr, n, ack);
 	return 0;
 }
@@ -459,7 +490,7 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 static int post_one(struct loco_thread *thr, uint32_t peer, struct loco_wr *wr,
 		    struct loco_ack *ack)
 {
-	if (thr->sync)
+	if (thr->hot.sync)
 		return post_sync(thr, peer, wr, 1, ack);
 	pthread_mutex_lock(&thr->lock);
 	int rc = post_locked(thr, peer, wr, 1, ack);
@@ -502,7 +533,8 @@ static int build_wr(struct loco_thread *thr, const struct loco_rregion *rr,
 	return check_bounds(thr, rr, off, wr->len, atomic, &wr->remote_off);
 }
 
-int loco_post_read(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_post_read_slow(struct loco_thread *thr,
+			const struct loco_rregion *rr,
 		   uint64_t off, void *dst, uint32_t len, struct loco_ack *ack)
 {
 	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = len, .local = dst };
@@ -510,7 +542,8 @@ int loco_post_read(struct loco_thread *thr, const struct loco_rregion *rr,
 	return rc ? rc : post_one(thr, rr->node, &wr, ack);
 }
 
-int loco_post_write(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_post_write_slow(struct loco_thread *thr,
+			const struct loco_rregion *rr,
 		    uint64_t off, const void *src, uint32_t len,
 		    struct loco_ack *ack)
 {
@@ -520,7 +553,8 @@ int loco_post_write(struct loco_thread *thr, const struct loco_rregion *rr,
 	return rc ? rc : post_one(thr, rr->node, &wr, ack);
 }
 
-int loco_post_cas(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_post_cas_slow(struct loco_thread *thr,
+			const struct loco_rregion *rr,
 		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old,
 		  struct loco_ack *ack)
 {
@@ -530,7 +564,8 @@ int loco_post_cas(struct loco_thread *thr, const struct loco_rregion *rr,
 	return rc ? rc : post_one(thr, rr->node, &wr, ack);
 }
 
-int loco_post_faa(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_post_faa_slow(struct loco_thread *thr,
+			const struct loco_rregion *rr,
 		  uint64_t off, uint64_t add, uint64_t *old, struct loco_ack *ack)
 {
 	struct loco_wr wr = { .opcode = LOCO_OP_FAA, .len = 8, .local = old,
@@ -582,6 +617,7 @@ static void qps_abort(struct loco_thread *thr, uint64_t peers, int err)
 			continue;
 		thr->mgr->tp_ops->qp_abort(qp->tp);
 		qp_retire(qp, UINT64_MAX, err);
+		thr->hot.direct[qp->peer].base = NULL;
 	}
 	pthread_mutex_unlock(&thr->lock);
 }
@@ -597,34 +633,34 @@ static int finish_sync(struct loco_thread *thr, int rc, struct loco_ack *ack)
 	return rc;
 }
 
-int loco_read(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_read_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 	      uint64_t off, void *dst, uint32_t len)
 {
 	struct loco_ack ack = { 0, 0 };
-	return finish_sync(thr, loco_post_read(thr, rr, off, dst, len, &ack), &ack);
+	return finish_sync(thr, loco_post_read_slow(thr, rr, off, dst, len, &ack), &ack);
 }
 
-int loco_write(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_write_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 	       uint64_t off, const void *src, uint32_t len)
 {
 	struct loco_ack ack = { 0, 0 };
-	return finish_sync(thr, loco_post_write(thr, rr, off, src, len, &ack),
+	return finish_sync(thr, loco_post_write_slow(thr, rr, off, src, len, &ack),
 			   &ack);
 }
 
-int loco_cas(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_cas_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 	     uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
 {
 	struct loco_ack ack = { 0, 0 };
-	return finish_sync(thr, loco_post_cas(thr, rr, off, expect, desired, old,
+	return finish_sync(thr, loco_post_cas_slow(thr, rr, off, expect, desired, old,
 					      &ack), &ack);
 }
 
-int loco_faa(struct loco_thread *thr, const struct loco_rregion *rr,
+int loco_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 	     uint64_t off, uint64_t add, uint64_t *old)
 {
 	struct loco_ack ack = { 0, 0 };
-	return finish_sync(thr, loco_post_faa(thr, rr, off, add, old, &ack), &ack);
+	return finish_sync(thr, loco_post_faa_slow(thr, rr, off, add, old, &ack), &ack);
 }
 
 /* ---- batches ------------------------------------------------------------ */
@@ -636,8 +672,8 @@ void loco_batch_init(struct loco_batch *b, struct loco_thread *thr)
 	b->err = 0;
 }
 
-static void batch_add(struct loco_batch *b, const struct loco_rregion *rr,
-		      uint64_t off, struct loco_wr *wr)
+void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
+			 uint64_t off, const struct loco_batch_op *op)
 {
 	if (b->err)
 		return;
@@ -645,61 +681,71 @@ static void batch_add(struct loco_batch *b, const struct loco_rregion *rr,
 		b->err = -E2BIG;
 		return;
 	}
-	int rc = build_wr(b->thr, rr, off, wr);
+	struct loco_wr wr = { .opcode = op->opcode, .len = op->len };
+	int rc = build_wr(b->thr, rr, off, &wr);
 	if (rc) {
 		b->err = rc;
 		return;
 	}
-	struct loco_batch_op *op = &b->op[b->n++];
-	op->opcode = wr->opcode;
-	op->space = wr->space;
-	op->peer = rr->node;
-	op->arena_off = wr->remote_off;
-	op->local = wr->local;
-	op->len = wr->len;
-	op->compare = wr->compare;
-	op->operand = wr->operand;
+	struct loco_batch_op *o = &b->op[b->n++];
+	*o = *op;
+	o->space = wr.space;
+	o->peer = rr->node;
+	o->arena_off = wr.remote_off;
 }
 
-void loco_batch_read(struct loco_batch *b, const struct loco_rregion *rr,
-		     uint64_t off, void *dst, uint32_t len)
+/* The word OP targets if the thread executes it directly, else NULL. */
+static _Atomic uint64_t *batch_direct(const struct loco_thread *thr,
+				      const struct loco_batch_op *op)
 {
-	struct loco_wr wr = { .opcode = LOCO_OP_READ, .len = len, .local = dst };
-	batch_add(b, rr, off, &wr);
+	const struct loco_direct_qp *d = &thr->hot.direct[op->peer];
+	if (op->len != 8 || op->space != LOCO_SPACE_ARENA || !d->base ||
+	    (op->arena_off & 7) || op->arena_off - LOCO_ARENA_FIRST > d->lim)
+		return NULL;
+	return (_Atomic uint64_t *)(void *)(d->base + op->arena_off);
 }
 
-void loco_batch_write(struct loco_batch *b, const struct loco_rregion *rr,
-		      uint64_t off, const void *src, uint32_t len)
+/* Sync transport, every op a direct word (false otherwise, nothing
+ * done): execute them in the order added (each peer's in post order),
+ * one doorbell per peer, as the transport would. */
+static bool batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
-	struct loco_wr wr = { .opcode = LOCO_OP_WRITE, .len = len,
-			      .local = (void *)src };
-	batch_add(b, rr, off, &wr);
-}
-
-void loco_batch_cas(struct loco_batch *b, const struct loco_rregion *rr,
-		    uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
-{
-	struct loco_wr wr = { .opcode = LOCO_OP_CAS, .len = 8, .local = old,
-			      .compare = expect, .operand = desired };
-	batch_add(b, rr, off, &wr);
-}
-
-void loco_batch_faa(struct loco_batch *b, const struct loco_rregion *rr,
-		    uint64_t off, uint64_t add, uint64_t *old)
-{
-	struct loco_wr wr = { .opcode = LOCO_OP_FAA, .len = 8, .local = old,
-			      .operand = add };
-	batch_add(b, rr, off, &wr);
+	struct loco_thread *thr = b->thr;
+	_Atomic uint64_t *w[LOCO_BATCH_MAX];
+	uint64_t peers = 0;
+	for (unsigned i = 0; i < b->n; i++) {
+		if (!(w[i] = batch_direct(thr, &b->op[i])))
+			return false;
+		peers |= UINT64_C(1) << b->op[i].peer;
+	}
+	for (unsigned i = 0; i < b->n; i++) {
+		const struct loco_batch_op *op = &b->op[i];
+		loco_direct_exec(w[i], op->opcode, op->local, op->compare,
+				 op->operand);
+		count_op(&thr->hot, op->opcode, 8);
+		sync_placed(thr, op->peer, op->opcode == LOCO_OP_WRITE);
+	}
+	loco_hot_add(&thr->hot.doorbells, (uint64_t)__builtin_popcountll(peers));
+	if (peers)
+		thr->hot.unwaited = true;
+	if (ack)
+		ack->peers |= peers;
+	return true;
 }
 
 int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 {
 	int rc = b->err;
 	struct loco_thread *thr = b->thr;
+	bool sync = thr->hot.sync;
+	if (!rc && sync && batch_post_direct(b, ack)) {
+		b->n = 0;
+		return 0;
+	}
 	uint64_t peers = 0;
 	for (unsigned i = 0; i < b->n; i++)
 		peers |= UINT64_C(1) << b->op[i].peer;
-	if (!thr->sync)
+	if (!sync)
 		pthread_mutex_lock(&thr->lock);
 	for (uint64_t m = peers; m && !rc; m &= m - 1) {
 		uint32_t peer = (uint32_t)__builtin_ctzll(m);
@@ -714,10 +760,10 @@ int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 				.remote_off = op->arena_off, .local = op->local,
 				.compare = op->compare, .operand = op->operand };
 		}
-		rc = thr->sync ? post_sync(thr, peer, wr, n, ack) :
-				 post_locked(thr, peer, wr, n, ack);
+		rc = sync ? post_sync(thr, peer, wr, n, ack) :
+			    post_locked(thr, peer, wr, n, ack);
 	}
-	if (!thr->sync)
+	if (!sync)
 		pthread_mutex_unlock(&thr->lock);
 	b->n = 0;
 	b->err = 0;
@@ -748,7 +794,7 @@ static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 static int fence_sync(struct loco_thread *thr, uint64_t peers)
 {
 	int rc = 0;
-	for (uint64_t m = peers & thr->unplaced; m && !rc; m &= m - 1) {
+	for (uint64_t m = peers & thr->hot.unplaced; m && !rc; m &= m - 1) {
 		struct loco_wr wr = fence_wr();
 		rc = post_sync(thr, (uint32_t)__builtin_ctzll(m), &wr, 1, NULL);
 	}
@@ -761,15 +807,15 @@ static int fence_thread_peers(struct loco_thread *thr, uint64_t peers,
 			      int timeout_ms, bool own)
 {
 	uint64_t t;
-	if (thr->sync) {
+	if (thr->hot.sync) {
 		rtt_mark(thr);
-		st_add(&thr->st.fences, 1);
+		loco_hot_add(&thr->hot.fences, 1);
 		return fence_sync(thr, peers);
 	}
 	pthread_mutex_lock(&thr->lock);
 	if (own) {
 		rtt_mark(thr);
-		st_add(&thr->st.fences, 1);
+		loco_hot_add(&thr->hot.fences, 1);
 	}
 	/* Collect finished ops first: a completed READ may already have
 	 * placed the WRITEs this fence would otherwise post a READ for. */
@@ -790,7 +836,7 @@ static int fence_global(struct loco_thread *self, int timeout_ms)
 {
 	struct loco_mgr *mgr = self->mgr;
 	int rc = fence_thread_peers(self, ~UINT64_C(0), timeout_ms, true);
-	if (self->sync)
+	if (self->hot.sync)
 		return rc;
 	pthread_mutex_lock(&mgr->thr_lock);
 	for (struct loco_thread *t = mgr->threads; t && !rc; t = t->next)

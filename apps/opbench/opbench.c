@@ -6,8 +6,9 @@
  *
  * For each operation, in this order: the atomic (acquire load, release
  * store, seq_cst CAS, seq_cst FAA: what the shm transport executes), the
- * synchronous loco op (post and wait, one at a time: its latency), and
- * the loco op with --window ops posted per wait (its throughput). Each
+ * synchronous loco op (loco_read, loco_write, loco_cas, loco_faa, one at a
+ * time in a loop shaped as the atomic's: its latency), and the loco op
+ * with --window ops posted per wait (its throughput). Each
  * phase runs --duration seconds in batches of BATCH ops timed together
  * (one clock read a batch; p50/p99 are of the batches' per-op times).
  * Every CAS succeeds (it expects the value it left) and every READ
@@ -56,8 +57,12 @@ struct phase {
 
 /* ---- one batch of each kind --------------------------------------------- */
 
+/* The batch functions are never inlined, so that callgrind can count
+ * their instructions per op (tools/bench/opcount). */
+#define BATCH_FN __attribute__((noinline))
+
 /* BATCH plain atomics on the shared mapping. */
-static int batch_atomic(struct ob *o, enum op op)
+static BATCH_FN int batch_atomic(struct ob *o, enum op op)
 {
 	uint64_t v, sum = 0;
 	for (unsigned i = 0; i < BATCH; i++) {
@@ -87,6 +92,38 @@ static int batch_atomic(struct ob *o, enum op op)
 		}
 	}
 	o->sink += sum;
+	return op == OP_READ && sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
+}
+
+/* BATCH synchronous loco ops, shaped as batch_atomic: the same checks. */
+static BATCH_FN int batch_sync(struct ob *o, enum op op)
+{
+	uint64_t v, sum = 0;
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < BATCH; i++) {
+		switch (op) {
+		case OP_READ:
+			rc = loco_read(o->thr, &o->rr, 0, &v, 8);
+			sum += v;
+			break;
+		case OP_WRITE:
+			rc = loco_write(o->thr, &o->rr, 0, &o->expect, 8);
+			break;
+		case OP_CAS:
+			rc = loco_cas(o->thr, &o->rr, 0, o->expect, o->expect + 1, &v);
+			if (!rc && v != o->expect)
+				rc = -EIO;
+			o->expect++;
+			break;
+		default:
+			rc = loco_faa(o->thr, &o->rr, 0, 1, &v);
+			o->expect = v + 1;
+			break;
+		}
+	}
+	o->sink += sum;
+	if (rc)
+		return rc;
 	return op == OP_READ && sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
 }
 
@@ -124,8 +161,8 @@ static int check_ops(struct ob *o, enum op op, const uint64_t *res, unsigned n)
 	return 0;
 }
 
-/* BATCH loco ops, WINDOW posted per wait (1: post and wait each). */
-static int batch_loco(struct ob *o, enum op op, unsigned window)
+/* BATCH loco ops, WINDOW posted per wait. */
+static BATCH_FN int batch_window(struct ob *o, enum op op, unsigned window)
 {
 	uint64_t res[MAX_WINDOW];
 	for (unsigned done = 0; done < BATCH; done += window) {
@@ -153,8 +190,8 @@ static int run_phase(struct ob *o, enum op op, struct phase *p)
 	uint64_t t0 = loco_now_ns(), t = t0;
 	uint64_t end = t0 + (uint64_t)(o->duration * 1e9);
 	while (t < end) {
-		int rc = p->window ? batch_loco(o, op, p->window) :
-				     batch_atomic(o, op);
+		int rc = p->window > 1 ? batch_window(o, op, p->window) :
+			 p->window ? batch_sync(o, op) : batch_atomic(o, op);
 		if (rc)
 			return rc;
 		uint64_t t1 = loco_now_ns();

@@ -211,6 +211,7 @@ static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	qp->tp = tp;
 	qp->peer = peer;
 	qp->base = tp->peers[peer].base;
+	qp->len = tp->peers[peer].len;
 	cq->qps[cq->nqp++] = qp;
 	qp->cq = cq;
 	*out = qp;
@@ -301,6 +302,14 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 	}
 }
 
+/* The core executes 8-byte requests on the mapping itself (loco.h),
+ * as loco_shm_execute would. */
+static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len)
+{
+	*len = qp->len;
+	return qp->base;
+}
+
 /* Requests execute at post time: nothing is left to stop. */
 static void shm_qp_abort(struct loco_tp_qp *qp)
 {
@@ -347,6 +356,7 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_create = shm_qp_create,
 	.qp_destroy = shm_qp_destroy,
 	.post = shm_post,
+	.qp_direct = shm_qp_direct,
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,
 };

@@ -37,7 +37,8 @@ struct loco_tp_qp {
 	struct loco_tp *tp;
 	struct loco_tp_cq *cq;
 	uint32_t peer;
-	uint8_t *base;
+	uint8_t *base;       /* the peer's arena as mapped when the QP opened */
+	uint64_t len;        /* its length */
 	uint64_t done;       /* last signalled ticket executed */
 	uint64_t reported;   /* last ticket handed to poll */
 	void *weak;

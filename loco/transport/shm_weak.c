@@ -588,6 +588,7 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	tqp->cq = cq;
 	tqp->peer = peer;
 	tqp->base = tp->peers[peer].base;
+	tqp->len = tp->peers[peer].len;
 	tqp->weak = qp;
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	/* Relaxed: a unique number is all that is needed. */

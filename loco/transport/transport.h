@@ -98,6 +98,12 @@ struct loco_transport_ops {
 	/* Post N requests to one QP as one doorbell. Either all are accepted
 	 * (0) or none (-errno); -EAGAIN means "poll, then try again". */
 	int (*post)(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
+	/* Optional (NULL: none), sync transports only: the local mapping of
+	 * QP's peer arena and its length (*LEN) when this process reaches it
+	 * with loads and stores (shm). The core then executes 8-byte aligned
+	 * requests on it itself, exactly as post does (acquire load, release
+	 * store, seq_cst CAS and FAA), in loco.h's inline operations. */
+	uint8_t *(*qp_direct)(struct loco_tp_qp *qp, uint64_t *len);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);
 	/* Move QP to the error state (its caller gave up waiting): once this
