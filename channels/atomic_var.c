@@ -22,7 +22,8 @@ int loco_atomic_var_init_ex(struct loco_atomic_var *av, struct loco_mgr *mgr,
 {
 	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
-	int rc = loco_channel_init(&av->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&av->base, mgr, parent, name, participants,
+				   NULL);
 	if (rc)
 		return rc;
 	av->host = host;

@@ -9,13 +9,14 @@
 #include <errno.h>
 
 #include <loco/channels/barrier.h>
-#include "channels/chan_util.h"
+#include <loco/wait.h>
 
 int loco_barrier_init(struct loco_barrier *b, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
 		      uint64_t participants)
 {
-	int rc = loco_channel_init(&b->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&b->base, mgr, parent, name, participants,
+				   NULL);
 	if (rc)
 		return rc;
 	b->count = 0;
@@ -26,19 +27,15 @@ int loco_barrier_init(struct loco_barrier *b, struct loco_mgr *mgr,
 	rc = loco_sst_init(&b->sst, mgr, &b->base, "sst", sizeof(uint64_t),
 			   b->base.participants |
 			   UINT64_C(1) << loco_channel_self(&b->base));
-	if (!rc) {
+	if (!rc)
 		rc = loco_channel_join(&b->base);
-		if (rc)
-			loco_sst_fini(&b->sst);
-	}
 	if (rc)
-		loco_channel_fini(&b->base);
+		loco_channel_fini(&b->base);  /* and the sst */
 	return rc;
 }
 
 void loco_barrier_fini(struct loco_barrier *b)
 {
-	loco_sst_fini(&b->sst);
 	loco_channel_fini(&b->base);
 }
 
@@ -86,11 +83,9 @@ int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 		if (rc)
 			return rc;
 	}
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(b->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
+	struct loco_wait w;
+	loco_wait_init(&w, b->base.mgr, timeout_ms);
 	bool pushed = false;
-	unsigned spins = 0;
 	for (;;) {
 		if (!pushed) {
 			/* Polls the push: an error (a failed peer) ends the
@@ -103,9 +98,9 @@ int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 		}
 		if (all_arrived(b))
 			break;
-		if ((spins & 63) == 0 && loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+		int rc = loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 	b->pending = false;
 	return 0;

@@ -25,14 +25,23 @@ static int locks_init(struct loco_lock_array *a, uint64_t members,
 		int rc = loco_ticket_lock_init_ex(&a->locks[i], a->base.mgr, &a->base,
 						  name, member_at(members, i),
 						  members, flags);
-		if (rc) {
-			while (i--)
-				loco_ticket_lock_fini(&a->locks[i]);
+		if (rc)
 			return rc;
-		}
 	}
 	return 0;
 }
+
+/* The locks are sub-channels, finished already. */
+static void array_release(struct loco_channel *ch)
+{
+	struct loco_lock_array *a = (struct loco_lock_array *)ch;
+	free(a->locks);
+	a->locks = NULL;
+}
+
+static const struct loco_channel_ops lock_array_ops = {
+	.fini = array_release,
+};
 
 int loco_lock_array_init(struct loco_lock_array *a, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
@@ -47,36 +56,24 @@ int loco_lock_array_init_ex(struct loco_lock_array *a, struct loco_mgr *mgr,
 {
 	if (!n || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
-	int rc = loco_channel_init(&a->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&a->base, mgr, parent, name, participants,
+				   &lock_array_ops);
 	if (rc)
 		return rc;
 	a->n = n;
 	a->locks = calloc(n, sizeof(*a->locks));
-	if (!a->locks) {
-		loco_channel_fini(&a->base);
-		return -ENOMEM;
-	}
 	/* Self included: a mask of 0 would mean every compute node. */
-	rc = locks_init(a, a->base.participants |
-			   UINT64_C(1) << loco_channel_self(&a->base), flags);
-	if (!rc) {
+	rc = a->locks ? locks_init(a, a->base.participants |
+				      UINT64_C(1) << loco_channel_self(&a->base),
+				   flags) : -ENOMEM;
+	if (!rc)
 		rc = loco_channel_join(&a->base);
-		if (rc)
-			for (unsigned i = 0; i < n; i++)
-				loco_ticket_lock_fini(&a->locks[i]);
-	}
-	if (rc) {
-		free(a->locks);
-		loco_channel_fini(&a->base);
-	}
+	if (rc)
+		loco_channel_fini(&a->base);  /* the locks made, the array */
 	return rc;
 }
 
 void loco_lock_array_fini(struct loco_lock_array *a)
 {
-	for (unsigned i = 0; i < a->n; i++)
-		loco_ticket_lock_fini(&a->locks[i]);
-	free(a->locks);
-	a->locks = NULL;
 	loco_channel_fini(&a->base);
 }

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "channels/chan_util.h"
 #include <loco/channels/owned_var.h>
+#include <loco/wait.h>
 
 #define HDR_WORDS (sizeof(struct loco_ov_hdr) / 8)
 #define COPY_WORDS_MAX (HDR_WORDS + LOCO_OV_MAX_LEN / 8)
@@ -117,7 +117,8 @@ int loco_owned_var_init(struct loco_owned_var *ov, struct loco_mgr *mgr,
 {
 	if (!len || len > LOCO_OV_MAX_LEN || owner >= LOCO_MAX_NODES)
 		return -EINVAL;
-	int rc = loco_channel_init(&ov->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&ov->base, mgr, parent, name, participants,
+				   NULL);
 	if (rc)
 		return rc;
 	ov->owner = owner;
@@ -154,7 +155,7 @@ int loco_owned_var_store(struct loco_owned_var *ov, const void *val)
 	encode(ov, copy, val, ++ov->version);
 	/* Release: pairs with the acquire loads of loco_owned_var_load and of
 	 * a reader's READ (pull), so the value carries what came before. */
-	chan_words_store(ov->val->base, copy, ov->copy_len / 8,
+	loco_words_store(ov->val->base, copy, ov->copy_len / 8,
 			 memory_order_release);
 	return 0;
 }
@@ -166,12 +167,12 @@ int loco_owned_var_load(struct loco_owned_var *ov, void *dst)
 	for (unsigned i = 0; i < LOCO_OV_RETRY_MAX; i++) {
 		/* Acquire: pairs with the owner's release stores (here, or
 		 * placed by its push after its fence). */
-		chan_words_load(copy, ov->val->base, ov->copy_len / 8,
+		loco_words_load(copy, ov->val->base, ov->copy_len / 8,
 				memory_order_acquire);
 		if (decode(ov, copy, dst))
 			return 0;
 		count_retry(ov);
-		chan_backoff(&spins);
+		loco_backoff(&spins);
 	}
 	return -LOCO_ETORN;
 }
@@ -249,7 +250,7 @@ int loco_owned_var_push(struct loco_owned_var *ov, struct loco_thread *thr,
 				     (size_t)slot * ov->copy_len);
 	/* Relaxed: this thread is the copy's only writer; it reads back its
 	 * own stores. */
-	chan_words_load(src, ov->val->base, ov->copy_len / 8,
+	loco_words_load(src, ov->val->base, ov->copy_len / 8,
 			memory_order_relaxed);
 	ov->next_stage = (slot + 1) % LOCO_OV_STAGES;
 	rc = post_all(ov, thr, rr, src, flags, &ov->stage_ack[slot]);
@@ -277,7 +278,7 @@ int loco_owned_var_pull(struct loco_owned_var *ov, struct loco_thread *thr,
 		if (decode(ov, buf, dst))
 			return 0;
 		count_retry(ov);
-		chan_backoff(&spins);
+		loco_backoff(&spins);
 	}
 	return -LOCO_ETORN;
 }

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "channels/chan_util.h"
 #include <loco/channels/power_controller.h>
 #include <loco/history.h>
+#include <loco/wait.h>
 
 enum { VAR_DUTY, VAR_VOLT };
 #define MSG_MAX 48
@@ -38,24 +38,8 @@ static int pair_init(struct loco_power_ctl *pc, uint32_t id)
 	if (rc)
 		return rc;
 	snprintf(name, sizeof(name), "v%u", id);
-	rc = loco_owned_var_init(&pc->volt[id], pc->base.mgr, &pc->base, name,
-				 id, msg_len(VAR_VOLT), two);
-	if (rc) {
-		loco_owned_var_fini(&pc->duty[id]);
-		return rc;
-	}
-	pc->made |= UINT64_C(1) << id;
-	return 0;
-}
-
-static void pairs_fini(struct loco_power_ctl *pc)
-{
-	for (uint64_t m = pc->made; m; m &= m - 1) {
-		unsigned id = (unsigned)__builtin_ctzll(m);
-		loco_owned_var_fini(&pc->volt[id]);
-		loco_owned_var_fini(&pc->duty[id]);
-	}
-	pc->made = 0;
+	return loco_owned_var_init(&pc->volt[id], pc->base.mgr, &pc->base, name,
+				   id, msg_len(VAR_VOLT), two);
 }
 
 static int pairs_init(struct loco_power_ctl *pc)
@@ -64,10 +48,8 @@ static int pairs_init(struct loco_power_ctl *pc)
 			pc->converters : UINT64_C(1) << self_id(pc);
 	for (uint64_t m = mine; m; m &= m - 1) {
 		int rc = pair_init(pc, (uint32_t)__builtin_ctzll(m));
-		if (rc) {
-			pairs_fini(pc);
+		if (rc)
 			return rc;
-		}
 	}
 	return 0;
 }
@@ -83,7 +65,7 @@ int loco_power_ctl_init(struct loco_power_ctl *pc, struct loco_mgr *mgr,
 	    !(members & UINT64_C(1) << self))
 		return -EINVAL;
 	memset(pc, 0, sizeof(*pc));
-	int rc = loco_channel_init(&pc->base, mgr, parent, name, members);
+	int rc = loco_channel_init(&pc->base, mgr, parent, name, members, NULL);
 	if (rc)
 		return rc;
 	pc->controller = controller;
@@ -92,18 +74,14 @@ int loco_power_ctl_init(struct loco_power_ctl *pc, struct loco_mgr *mgr,
 	rc = pairs_init(pc);
 	if (!rc)
 		rc = loco_channel_join(&pc->base);
-	if (rc) {
-		pairs_fini(pc);
-		loco_channel_fini(&pc->base);
-	}
+	if (rc)
+		loco_channel_fini(&pc->base);  /* and the pairs made */
 	return rc;
 }
 
 void loco_power_ctl_fini(struct loco_power_ctl *pc)
 {
-	/* Base first, as a parent's: nothing can join below it any more. */
 	loco_channel_fini(&pc->base);
-	pairs_fini(pc);
 }
 
 static uint64_t msg_hash(const void *msg, int var)
@@ -245,11 +223,9 @@ int loco_power_ctl_wait_cmd(struct loco_power_ctl *pc, struct loco_thread *thr,
 {
 	if (loco_power_ctl_is_controller(pc))
 		return -EPERM;
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(pc->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
+	struct loco_wait w;
+	loco_wait_init(&w, pc->base.mgr, timeout_ms);
 	uint64_t ctl = UINT64_C(1) << pc->controller;
-	unsigned spins = 0;
 	for (;;) {
 		struct loco_pc_cmd c;
 		int rc = load(pc, thr, VAR_DUTY, self_id(pc), &c);
@@ -260,9 +236,9 @@ int loco_power_ctl_wait_cmd(struct loco_power_ctl *pc, struct loco_thread *thr,
 			return 0;
 		}
 		acks_poll(pc, thr, ctl);
-		if ((spins & 63) == 0 && loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+		rc = loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 }
 
@@ -328,7 +304,7 @@ int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 		if (staleness_check(pc, fresh, t0, now, stale_ns))
 			return 0;
 		acks_poll(pc, thr, pc->converters);
-		chan_backoff(&spins);
+		loco_backoff(&spins);
 	}
 }
 

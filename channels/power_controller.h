@@ -81,7 +81,6 @@ struct loco_power_ctl {
 	 * converter, every converter's on the controller. */
 	struct loco_owned_var duty[LOCO_MAX_NODES];
 	struct loco_owned_var volt[LOCO_MAX_NODES];
-	uint64_t made;              /* converters whose pair was initialised */
 	struct loco_ack ack[LOCO_MAX_NODES];  /* pushes to each peer */
 	/* Controller: the staleness check. */
 	uint64_t live;              /* converters regulated now */

@@ -11,8 +11,8 @@
  * position closes (the cell moves to the next cycle), exactly as in CRQ. */
 #include <errno.h>
 
-#include "channels/chan_util.h"
 #include <loco/channels/queue.h>
+#include <loco/wait.h>
 
 /* Re-reads of an empty cell while tail says its push is under way, before
  * the pop closes the cell (each closed cell costs that push a retry). */
@@ -44,13 +44,9 @@ static int parts_init(struct loco_queue *q, struct loco_mgr *mgr,
 	q->idx = (unsigned)idx;
 	rc = loco_atomic_var_init(&q->head, mgr, &q->base, "head", q->member[0],
 				  members);
-	if (rc)
-		return rc;
-	rc = loco_atomic_var_init(&q->tail, mgr, &q->base, "tail",
-				  q->member[q->nmembers > 1], members);
-	if (rc)
-		loco_atomic_var_fini(&q->head);
-	return rc;
+	return rc ? rc : loco_atomic_var_init(&q->tail, mgr, &q->base, "tail",
+					      q->member[q->nmembers > 1],
+					      members);
 }
 
 int loco_queue_init(struct loco_queue *q, struct loco_mgr *mgr,
@@ -59,7 +55,8 @@ int loco_queue_init(struct loco_queue *q, struct loco_mgr *mgr,
 {
 	if (!slots_per_node)
 		return -EINVAL;
-	int rc = loco_channel_init(&q->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&q->base, mgr, parent, name, participants,
+				   NULL);
 	if (rc)
 		return rc;
 	/* Self included: a mask of 0 would mean every compute node. */
@@ -71,22 +68,15 @@ int loco_queue_init(struct loco_queue *q, struct loco_mgr *mgr,
 	q->ctr.full = q->ctr.retries = q->ctr.fixes = 0;
 	rc = parts_init(q, mgr, q->base.participants |
 				UINT64_C(1) << loco_channel_self(&q->base));
-	if (rc)
-		goto fini_chan;
-	rc = loco_channel_join(&q->base);
 	if (!rc)
-		return 0;
-	loco_atomic_var_fini(&q->tail);
-	loco_atomic_var_fini(&q->head);
-fini_chan:
-	loco_channel_fini(&q->base);
+		rc = loco_channel_join(&q->base);
+	if (rc)
+		loco_channel_fini(&q->base);  /* and head, tail */
 	return rc;
 }
 
 void loco_queue_fini(struct loco_queue *q)
 {
-	loco_atomic_var_fini(&q->tail);
-	loco_atomic_var_fini(&q->head);
 	loco_channel_fini(&q->base);
 }
 
@@ -221,16 +211,11 @@ static int ends_read(struct loco_queue *q, struct loco_thread *thr,
 int loco_queue_push(struct loco_queue *q, struct loco_thread *thr, uint32_t v,
 		    int timeout_ms)
 {
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(q->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, q->base.mgr, timeout_ms);
 	int rc = loco_queue_try_push(q, thr, v);
-	while (rc == -EAGAIN) {
+	while (rc == -EAGAIN && !(rc = loco_wait_step(&w))) {
 		uint64_t t, h;
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
 		rc = ends_read(q, thr, &t, &h);
 		if (!rc && t < h + q->ring)
 			rc = loco_queue_try_push(q, thr, v);
@@ -253,7 +238,7 @@ static int pending_wait(struct loco_queue *q, struct loco_thread *thr,
 	for (unsigned k = 0; !rc && t > h && k < PENDING_READS; k++) {
 		if ((*w & LOCO_QUEUE_FULL) || loco_queue_cell_cycle(*w) != c)
 			break;
-		chan_backoff(&spins);
+		loco_backoff(&spins);
 		rc = cell_read(q, thr, h % q->ring, w);
 	}
 	return rc;
@@ -344,10 +329,8 @@ int loco_queue_try_pop(struct loco_queue *q, struct loco_thread *thr,
 int loco_queue_pop(struct loco_queue *q, struct loco_thread *thr, uint32_t *v,
 		   int timeout_ms)
 {
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(q->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, q->base.mgr, timeout_ms);
 	for (;;) {
 		uint64_t t, h;
 		int rc = ends_read(q, thr, &t, &h);
@@ -355,8 +338,8 @@ int loco_queue_pop(struct loco_queue *q, struct loco_thread *thr, uint32_t *v,
 			rc = loco_queue_try_pop(q, thr, v);
 		if (rc != -ENODATA && (rc || t > h))
 			return rc;
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+		rc = loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 }

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "channels/chan_util.h"
 #include <loco/channels/ringbuffer.h>
+#include <loco/wait.h>
 
 #define HDR ((uint64_t)sizeof(struct loco_rb_hdr))
 #define HDR_WORDS (HDR / 8)
@@ -75,6 +75,18 @@ static void state_init(struct loco_ringbuffer *rb, uint32_t writer,
 	rb->st = (struct loco_rb_stats){ 0 };
 }
 
+/* The acks SST is a sub-channel, finished already. */
+static void rb_release(struct loco_channel *ch)
+{
+	struct loco_ringbuffer *rb = (struct loco_ringbuffer *)ch;
+	free(rb->scratch);
+	rb->scratch = NULL;
+}
+
+static const struct loco_channel_ops ringbuffer_ops = {
+	.fini = rb_release,
+};
+
 int loco_ringbuffer_init(struct loco_ringbuffer *rb, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 uint32_t writer, uint64_t size, uint64_t participants)
@@ -82,7 +94,8 @@ int loco_ringbuffer_init(struct loco_ringbuffer *rb, struct loco_mgr *mgr,
 	if (writer >= LOCO_MAX_NODES || size < LOCO_RB_MIN_SIZE || size % 8 ||
 	    size > UINT32_MAX)
 		return -EINVAL;
-	int rc = loco_channel_init(&rb->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&rb->base, mgr, parent, name, participants,
+				   &ringbuffer_ops);
 	if (rc)
 		return rc;
 	state_init(rb, writer, size);
@@ -98,24 +111,16 @@ int loco_ringbuffer_init(struct loco_ringbuffer *rb, struct loco_mgr *mgr,
 	if (!rc)
 		rc = loco_sst_init(&rb->acks, mgr, &rb->base, "acks",
 				   sizeof(uint64_t), members);
-	if (rc)
-		goto fail;
-	rc = loco_channel_join(&rb->base);
 	if (!rc)
-		return 0;
-	loco_sst_fini(&rb->acks);
-fail:
-	free(rb->scratch);
-	loco_channel_fini(&rb->base);
+		rc = loco_channel_join(&rb->base);
+	if (rc)
+		loco_channel_fini(&rb->base);  /* the acks, the scratch */
 	return rc;
 }
 
 void loco_ringbuffer_fini(struct loco_ringbuffer *rb)
 {
-	loco_sst_fini(&rb->acks);
 	loco_channel_fini(&rb->base);
-	free(rb->scratch);
-	rb->scratch = NULL;
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -205,7 +210,7 @@ static void record_store(struct loco_ringbuffer *rb, const void *payload,
 	memcpy(rb->scratch, &h, HDR);
 	if (len)
 		memcpy(rb->scratch + HDR_WORDS, payload, len);
-	chan_words_store(ring_at(rb, rb->head), rb->scratch, words,
+	loco_words_store(ring_at(rb, rb->head), rb->scratch, words,
 			 memory_order_relaxed);
 }
 
@@ -339,18 +344,13 @@ int loco_ringbuffer_send(struct loco_ringbuffer *rb, struct loco_thread *thr,
 	if (rc != -EAGAIN)
 		return rc;
 	rb->st.full++;
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(rb->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
+	struct loco_wait w;
+	loco_wait_init(&w, rb->base.mgr, timeout_ms);
 	/* Release: whatever the readers still need is placed, so they can
 	 * consume it and acknowledge (the model bounds placement only by a
 	 * later READ or fence on the QP). */
 	rc = loco_fence(thr, LOCO_FENCE_THREAD, 0);
-	unsigned spins = 0;
-	while (!rc) {
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+	while (!rc && !(rc = loco_wait_step(&w))) {
 		rc = send_once(rb, thr, msg, len, flags, pos);
 		if (rc != -EAGAIN)
 			return rc;
@@ -384,14 +384,12 @@ int loco_ringbuffer_wait_acked(struct loco_ringbuffer *rb,
 	int rc = loco_ringbuffer_flush(rb, thr);
 	if (rc)
 		return rc;
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(rb->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, rb->base.mgr, timeout_ms);
 	while (!loco_ringbuffer_acked(rb, pos)) {
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+		rc = loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -436,7 +434,7 @@ static void hdr_load(struct loco_ringbuffer *rb, struct loco_rb_hdr *h)
 {
 	/* Acquire: pairs with the release stores that place the writer's
 	 * WRITE into this copy (transport), after the writer's fences. */
-	chan_words_load(rb->scratch, ring_at(rb, rb->rpos), HDR_WORDS,
+	loco_words_load(rb->scratch, ring_at(rb, rb->rpos), HDR_WORDS,
 			memory_order_acquire);
 	memcpy(h, rb->scratch, HDR);
 }
@@ -459,7 +457,7 @@ static bool payload_load(struct loco_ringbuffer *rb, const struct loco_rb_hdr *h
 	    HDR + round8(h->len) > left)
 		return false;
 	/* Acquire: as in hdr_load. */
-	chan_words_load(rb->scratch + HDR_WORDS, ring_at(rb, rb->rpos) + HDR,
+	loco_words_load(rb->scratch + HDR_WORDS, ring_at(rb, rb->rpos) + HDR,
 			round8(h->len) / 8, memory_order_acquire);
 	return rb_sum(rb->scratch + HDR_WORDS, h->len, h->seq, LOCO_RB_MSG) ==
 	       h->sum;
@@ -515,16 +513,14 @@ int loco_ringbuffer_try_recv(struct loco_ringbuffer *rb, struct loco_thread *thr
 int loco_ringbuffer_recv(struct loco_ringbuffer *rb, struct loco_thread *thr,
 			 void *buf, uint32_t cap, uint32_t *len, int timeout_ms)
 {
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(rb->base.mgr);
-	uint64_t deadline = chan_deadline(loco_now_ns(), timeout_ms);
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, rb->base.mgr, timeout_ms);
 	for (;;) {
 		int rc = loco_ringbuffer_try_recv(rb, thr, buf, cap, len);
 		if (rc != -EAGAIN)
 			return rc;
-		if ((spins & 63) == 0 && loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		chan_backoff(&spins);
+		rc = loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 }

@@ -11,7 +11,8 @@ int loco_shared_region_init(struct loco_shared_region *sr, struct loco_mgr *mgr,
 {
 	if (!len)
 		return -EINVAL;
-	int rc = loco_channel_init(&sr->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&sr->base, mgr, parent, name, participants,
+				   NULL);
 	if (rc)
 		return rc;
 	sr->len = len;

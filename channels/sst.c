@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* SST: the table's own channel holds no region; it exists to learn who
- * joins. Its join callback adds the joining peer's row. Rows are
+ * joins. Its join op adds the joining peer's row. Rows are
  * owned_vars over the same participants, named "ov<owner id>". */
 #include <errno.h>
 #include <stdio.h>
@@ -34,10 +34,10 @@ static int row_create(struct loco_sst *sst, uint32_t owner)
 	return 0;
 }
 
-/* Join callback (control-plane thread, once per peer): add PEER's row. A
+/* Join op (control-plane thread, once per peer): add PEER's row. A
  * failure fails the table, like a join error, since it can never be
  * ready. */
-static void on_join(struct loco_channel *ch, uint32_t peer)
+static void sst_join(struct loco_channel *ch, uint32_t peer)
 {
 	struct loco_sst *sst = (struct loco_sst *)ch;
 	if (!(ch->participants & UINT64_C(1) << peer))
@@ -51,41 +51,46 @@ static void on_join(struct loco_channel *ch, uint32_t peer)
 	loco_channel_fail(ch, rc, msg);
 }
 
+/* The rows are sub-channels, finished already: free their memory. */
+static void sst_release(struct loco_channel *ch)
+{
+	struct loco_sst *sst = (struct loco_sst *)ch;
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+		/* Relaxed: the table is unregistered; no join op runs. */
+		free(atomic_load_explicit(&sst->rows[i], memory_order_relaxed));
+		atomic_store_explicit(&sst->rows[i], NULL, memory_order_relaxed);
+	}
+}
+
+static const struct loco_channel_ops sst_ops = {
+	.join = sst_join,
+	.fini = sst_release,
+};
+
 int loco_sst_init(struct loco_sst *sst, struct loco_mgr *mgr,
 		  struct loco_channel *parent, const char *name, uint32_t len,
 		  uint64_t participants)
 {
 	if (!len || len > LOCO_OV_MAX_LEN)
 		return -EINVAL;
-	int rc = loco_channel_init(&sst->base, mgr, parent, name, participants);
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		atomic_init(&sst->rows[i], NULL);
+	int rc = loco_channel_init(&sst->base, mgr, parent, name, participants,
+				   &sst_ops);
 	if (rc)
 		return rc;
 	sst->len = len;
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		atomic_init(&sst->rows[i], NULL);
-	sst->base.on_join = on_join;
 	rc = row_create(sst, loco_channel_self(&sst->base));
 	if (!rc)
 		rc = loco_channel_join(&sst->base);
 	if (rc)
-		loco_sst_fini(sst);
+		loco_channel_fini(&sst->base);
 	return rc;
 }
 
 void loco_sst_fini(struct loco_sst *sst)
 {
-	/* The table first: once unregistered, no join callback can add a
-	 * row, so the rows below are all there is. */
 	loco_channel_fini(&sst->base);
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
-		struct loco_owned_var *ov = row_get(sst, i);
-		if (!ov)
-			continue;
-		loco_owned_var_fini(ov);
-		free(ov);
-		/* Relaxed: nobody else uses the table during fini. */
-		atomic_store_explicit(&sst->rows[i], NULL, memory_order_relaxed);
-	}
 }
 
 bool loco_sst_ready(struct loco_sst *sst)

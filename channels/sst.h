@@ -5,7 +5,7 @@
  * row locally, from its copies.
  *
  * The table does not know its participants' rows in advance: it creates
- * its own row at init and one row per peer from its join callback, when
+ * its own row at init and one row per peer from its join op, when
  * that peer joins the table. Names: "<sst>/ov<ID>", e.g. "bar/sst/ov2".
  *
  *	struct loco_sst sst;
@@ -29,7 +29,7 @@ struct loco_sst {
 	struct loco_channel base;
 	uint32_t len;                                /* bytes per row */
 	/* rows[id]: node id's row once created (then never changes until
-	 * fini); written by the join callback on the control-plane thread. */
+	 * fini); written by the join op on the control-plane thread. */
 	struct loco_owned_var *_Atomic rows[LOCO_MAX_NODES];
 };
 static_assert(offsetof(struct loco_sst, base) == 0, "base first");

@@ -18,8 +18,8 @@
 #include <sched.h>
 #include <time.h>
 
-#include "channels/chan_util.h"
 #include <loco/channels/ticket_lock.h>
+#include <loco/wait.h>
 
 /* State of a local waiter; TL_HELD and TL_OWNER are also the results of
  * local_acquire. */
@@ -40,19 +40,8 @@ struct loco_tl_waiter {
 #define WAIT_SPINS 64
 #define WAIT_YIELDS 256
 
-/* A lock call's deadline, read from the clock only once it has to wait
- * (an uncontended acquire reads no clock). */
-struct tl_deadline {
-	uint64_t at;      /* 0 until first needed */
-	int ms;
-};
-
-static uint64_t deadline_at(struct tl_deadline *d)
-{
-	if (!d->at)
-		d->at = chan_deadline(loco_now_ns(), d->ms);
-	return d->at;
-}
+/* A lock call's deadline is a struct loco_wait: it reads the clock only
+ * once the call has to wait (an uncontended acquire reads no clock). */
 
 /* ---- set-up ----------------------------------------------------------- */
 
@@ -100,14 +89,22 @@ static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			   UINT64_C(1) << loco_channel_self(&l->base);
 	int rc = loco_atomic_var_init_ex(&l->next, mgr, &l->base, "next", l->host,
 					 members, flags);
-	if (rc)
-		return rc;
-	rc = loco_atomic_var_init_ex(&l->serving, mgr, &l->base, "serving",
-				     l->host, members, flags);
-	if (rc)
-		loco_atomic_var_fini(&l->next);
-	return rc;
+	return rc ? rc : loco_atomic_var_init_ex(&l->serving, mgr, &l->base,
+						 "serving", l->host, members,
+						 flags);
 }
+
+/* The words are sub-channels, finished already. */
+static void tl_release(struct loco_channel *ch)
+{
+	struct loco_ticket_lock *l = (struct loco_ticket_lock *)ch;
+	pthread_cond_destroy(&l->cv);
+	pthread_mutex_destroy(&l->mu);
+}
+
+static const struct loco_channel_ops ticket_lock_ops = {
+	.fini = tl_release,
+};
 
 int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			  struct loco_channel *parent, const char *name,
@@ -122,7 +119,8 @@ int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 {
 	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
-	int rc = loco_channel_init(&l->base, mgr, parent, name, participants);
+	int rc = loco_channel_init(&l->base, mgr, parent, name, participants,
+				   &ticket_lock_ops);
 	if (rc)
 		return rc;
 	local_init(l, host);
@@ -133,27 +131,16 @@ int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 		rc = skip_add(l);
 	if (!rc)
 		rc = words_init(l, mgr, flags);
-	if (rc)
-		goto fini_chan;
-	rc = loco_channel_join(&l->base);
 	if (!rc)
-		return 0;
-	loco_atomic_var_fini(&l->serving);
-	loco_atomic_var_fini(&l->next);
-fini_chan:
-	loco_channel_fini(&l->base);
-	pthread_cond_destroy(&l->cv);
-	pthread_mutex_destroy(&l->mu);
+		rc = loco_channel_join(&l->base);
+	if (rc)
+		loco_channel_fini(&l->base);  /* the words, the mutex */
 	return rc;
 }
 
 void loco_ticket_lock_fini(struct loco_ticket_lock *l)
 {
-	loco_atomic_var_fini(&l->serving);
-	loco_atomic_var_fini(&l->next);
 	loco_channel_fini(&l->base);
-	pthread_cond_destroy(&l->cv);
-	pthread_mutex_destroy(&l->mu);
 }
 
 void loco_ticket_lock_set_handover_max(struct loco_ticket_lock *l, unsigned n)
@@ -272,7 +259,7 @@ static int waiter_spin(struct loco_tl_waiter *w)
 		if (s != TL_WAITING)
 			return s;
 		if (i < WAIT_SPINS)
-			chan_cpu_relax();
+			loco_cpu_relax();
 		else
 			sched_yield();
 	}
@@ -283,12 +270,12 @@ static int waiter_spin(struct loco_tl_waiter *w)
  * (a handover on an idle host takes microseconds), then sleeps on l->cv
  * until granted (on a busy host a polling nap would be scheduled late). */
 static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
-		       struct tl_deadline *dl)
+		       struct loco_wait *dl)
 {
 	int s = waiter_spin(w);
 	if (s != TL_WAITING)
 		return s;
-	uint64_t deadline = deadline_at(dl);
+	uint64_t deadline = loco_wait_deadline(dl);
 	struct timespec ts = { (time_t)(deadline / 1000000000u),
 			       (long)(deadline % 1000000000u) };
 	int rc = 0;
@@ -305,7 +292,7 @@ static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 
 /* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
  * -ETIMEDOUT. Takes l->mu. */
-static int local_acquire(struct loco_ticket_lock *l, struct tl_deadline *dl)
+static int local_acquire(struct loco_ticket_lock *l, struct loco_wait *dl)
 {
 	struct loco_tl_waiter w;
 	atomic_init(&w.state, TL_WAITING);
@@ -349,8 +336,8 @@ static void count(struct loco_ticket_lock *l, uint64_t *ctr)
  * leaves the lock idle. */
 static void wait_step(uint64_t d, unsigned *spins)
 {
-	if (d == 1 && ++*spins < CHAN_SPIN_LIMIT)
-		chan_cpu_relax();
+	if (d == 1 && ++*spins < LOCO_WAIT_SPINS)
+		loco_cpu_relax();
 	else
 		sched_yield();
 }
@@ -359,7 +346,7 @@ static void wait_step(uint64_t d, unsigned *spins)
  * error. Ordering: the READ that sees T is the acquire (docs/ordering.md:
  * the releaser fenced before its FAA). */
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, struct tl_deadline *dl)
+		       uint64_t t, struct loco_wait *dl)
 {
 	unsigned spins = 0;
 	uint64_t s = seen_get(l);
@@ -369,7 +356,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				 (unsigned long long)s, (unsigned long long)t);
 			return -LOCO_EPROTO;
 		}
-		if (loco_now_ns() > deadline_at(dl))
+		if (loco_wait_expired(dl))
 			return 0;
 		wait_step(t - s, &spins);
 		int rc = loco_atomic_var_read(&l->serving, thr, &s);
@@ -464,7 +451,7 @@ static int ticket_take(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
 static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
-			  struct tl_deadline *dl)
+			  struct loco_wait *dl)
 {
 	uint64_t t;
 	int rc = ticket_take(l, thr, &t);
@@ -542,9 +529,8 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  int timeout_ms)
 {
-	if (timeout_ms < 0)
-		timeout_ms = loco_mgr_timeout_ms(l->base.mgr);
-	struct tl_deadline dl = { 0, timeout_ms };
+	struct loco_wait dl;
+	loco_wait_init(&dl, l->base.mgr, timeout_ms);
 	int rc = local_acquire(l, &dl);
 	if (rc == TL_HELD)
 		return 0;

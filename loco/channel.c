@@ -37,7 +37,7 @@ static bool name_ok(const char *s)
 
 int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
-		      uint64_t participants)
+		      uint64_t participants, const struct loco_channel_ops *ops)
 {
 	memset(ch, 0, sizeof(*ch));
 	if (!name_ok(name))
@@ -49,9 +49,18 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		return -EINVAL;
 	ch->mgr = mgr;
 	ch->parent = parent;
+	ch->ops = ops;
 	if (!participants)
 		participants = loco_mgr_compute_peers(mgr);
 	ch->participants = participants & ~(UINT64_C(1) << mgr->id);
+	if (parent) {
+		/* chan_lock: a parent's join op adds children concurrently
+		 * with the setting-up thread. */
+		pthread_mutex_lock(&mgr->chan_lock);
+		ch->sibling = parent->children;
+		parent->children = ch;
+		pthread_mutex_unlock(&mgr->chan_lock);
+	}
 	return 0;
 }
 
@@ -184,17 +193,13 @@ bool loco_channel_ready(struct loco_channel *ch, int *err)
 
 int loco_channel_wait(struct loco_channel *ch, int timeout_ms)
 {
-	if (timeout_ms < 0)
-		timeout_ms = ch->mgr->opts.timeout_ms;
-	uint64_t deadline = loco_deadline(timeout_ms);
-	unsigned spins = 0;
+	struct loco_wait w;
 	int err = 0;
+	loco_wait_init(&w, ch->mgr, timeout_ms);
 	while (!loco_channel_ready(ch, &err)) {
-		if (err)
-			return err;
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		loco_backoff(&spins);
+		int rc = err ? err : loco_wait_step(&w);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -220,8 +225,8 @@ void loco_channel_fail(struct loco_channel *ch, int err, const char *msg)
 }
 
 /* Record PEER as joined (chan_lock held): its regions become readable,
- * the callback runs the first time, and only then is the peer counted as
- * joined, so a ready channel has run every callback. */
+ * the join op runs the first time, and only then is the peer counted as
+ * joined, so a ready channel has run it for every peer. */
 static void mark_joined(struct loco_channel *ch, uint32_t peer)
 {
 	uint64_t bit = UINT64_C(1) << peer;
@@ -230,9 +235,9 @@ static void mark_joined(struct loco_channel *ch, uint32_t peer)
 						memory_order_release);
 	if (old & bit)
 		return;
-	if (ch->on_join)
-		ch->on_join(ch, peer);
-	/* Release: what the callback built is visible to ready's acquire. */
+	if (ch->ops && ch->ops->join)
+		ch->ops->join(ch, peer);
+	/* Release: what the join op built is visible to ready's acquire. */
 	atomic_fetch_or_explicit(&ch->joined, bit, memory_order_release);
 }
 
@@ -617,30 +622,77 @@ static void jobs_forget(struct loco_mgr *mgr, struct loco_channel *ch)
 	pthread_mutex_unlock(&mgr->job_lock);
 }
 
+/* Take CH out of its parent's children (chan_lock held). */
+static void child_unlink(struct loco_channel *ch)
+{
+	if (!ch->parent)
+		return;
+	for (struct loco_channel **pp = &ch->parent->children; *pp;
+	     pp = &(*pp)->sibling) {
+		if (*pp == ch) {
+			*pp = ch->sibling;
+			break;
+		}
+	}
+	ch->sibling = NULL;
+}
+
+/* Unregister CH: after this no join op or JOIN reply runs for it (both
+ * run under chan_lock on registered channels or from its join job). */
+static void unregister(struct loco_mgr *mgr, struct loco_channel *ch)
+{
+	if (!ch->registered)
+		return;
+	jobs_forget(mgr, ch);
+	pthread_mutex_lock(&mgr->chan_lock);
+	for (struct loco_channel **pp = &mgr->channels; *pp; pp = &(*pp)->next) {
+		if (*pp == ch) {
+			*pp = ch->next;
+			break;
+		}
+	}
+	ch->registered = false;
+	pthread_mutex_unlock(&mgr->chan_lock);
+}
+
+/* Finish CH's children, newest first (CH is unregistered: none is added).
+ * Each is taken out of the list before its fini, so a child that was
+ * finished or zeroed meanwhile cannot stay in it. */
+static void children_fini(struct loco_mgr *mgr, struct loco_channel *ch)
+{
+	for (;;) {
+		pthread_mutex_lock(&mgr->chan_lock);
+		struct loco_channel *c = ch->children;
+		if (c) {
+			ch->children = c->sibling;
+			c->sibling = NULL;
+		}
+		pthread_mutex_unlock(&mgr->chan_lock);
+		if (!c)
+			return;
+		loco_channel_fini(c);
+	}
+}
+
 void loco_channel_fini(struct loco_channel *ch)
 {
 	struct loco_mgr *mgr = ch->mgr;
 	if (!mgr)
 		return;
-	if (ch->registered) {
-		jobs_forget(mgr, ch);
-		pthread_mutex_lock(&mgr->chan_lock);
-		for (struct loco_channel **pp = &mgr->channels; *pp;
-		     pp = &(*pp)->next) {
-			if (*pp == ch) {
-				*pp = ch->next;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&mgr->chan_lock);
-	}
+	pthread_mutex_lock(&mgr->chan_lock);
+	child_unlink(ch);
+	pthread_mutex_unlock(&mgr->chan_lock);
+	unregister(mgr, ch);
+	children_fini(mgr, ch);
+	if (ch->ops && ch->ops->fini)
+		ch->ops->fini(ch);
 	for (unsigned i = 0; i < ch->nlocal; i++)
 		loco_region_free(mgr, &ch->local[i]);
+	ch->nlocal = 0;
 	for (unsigned i = 0; i < ch->nhosted; i++)
 		if (ch->hosted[i].held)
 			loco_arena_unhold(mgr, ch->hosted[i].rr.off);
 	ch->nhosted = 0;
-	ch->registered = false;
 	ch->mgr = NULL;
 }
 

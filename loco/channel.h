@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /* Channel base (LOCO §4): a named endpoint that owns local regions,
  * expects regions from its peers, and joins them through the control plane.
- * Concrete channels embed struct loco_channel first:
+ * Concrete channels embed struct loco_channel first and describe what they
+ * share with the core in an ops table:
  *
  *	struct my_chan { struct loco_channel base; ... };
  *	static_assert(offsetof(struct my_chan, base) == 0, "base first");
+ *	static const struct loco_channel_ops my_chan_ops = {
+ *		.join = my_chan_join,        (optional)
+ *		.fini = my_chan_release,     (optional)
+ *	};
  *
  * Names use '/' for sub-channels ("bar/sst/ov2") and '.' for regions
- * ("bar/sst/ov2.val"). Life cycle: loco_channel_init, add regions and
- * expectations, loco_channel_join (returns at once; the control plane pairs
- * the endpoint with each participant as they appear), loco_mgr_wait_ready
- * or loco_channel_wait, use, loco_channel_fini.
+ * ("bar/sst/ov2.val"). Life cycle: loco_channel_init, add regions,
+ * expectations and sub-channels, loco_channel_join (returns at once; the
+ * control plane pairs the endpoint with each participant as they appear),
+ * loco_mgr_wait_ready or loco_channel_wait, use, loco_channel_fini.
+ *
+ * Tree: a channel initialised with a PARENT is that parent's child, and
+ * loco_channel_fini of a channel finishes its whole subtree in one order
+ * (see there), so a channel's _init undoes a failure with one
+ * loco_channel_fini of its base, and its _fini is that one call.
  *
  * Hosted regions: a channel may also keep regions on another node, usually
  * a memory node, which runs no channel code and serves create-or-open of
@@ -35,10 +45,23 @@
 
 struct loco_channel;
 
-/* Runs on the control-plane thread when PEER has joined this endpoint
- * (both regions known), once per peer. It may create and join
- * sub-channels; it must not block on the network. */
-typedef void (*loco_join_cb)(struct loco_channel *ch, uint32_t peer);
+/* What a concrete channel adds to the base. Both members may be NULL; a
+ * channel without either passes no table (NULL). */
+struct loco_channel_ops {
+	/* PEER has joined this endpoint (regions known both ways); runs once
+	 * per peer, on a control-plane thread, with the registry lock held,
+	 * before the peer counts as joined (so a ready channel has run it
+	 * for every participant). It may create and join sub-channels; it
+	 * must not wait on the network. It cannot return an error: it calls
+	 * loco_channel_fail. */
+	void (*join)(struct loco_channel *ch, uint32_t peer);
+	/* Release what the channel allocated itself (memory, mutexes), in
+	 * loco_channel_fini, after the channel is unregistered and its
+	 * sub-channels are finished, before its regions are freed. Also runs
+	 * when _init fails part way, so it must accept a channel that is
+	 * only partly set up (NULL pointers, zero counts). */
+	void (*fini)(struct loco_channel *ch);
+};
 
 struct loco_chan_expect {
 	char name[LOCO_REGION_NAME_MAX];
@@ -54,12 +77,16 @@ struct loco_chan_hosted {
 };
 
 struct loco_channel {
-	char name[LOCO_NAME_MAX];
+	char name[LOCO_NAME_MAX];            /* full name */
 	struct loco_mgr *mgr;
 	struct loco_channel *parent;
 	uint64_t participants;               /* peers (not self) to join */
+	/* The rest is the core's: channels use the functions below. */
+	const struct loco_channel_ops *ops;
+	struct loco_channel *children;       /* newest first */
+	struct loco_channel *sibling;        /* next in the parent's list */
 	_Atomic uint64_t known;              /* peers whose regions are known */
-	_Atomic uint64_t joined;             /* peers joined, callbacks run */
+	_Atomic uint64_t joined;             /* peers joined, join ops run */
 	_Atomic int error;                   /* first join error, sticky */
 	bool registered;
 	uint32_t self_expect;  /* expect[i] this node provides (bit i), at join */
@@ -71,18 +98,21 @@ struct loco_channel {
 	struct loco_rregion remote[LOCO_CHAN_REGIONS][LOCO_MAX_NODES];
 	unsigned nhosted;
 	struct loco_chan_hosted hosted[LOCO_CHAN_HOSTED];
-	loco_join_cb on_join;
 	struct loco_channel *next;           /* manager registry */
 };
 
-/* NAME is the component name; the full name is PARENT's name + "/" + NAME.
- * PARTICIPANTS: peers to join (a bit per node id, self ignored); 0 means
- * every compute node; only this node's bit means nobody: the channel is
- * ready at once (what a channel with only hosted regions uses). Returns
- * -EINVAL for a bad or too long name. */
+/* NAME is the component name; the full name is PARENT's name + "/" + NAME
+ * (PARENT may be NULL: a root channel). A channel with a parent becomes
+ * its child: the parent's loco_channel_fini finishes it. PARTICIPANTS:
+ * peers to join (a bit per node id, self ignored); 0 means every compute
+ * node; only this node's bit means nobody: the channel is ready at once
+ * (what a channel with only hosted regions uses). OPS: the channel's ops
+ * table (static, may be NULL). Returns -EINVAL for a bad or too long name;
+ * then CH is not a channel and needs no loco_channel_fini.
+ * Caller: the thread setting the channel up, or the parent's join op. */
 int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
-		      uint64_t participants);
+		      uint64_t participants, const struct loco_channel_ops *ops);
 
 /* Allocate a zeroed local region NAME of LEN bytes offered to peers.
  * Before join only. *OUT points into the channel. */
@@ -137,12 +167,17 @@ bool loco_channel_ready(struct loco_channel *ch, int *err);
 int loco_channel_wait(struct loco_channel *ch, int timeout_ms);
 
 /* Fail the channel with ERR (a negative code; the first one sticks) and log
- * MSG once. For join callbacks that cannot complete their part of a join;
+ * MSG once. For join ops that cannot complete their part of a join;
  * loco_channel_ready and loco_mgr_wait_ready then report ERR. */
 void loco_channel_fail(struct loco_channel *ch, int err, const char *msg);
 
-/* Unregister, free local regions and release hosted ones. Sub-channels
- * are finished by their parent's fini before it calls this. */
+/* Finish CH and its subtree, in this order: take CH out of its parent's
+ * children, unregister it (no join op runs for it after this, so none can
+ * add a sub-channel), finish each child the same way (newest first), run
+ * ops->fini, then free CH's local regions and release its hosted ones. A
+ * finished (or zeroed) channel is a no-op. Operations posted on the
+ * tree's regions must be complete (fenced, or their acks waited).
+ * Caller: one thread, while no other thread uses the tree. */
 void loco_channel_fini(struct loco_channel *ch);
 
 static inline uint32_t loco_channel_self(const struct loco_channel *ch)

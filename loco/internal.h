@@ -14,6 +14,7 @@
 #include "loco/auth.h"
 #include <loco/channel.h>
 #include <loco/loco.h>
+#include <loco/wait.h>
 #include "loco/transport/transport.h"
 #include "loco/wire.h"
 
@@ -106,7 +107,7 @@ struct loco_mgr {
 	struct loco_thread *threads;
 	struct loco_stats retired;
 
-	pthread_mutex_t chan_lock;   /* recursive: join callbacks register */
+	pthread_mutex_t chan_lock;   /* recursive: join ops register sub-channels */
 	struct loco_channel *channels;
 
 	struct loco_conn out[LOCO_MAX_NODES];
@@ -204,8 +205,5 @@ static inline uint64_t loco_deadline(int timeout_ms)
 {
 	return loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
-
-/* Spin briefly, then yield: call in every wait loop with a counter. */
-void loco_backoff(unsigned *spins);
 
 #endif

@@ -7,7 +7,6 @@
  * QP completes in order. An ack key {peers, T} is complete when no QP in
  * peers has an outstanding ticket <= T. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,7 +16,6 @@
 #define QP_ENTRY(ticket, op) (((ticket) << 2) | (uint64_t)(op))
 #define ENTRY_TICKET(e) ((e) >> 2)
 #define ENTRY_OP(e) ((unsigned)((e) & 3))
-#define SPIN_LIMIT 256
 
 static_assert((int)LOCO_BATCH_READ == (int)LOCO_OP_READ &&
 	      (int)LOCO_BATCH_WRITE == (int)LOCO_OP_WRITE &&
@@ -30,18 +28,6 @@ uint64_t loco_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void loco_backoff(unsigned *spins)
-{
-	if (++*spins < SPIN_LIMIT)
-		return;
-	if (*spins < 4 * SPIN_LIMIT) {
-		sched_yield();
-		return;
-	}
-	struct timespec ts = { 0, 50000 };
-	nanosleep(&ts, NULL);
 }
 
 /* ---- threads ---------------------------------------------------------- */
@@ -262,8 +248,8 @@ static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
 			rtt_mark(thr);
 		return 0;
 	}
-	uint64_t deadline = 0;
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, thr->mgr, timeout_ms);
 	for (;;) {
 		pthread_mutex_lock(&thr->lock);
 		if (rtt)
@@ -273,15 +259,10 @@ static int wait_done(struct loco_thread *thr, uint64_t peers, uint64_t t,
 		if (!rc)
 			rc = done_locked(thr, peers, t);
 		pthread_mutex_unlock(&thr->lock);
+		if (!rc)
+			rc = loco_wait_step(&w);
 		if (rc)
 			return rc < 0 ? rc : 0;
-		if (!deadline)
-			deadline = loco_deadline(timeout_ms < 0 ?
-						 thr->mgr->opts.timeout_ms :
-						 timeout_ms);
-		else if ((spins & 63) == 0 && loco_now_ns() > deadline)
-			return -ETIMEDOUT;
-		loco_backoff(&spins);
 	}
 }
 
@@ -336,21 +317,19 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 static int qp_room_locked(struct loco_thread *thr, struct loco_qp *qp,
 			  unsigned n)
 {
-	uint64_t deadline = 0;
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, thr->mgr, -1);
 	while (qp->count + n > LOCO_QP_DEPTH) {
 		int rc = progress_locked(thr);
 		if (rc)
 			return rc;
 		if (qp->count + n <= LOCO_QP_DEPTH)
 			break;
-		if (!deadline)
-			deadline = loco_deadline(thr->mgr->opts.timeout_ms);
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
 		pthread_mutex_unlock(&thr->lock);
-		loco_backoff(&spins);
+		rc = loco_wait_step(&w);
 		pthread_mutex_lock(&thr->lock);
+		if (rc)
+			return rc;
 	}
 	return qp->err;
 }
@@ -360,21 +339,19 @@ static int qp_room_locked(struct loco_thread *thr, struct loco_qp *qp,
 static int tp_post_locked(struct loco_thread *thr, struct loco_qp *qp,
 			  struct loco_wr *wr, unsigned n)
 {
-	uint64_t deadline = 0;
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, thr->mgr, -1);
 	for (;;) {
 		int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
 		if (rc != -EAGAIN)
 			return rc;
-		if (!deadline)
-			deadline = loco_deadline(thr->mgr->opts.timeout_ms);
 		if ((rc = progress_locked(thr)))
 			return rc;
-		if (loco_now_ns() > deadline)
-			return -ETIMEDOUT;
 		pthread_mutex_unlock(&thr->lock);
-		loco_backoff(&spins);
+		rc = loco_wait_step(&w);
 		pthread_mutex_lock(&thr->lock);
+		if (rc)
+			return rc;
 	}
 }
 

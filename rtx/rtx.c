@@ -112,7 +112,7 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 	char name[16];
 	snprintf(name, sizeof(name), "m%u", n->id);
 	int rc = loco_channel_init(&n->base, x->base.mgr, &x->base, name,
-				   UINT64_C(1) << loco_channel_self(&x->base));
+				   UINT64_C(1) << loco_channel_self(&x->base), NULL);
 	if (rc) {
 		loco_err(x->base.name, "sub-channel name too long");
 		return rc;
@@ -142,14 +142,13 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 	return rc ? rc : loco_channel_join(&n->base);
 }
 
-/* Sub-channels first (loco_channel_fini); zeroed ones are no-ops. */
+/* The rtx channel and its m<id> sub-channels (its children), then the
+ * array that holds them. */
 static void channels_fini(struct loco_rtx *x)
 {
-	for (unsigned i = 0; x->node && i < x->nnodes; i++)
-		loco_channel_fini(&x->node[i].base);
+	loco_channel_fini(&x->base);
 	free(x->node);
 	x->node = NULL;
-	loco_channel_fini(&x->base);
 }
 
 static uint64_t cfg_hash(const struct loco_rtx *x)
@@ -223,7 +222,7 @@ int loco_rtx_create(struct loco_mgr *mgr, const struct loco_rtx_opts *opts,
 	if (!rc) {
 		/* Only this node's bit: no peers to join (channel.h). */
 		rc = loco_channel_init(&x->base, mgr, x->o.parent, x->o.name,
-				       UINT64_C(1) << loco_mgr_id(mgr));
+				       UINT64_C(1) << loco_mgr_id(mgr), NULL);
 		if (rc)
 			loco_err("rtx", "bad rtx name '%s'", x->o.name);
 	}

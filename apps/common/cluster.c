@@ -7,34 +7,25 @@
 
 int cl_run_init(struct cl_run *r, struct loco_mgr *mgr, const char *name)
 {
-	int rc = loco_channel_init(&r->base, mgr, NULL, name, 0);
+	int rc = loco_channel_init(&r->base, mgr, NULL, name, 0, NULL);
 	if (rc)
 		return rc;
 	uint64_t members = r->base.participants |
 			   UINT64_C(1) << loco_channel_self(&r->base);
 	r->nodes = (unsigned)__builtin_popcountll(members);
 	rc = loco_barrier_init(&r->bar, mgr, &r->base, "bar", 0);
-	if (rc)
-		goto fini_base;
-	rc = loco_sst_init(&r->rows, mgr, &r->base, "rows", sizeof(struct cl_row),
-			   0);
-	if (rc)
-		goto fini_bar;
-	rc = loco_channel_join(&r->base);
 	if (!rc)
-		return 0;
-	loco_sst_fini(&r->rows);
-fini_bar:
-	loco_barrier_fini(&r->bar);
-fini_base:
-	loco_channel_fini(&r->base);
+		rc = loco_sst_init(&r->rows, mgr, &r->base, "rows",
+				   sizeof(struct cl_row), 0);
+	if (!rc)
+		rc = loco_channel_join(&r->base);
+	if (rc)
+		loco_channel_fini(&r->base);  /* and the barrier, the rows */
 	return rc;
 }
 
 void cl_run_fini(struct cl_run *r)
 {
-	loco_sst_fini(&r->rows);
-	loco_barrier_fini(&r->bar);
 	loco_channel_fini(&r->base);
 }
 

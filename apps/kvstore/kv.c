@@ -62,57 +62,42 @@ static int trackers_init(struct kv_store *kv)
 		snprintf(name, sizeof(name), "tr%u", kv->node[i]);
 		int rc = loco_ringbuffer_init(&kv->tr[i], kv->base.mgr, &kv->base,
 					      name, kv->node[i], size, 0);
-		if (rc) {
-			while (i--)
-				loco_ringbuffer_fini(&kv->tr[i]);
-			free(kv->tr);
-			kv->tr = NULL;
+		if (rc)
 			return rc;
-		}
 	}
 	return 0;
 }
 
-static void trackers_fini(struct kv_store *kv)
-{
-	for (unsigned i = 0; kv->tr && i < kv->nmembers; i++)
-		loco_ringbuffer_fini(&kv->tr[i]);
-	free(kv->tr);
-	kv->tr = NULL;
-}
-
-/* The sub-channels, in order; undone in reverse on failure. */
+/* The sub-channels; loco_channel_fini of the store finishes those made. */
 static int subs_init(struct kv_store *kv)
 {
 	struct loco_mgr *mgr = kv->base.mgr;
 	int rc = loco_shared_region_init(&kv->data, mgr, &kv->base, "data",
 					 kv->cfg.capacity * kv->slot_len, 0);
-	if (rc)
-		return rc;
-	rc = loco_lock_array_init_ex(&kv->locks, mgr, &kv->base, "locks",
-				     kv->cfg.nlocks, 0,
-				     kv->cfg.hot_locks ? LOCO_REGION_HOT : 0);
-	if (rc)
-		goto fini_data;
-	rc = trackers_init(kv);
-	if (rc)
-		goto fini_locks;
-	return 0;
-fini_locks:
-	loco_lock_array_fini(&kv->locks);
-fini_data:
-	loco_shared_region_fini(&kv->data);
-	return rc;
+	if (!rc)
+		rc = loco_lock_array_init_ex(&kv->locks, mgr, &kv->base, "locks",
+					     kv->cfg.nlocks, 0,
+					     kv->cfg.hot_locks ? LOCO_REGION_HOT
+							       : 0);
+	return rc ? rc : trackers_init(kv);
 }
 
-static void local_fini(struct kv_store *kv)
+/* The store's own memory (ops->fini: the sub-channels are finished). */
+static void kv_release(struct loco_channel *ch)
 {
+	struct kv_store *kv = (struct kv_store *)ch;
+	free(kv->tr);
+	kv->tr = NULL;
 	kv_index_destroy(kv);
 	free(kv->free_slot);
 	free(kv->counter);
 	pthread_mutex_destroy(&kv->alloc_mu);
 	pthread_mutex_destroy(&kv->req_mu);
 }
+
+static const struct loco_channel_ops kv_ops = {
+	.fini = kv_release,
+};
 
 int kv_init(struct kv_store *kv, struct loco_mgr *mgr,
 	    struct loco_channel *parent, const char *name,
@@ -122,7 +107,7 @@ int kv_init(struct kv_store *kv, struct loco_mgr *mgr,
 	if (rc)
 		return rc;
 	memset(kv, 0, sizeof(*kv));
-	rc = loco_channel_init(&kv->base, mgr, parent, name, 0);
+	rc = loco_channel_init(&kv->base, mgr, parent, name, 0, &kv_ops);
 	if (rc)
 		return rc;
 	kv->cfg = *cfg;
@@ -140,17 +125,10 @@ int kv_init(struct kv_store *kv, struct loco_mgr *mgr,
 		rc = kv_index_create(kv);
 	if (!rc)
 		rc = subs_init(kv);
-	if (rc)
-		goto fini_local;
-	rc = loco_channel_join(&kv->base);
 	if (!rc)
-		return 0;
-	trackers_fini(kv);
-	loco_lock_array_fini(&kv->locks);
-	loco_shared_region_fini(&kv->data);
-fini_local:
-	local_fini(kv);
-	loco_channel_fini(&kv->base);
+		rc = loco_channel_join(&kv->base);
+	if (rc)
+		loco_channel_fini(&kv->base);
 	return rc;
 }
 
@@ -173,10 +151,6 @@ void kv_stop(struct kv_store *kv)
 
 void kv_fini(struct kv_store *kv)
 {
-	trackers_fini(kv);
-	loco_lock_array_fini(&kv->locks);
-	loco_shared_region_fini(&kv->data);
-	local_fini(kv);
 	loco_channel_fini(&kv->base);
 }
 

@@ -21,19 +21,16 @@
  * busy tracker does not starve the others, and acknowledges them after
  * applying them. */
 #include <errno.h>
-#include <sched.h>
-#include <time.h>
 
 #include <urcu.h>
+
+#include <loco/wait.h>
 
 #include "apps/kvstore/kv_internal.h"
 
 /* Bytes one message can take in a ring: header, payload and the largest
  * skip before it (a pad is shorter than a record). */
 #define MSG_RING_BYTES (2 * (24 + sizeof(struct kv_msg)))
-#define SPIN_LIMIT 128
-#define YIELD_LIMIT 2048
-#define NAP_NS 20000L
 
 struct kv_req {
 	const struct kv_msg *msgs;
@@ -44,24 +41,6 @@ struct kv_req {
 };
 
 enum { REQ_PENDING = 1 };
-
-/* Spin briefly, then yield (the nodes we wait for share the CPUs), then
- * nap. */
-static void backoff(unsigned *spins)
-{
-	if (++*spins < SPIN_LIMIT) {
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
-		return;
-	}
-	if (*spins < YIELD_LIMIT) {
-		sched_yield();
-		return;
-	}
-	struct timespec ts = { 0, NAP_NS };
-	nanosleep(&ts, NULL);
-}
 
 /* ---- application side --------------------------------------------------- */
 
@@ -80,9 +59,8 @@ static void req_unlink(struct kv_store *kv, struct kv_req *r)
 
 static int req_wait(struct kv_store *kv, struct kv_req *r)
 {
-	uint64_t deadline = loco_now_ns() +
-			    (uint64_t)loco_mgr_timeout_ms(kv->base.mgr) * 1000000u;
-	unsigned spins = 0;
+	struct loco_wait w;
+	loco_wait_init(&w, kv->base.mgr, -1);
 	for (;;) {
 		/* Acquire: pairs with the release store in req_done; the
 		 * acknowledgements it reports (every node indexed the keys)
@@ -90,9 +68,8 @@ static int req_wait(struct kv_store *kv, struct kv_req *r)
 		int s = atomic_load_explicit(&r->state, memory_order_acquire);
 		if (s != REQ_PENDING)
 			return s;
-		if ((spins & 63) == 0 && loco_now_ns() > deadline)
+		if (loco_wait_step(&w))
 			break;
-		backoff(&spins);
 	}
 	pthread_mutex_lock(&kv->req_mu);
 	/* Relaxed: req_done stores under req_mu, which orders it. */
@@ -284,7 +261,7 @@ static int monitor_loop(struct kv_store *kv, struct loco_thread *thr)
 		if (busy)
 			spins = 0;
 		else
-			backoff(&spins);
+			loco_backoff(&spins);
 	}
 	return 0;
 }

@@ -82,7 +82,7 @@ static int timeline_open(struct xfer *xf)
 int xfer_ctl_open(struct xfer *xf)
 {
 	int rc = loco_channel_init(&xf->run, xf->mgr, NULL, "xfer-run",
-				   UINT64_C(1) << xf->self);
+				   UINT64_C(1) << xf->self, NULL);
 	if (!rc)
 		rc = loco_channel_join(&xf->run);
 	if (!rc)

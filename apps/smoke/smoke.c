@@ -5,7 +5,6 @@
  * on the first memory node if there is one, else on the lowest compute
  * node (through a channel). */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "apps/common/bench.h"
 #include "apps/common/opts.h"
 #include <loco/channel.h>
+#include <loco/wait.h>
 
 #define PROG "loco-smoke"
 #define CTR_TOTAL 0
@@ -41,7 +41,7 @@ static int counters_attach(struct smoke *s)
 	if (mem >= 0)
 		return loco_region_open(s->mgr, (uint32_t)mem, "smoke.ctr", 64,
 					&s->ctr);
-	int rc = loco_channel_init(&s->ch, s->mgr, NULL, "smoke", 0);
+	int rc = loco_channel_init(&s->ch, s->mgr, NULL, "smoke", 0, NULL);
 	if (!rc)
 		rc = loco_channel_add_region(&s->ch, "ctr", 64, NULL);
 	int idx = rc ? rc : loco_channel_expect(&s->ch, "ctr", 64, 0);
@@ -75,21 +75,16 @@ static int run(struct smoke *s, struct bench_lat *lat)
 /* Wait for every node's done mark, then read the total. */
 static int collect(struct smoke *s, uint64_t *total)
 {
-	uint64_t deadline = loco_now_ns() +
-			    (uint64_t)loco_mgr_timeout_ms(s->mgr) * 1000000u;
+	struct loco_wait w;
 	uint64_t done = 0;
-	unsigned spins = 0;
+	loco_wait_init(&w, s->mgr, -1);
 	while (done < s->nodes) {
 		int rc = loco_read(s->thr, &s->ctr, CTR_DONE, &done, 8);
-		if (rc)
-			return rc;
-		if (loco_now_ns() > deadline) {
+		if (!rc && done < s->nodes && (rc = loco_wait_step(&w)))
 			fprintf(stderr, "smoke: only %llu of %u nodes finished\n",
 				(unsigned long long)done, s->nodes);
-			return -ETIMEDOUT;
-		}
-		if (++spins > 64)
-			sched_yield();
+		if (rc)
+			return rc;
 	}
 	return loco_read(s->thr, &s->ctr, CTR_TOTAL, total, 8);
 }

@@ -255,7 +255,7 @@ static int setup(struct xf *x)
 {
 	x->self = loco_mgr_id(x->mgr);
 	members_init(x);
-	int rc = loco_channel_init(&x->base, x->mgr, NULL, "xfer", 0);
+	int rc = loco_channel_init(&x->base, x->mgr, NULL, "xfer", 0, NULL);
 	if (rc)
 		return rc;
 	rc = accounts_init(x);

@@ -207,7 +207,7 @@ START_TEST(channel_under_parent)
 	struct loco_rtx_opts o = { .objects = NOBJ, .data_len = 8,
 				   .parent = &idx };
 	ck_assert_int_eq(loco_channel_init(&idx, c.mgr, NULL, "idx",
-					   UINT64_C(1) << 0), 0);
+					   UINT64_C(1) << 0, NULL), 0);
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &sub), 0);
 	ck_assert_str_eq(sub->base.name, "idx/rtx");
 	ck_assert_str_eq(sub->node[0].base.name, "idx/rtx/m0");

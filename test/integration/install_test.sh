@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # `meson install` into a scratch DESTDIR, then, as an outside user would:
-# every installed header compiles on its own (included as <loco/...>), and
-# a program built with `pkg-config --cflags --libs loco-rtx` links and runs.
-#   install_test.sh BUILDDIR [SANITIZE]
+# every installed header compiles on its own (included as <loco/...>), a
+# program built with `pkg-config --cflags --libs loco-rtx` links and runs,
+# and the channel of docs/write-your-own-channel.md (docs/examples) builds
+# with `pkg-config loco` alone, warnings as errors.
+#   install_test.sh BUILDDIR [SANITIZE [SRCDIR]]
 # SANITIZE: the build's b_sanitize (none, address,undefined, thread): an
 # instrumented library needs the program built with the same runtime.
 set -eu
 build=$1
 san=${2:-none}
+src=${3:-$(cd "$(dirname "$0")/../.." && pwd)}
 sanflags=
 [ "$san" = none ] || sanflags=-fsanitize=$san
 dest=$(mktemp -d /tmp/loco-install-XXXXXX)
@@ -65,4 +68,11 @@ cc -std=c11 $sanflags $cflags "$dest/user.c" -o "$dest/user" $libs
 libdir=$(dirname "$(find "$dest" -name 'libloco.so' | head -n1)")
 out=$(LD_LIBRARY_PATH=$libdir "$dest/user")
 [ -n "$out" ] || { echo "install_test: the program printed nothing"; exit 1; }
-echo "install_test: $n headers compile alone; a pkg-config build links and runs ($out)"
+
+# The guide's channel, from the installed headers only.
+cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $sanflags \
+	$(pkg-config --cflags loco) "$src/docs/examples/my_flag.c" \
+	"$src/docs/examples/my_flag_main.c" -o "$dest/my-flag-pingpong" \
+	$(pkg-config --libs loco) ||
+	{ echo "install_test: docs/examples does not build against the installed headers"; exit 1; }
+echo "install_test: $n headers compile alone; a pkg-config build links and runs ($out); docs/examples builds"

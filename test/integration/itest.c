@@ -106,7 +106,7 @@ static int two_node(struct ctx *c, bool mismatch)
 	bool owner = self < other;
 	struct loco_channel ch;
 	struct loco_region *reg;
-	int idx = -1, rc = loco_channel_init(&ch, c->mgr, NULL, "t2", 0);
+	int idx = -1, rc = loco_channel_init(&ch, c->mgr, NULL, "t2", 0, NULL);
 	if (!rc && owner)
 		rc = loco_channel_add_region(&ch, "data", DATA_LEN, &reg);
 	if (!rc && owner) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Channel base: naming, region/expectation rules, wait_ready failing
+/* Channel base: naming, region/expectation rules, the channel tree (one
+ * fini finishes a subtree in one order, ops run), wait_ready failing
  * after its timeout when a participant never starts, and hosted regions
  * (create-or-open on this node and on another node). */
 #include <check.h>
@@ -25,20 +26,24 @@ static void teardown(void)
 
 START_TEST(names)
 {
-	struct loco_channel a, b;
-	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "bar", 0), 0);
+	struct loco_channel a, b, bad;
+	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "bar", 0, NULL), 0);
 	ck_assert_str_eq(a.name, "bar");
 	ck_assert_uint_eq(a.participants, 2);  /* node 1, not self */
-	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "sst", 0), 0);
+	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "sst", 0, NULL), 0);
 	ck_assert_str_eq(b.name, "bar/sst");
-	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "a/b", 0), -EINVAL);
-	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "a.b", 0), -EINVAL);
-	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, &a, "", 0), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&bad, cl.mgr, &a, "a/b", 0, NULL), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&bad, cl.mgr, &a, "a.b", 0, NULL), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&bad, cl.mgr, &a, "", 0, NULL), -EINVAL);
 	char longname[200];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
-	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, NULL, longname, 0), -EINVAL);
+	ck_assert_int_eq(loco_channel_init(&bad, cl.mgr, NULL, longname, 0, NULL), -EINVAL);
+	/* only b joined a's children: a's fini finishes b */
+	ck_assert_ptr_eq(a.children, &b);
+	ck_assert_ptr_null(b.sibling);
 	loco_channel_fini(&a);
+	ck_assert_ptr_null(b.mgr);
 }
 END_TEST
 
@@ -46,7 +51,7 @@ START_TEST(regions_and_expectations)
 {
 	struct loco_channel ch;
 	struct loco_region *r;
-	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_add_region(&ch, "val", 256, &r), 0);
 	ck_assert_str_eq(r->name, "c.val");
 	ck_assert_int_eq(loco_channel_add_region(&ch, "val", 256, &r), -EEXIST);
@@ -62,20 +67,99 @@ START_TEST(regions_and_expectations)
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
 	ck_assert_int_eq(loco_channel_add_region(&ch, "late", 8, &r), -EINVAL);
 	struct loco_channel dup;
-	ck_assert_int_eq(loco_channel_init(&dup, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_init(&dup, cl.mgr, NULL, "c", 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_join(&dup), -EEXIST);
 	loco_channel_fini(&ch);
 	/* the name is free again once finished */
-	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0), 0);
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
 	loco_channel_fini(&ch);
+}
+END_TEST
+
+/* A channel tree whose fini ops record the order they run in. */
+struct tnode {
+	struct loco_channel base;
+	char tag;
+	struct loco_region *reg;
+};
+
+static char fini_order[16];
+
+static void tnode_release(struct loco_channel *ch)
+{
+	struct tnode *t = (struct tnode *)ch;
+	size_t n = strlen(fini_order);
+	ck_assert_uint_lt(n, sizeof(fini_order) - 1);
+	/* its regions are still there, its children gone already */
+	ck_assert_uint_eq(ch->nlocal, 1);
+	ck_assert_ptr_null(ch->children);
+	fini_order[n] = t->tag;
+}
+
+static const struct loco_channel_ops tnode_ops = { .fini = tnode_release };
+
+static void tnode_init(struct tnode *t, struct loco_channel *parent,
+		       const char *name, char tag)
+{
+	t->tag = tag;
+	ck_assert_int_eq(loco_channel_init(&t->base, cl.mgr, parent, name,
+					   UINT64_C(1) << 0, &tnode_ops), 0);
+	ck_assert_int_eq(loco_channel_add_region(&t->base, "r", 64, &t->reg), 0);
+	ck_assert_int_eq(loco_channel_join(&t->base), 0);
+}
+
+/* One fini of the root finishes the tree: each channel after its
+ * children, the newest child first, each unregistered and its regions
+ * freed (their names can be taken again); a second fini does nothing. */
+START_TEST(tree_fini_order)
+{
+	struct tnode a, b, c, d;
+	struct loco_region r;
+	fini_order[0] = 0;
+	tnode_init(&a, NULL, "t", 'a');
+	tnode_init(&b, &a.base, "b", 'b');
+	tnode_init(&c, &a.base, "c", 'c');
+	tnode_init(&d, &c.base, "d", 'd');
+	ck_assert_str_eq(d.base.name, "t/c/d");
+	ck_assert_int_eq(loco_mgr_wait_ready(cl.mgr, 1000), 0);
+	loco_channel_fini(&a.base);
+	ck_assert_str_eq(fini_order, "dcba");
+	ck_assert_ptr_null(a.base.mgr);
+	ck_assert_ptr_null(d.base.mgr);
+	loco_channel_fini(&a.base);
+	loco_channel_fini(&d.base);
+	ck_assert_str_eq(fini_order, "dcba");
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "t/c/d.r", 64, &r), 0);
+	loco_region_free(cl.mgr, &r);
+	struct loco_channel again;
+	ck_assert_int_eq(loco_channel_init(&again, cl.mgr, NULL, "t", 0, NULL), 0);
+	ck_assert_int_eq(loco_channel_join(&again), 0);
+	loco_channel_fini(&again);
+}
+END_TEST
+
+/* A child finished on its own leaves its parent's children: the parent's
+ * fini does not finish it again. */
+START_TEST(tree_child_alone)
+{
+	struct tnode a, b, c;
+	fini_order[0] = 0;
+	tnode_init(&a, NULL, "t", 'a');
+	tnode_init(&b, &a.base, "b", 'b');
+	tnode_init(&c, &a.base, "c", 'c');
+	loco_channel_fini(&c.base);
+	ck_assert_str_eq(fini_order, "c");
+	ck_assert_ptr_eq(a.base.children, &b.base);
+	loco_channel_fini(&a.base);
+	ck_assert_str_eq(fini_order, "cba");
 }
 END_TEST
 
 START_TEST(ready_times_out)
 {
 	struct loco_channel ch;
-	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "lonely", 0), 0);
+	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "lonely", 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_add_region(&ch, "r", 64, NULL), 0);
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
 	uint64_t t0 = loco_now_ns();
@@ -97,7 +181,7 @@ START_TEST(self_only_channel_is_ready)
 {
 	struct loco_channel ch;
 	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "solo",
-					   UINT64_C(1) << 0), 0);
+					   UINT64_C(1) << 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
 	ck_assert_int_eq(loco_channel_wait(&ch, 100), 0);
 	loco_channel_fini(&ch);
@@ -173,7 +257,7 @@ START_TEST(region_drop_self)
 	ck_assert_uint_eq(n, 1);
 	/* held by a channel of this process: refused, nothing freed */
 	ck_assert_int_eq(loco_channel_init(&h, cl.mgr, NULL, "d",
-					   self_bit(cl.mgr)), 0);
+					   self_bit(cl.mgr), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&h, 0, "held", 64, &rr), 0);
 	ck_assert_int_eq(loco_region_drop(cl.mgr, 0, "d", LOCO_DROP_TREE, &n),
 			 -EBUSY);
@@ -208,7 +292,7 @@ START_TEST(hosted_self)
 	struct loco_thread *thr;
 	uint64_t v = 0;
 	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "h",
-					   self_bit(cl.mgr)), 0);
+					   self_bit(cl.mgr), NULL), 0);
 	ck_assert_uint_eq(a.participants, 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "val", 128, &ra), 0);
 	ck_assert_uint_eq(ra.node, 0);
@@ -227,7 +311,7 @@ START_TEST(hosted_self)
 	loco_region_free(cl.mgr, &priv);
 	/* another handle of the same channel: same region, size checked */
 	ck_assert_int_eq(loco_channel_init(&b, cl.mgr, NULL, "h",
-					   self_bit(cl.mgr)), 0);
+					   self_bit(cl.mgr), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&b, 0, "val", 64, &rb),
 			 -LOCO_EMISMATCH);
 	ck_assert_int_eq(loco_channel_open_hosted(&b, 0, "val", 128, &rb), 0);
@@ -246,7 +330,7 @@ START_TEST(hosted_self)
 	ck_assert_int_eq(loco_region_alloc(cl.mgr, "h.val", 64, &priv), 0);
 	loco_region_free(cl.mgr, &priv);
 	ck_assert_int_eq(loco_channel_init(&c, cl.mgr, NULL, "h",
-					   self_bit(cl.mgr)), 0);
+					   self_bit(cl.mgr), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&c, 0, "val", 128, &rr), 0);
 	ck_assert_int_eq(loco_read(thr, &rr, 8, &v, 8), 0);
 	ck_assert_uint_eq(v, 0);     /* a new region, zeroed */
@@ -261,7 +345,7 @@ START_TEST(hosted_table_full)
 	struct loco_rregion rr;
 	char name[8];
 	ck_assert_int_eq(loco_channel_init(&a, cl.mgr, NULL, "full",
-					   self_bit(cl.mgr)), 0);
+					   self_bit(cl.mgr), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&a, 7, "r0", 64, &rr),
 			 -EINVAL);   /* not in the hosts file */
 	for (int i = 0; i < LOCO_CHAN_HOSTED; i++) {
@@ -286,9 +370,9 @@ START_TEST(hosted_remote)
 	uint64_t v = 0;
 	ck_assert_int_eq(cluster_start(&c2, 2, 0, 3000), 0);
 	ck_assert_int_eq(loco_channel_init(&a, c2.mgr[0], NULL, "x",
-					   self_bit(c2.mgr[0])), 0);
+					   self_bit(c2.mgr[0]), NULL), 0);
 	ck_assert_int_eq(loco_channel_init(&b, c2.mgr[0], NULL, "x",
-					   self_bit(c2.mgr[0])), 0);
+					   self_bit(c2.mgr[0]), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&a, 1, "w", 64, &ra), 0);
 	ck_assert_uint_eq(ra.node, 1);
 	ck_assert_uint_eq(ra.len, 64);
@@ -302,13 +386,67 @@ START_TEST(hosted_remote)
 	ck_assert_uint_eq(rb.off, ra.off);
 	/* node 1's own endpoint of "x" holds the region a peer created */
 	ck_assert_int_eq(loco_channel_init(&h, c2.mgr[1], NULL, "x",
-					   self_bit(c2.mgr[1])), 0);
+					   self_bit(c2.mgr[1]), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&h, 1, "w", 64, &rh), 0);
 	ck_assert_uint_eq(rh.off, ra.off);
 	ck_assert_int_eq(loco_read(c2.thr[1], &rh, 0, &v, 8), 0);
 	ck_assert_uint_eq(v, 7);
 	loco_channel_fini(&h);
 	loco_channel_fini(&b);
+	cluster_stop(&c2);
+}
+END_TEST
+
+/* A channel whose join op adds a sub-channel "p<peer>" per peer, as the
+ * SST adds rows: the op runs once per peer before the channel is ready,
+ * and the parent's fini finishes what it made. */
+struct jchan {
+	struct loco_channel base;
+	struct loco_channel sub[2];
+	_Atomic unsigned calls;
+};
+
+static void jchan_join(struct loco_channel *ch, uint32_t peer)
+{
+	struct jchan *j = (struct jchan *)ch;
+	char name[8];
+	snprintf(name, sizeof(name), "p%u", peer);
+	/* Relaxed: a counter the test reads after wait_ready. */
+	atomic_fetch_add_explicit(&j->calls, 1, memory_order_relaxed);
+	int rc = loco_channel_init(&j->sub[peer], ch->mgr, ch, name,
+				   UINT64_C(1) << loco_channel_self(ch), NULL);
+	if (!rc)
+		rc = loco_channel_join(&j->sub[peer]);
+	if (rc)
+		loco_channel_fail(ch, rc, "cannot add the peer's sub-channel");
+}
+
+static const struct loco_channel_ops jchan_ops = { .join = jchan_join };
+
+START_TEST(join_op_adds_children)
+{
+	struct cluster c2;
+	struct jchan j[2];
+	ck_assert_int_eq(cluster_start(&c2, 2, 0, 3000), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		memset(&j[i], 0, sizeof(j[i]));
+		ck_assert_int_eq(loco_channel_init(&j[i].base, c2.mgr[i], NULL,
+						   "j", 0, &jchan_ops), 0);
+		ck_assert_int_eq(loco_channel_join(&j[i].base), 0);
+	}
+	ck_assert_int_eq(cluster_ready(&c2, 3000), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		unsigned peer = 1 - i;
+		char name[8];
+		snprintf(name, sizeof(name), "j/p%u", peer);
+		/* Relaxed: wait_ready returned after the op ran. */
+		ck_assert_uint_eq(atomic_load_explicit(&j[i].calls,
+						       memory_order_relaxed), 1);
+		ck_assert_ptr_eq(j[i].base.children, &j[i].sub[peer]);
+		ck_assert_str_eq(j[i].sub[peer].name, name);
+		loco_channel_fini(&j[i].base);
+		ck_assert_ptr_null(j[i].sub[peer].mgr);
+	}
 	cluster_stop(&c2);
 }
 END_TEST
@@ -333,7 +471,7 @@ START_TEST(region_drop_remote)
 	ck_assert_int_eq(loco_read(c2.thr[0], &rb, 0, &v, 8), 0);
 	ck_assert_uint_eq(v, 0);
 	ck_assert_int_eq(loco_channel_init(&h, c2.mgr[1], NULL, "r",
-					   self_bit(c2.mgr[1])), 0);
+					   self_bit(c2.mgr[1]), NULL), 0);
 	ck_assert_int_eq(loco_channel_open_hosted(&h, 1, "w", 64, &rb), 0);
 	ck_assert_int_eq(loco_region_drop(c2.mgr[0], 1, "r.w", 0, &n), -EBUSY);
 	loco_channel_fini(&h);
@@ -349,6 +487,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup_with_absent_peer, teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, names);
+	tcase_add_test(tc, tree_fini_order);
+	tcase_add_test(tc, tree_child_alone);
 	tcase_add_test(tc, regions_and_expectations);
 	tcase_add_test(tc, ready_times_out);
 	tcase_add_test(tc, self_only_channel_is_ready);
@@ -361,6 +501,7 @@ int main(void)
 	TCase *two = tcase_create("two nodes");
 	tcase_set_timeout(two, 30);
 	tcase_add_test(two, hosted_remote);
+	tcase_add_test(two, join_op_adds_children);
 	tcase_add_test(two, region_drop_remote);
 	suite_add_tcase(s, two);
 	SRunner *sr = srunner_create(s);

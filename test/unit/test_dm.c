@@ -290,7 +290,7 @@ START_TEST(join_carries_the_space)
 				       DM_BYTES), 0);
 	struct loco_channel ch;
 	struct loco_region *h;
-	ck_assert_int_eq(loco_channel_init(&ch, m, NULL, "c", UINT64_C(1) << 1), 0);
+	ck_assert_int_eq(loco_channel_init(&ch, m, NULL, "c", UINT64_C(1) << 1, NULL), 0);
 	ck_assert_int_eq(loco_channel_add_region_ex(&ch, "h", 8, LOCO_REGION_HOT, &h), 0);
 	int idx = loco_channel_expect(&ch, "w", 8, 0);
 	ck_assert_int_ge(idx, 0);
@@ -318,7 +318,7 @@ START_TEST(join_carries_the_space)
 	loco_channel_fini(&ch);
 
 	/* An offer outside the peer's device memory fails the join. */
-	ck_assert_int_eq(loco_channel_init(&ch, m, NULL, "d", UINT64_C(1) << 1), 0);
+	ck_assert_int_eq(loco_channel_init(&ch, m, NULL, "d", UINT64_C(1) << 1, NULL), 0);
 	ck_assert_int_eq(loco_channel_add_region(&ch, "h", 8, NULL), 0);
 	ck_assert_int_ge(loco_channel_expect(&ch, "w", 8, 0), 0);
 	ck_assert_int_eq(loco_channel_join(&ch), 0);
