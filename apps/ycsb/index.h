@@ -100,8 +100,9 @@ struct ycsb_index_ops {
 };
 
 /* The indexes the driver knows (defined by each index's adapter file,
- * apps/ycsb/ix_<name>.c). */
+ * apps/ycsb/ix_<name>.c, a '-' in the name as '_'). */
 extern const struct ycsb_index_ops ycsb_ix_local;
+extern const struct ycsb_index_ops ycsb_ix_local_ordered;
 extern const struct ycsb_index_ops ycsb_ix_kvstore;
 extern const struct ycsb_index_ops ycsb_ix_race;
 extern const struct ycsb_index_ops ycsb_ix_sherman;

@@ -417,10 +417,11 @@ static void report(void *arg, const struct cl_row *row,
 		.nodes = y->nmembers, .threads = o->threads,
 	};
 	cl_json_begin(stdout, &r, row, cluster, y->self);
-	printf(",\"index\":\"%s\",\"workload\":\"%c\",\"zipf\":%g,\"keys\":%"
-	       PRIu64 ",\"value_size\":%u,\"window\":1,\"writers\":\"%s\","
+	printf(",\"index\":\"%s\",\"ordered\":%s,\"distributed\":%s,"
+	       "\"workload\":\"%c\",\"zipf\":%g,\"keys\":%" PRIu64 ",\"value_size\":%u,\"window\":1,\"writers\":\"%s\","
 	       "\"scan_max\":%u,\"delete_ratio\":%g,\"recorded\":%s", o->ix->name,
-	       o->mix.name, o->zipf, o->keys, o->value_size,
+	       o->ix->ordered ? "true" : "false",
+	       o->ix->distributed ? "true" : "false", o->mix.name, o->zipf, o->keys, o->value_size,
 	       o->writers == W_OWNER ? "owner" : "any", o->scan_max,
 	       o->delete_ratio, o->record ? "true" : "false");
 	printf(",\"gets\":%" PRIu64 ",\"inserts\":%" PRIu64 ",\"updates\":%"

@@ -382,7 +382,7 @@ def ycsb_cases():
     """loco-ycsb's own options, run alone (a private one-node cluster)."""
     rows = [
         ("--index nosuch", ["--index", "nosuch"],
-         "--index: bad value 'nosuch' (expected one of local, kvstore"),
+         "--index: bad value 'nosuch' (expected one of local, local-ordered, kvstore"),
         ("--workload g", ["--workload", "g"],
          "--workload: bad value 'g' (expected a, b, c, d, e or f)"),
         ("--workload e, unordered", ["--index", "kvstore", "--workload", "e"],

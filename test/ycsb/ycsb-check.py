@@ -27,7 +27,7 @@ USUAL = {"app": str, "transport": str, "nodes": int, "threads": int,
          "duration_s": float, "ops": int, "ops_per_s": float, "p50_us": float,
          "p99_us": float, "verbs_per_op": float, "rtts_per_op": float,
          "scope": str}
-OWN = {"index": str, "workload": str, "zipf": float, "keys": int,
+OWN = {"index": str, "ordered": bool, "distributed": bool, "workload": str, "zipf": float, "keys": int,
        "value_size": int, "window": int, "writers": str, "scan_max": int,
        "delete_ratio": float, "recorded": bool, "gets": int, "inserts": int,
        "updates": int, "deletes": int, "scans": int, "rmws": int, "hits": int,
@@ -115,7 +115,7 @@ def check_ok(r, cmd):
         if r[k]:
             fail("%s = %d" % (k, r[k]))
     check_mix(r, r["workload"])
-    local = r["index"] == "local"
+    local = not r["distributed"]
     if local and (r["rtts_per_op"] or r["verbs_per_op"]):
         fail("the local index made round trips")
     if not local and r["get_rtts"] * r["gets"] < r["hits"] * 0.999:
