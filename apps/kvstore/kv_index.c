@@ -20,36 +20,10 @@
 #include <urcu.h>
 #include <urcu/rculfhash.h>
 
+#include "apps/common/rcu_tsan.h"
 #include "apps/kvstore/kv_internal.h"
 
 #define INDEX_INIT_BUCKETS 1024
-
-#if defined(__SANITIZE_THREAD__)
-/* liburcu is not instrumented, so ThreadSanitizer sees neither the
- * publication of an entry (rcu_assign_pointer inside cds_lfht) nor the
- * grace period before its reclamation. Both edges are stated on the
- * entry's address: the writer releases before publishing, a reader
- * acquires before its first read and releases after its last, the
- * reclaimer acquires before freeing. */
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-#define tsan_acquire(p) __tsan_acquire(p)
-#define tsan_release(p) __tsan_release(p)
-
-/* Inside liburcu, its threads (call_rcu, the resize workqueue) hand
- * memory to each other with futexes and uatomic asm that ThreadSanitizer
- * cannot see either: ignore the allocator calls the library makes itself
- * (ours, such as entry_free_rcu's free, stay checked). */
-const char *__tsan_default_suppressions(void);
-const char *__tsan_default_suppressions(void)
-{
-	return "called_from_lib:liburcu.so\n"
-	       "called_from_lib:liburcu-cds.so\n";
-}
-#else
-#define tsan_acquire(p) ((void)(p))
-#define tsan_release(p) ((void)(p))
-#endif
 
 struct kv_entry {
 	struct cds_lfht_node node;

@@ -23,6 +23,7 @@
 #include <urcu.h>
 #include <urcu/rculfhash.h>
 
+#include "apps/common/rcu_tsan.h"
 #include "apps/common/zipf.h"
 #include "apps/ycsb/ix_opts.h"
 
@@ -54,15 +55,22 @@ static unsigned long key_hash(uint64_t key)
 	return (unsigned long)rng_mix(key);
 }
 
+/* The tsan_* calls state cds_lfht's publication and grace periods
+ * (apps/common/rcu_tsan.h). */
 static int key_match(struct cds_lfht_node *node, const void *key)
 {
-	return caa_container_of(node, struct lx_entry, node)->key ==
-	       *(const uint64_t *)key;
+	struct lx_entry *e = caa_container_of(node, struct lx_entry, node);
+	tsan_acquire(e);
+	bool match = e->key == *(const uint64_t *)key;
+	tsan_release(e);
+	return match;
 }
 
 static void entry_free_rcu(struct rcu_head *head)
 {
-	free(caa_container_of(head, struct lx_entry, rcu));
+	struct lx_entry *e = caa_container_of(head, struct lx_entry, rcu);
+	tsan_acquire(e);
+	free(e);
 }
 
 static struct lx_entry *entry_new(uint64_t key, const void *val, uint32_t len)
@@ -74,6 +82,7 @@ static struct lx_entry *entry_new(uint64_t key, const void *val, uint32_t len)
 	e->key = key;
 	e->len = len;
 	memcpy(e->val, val, len);
+	tsan_release(e);
 	return e;
 }
 
@@ -168,8 +177,10 @@ static int lx_get(struct ycsb_ixthr *t, uint64_t key, void *val, uint32_t *len)
 	rcu_read_lock();
 	struct lx_entry *e = lookup(t->ix, key, &it);
 	if (e) {
+		tsan_acquire(e);
 		memcpy(val, e->val, e->len);
 		*len = e->len;
+		tsan_release(e);
 	}
 	rcu_read_unlock();
 	return e ? 0 : -ENOENT;
