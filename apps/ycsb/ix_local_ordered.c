@@ -10,11 +10,20 @@
  * It is a simple baseline, not a fast concurrent ordered map: the lock
  * serializes writers and its word is shared by every reader.
  *
- * --ix-opt broken=short-scans (tests only): a scan that finds two pairs
- * or more leaves out the last one, which the recorded history must show
- * (lincheck's ordered-map: a scan returns every pair of its range). */
+ * --verify walks every level: keys strictly ascending, and each level a
+ * subsequence of the one below it, of nodes tall enough.
+ *
+ * --ix-opt broken=... (tests only):
+ *   short-scans  a scan that finds two pairs or more leaves out the last
+ *                one, which the recorded history must show (lincheck's
+ *                ordered-map: a scan returns every pair of its range);
+ *   skip-level0  an insert of a node taller than one level leaves it out
+ *                of level 0: the key is lost to gets and scans (the end
+ *                check) and --verify finds it above a level that lacks
+ *                it. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +44,7 @@ struct ycsb_index {
 	pthread_rwlock_t lock;
 	struct sl_node *head;           /* SL_LEVELS high, no key */
 	uint32_t value_size;
-	bool short_scans;
+	bool short_scans, skip_level0;
 	uint64_t rng;                   /* node heights, under the write lock */
 };
 
@@ -84,7 +93,8 @@ static int or_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 		   struct ycsb_index **out)
 {
 	static const char *const known[] = { "broken", NULL };
-	static const char *const broken[] = { "none", "short-scans", NULL };
+	static const char *const broken[] = { "none", "short-scans", "skip-level0",
+					      NULL };
 	pthread_rwlockattr_t attr;
 	(void)mgr;
 	unsigned mode = 0;
@@ -101,6 +111,7 @@ static int or_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 		return -ENOMEM;
 	ix->value_size = cfg->value_size;
 	ix->short_scans = mode == 1;
+	ix->skip_level0 = mode == 2;
 	ix->rng = rng_mix(cfg->seed);
 	ix->head = node_new(ix, SL_LEVELS);
 	if (!ix->head) {
@@ -175,7 +186,8 @@ static int or_insert(struct ycsb_ixthr *t, uint64_t key, const void *val,
 		n->key = key;
 		n->len = len;
 		memcpy(n->val, val, len);
-		for (unsigned l = 0; l < n->height; l++) {
+		unsigned l0 = ix->skip_level0 && n->height > 1;
+		for (unsigned l = l0; l < n->height; l++) {
 			n->next[l] = pred[l]->next[l];
 			pred[l]->next[l] = n;
 		}
@@ -235,6 +247,43 @@ static int or_scan(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/* Level L: keys ascending, nodes at least L + 1 high, each one also on
+ * level L - 1. */
+static int verify_level(struct ycsb_index *ix, unsigned l, char *msg,
+			size_t len)
+{
+	struct sl_node *below = ix->head;
+	for (struct sl_node *n = ix->head->next[l]; n; n = n->next[l]) {
+		struct sl_node *next = n->next[l];
+		if (n->height <= l || (next && next->key <= n->key)) {
+			snprintf(msg, len, "level %u: key %llu %s", l,
+				 (unsigned long long)n->key, n->height <= l ?
+				 "is on a level above its height" :
+				 "is not below the next key");
+			return -EUCLEAN;
+		}
+		while (l && below && below != n && (below == ix->head ||
+						     below->key <= n->key))
+			below = below->next[l - 1];
+		if (l && below != n) {
+			snprintf(msg, len, "key %llu is on level %u but not on "
+				 "level %u", (unsigned long long)n->key, l, l - 1);
+			return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
+static int or_verify(struct ycsb_ixthr *t, char *msg, size_t len)
+{
+	int rc = 0;
+	pthread_rwlock_rdlock(&t->ix->lock);
+	for (unsigned l = 0; !rc && l < SL_LEVELS; l++)
+		rc = verify_level(t->ix, l, msg, len);
+	pthread_rwlock_unlock(&t->ix->lock);
+	return rc;
+}
+
 const struct ycsb_index_ops ycsb_ix_local_ordered = {
 	.name = "local-ordered",
 	.ordered = true,
@@ -248,4 +297,5 @@ const struct ycsb_index_ops ycsb_ix_local_ordered = {
 	.update = or_update,
 	.remove = or_remove,
 	.scan = or_scan,
+	.verify = or_verify,
 };

@@ -416,7 +416,7 @@ def ycsb_cases():
          "--ix-opt locks=0: bad value for index kvstore (expected 1..4096)"),
         ("--ix-opt 17 times", ["--ix-opt", "broken=none"] * 17,
          "--ix-opt: bad value 'broken=none' (expected at most 16 of them)"),
-        ("--verify, no walk", ["--verify"],
+        ("--verify, no walk", ["--verify", "--index", "local"],
          "--verify: index local cannot walk its structure"),
         ("--keys under clients", ["--keys", "2", "--threads", "4"],
          "--keys 2: fewer than the 4 clients"),

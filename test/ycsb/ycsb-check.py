@@ -16,8 +16,11 @@ checks its cluster result line (the line with "scope":"cluster"; loco-run's
                  inserts, F: read-modify-writes, each with its get and
                  update); a local index makes no round trips, a
                  distributed one at least one per get that found its key.
+                 With --verify: verify_failed = 0.
   EXPECT=caught  (a broken index) exit 1, and the line shows missing or
                  wrong > 0: the end-of-run check caught it.
+  EXPECT=verify-fails  exit 1 and verify_failed = 1: --verify's walk of
+                 the index found it broken.
 Exit 0 if all holds, 1 if not, 2 on usage."""
 import json
 import subprocess
@@ -115,6 +118,8 @@ def check_ok(r, cmd):
         if r[k]:
             fail("%s = %d" % (k, r[k]))
     check_mix(r, r["workload"])
+    if "--verify" in cmd and r.get("verify_failed") != 0:
+        fail("verify_failed is %r, expected 0" % r.get("verify_failed"))
     local = not r["distributed"]
     if local and (r["rtts_per_op"] or r["verbs_per_op"]):
         fail("the local index made round trips")
@@ -124,7 +129,8 @@ def check_ok(r, cmd):
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] != "--" or argv[0] not in ("ok", "caught"):
+    if len(argv) < 3 or argv[1] != "--" or \
+            argv[0] not in ("ok", "caught", "verify-fails"):
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
     expect, cmd = argv[0], argv[2:]
@@ -142,6 +148,11 @@ def main(argv):
     if p.returncode != 1:
         fail("exit status %d, expected 1" % p.returncode)
     r = result_line(p.stdout)
+    if expect == "verify-fails":
+        if r.get("verify_failed") != 1:
+            fail("verify_failed is %r, expected 1" % r.get("verify_failed"))
+        print("ycsb-check: --verify found the index broken")
+        return 0
     if r["missing"] + r["wrong"] == 0:
         fail("the broken index was not caught (missing 0, wrong 0)")
     print("ycsb-check: caught: missing %d, wrong %d" % (r["missing"], r["wrong"]))
