@@ -212,7 +212,7 @@ int track_check(struct ycsb_worker *w)
 		if (rc < 0)
 			return rc;
 		w->n[X_CHECKED]++;
-		if (!sole_writer(w, key))
+		if (rc != YCSB_CORRUPT && !sole_writer(w, key))
 			check_shared(w, key, e, got);
 	}
 	return 0;

@@ -93,9 +93,9 @@ static void call_error(struct ycsb_worker *w, const char *what, uint64_t key,
 		": %s\n", w->y->self, w->idx, what, key, loco_strerror(rc));
 }
 
-/* Run the call; 0, 1 for the map's "absent"/"present" outcome, or an
- * error. *GOT: the id a get read (0 if absent; a corrupt value is
- * counted and returned as an error -EIO). */
+/* Run the call; 0, 1 for the map's "absent"/"present" outcome,
+ * YCSB_CORRUPT for a get that read a value no write put there (counted),
+ * or an error. *GOT: the id a get read (0 if absent). */
 static int call_index(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 		      uint64_t *got)
 {
@@ -114,7 +114,7 @@ static int call_index(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 			fprintf(stderr, "loco-ycsb: node %u thread %u: get of key %"
 				PRIu64 ": a value no write put there (%u bytes)\n",
 				w->y->self, w->idx, key, len);
-			return -EIO;
+			return YCSB_CORRUPT;
 		}
 		return rc;
 	case K_INSERT:
@@ -155,11 +155,14 @@ int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 		loco_thread_stats(w->thr, &s0);
 	int rc = call_index(w, k, key, &v);
 	count_call(w, k, &s0);
-	if (rc < 0) {
+	if (rc < 0 || rc == YCSB_CORRUPT) {
+		/* Open in the history: an error's outcome is unknown, and a
+		 * corrupt value is no result of the map. */
 		loco_hist_info(w->thr, hid);
-		if (rc != -EIO)
+		if (rc < 0) {
 			call_error(w, kind_name[k], key, rc);
-		track_result(w, k, key, id, rc, v);
+			track_result(w, k, key, id, rc, v);
+		}
 		return rc;
 	}
 	if (k == K_GET && rc == 0)
@@ -225,7 +228,7 @@ static int ycsb_scan(struct ycsb_worker *w, uint64_t lo, unsigned len)
 		fprintf(stderr, "loco-ycsb: node %u thread %u: scan of %" PRIu64
 			"..%" PRIu64 ": pairs out of order, out of range or with "
 			"values no write put there\n", w->y->self, w->idx, lo, hi);
-		return -EIO;
+		return 0;
 	}
 	strcat(res, "]]");
 	loco_hist_ret(w->thr, hid, res);

@@ -130,10 +130,13 @@ struct ycsb {
 
 /* work.c */
 void *ycsb_worker_main(void *arg);
+/* ycsb_call's result for a get that read a value no write put there: it
+ * is counted (corrupt), recorded as open, and the thread goes on. */
+#define YCSB_CORRUPT 2
 /* One index call of kind K, recorded and counted; 0, or 1 for the map
- * outcome "absent"/"present" (-ENOENT, -EEXIST), or an error. ID is the
- * value id written (insert/update) and *GOT the id read (get: 0 when
- * absent). */
+ * outcome "absent"/"present" (-ENOENT, -EEXIST), YCSB_CORRUPT, or an
+ * error (the thread then stops). ID is the value id written
+ * (insert/update) and *GOT the id read (get: 0 when absent). */
 int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 	      uint64_t id, uint64_t *got);
 
