@@ -28,7 +28,7 @@
  * taking a new one, unless a release already skipped it. So an endpoint
  * has at most one ticket outstanding, no two outstanding tickets share a
  * skip slot, and a timed-out attempt never waits for a slot: it returns
- * after a bounded number of remote ops (test/channels2/ticket_lock.pml).
+ * after a bounded number of remote ops (test/model/ticket_lock.pml).
  *
  *	struct loco_ticket_lock l;
  *	loco_ticket_lock_init(&l, mgr, NULL, "lk", host, 0);

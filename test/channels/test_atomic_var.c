@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <loco/channels/atomic_var.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 #include "test/common/capture.h"
 

@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 #include <loco/channels/barrier.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 #define ROUNDS 2000

@@ -9,7 +9,7 @@
 #include <errno.h>
 
 #include <loco/channels/owned_var.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 static struct cluster cl;

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include <loco/channels/shared_region.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 static struct cluster cl;

@@ -7,7 +7,7 @@
 #include <errno.h>
 
 #include <loco/channels/sst.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 static struct cluster cl;

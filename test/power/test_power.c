@@ -10,7 +10,7 @@
 
 #include "apps/power/model.h"
 #include <loco/channels/power_controller.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 
 static const struct buck_params bp = { 12, 47e-6, 100e-6, 0.02 };
 

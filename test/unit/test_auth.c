@@ -23,7 +23,7 @@
 #include <loco/error.h>
 #include <loco/loco.h>
 #include "loco/wire.h"
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/capture.h"
 #include "test/common/key.h"
 

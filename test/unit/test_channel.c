@@ -7,7 +7,7 @@
 #include <errno.h>
 
 #include <loco/channel.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/cluster1.h"
 
 static struct cluster1 cl;

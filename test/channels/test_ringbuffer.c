@@ -12,7 +12,7 @@
 #include <pthread.h>
 
 #include <loco/channels/ringbuffer.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 #define SMALL 4096

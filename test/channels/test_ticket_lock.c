@@ -16,7 +16,7 @@
 #include <loco/channels/lock_array.h>
 #include <loco/channels/shared_region.h>
 #include <loco/channels/ticket_lock.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 #define LONG_MS 60000

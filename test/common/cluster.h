@@ -4,8 +4,8 @@
  * listed in one hosts file, plus ABSENT more ids that never start. The
  * managers join each other over loopback like separate processes would;
  * the transport comes from LOCO_TRANSPORT (default shm). */
-#ifndef LOCO_TEST_CHANNELS_CLUSTER_H
-#define LOCO_TEST_CHANNELS_CLUSTER_H
+#ifndef LOCO_TEST_COMMON_CLUSTER_H
+#define LOCO_TEST_COMMON_CLUSTER_H
 
 #include <errno.h>
 

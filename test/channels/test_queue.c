@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include <loco/channels/queue.h>
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 #include "test/common/skip.h"
 
 static struct cluster cl;
