@@ -31,7 +31,10 @@ struct ycsb_index_cfg {
 	uint64_t keys;          /* key space (sizing hint): keys 0..keys-1 */
 	uint32_t value_size;    /* bytes of every value, 8..YCSB_VALUE_MAX */
 	unsigned threads;       /* application threads of this node */
-	const char *resize;     /* --resize (race: "rtx" or "cas"), NULL: default */
+	/* --resize, the index's own word (race: "rtx" or "cas", sherman:
+	 * "plain" or "rtx"), NULL: its default. An index rejects a word it
+	 * does not know (every word, if it has no modes) as an option. */
+	const char *resize;
 	uint64_t seed;          /* --seed */
 	/* --ix-opt KEY=VALUE pairs, index specific (e.g. race's initial
 	 * depth, sherman's node size or cache MiB). An index rejects a key

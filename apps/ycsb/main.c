@@ -55,7 +55,8 @@ static const char usage[] =
 "  --writers MODE    owner (default): each key has one writing client, the\n"
 "                    one it belongs to, and the end check is exact; any:\n"
 "                    anyone writes any key, as in YCSB (docs/ycsb.md)\n"
-"  --resize MODE     index resizing: rtx or cas (indexes that resize)\n"
+"  --resize MODE     how the index resizes or splits, its own word (race: rtx\n"
+"                    or cas; sherman: plain or rtx); others refuse it\n"
 "  --ix-opt KEY=VAL  an option of the index (repeatable, at most 16)\n"
 "  --seed S          seed of the key and operation choices (default 1)\n"
 "  --record FILE     record every index call for loco-lincheck (model map,\n"
@@ -171,9 +172,9 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 		o->writers = b ? W_ANY : W_OWNER;
 		return 0;
 	case 'Z':
-		if (parse_word(arg, "rtx", "cas", &b, expect))
+		if (!*arg)
 			return -1;
-		o->resize = arg;
+		o->resize = arg;    /* the index says which it has */
 		return 0;
 	case 'x': return parse_ix_opt(o, arg, expect);
 	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
@@ -296,10 +297,12 @@ static int open_index(struct ycsb *y)
 	c->resize = y->o.resize;
 	c->seed = y->o.seed;
 	int rc = y->o.ix->open(y->mgr, c, &y->ix);
+	if (rc == -EINVAL)
+		return 2;       /* the index named the bad option */
 	if (rc)
 		fprintf(stderr, "loco-ycsb: --index %s: %s\n", y->o.ix->name,
 			loco_strerror(rc));
-	return rc == -EINVAL ? 2 : rc;
+	return rc;
 }
 
 /* Every failure is named on stderr here. */
