@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared pieces of the benchmark programs: latency samples, the final
- * JSON result line (fields named in DESIGN.md) and the compute nodes. */
+ * JSON result line (its fields: docs/demos.md, "Result lines") and the
+ * compute nodes. */
 #ifndef LOCO_APPS_BENCH_H
 #define LOCO_APPS_BENCH_H
 
