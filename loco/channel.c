@@ -47,9 +47,12 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 			 snprintf(ch->name, sizeof(ch->name), "%s", name);
 	if (n < 0 || (size_t)n >= sizeof(ch->name) - LOCO_REGION_NAME_MAX)
 		return -EINVAL;
+	ch->core = calloc(1, sizeof(*ch->core));
+	if (!ch->core)
+		return -ENOMEM;
 	ch->mgr = mgr;
 	ch->parent = parent;
-	ch->ops = ops;
+	ch->core->ops = ops;
 	if (!participants)
 		participants = loco_mgr_compute_peers(mgr);
 	ch->participants = participants & ~(UINT64_C(1) << mgr->id);
@@ -57,8 +60,8 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		/* chan_lock: a parent's join op adds children concurrently
 		 * with the setting-up thread. */
 		pthread_mutex_lock(&mgr->chan_lock);
-		ch->sibling = parent->children;
-		parent->children = ch;
+		ch->core->sibling = parent->core->children;
+		parent->core->children = ch;
 		pthread_mutex_unlock(&mgr->chan_lock);
 	}
 	return 0;
@@ -74,16 +77,16 @@ int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
 			       uint64_t len, unsigned flags,
 			       struct loco_region **out)
 {
-	if (ch->registered || ch->nlocal == LOCO_CHAN_REGIONS || !name_ok(name) ||
+	if (ch->core->registered || ch->core->nlocal == LOCO_CHAN_REGIONS || !name_ok(name) ||
 	    strlen(name) >= LOCO_REGION_NAME_MAX)
 		return -EINVAL;
 	char full[LOCO_NAME_MAX + LOCO_REGION_NAME_MAX];
 	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
-	struct loco_region *reg = &ch->local[ch->nlocal];
+	struct loco_region *reg = &ch->core->local[ch->core->nlocal];
 	int rc = loco_region_alloc_ex(ch->mgr, full, len, flags, reg);
 	if (rc)
 		return rc;
-	strcpy(ch->local_short[ch->nlocal++], name);
+	strcpy(ch->core->local_short[ch->core->nlocal++], name);
 	if (out)
 		*out = reg;
 	return 0;
@@ -92,28 +95,28 @@ int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
 int loco_channel_expect(struct loco_channel *ch, const char *name,
 			uint64_t len, uint64_t from)
 {
-	if (ch->registered || ch->nexpect == LOCO_CHAN_REGIONS || !name_ok(name) ||
+	if (ch->core->registered || ch->core->nexpect == LOCO_CHAN_REGIONS || !name_ok(name) ||
 	    strlen(name) >= LOCO_REGION_NAME_MAX || !len)
 		return -EINVAL;
-	struct loco_chan_expect *e = &ch->expect[ch->nexpect];
+	struct loco_chan_expect *e = &ch->core->expect[ch->core->nexpect];
 	strcpy(e->name, name);
 	e->len = len;
 	e->from = from ? from : ch->participants;
-	return (int)ch->nexpect++;
+	return (int)ch->core->nexpect++;
 }
 
 static int local_find(const struct loco_channel *ch, const char *name)
 {
-	for (unsigned i = 0; i < ch->nlocal; i++)
-		if (strcmp(ch->local_short[i], name) == 0)
+	for (unsigned i = 0; i < ch->core->nlocal; i++)
+		if (strcmp(ch->core->local_short[i], name) == 0)
 			return (int)i;
 	return -1;
 }
 
 static int hosted_find(const struct loco_channel *ch, const char *name)
 {
-	for (unsigned i = 0; i < ch->nhosted; i++)
-		if (strcmp(ch->hosted[i].name, name) == 0)
+	for (unsigned i = 0; i < ch->core->nhosted; i++)
+		if (strcmp(ch->core->hosted[i].name, name) == 0)
 			return (int)i;
 	return -1;
 }
@@ -122,7 +125,7 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 			     const char *name, uint64_t len,
 			     struct loco_rregion *out)
 {
-	if (ch->nhosted == LOCO_CHAN_HOSTED || !name_ok(name) ||
+	if (ch->core->nhosted == LOCO_CHAN_HOSTED || !name_ok(name) ||
 	    strlen(name) >= LOCO_REGION_NAME_MAX || !len) {
 		loco_err(ch->name, "hosted region '%s' of %lu bytes: bad name "
 			 "or size, or more than %d", name, (unsigned long)len,
@@ -135,7 +138,7 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 	}
 	char full[LOCO_NAME_MAX];
 	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
-	struct loco_chan_hosted *h = &ch->hosted[ch->nhosted];
+	struct loco_chan_hosted *h = &ch->core->hosted[ch->core->nhosted];
 	int rc;
 	if (node == ch->mgr->id) {
 		char msg[LOCO_NAME_MAX + 96];
@@ -155,39 +158,46 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 		h->held = false;
 	}
 	strcpy(h->name, name);
-	ch->nhosted++;
+	ch->core->nhosted++;
 	*out = h->rr;
 	return 0;
+}
+
+const struct loco_region *loco_channel_local(const struct loco_channel *ch,
+					     const char *name)
+{
+	int l = local_find(ch, name);
+	return l < 0 ? NULL : &ch->core->local[l];
 }
 
 const struct loco_rregion *loco_channel_remote(struct loco_channel *ch,
 					       unsigned idx, uint32_t peer)
 {
-	if (idx >= ch->nexpect || peer >= LOCO_MAX_NODES)
+	if (idx >= ch->core->nexpect || peer >= LOCO_MAX_NODES)
 		return NULL;
-	struct loco_rregion *rr = &ch->remote[idx][peer];
+	struct loco_rregion *rr = &ch->core->remote[idx][peer];
 	if (peer == ch->mgr->id) {
-		if (ch->registered)  /* filled at join, no name lookup */
-			return ch->self_expect & (1u << idx) ? rr : NULL;
-		int l = local_find(ch, ch->expect[idx].name);
+		if (ch->core->registered)  /* filled at join, no name lookup */
+			return ch->core->self_expect & (1u << idx) ? rr : NULL;
+		int l = local_find(ch, ch->core->expect[idx].name);
 		if (l < 0)
 			return NULL;
-		if (!ch->registered)  /* before join; filled once at join */
-			loco_region_desc(ch->mgr, &ch->local[l], rr);
+		if (!ch->core->registered)  /* before join; filled once at join */
+			loco_region_desc(ch->mgr, &ch->core->local[l], rr);
 		return rr;
 	}
 	/* Acquire pairs with the release in mark_joined: the descriptor was
 	 * written before the peer's bit. */
-	uint64_t known = atomic_load_explicit(&ch->known, memory_order_acquire);
+	uint64_t known = atomic_load_explicit(&ch->core->known, memory_order_acquire);
 	return known & (UINT64_C(1) << peer) ? rr : NULL;
 }
 
 bool loco_channel_ready(struct loco_channel *ch, int *err)
 {
-	int e = atomic_load_explicit(&ch->error, memory_order_relaxed); /* flag only */
+	int e = atomic_load_explicit(&ch->core->error, memory_order_relaxed); /* flag only */
 	if (err)
 		*err = e;
-	uint64_t joined = atomic_load_explicit(&ch->joined, memory_order_acquire); /* pairs with mark_joined */
+	uint64_t joined = atomic_load_explicit(&ch->core->joined, memory_order_acquire); /* pairs with mark_joined */
 	return !e && (joined & ch->participants) == ch->participants;
 }
 
@@ -208,7 +218,7 @@ int loco_channel_wait(struct loco_channel *ch, int timeout_ms)
 
 static struct loco_channel *chan_find(struct loco_mgr *mgr, const char *name)
 {
-	for (struct loco_channel *c = mgr->channels; c; c = c->next)
+	for (struct loco_channel *c = mgr->channels; c; c = c->core->next)
 		if (strcmp(c->name, name) == 0)
 			return c;
 	return NULL;
@@ -218,7 +228,7 @@ void loco_channel_fail(struct loco_channel *ch, int err, const char *msg)
 {
 	int none = 0;
 	/* Relaxed: the error is a flag; readers need no other data with it. */
-	atomic_compare_exchange_strong_explicit(&ch->error, &none, err,
+	atomic_compare_exchange_strong_explicit(&ch->core->error, &none, err,
 						memory_order_relaxed,
 						memory_order_relaxed);
 	loco_err(ch->name, "%s", msg);
@@ -231,14 +241,14 @@ static void mark_joined(struct loco_channel *ch, uint32_t peer)
 {
 	uint64_t bit = UINT64_C(1) << peer;
 	/* Release: remote[][peer] was written before the bit is published. */
-	uint64_t old = atomic_fetch_or_explicit(&ch->known, bit,
+	uint64_t old = atomic_fetch_or_explicit(&ch->core->known, bit,
 						memory_order_release);
 	if (old & bit)
 		return;
-	if (ch->ops && ch->ops->join)
-		ch->ops->join(ch, peer);
+	if (ch->core->ops && ch->core->ops->join)
+		ch->core->ops->join(ch, peer);
 	/* Release: what the join op built is visible to ready's acquire. */
-	atomic_fetch_or_explicit(&ch->joined, bit, memory_order_release);
+	atomic_fetch_or_explicit(&ch->core->joined, bit, memory_order_release);
 }
 
 /* Check that OFFERED (from PEER) holds every region CH expects from PEER,
@@ -248,8 +258,8 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 		       size_t msglen)
 {
 	struct loco_rregion found[LOCO_CHAN_REGIONS];
-	for (unsigned i = 0; i < ch->nexpect; i++) {
-		const struct loco_chan_expect *e = &ch->expect[i];
+	for (unsigned i = 0; i < ch->core->nexpect; i++) {
+		const struct loco_chan_expect *e = &ch->core->expect[i];
 		if (!(e->from & (UINT64_C(1) << peer)))
 			continue;
 		unsigned j = 0;
@@ -283,12 +293,12 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 	}
 	/* Record once: a second join with the same peer (both sides joined
 	 * each other) only validates, since threads may be reading these. */
-	uint64_t known = atomic_load_explicit(&ch->known, memory_order_relaxed); /* chan_lock held */
+	uint64_t known = atomic_load_explicit(&ch->core->known, memory_order_relaxed); /* chan_lock held */
 	if (known & (UINT64_C(1) << peer))
 		return 0;
-	for (unsigned i = 0; i < ch->nexpect; i++)
-		if (ch->expect[i].from & (UINT64_C(1) << peer))
-			ch->remote[i][peer] = found[i];
+	for (unsigned i = 0; i < ch->core->nexpect; i++)
+		if (ch->core->expect[i].from & (UINT64_C(1) << peer))
+			ch->core->remote[i][peer] = found[i];
 	return 0;
 }
 
@@ -299,7 +309,7 @@ static int check_wants(struct loco_channel *ch, uint32_t peer,
 {
 	for (unsigned i = 0; i < n; i++) {
 		int l = local_find(ch, wants[i].name);
-		if (l >= 0 && ch->local[l].len == wants[i].len)
+		if (l >= 0 && ch->core->local[l].len == wants[i].len)
 			continue;
 		if (l < 0)
 			snprintf(msg, msglen, "channel %s: node %u expects region "
@@ -311,7 +321,7 @@ static int check_wants(struct loco_channel *ch, uint32_t peer,
 				 "'%s' of %lu bytes from node %u, which has %lu bytes",
 				 ch->name, peer, wants[i].name,
 				 (unsigned long)wants[i].len, ch->mgr->id,
-				 (unsigned long)ch->local[l].len);
+				 (unsigned long)ch->core->local[l].len);
 		return -LOCO_EMISMATCH;
 	}
 	return 0;
@@ -321,12 +331,12 @@ static int check_wants(struct loco_channel *ch, uint32_t peer,
 
 static void put_local(struct loco_wbuf *w, const struct loco_channel *ch)
 {
-	loco_put_u32(w, ch->nlocal);
-	for (unsigned i = 0; i < ch->nlocal; i++) {
-		loco_put_str(w, ch->local_short[i]);
-		loco_put_u32(w, ch->local[i].space);
-		loco_put_u64(w, ch->local[i].off);
-		loco_put_u64(w, ch->local[i].len);
+	loco_put_u32(w, ch->core->nlocal);
+	for (unsigned i = 0; i < ch->core->nlocal; i++) {
+		loco_put_str(w, ch->core->local_short[i]);
+		loco_put_u32(w, ch->core->local[i].space);
+		loco_put_u64(w, ch->core->local[i].off);
+		loco_put_u64(w, ch->core->local[i].len);
 	}
 }
 
@@ -401,14 +411,14 @@ static int join_encode(struct loco_channel *ch, uint32_t peer,
 	loco_put_str(w, ch->name);
 	put_local(w, ch);
 	uint32_t m = 0;
-	for (unsigned i = 0; i < ch->nexpect; i++)
-		m += !!(ch->expect[i].from & (UINT64_C(1) << peer));
+	for (unsigned i = 0; i < ch->core->nexpect; i++)
+		m += !!(ch->core->expect[i].from & (UINT64_C(1) << peer));
 	loco_put_u32(w, m);
-	for (unsigned i = 0; i < ch->nexpect; i++) {
-		if (!(ch->expect[i].from & (UINT64_C(1) << peer)))
+	for (unsigned i = 0; i < ch->core->nexpect; i++) {
+		if (!(ch->core->expect[i].from & (UINT64_C(1) << peer)))
 			continue;
-		loco_put_str(w, ch->expect[i].name);
-		loco_put_u64(w, ch->expect[i].len);
+		loco_put_str(w, ch->core->expect[i].name);
+		loco_put_u64(w, ch->core->expect[i].len);
 	}
 	return w->err;
 }
@@ -475,13 +485,13 @@ static int join_send(struct loco_channel *ch, uint32_t peer)
  * once here, before the endpoint is visible to other threads. */
 static void self_regions(struct loco_channel *ch)
 {
-	for (unsigned i = 0; i < ch->nexpect; i++) {
-		int l = local_find(ch, ch->expect[i].name);
+	for (unsigned i = 0; i < ch->core->nexpect; i++) {
+		int l = local_find(ch, ch->core->expect[i].name);
 		if (l < 0)
 			continue;
-		loco_region_desc(ch->mgr, &ch->local[l],
-				 &ch->remote[i][ch->mgr->id]);
-		ch->self_expect |= 1u << i;
+		loco_region_desc(ch->mgr, &ch->core->local[l],
+				 &ch->core->remote[i][ch->mgr->id]);
+		ch->core->self_expect |= 1u << i;
 	}
 }
 
@@ -499,8 +509,8 @@ int loco_channel_join(struct loco_channel *ch)
 		return -EEXIST;
 	}
 	self_regions(ch);
-	ch->registered = true;
-	ch->next = mgr->channels;
+	ch->core->registered = true;
+	ch->core->next = mgr->channels;
 	mgr->channels = ch;
 	pthread_mutex_unlock(&mgr->chan_lock);
 	if (!job)  /* nobody to join: ready already */
@@ -520,7 +530,7 @@ int loco_channel_join(struct loco_channel *ch)
 static void job_run(struct loco_join_job *job)
 {
 	/* A peer that joined us (its JOIN reached our server) needs none. */
-	job->pending &= ~atomic_load_explicit(&job->ch->joined,
+	job->pending &= ~atomic_load_explicit(&job->ch->core->joined,
 					      memory_order_relaxed); /* hint only */
 	for (uint64_t m = job->pending; m; m &= m - 1) {
 		uint32_t peer = (uint32_t)__builtin_ctzll(m);
@@ -627,31 +637,31 @@ static void child_unlink(struct loco_channel *ch)
 {
 	if (!ch->parent)
 		return;
-	for (struct loco_channel **pp = &ch->parent->children; *pp;
-	     pp = &(*pp)->sibling) {
+	for (struct loco_channel **pp = &ch->parent->core->children; *pp;
+	     pp = &(*pp)->core->sibling) {
 		if (*pp == ch) {
-			*pp = ch->sibling;
+			*pp = ch->core->sibling;
 			break;
 		}
 	}
-	ch->sibling = NULL;
+	ch->core->sibling = NULL;
 }
 
 /* Unregister CH: after this no join op or JOIN reply runs for it (both
  * run under chan_lock on registered channels or from its join job). */
 static void unregister(struct loco_mgr *mgr, struct loco_channel *ch)
 {
-	if (!ch->registered)
+	if (!ch->core->registered)
 		return;
 	jobs_forget(mgr, ch);
 	pthread_mutex_lock(&mgr->chan_lock);
-	for (struct loco_channel **pp = &mgr->channels; *pp; pp = &(*pp)->next) {
+	for (struct loco_channel **pp = &mgr->channels; *pp; pp = &(*pp)->core->next) {
 		if (*pp == ch) {
-			*pp = ch->next;
+			*pp = ch->core->next;
 			break;
 		}
 	}
-	ch->registered = false;
+	ch->core->registered = false;
 	pthread_mutex_unlock(&mgr->chan_lock);
 }
 
@@ -662,10 +672,10 @@ static void children_fini(struct loco_mgr *mgr, struct loco_channel *ch)
 {
 	for (;;) {
 		pthread_mutex_lock(&mgr->chan_lock);
-		struct loco_channel *c = ch->children;
+		struct loco_channel *c = ch->core->children;
 		if (c) {
-			ch->children = c->sibling;
-			c->sibling = NULL;
+			ch->core->children = c->core->sibling;
+			c->core->sibling = NULL;
 		}
 		pthread_mutex_unlock(&mgr->chan_lock);
 		if (!c)
@@ -684,15 +694,15 @@ void loco_channel_fini(struct loco_channel *ch)
 	pthread_mutex_unlock(&mgr->chan_lock);
 	unregister(mgr, ch);
 	children_fini(mgr, ch);
-	if (ch->ops && ch->ops->fini)
-		ch->ops->fini(ch);
-	for (unsigned i = 0; i < ch->nlocal; i++)
-		loco_region_free(mgr, &ch->local[i]);
-	ch->nlocal = 0;
-	for (unsigned i = 0; i < ch->nhosted; i++)
-		if (ch->hosted[i].held)
-			loco_arena_unhold(mgr, ch->hosted[i].rr.off);
-	ch->nhosted = 0;
+	if (ch->core->ops && ch->core->ops->fini)
+		ch->core->ops->fini(ch);
+	for (unsigned i = 0; i < ch->core->nlocal; i++)
+		loco_region_free(mgr, &ch->core->local[i]);
+	for (unsigned i = 0; i < ch->core->nhosted; i++)
+		if (ch->core->hosted[i].held)
+			loco_arena_unhold(mgr, ch->core->hosted[i].rr.off);
+	free(ch->core);
+	ch->core = NULL;
 	ch->mgr = NULL;
 }
 
@@ -700,8 +710,8 @@ void loco_channel_fini(struct loco_channel *ch)
 static void report_missing(struct loco_mgr *mgr)
 {
 	pthread_mutex_lock(&mgr->chan_lock);
-	for (struct loco_channel *c = mgr->channels; c; c = c->next) {
-		uint64_t joined = atomic_load_explicit(&c->joined,
+	for (struct loco_channel *c = mgr->channels; c; c = c->core->next) {
+		uint64_t joined = atomic_load_explicit(&c->core->joined,
 						       memory_order_relaxed); /* report only */
 		uint64_t missing = c->participants & ~joined;
 		char ids[LOCO_MAX_NODES * 4] = "";
@@ -720,7 +730,7 @@ static int all_ready(struct loco_mgr *mgr)
 {
 	int rc = 1, err = 0;
 	pthread_mutex_lock(&mgr->chan_lock);
-	for (struct loco_channel *c = mgr->channels; c && rc > 0; c = c->next) {
+	for (struct loco_channel *c = mgr->channels; c && rc > 0; c = c->core->next) {
 		if (!loco_channel_ready(c, &err))
 			rc = err ? err : 0;
 	}

@@ -33,7 +33,6 @@
 #ifndef LOCO_CHANNEL_H
 #define LOCO_CHANNEL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -63,42 +62,18 @@ struct loco_channel_ops {
 	void (*fini)(struct loco_channel *ch);
 };
 
-struct loco_chan_expect {
-	char name[LOCO_REGION_NAME_MAX];
-	uint64_t len;
-	uint64_t from;                       /* peers that provide it */
-};
+/* The core's part of a channel (join state, regions, the tree): private,
+ * allocated by loco_channel_init, freed by loco_channel_fini. */
+struct loco_chan_core;
 
-/* A region of the channel on some node, opened by create-or-open. */
-struct loco_chan_hosted {
-	char name[LOCO_REGION_NAME_MAX];     /* short name */
-	struct loco_rregion rr;
-	bool held;                           /* on this node: a hold to drop */
-};
-
+/* What a user and a channel author see: set by loco_channel_init and then
+ * read-only until loco_channel_fini. */
 struct loco_channel {
 	char name[LOCO_NAME_MAX];            /* full name */
-	struct loco_mgr *mgr;
+	struct loco_mgr *mgr;                /* NULL when not (or no more) a channel */
 	struct loco_channel *parent;
 	uint64_t participants;               /* peers (not self) to join */
-	/* The rest is the core's: channels use the functions below. */
-	const struct loco_channel_ops *ops;
-	struct loco_channel *children;       /* newest first */
-	struct loco_channel *sibling;        /* next in the parent's list */
-	_Atomic uint64_t known;              /* peers whose regions are known */
-	_Atomic uint64_t joined;             /* peers joined, join ops run */
-	_Atomic int error;                   /* first join error, sticky */
-	bool registered;
-	uint32_t self_expect;  /* expect[i] this node provides (bit i), at join */
-	unsigned nlocal, nexpect;
-	struct loco_region local[LOCO_CHAN_REGIONS];
-	char local_short[LOCO_CHAN_REGIONS][LOCO_REGION_NAME_MAX];
-	struct loco_chan_expect expect[LOCO_CHAN_REGIONS];
-	/* remote[i][peer]: region expect[i] as provided by peer. */
-	struct loco_rregion remote[LOCO_CHAN_REGIONS][LOCO_MAX_NODES];
-	unsigned nhosted;
-	struct loco_chan_hosted hosted[LOCO_CHAN_HOSTED];
-	struct loco_channel *next;           /* manager registry */
+	struct loco_chan_core *core;         /* the core's; use the functions below */
 };
 
 /* NAME is the component name; the full name is PARENT's name + "/" + NAME
@@ -107,8 +82,8 @@ struct loco_channel {
  * peers to join (a bit per node id, self ignored); 0 means every compute
  * node; only this node's bit means nobody: the channel is ready at once
  * (what a channel with only hosted regions uses). OPS: the channel's ops
- * table (static, may be NULL). Returns -EINVAL for a bad or too long name;
- * then CH is not a channel and needs no loco_channel_fini.
+ * table (static, may be NULL). Returns -EINVAL for a bad or too long name
+ * or -ENOMEM; then CH is not a channel and needs no loco_channel_fini.
  * Caller: the thread setting the channel up, or the parent's join op. */
 int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
@@ -154,6 +129,11 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 
 /* Register the endpoint and start joining. */
 int loco_channel_join(struct loco_channel *ch);
+
+/* This node's local region NAME (as given to loco_channel_add_region), or
+ * NULL if the channel has none of that name. Valid until fini. */
+const struct loco_region *loco_channel_local(const struct loco_channel *ch,
+					     const char *name);
 
 /* Descriptor of expected region IDX at PEER (valid once PEER joined);
  * for PEER == self, the matching local region. NULL if not available. */

@@ -69,6 +69,41 @@ struct loco_alloc {
 	struct loco_alloc *next;
 };
 
+/* A region a channel expects from its peers. */
+struct loco_chan_expect {
+	char name[LOCO_REGION_NAME_MAX];
+	uint64_t len;
+	uint64_t from;                       /* peers that provide it */
+};
+
+/* A region of the channel on some node, opened by create-or-open. */
+struct loco_chan_hosted {
+	char name[LOCO_REGION_NAME_MAX];     /* short name */
+	struct loco_rregion rr;
+	bool held;                           /* on this node: a hold to drop */
+};
+
+/* The core's part of a channel (struct loco_channel.core). */
+struct loco_chan_core {
+	const struct loco_channel_ops *ops;
+	struct loco_channel *children;       /* newest first (chan_lock) */
+	struct loco_channel *sibling;        /* next in the parent's list */
+	_Atomic uint64_t known;              /* peers whose regions are known */
+	_Atomic uint64_t joined;             /* peers joined, join ops run */
+	_Atomic int error;                   /* first join error, sticky */
+	bool registered;
+	uint32_t self_expect;  /* expect[i] this node provides (bit i), at join */
+	unsigned nlocal, nexpect;
+	struct loco_region local[LOCO_CHAN_REGIONS];
+	char local_short[LOCO_CHAN_REGIONS][LOCO_REGION_NAME_MAX];
+	struct loco_chan_expect expect[LOCO_CHAN_REGIONS];
+	/* remote[i][peer]: region expect[i] as provided by peer. */
+	struct loco_rregion remote[LOCO_CHAN_REGIONS][LOCO_MAX_NODES];
+	unsigned nhosted;
+	struct loco_chan_hosted hosted[LOCO_CHAN_HOSTED];
+	struct loco_channel *next;           /* manager registry (chan_lock) */
+};
+
 struct loco_join_job {
 	struct loco_channel *ch;
 	uint64_t pending;     /* peers still to send JOIN to */

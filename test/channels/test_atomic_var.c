@@ -158,7 +158,8 @@ START_TEST(hot_word)
 	capture_end(&cap, log, sizeof(log));
 	ck_assert_int_eq(cluster_ready(&cl, 3000), 0);
 	loco_mgr_dm_usage(cl.mgr[0], &total, &used);
-	const struct loco_region *reg = &hot[0][0].base.local[0];
+	const struct loco_region *reg = loco_channel_local(&hot[0][0].base, "word");
+	ck_assert_ptr_nonnull(reg);
 	const struct loco_rregion *rr = loco_channel_remote(&hot[0][1].base,
 							    hot[0][1].idx, 0);
 	ck_assert_ptr_nonnull(rr);

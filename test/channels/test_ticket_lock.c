@@ -371,9 +371,11 @@ static void check_hot_words(struct loco_ticket_lock *host_lk,
 	struct loco_atomic_var *w[2][2] = { { &host_lk->next, &host_lk->serving },
 					    { &other->next, &other->serving } };
 	for (unsigned k = 0; k < 2; k++) {
-		ck_assert_uint_eq(w[0][k]->base.local[0].space, want);
-		ck_assert(total ? !w[0][k]->base.local[0].base
-				: w[0][k]->base.local[0].base != NULL);
+		const struct loco_region *word =
+			loco_channel_local(&w[0][k]->base, "word");
+		ck_assert_ptr_nonnull(word);
+		ck_assert_uint_eq(word->space, want);
+		ck_assert(total ? !word->base : word->base != NULL);
 		const struct loco_rregion *rr =
 			loco_channel_remote(&w[1][k]->base, w[1][k]->idx, host_lk->host);
 		ck_assert_ptr_nonnull(rr);

@@ -53,7 +53,7 @@ static void sleep_ms(long ms)
 
 static int owner_side(struct ctx *c, struct loco_channel *ch)
 {
-	uint64_t *data = ch->local[0].base;
+	uint64_t *data = loco_channel_local(ch, "data")->base;
 	uint64_t deadline = loco_now_ns() + 10000000000ull;
 	/* Acquire pairs with the joiner's release WRITE of the done mark. */
 	while (!__atomic_load_n(&data[DONE_OFF / 8], __ATOMIC_ACQUIRE)) {

@@ -242,8 +242,10 @@ START_TEST(hot_atomic_var_on_device_memory)
 	ck_assert_int_eq(loco_atomic_var_init_ex(&av, cl.mgr, NULL, "a", 0,
 						 UINT64_C(1) << 0, LOCO_REGION_HOT), 0);
 	ck_assert_int_eq(loco_mgr_wait_ready(cl.mgr, 1000), 0);
-	ck_assert_uint_eq(av.base.local[0].space, LOCO_SPACE_DM);
-	ck_assert_ptr_null(av.base.local[0].base);
+	const struct loco_region *word = loco_channel_local(&av.base, "word");
+	ck_assert_ptr_nonnull(word);
+	ck_assert_uint_eq(word->space, LOCO_SPACE_DM);
+	ck_assert_ptr_null(word->base);
 	ck_assert_int_eq(loco_atomic_var_faa(&av, thr, 41, &old), 0);
 	ck_assert_int_eq(loco_atomic_var_faa(&av, thr, 1, &old), 0);
 	ck_assert_uint_eq(old, 41);
@@ -251,7 +253,7 @@ START_TEST(hot_atomic_var_on_device_memory)
 	ck_assert_int_eq(loco_atomic_var_read(&av, thr, &v), 0);
 	ck_assert_uint_eq(v, 99);
 	uint64_t in_dm;
-	memcpy(&in_dm, dm_mem[0] + av.base.local[0].off, 8);
+	memcpy(&in_dm, dm_mem[0] + word->off, 8);
 	ck_assert_uint_eq(in_dm, 99);
 	ck_assert_uint_ge(dm_ops, 4);
 	loco_atomic_var_fini(&av);
