@@ -166,13 +166,65 @@ static void sock_tune(int fd)
 
 /* ---- hello --------------------------------------------------------------- */
 
+void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out)
+{
+	const struct loco_opts *o = &mgr->opts;
+	*out = (struct loco_hello){
+		.id = mgr->id, .arena_len = mgr->arena_len, .dm_len = mgr->dm_len,
+		.boot_id = mgr->boot_id, .image_id = mgr->image_id,
+		.flags = (o->durable_dir[0] ? LOCO_HELLO_DURABLE : 0) |
+			 (o->power_cut ? LOCO_HELLO_POWER_CUT : 0) |
+			 (o->mirror ? LOCO_HELLO_MIRROR : 0),
+		.mirror_of = o->mirror ? o->mirror_of : 0,
+		.desc_len = (uint16_t)mgr->desc_len,
+	};
+	memcpy(out->desc, mgr->desc, mgr->desc_len);
+}
+
 static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w)
 {
-	loco_put_u32(w, mgr->id);
+	struct loco_hello h;
+	loco_hello_self(mgr, &h);
+	loco_put_u32(w, h.id);
 	loco_put_str(w, mgr->tp_ops->name);
-	loco_put_u64(w, mgr->arena_len);
-	loco_put_u64(w, mgr->dm_len);
-	loco_put_bytes(w, mgr->desc, (uint16_t)mgr->desc_len);
+	loco_put_u64(w, h.arena_len);
+	loco_put_u64(w, h.dm_len);
+	loco_put_bytes(w, h.desc, h.desc_len);
+	loco_put_u32(w, h.flags);
+	loco_put_u32(w, h.mirror_of);
+	loco_put_u64(w, h.boot_id);
+	loco_put_u64(w, h.image_id);
+}
+
+/* Decode a peer's hello fields and check them; TNAME gets its transport. */
+static int hello_decode(struct loco_mgr *mgr, struct loco_rbuf *r,
+			struct loco_hello *h, char *msg, size_t msglen)
+{
+	char tname[32];
+	h->id = loco_get_u32(r);
+	loco_get_str(r, tname, sizeof(tname));
+	h->arena_len = loco_get_u64(r);
+	h->dm_len = loco_get_u64(r);
+	h->desc_len = loco_get_bytes(r, h->desc, sizeof(h->desc));
+	h->flags = loco_get_u32(r);
+	h->mirror_of = loco_get_u32(r);
+	h->boot_id = loco_get_u64(r);
+	h->image_id = loco_get_u64(r);
+	if (loco_rbuf_done(r) || h->mirror_of >= LOCO_MAX_NODES) {
+		snprintf(msg, msglen, "malformed HELLO");
+		return -LOCO_EPROTO;
+	}
+	if (h->id >= LOCO_MAX_NODES || !mgr->hosts.node[h->id].present) {
+		snprintf(msg, msglen, "HELLO from node %u, not in %s", h->id,
+			 mgr->hosts.path);
+		return -LOCO_EPROTO;
+	}
+	if (strcmp(tname, mgr->tp_ops->name) != 0) {
+		snprintf(msg, msglen, "node %u uses transport %s, node %u uses %s",
+			 h->id, tname, mgr->id, mgr->tp_ops->name);
+		return -LOCO_ETRANSPORT;
+	}
+	return 0;
 }
 
 /* Decode a peer's hello fields, check them, and hand its arena to the
@@ -180,55 +232,63 @@ static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w)
 static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 		       uint32_t *from, char *msg, size_t msglen)
 {
-	char tname[32];
-	uint8_t desc[LOCO_DESC_MAX];
-	uint32_t id = loco_get_u32(r);
-	loco_get_str(r, tname, sizeof(tname));
-	uint64_t alen = loco_get_u64(r);
-	uint64_t dmlen = loco_get_u64(r);
-	uint16_t dlen = loco_get_bytes(r, desc, sizeof(desc));
-	if (loco_rbuf_done(r)) {
-		snprintf(msg, msglen, "malformed HELLO");
-		return -LOCO_EPROTO;
-	}
-	if (id >= LOCO_MAX_NODES || !mgr->hosts.node[id].present) {
-		snprintf(msg, msglen, "HELLO from node %u, not in %s", id,
-			 mgr->hosts.path);
-		return -LOCO_EPROTO;
-	}
-	if (strcmp(tname, mgr->tp_ops->name) != 0) {
-		snprintf(msg, msglen, "node %u uses transport %s, node %u uses %s",
-			 id, tname, mgr->id, mgr->tp_ops->name);
-		return -LOCO_ETRANSPORT;
-	}
-	int rc = loco_peer_add(mgr, id, desc, dlen, alen, dmlen);
+	struct loco_hello h;
+	int rc = hello_decode(mgr, r, &h, msg, msglen);
+	if (rc)
+		return rc;
+	rc = loco_peer_add(mgr, &h, true);
 	if (rc) {
-		snprintf(msg, msglen, "cannot attach node %u's memory: %s", id,
+		snprintf(msg, msglen, "cannot attach node %u's memory: %s", h.id,
 			 loco_strerror(rc));
 		return rc;
 	}
-	*from = id;
+	*from = h.id;
 	return 0;
 }
 
-int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
-		  size_t desc_len, uint64_t arena_len, uint64_t dm_len)
+int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
+		  bool publish)
 {
+	uint32_t peer = h->id;
 	pthread_mutex_lock(&mgr->peer_lock);
-	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, desc, desc_len, arena_len,
-				       dm_len);
+	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, h->desc, h->desc_len,
+				       h->arena_len, h->dm_len);
 	if (!rc) {
+		if (mgr->peer_boot[peer] != h->boot_id) {
+			/* Relaxed: published by the release below. */
+			atomic_fetch_add_explicit(&mgr->peer_gen[peer], 1,
+						  memory_order_relaxed);
+			mgr->peer_boot[peer] = h->boot_id;
+			mgr->peer_image[peer] = h->image_id;
+		}
 		/* Relaxed: published by the release below. */
-		atomic_store_explicit(&mgr->peer_dm_len[peer], dm_len,
+		atomic_store_explicit(&mgr->peer_flags[peer], h->flags,
+				      memory_order_relaxed);
+		atomic_store_explicit(&mgr->peer_dm_len[peer], h->dm_len,
+				      memory_order_relaxed);
+	}
+	if (!rc && publish) {
+		/* Relaxed: a diagnosis (loco_peer_gone); the length decides. */
+		atomic_store_explicit(&mgr->peer_state[peer], LOCO_PEER_UP,
 				      memory_order_relaxed);
 		/* Release pairs with the acquire in loco_peer_span: a
-		 * thread that sees the length finds the peer in the transport
-		 * and its device-memory length. */
-		atomic_store_explicit(&mgr->peer_arena_len[peer], arena_len,
+		 * thread that sees the length finds the peer in the transport,
+		 * its device-memory length, flags and generation. */
+		atomic_store_explicit(&mgr->peer_arena_len[peer], h->arena_len,
 				      memory_order_release);
 	}
 	pthread_mutex_unlock(&mgr->peer_lock);
 	return rc;
+}
+
+bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer)
+{
+	/* Acquire: pairs with loco_peer_add's release of the length. */
+	return peer < LOCO_MAX_NODES &&
+	       atomic_load_explicit(&mgr->peer_arena_len[peer],
+				    memory_order_acquire) &&
+	       (atomic_load_explicit(&mgr->peer_flags[peer],
+				     memory_order_relaxed) & LOCO_HELLO_DURABLE);
 }
 
 /* ---- client side --------------------------------------------------------- */

@@ -14,6 +14,8 @@ static const char *const loco_msgs[] = {
 	[LOCO_ETRANSPORT - LOCO_EBASE] = "peer uses a different transport",
 	[LOCO_ETORN - LOCO_EBASE] = "value still torn after the retry limit",
 	[LOCO_EAUTH - LOCO_EBASE] = "cluster authentication failed",
+	[LOCO_EDOWN - LOCO_EBASE] = "node is down (its process died or is restarting)",
+	[LOCO_ELOST - LOCO_EBASE] = "node came back without the memory it held",
 };
 
 const char *loco_strerror(int err)

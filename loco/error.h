@@ -15,6 +15,9 @@ enum loco_errcode {
 	LOCO_ETRANSPORT, /* peers use different transports */
 	LOCO_ETORN,      /* value still torn after the retry limit */
 	LOCO_EAUTH,      /* cluster authentication failed */
+	LOCO_EDOWN,      /* the peer is down (died or restarting): retry
+			  * after loco_peer_wait */
+	LOCO_ELOST,      /* the peer came back without the memory it held */
 	LOCO_ELAST
 };
 

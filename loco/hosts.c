@@ -396,7 +396,7 @@ const char *loco_role_name(enum loco_role role)
 
 enum opt_key {
 	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
-	OPT_KEY, OPT_INSECURE, OPT_NR
+	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_MIRROR_OF, OPT_NR
 };
 
 static const struct opt_def {
@@ -412,6 +412,9 @@ static const struct opt_def {
 	[OPT_CPU_BIND] = { .flag = "--cpu-bind", .env = "LOCO_CPU_BIND" },
 	[OPT_KEY] = { .flag = "--cluster-key", .env = "LOCO_CLUSTER_KEY" },
 	[OPT_INSECURE] = { .flag = "--insecure", .env = "LOCO_INSECURE", .bare = true },
+	[OPT_DURABLE] = { .flag = "--durable", .env = "LOCO_DURABLE_DIR" },
+	[OPT_POWER_CUT] = { .flag = "--power-cut", .env = "LOCO_POWER_CUT", .bare = true },
+	[OPT_MIRROR_OF] = { .flag = "--mirror-of", .env = "LOCO_MIRROR_OF" },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs" };
@@ -543,6 +546,18 @@ static int opt_path(const char *src, const char *what, const char *s,
 	return 0;
 }
 
+/* A switch given as 1 or 0 (the environment's form; the flag means 1). */
+static int opt_switch(const char *src, const char *v, int *dst, char *err,
+		      size_t errlen)
+{
+	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+		set_err(err, errlen, "%s: bad value '%s' (expected 1 or 0)", src, v);
+		return -EINVAL;
+	}
+	*dst = v[0] == '1';
+	return 0;
+}
+
 /* The cluster key's path and the --insecure switch (LOCO_INSECURE: 1 or 0). */
 static int opts_apply_auth(struct loco_opts *o, const char *val[OPT_NR],
 			   const char *src[OPT_NR], char *err, size_t errlen)
@@ -554,14 +569,39 @@ static int opts_apply_auth(struct loco_opts *o, const char *val[OPT_NR],
 		if (ret)
 			return ret;
 	}
-	if (val[OPT_INSECURE]) {
-		const char *v = val[OPT_INSECURE];
-		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
-			set_err(err, errlen, "%s: bad value '%s' (expected 1 or 0)",
-				src[OPT_INSECURE], v);
-			return -EINVAL;
-		}
-		o->insecure = v[0] == '1';
+	if (val[OPT_INSECURE])
+		return opt_switch(src[OPT_INSECURE], val[OPT_INSECURE],
+				  &o->insecure, err, errlen);
+	return 0;
+}
+
+/* --durable DIR, --power-cut and --mirror-of ID; the last two need the
+ * first. */
+static int opts_apply_durable(struct loco_opts *o, const char *val[OPT_NR],
+			      const char *src[OPT_NR], char *err, size_t errlen)
+{
+	unsigned long long n;
+	int ret = 0;
+	if (val[OPT_DURABLE])
+		ret = opt_path(src[OPT_DURABLE], "durable directory",
+			       val[OPT_DURABLE], o->durable_dir,
+			       sizeof(o->durable_dir), err, errlen);
+	if (!ret && val[OPT_POWER_CUT])
+		ret = opt_switch(src[OPT_POWER_CUT], val[OPT_POWER_CUT],
+				 &o->power_cut, err, errlen);
+	if (!ret && val[OPT_MIRROR_OF]) {
+		ret = opt_num(src[OPT_MIRROR_OF], "node id", val[OPT_MIRROR_OF],
+			      0, LOCO_MAX_NODES - 1, &n, err, errlen);
+		o->mirror = !ret;
+		o->mirror_of = (uint32_t)n;
+	}
+	if (ret)
+		return ret;
+	if ((o->power_cut || o->mirror) && !o->durable_dir[0]) {
+		set_err(err, errlen, "%s needs a durable directory (--durable DIR "
+			"or LOCO_DURABLE_DIR)", o->power_cut ?
+			src[OPT_POWER_CUT] : src[OPT_MIRROR_OF]);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -612,7 +652,8 @@ static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		if (ret)
 			return ret;
 	}
-	return opts_apply_auth(o, val, src, err, errlen);
+	ret = opts_apply_auth(o, val, src, err, errlen);
+	return ret ? ret : opts_apply_durable(o, val, src, err, errlen);
 }
 
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,

@@ -91,12 +91,22 @@ struct loco_opts {
 				      * 32 secret bytes shared by the cluster */
 	int insecure;                /* --insecure / LOCO_INSECURE=1: run without
 				      * a key (warned); refused otherwise */
+	char durable_dir[LOCO_PATH_MAX]; /* --durable DIR / LOCO_DURABLE_DIR: the
+				      * arena and its region names live in DIR
+				      * and survive restarts ("" = volatile) */
+	int power_cut;               /* --power-cut / LOCO_POWER_CUT=1: a kill
+				      * is a power cut: what was not persisted
+				      * is lost (needs --durable; shm only) */
+	int mirror;                  /* --mirror-of given: this memory node */
+	uint32_t mirror_of;          /* mirrors node mirror_of */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
  * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
- * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`) are removed from ARGV and *ARGC updated, so the
- * program parses the rest. Returns 0, or -EINVAL with "what is wrong" in
+ * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`, `--durable DIR`,
+ * `--power-cut`, `--mirror-of ID`) are removed from ARGV and *ARGC updated,
+ * so the program parses the rest. --power-cut and --mirror-of need
+ * --durable. Returns 0, or -EINVAL with "what is wrong" in
  * ERR (bad number, missing value, unknown transport or CPU binding, missing
  * id or hosts file). Whether a key or --insecure was given is checked by
  * loco_mgr_create, not here. */

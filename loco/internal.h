@@ -18,16 +18,37 @@
 #include "loco/transport/transport.h"
 #include "loco/wire.h"
 
+/* A range of a durable peer's arena a QP wrote (WRITE, CAS, FAA) since
+ * its last FLUSH: what loco_persist makes durable. */
+struct loco_dirty {
+	uint64_t off, len;
+};
+#define LOCO_DIRTY_MAX 16     /* ranges per QP; more flush the oldest first */
+#define LOCO_DIRTY_GAP 64     /* ranges closer than this merge */
+
 /* Outstanding work requests of one (thread, peer) pair, in post order:
- * entry = ticket << 2 | opcode. */
+ * entry = ticket << 3 | opcode. */
 struct loco_qp {
 	struct loco_tp_qp *tp;
 	uint32_t peer;
+	uint32_t gen;         /* the peer's incarnation TP was made for */
 	uint32_t head, count;
 	uint64_t ring[LOCO_QP_DEPTH];
 	uint64_t last_write;  /* ticket of the last WRITE posted */
 	uint64_t placed;      /* every WRITE before this ticket is placed */
 	int err;              /* sticky: first failed completion */
+	uint64_t err_ticket;  /* its ticket */
+	/* The first failure among the ops posted to an earlier incarnation
+	 * (ticket old_err_ticket; those ops end at ticket old_upto): acks
+	 * covering it still report it after the QP was renewed. */
+	int old_err;
+	uint64_t old_err_ticket, old_upto;
+	bool durable;         /* the peer has a durable image */
+	bool lost;            /* writes to an earlier incarnation were neither
+			       * placed nor persisted: the next fence or
+			       * persist reports -LOCO_EDOWN */
+	unsigned ndirty;
+	struct loco_dirty dirty[LOCO_DIRTY_MAX];
 };
 
 struct loco_thread {
@@ -53,6 +74,20 @@ struct loco_thread {
 static_assert(offsetof(struct loco_thread, hot) == 0,
 	      "loco_thread_hot() casts the thread to its hot part");
 
+/* HELLO flags: what a node's arena is. */
+#define LOCO_HELLO_DURABLE 0x1u    /* it has a durable image (--durable) */
+#define LOCO_HELLO_POWER_CUT 0x2u  /* a kill loses what was not persisted */
+#define LOCO_HELLO_MIRROR 0x4u     /* it mirrors node mirror_of */
+
+/* What a node knows of a peer's memory. */
+enum loco_peer_state {
+	LOCO_PEER_UNKNOWN = 0,  /* no hello yet */
+	LOCO_PEER_UP,           /* hello'd: its memory can be used */
+	LOCO_PEER_DOWN,         /* it died: ops fail (-LOCO_EDOWN) until it is
+				 * back with the same regions */
+	LOCO_PEER_LOST,         /* it came back without them (-LOCO_ELOST) */
+};
+
 /* Outgoing control connection to one peer (requests from this node). */
 struct loco_conn {
 	pthread_mutex_t lock;
@@ -65,6 +100,7 @@ struct loco_alloc {
 	char name[LOCO_NAME_MAX];
 	uint64_t off, len;
 	bool shared;          /* made by create-or-open (REGION_OPEN or a hold) */
+	bool durable;         /* recorded in the durable region table */
 	unsigned holds;       /* hosted-region holds of this process's channels */
 	struct loco_alloc *next;
 };
@@ -131,6 +167,19 @@ struct loco_mgr {
 	/* Their device-memory lengths: stored before the arena length's
 	 * release, read after its acquire. */
 	_Atomic uint64_t peer_dm_len[LOCO_MAX_NODES];
+	/* Their hello flags (LOCO_HELLO_*) and incarnation: stored before the
+	 * arena length's release, read after its acquire. A new incarnation
+	 * (another boot id) bumps the generation; QPs made for an older one
+	 * are renewed before their next post. */
+	_Atomic uint32_t peer_flags[LOCO_MAX_NODES];
+	_Atomic uint32_t peer_gen[LOCO_MAX_NODES];
+	/* enum loco_peer_state: why the arena length is 0 (relaxed). */
+	_Atomic int peer_state[LOCO_MAX_NODES];
+	uint64_t peer_boot[LOCO_MAX_NODES];   /* under peer_lock */
+	uint64_t peer_image[LOCO_MAX_NODES];  /* durable image ids, peer_lock */
+	uint64_t boot_id;            /* this process's incarnation (random) */
+	uint64_t image_id;           /* durable: the region table's identity */
+
 	pthread_mutex_t peer_lock;   /* serialises transport peer_add */
 
 	pthread_mutex_t alloc_lock;   /* recursive */
@@ -167,6 +216,11 @@ struct loco_mgr {
 };
 
 /* region.c */
+/* A durable node's region table (DIR/regions): load it into the arena's
+ * records, or start an empty one with a new identity (mgr->image_id). */
+int loco_regions_load(struct loco_mgr *mgr);
+/* Write the table after a durable region came or went (alloc_lock held). */
+int loco_regions_save(struct loco_mgr *mgr);
 /* Create-or-open NAME (LEN bytes) in this node's arena for a channel's
  * hosted region and count one hold on it. -LOCO_EMISMATCH if it exists
  * with another size, -EEXIST if it is a private region (loco_region_alloc);
@@ -193,8 +247,41 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
-int loco_peer_add(struct loco_mgr *mgr, uint32_t peer, const void *desc,
-		  size_t desc_len, uint64_t arena_len, uint64_t dm_len);
+
+/* What a HELLO says about a node. */
+struct loco_hello {
+	uint32_t id;
+	uint32_t flags;              /* LOCO_HELLO_* */
+	uint32_t mirror_of;          /* with LOCO_HELLO_MIRROR */
+	uint64_t arena_len, dm_len;
+	uint64_t boot_id;            /* its incarnation (random per start) */
+	uint64_t image_id;           /* its durable image, 0 without */
+	uint16_t desc_len;
+	uint8_t desc[LOCO_DESC_MAX]; /* the transport's arena descriptor */
+};
+
+/* This node's hello. */
+void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out);
+/* Hand H's arena to the transport and record the peer; PUBLISH makes its
+ * memory usable by posting threads (UP). A new boot id starts a new
+ * generation of the peer's QPs. */
+int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
+		  bool publish);
+
+/* Why PEER's memory cannot be used: -LOCO_EDOWN, -LOCO_ELOST, or
+ * -ENOTCONN before its first hello. */
+static inline int loco_peer_gone(struct loco_mgr *mgr, uint32_t peer)
+{
+	/* Relaxed: a diagnosis; the arena length decides. */
+	int st = atomic_load_explicit(&mgr->peer_state[peer], memory_order_relaxed);
+	return st == LOCO_PEER_DOWN ? -LOCO_EDOWN :
+	       st == LOCO_PEER_LOST ? -LOCO_ELOST : -ENOTCONN;
+}
+
+/* Arena offsets below this are never a region: raddr 0 means null. */
+#define LOCO_ARENA_FIRST 64
+
+
 
 /* Whether [OFF, OFF+LEN) lies in PEER's memory SPACE as its hello said
  * (PEER < LOCO_MAX_NODES): 0; -ENOTCONN before the hello; -EINVAL outside
@@ -208,7 +295,7 @@ static inline int loco_peer_span(struct loco_mgr *mgr, uint32_t peer,
 					     memory_order_acquire);
 	uint64_t first = LOCO_ARENA_FIRST;
 	if (!slen)
-		return -ENOTCONN;
+		return loco_peer_gone(mgr, peer);
 	if (space == LOCO_SPACE_DM) {
 		/* Relaxed: ordered by the acquire above. */
 		slen = atomic_load_explicit(&mgr->peer_dm_len[peer],

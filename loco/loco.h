@@ -20,7 +20,7 @@
 #include <loco/raddr.h>
 
 #define LOCO_NAME_MAX 128
-#define LOCO_PROTO_VERSION 3   /* control-plane messages (loco/wire.h) */
+#define LOCO_PROTO_VERSION 4   /* control-plane messages (loco/wire.h) */
 
 struct loco_mgr;
 struct loco_thread;
@@ -204,7 +204,7 @@ struct loco_direct_qp {
  * WRITE) of one doorbell, and a waited (synchronous) one a round trip;
  * loco_thread_stats adds them in. */
 struct loco_thread_hot {
-	_Atomic uint64_t reads, writes, cas, faa;
+	_Atomic uint64_t reads, writes, cas, faa, flushes;
 	_Atomic uint64_t bytes_read, bytes_written;
 	_Atomic uint64_t doorbells, rtts, fences;
 	_Atomic uint64_t direct_ops[2][4];
@@ -578,10 +578,42 @@ enum loco_fence_scope {
 int loco_fence(struct loco_thread *thr, enum loco_fence_scope scope,
 	       uint32_t peer);
 
+/* ---- persistence (docs/durability.md) --------------------------------------
+ * A node started with --durable DIR keeps its arena in a durable image
+ * there; its region names and their offsets survive restarts, so region
+ * descriptors and remote addresses stay valid. What reached the image is
+ * durable; what was written but not persisted may be lost when the node
+ * dies (with --power-cut it is lost). A persist is RDMA FLUSH. */
+
+/* Persistence point: make durable every byte THR wrote to PEER (WRITE,
+ * CAS, FAA, in PEER's arena) before this call. Device memory is never
+ * durable.
+ * Ordering: it is also a pair fence: those writes are placed before it
+ *   completes. A write that THR posts after it is persisted after them,
+ *   never before (a FLUSH executes between the requests of its QP); so a
+ *   flag written after a persist is durable only if the data before it
+ *   is. Other threads' writes to the same bytes may be persisted with
+ *   them (as a cache line holds what it holds); persisting more, or
+ *   earlier, is always allowed, persisting less never.
+ * Completion: synchronous for loco_persist; loco_post_persist adds the
+ *   FLUSHes and everything THR has outstanding at PEER to ACK.
+ * Caller: the thread that owns THR.
+ * On a peer without a durable image it is loco_fence(LOCO_FENCE_PAIR).
+ * Returns 0, -LOCO_EDOWN (PEER died or restarted since the writes: some
+ * of them may be lost, reported once; retry the writes after
+ * loco_peer_wait), -ETIMEDOUT, or the error of a failed op. */
+int loco_post_persist(struct loco_thread *thr, uint32_t peer,
+		      struct loco_ack *ack);
+int loco_persist(struct loco_thread *thr, uint32_t peer);
+
+/* Whether PEER (after its hello) keeps its arena in a durable image. */
+bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer);
+
 /* ---- stats -------------------------------------------------------------- */
 
 struct loco_stats {
 	uint64_t reads, writes, cas, faa; /* verbs posted (fence READs included) */
+	uint64_t flushes;                 /* FLUSH verbs (persists) */
 	uint64_t bytes_read, bytes_written;
 	uint64_t doorbells;               /* post calls reaching the transport */
 	uint64_t rtts;                    /* waits that covered new ops */
@@ -590,7 +622,7 @@ struct loco_stats {
 
 static inline uint64_t loco_stats_verbs(const struct loco_stats *s)
 {
-	return s->reads + s->writes + s->cas + s->faa;
+	return s->reads + s->writes + s->cas + s->faa + s->flushes;
 }
 
 /* Snapshot of THR's counters (callable from any thread). */

@@ -9,8 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
 #include <loco/history.h>
 #include "loco/internal.h"
+#include "loco/transport/durable.h"
 
 uint32_t loco_mgr_id(const struct loco_mgr *mgr) { return mgr->id; }
 const struct loco_hosts *loco_mgr_hosts(const struct loco_mgr *mgr) { return &mgr->hosts; }
@@ -143,13 +146,20 @@ static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 
 static int transport_open(struct loco_mgr *mgr)
 {
+	const struct loco_opts *o = &mgr->opts;
 	struct loco_tp_config cfg = {
 		.node_id = mgr->id,
-		.arena_bytes = mgr->opts.arena_bytes,
+		.arena_bytes = o->arena_bytes,
 		.run_dir = mgr->run_dir,
-		.timeout_ms = mgr->opts.timeout_ms,
+		.timeout_ms = o->timeout_ms,
 		.hosts = &mgr->hosts,
+		.durable_dir = o->durable_dir[0] ? o->durable_dir : NULL,
+		.power_cut = o->power_cut,
+		.dsync = o->durable_dir[0] ? loco_dsync_from_env() : 0,
+		.image_id = mgr->image_id,
 	};
+	if (cfg.dsync < 0)
+		return -EINVAL;
 	int rc = mgr->tp_ops->open(&cfg, &mgr->tp);
 	if (rc)
 		return rc;  /* the transport logged why */
@@ -158,9 +168,10 @@ static int transport_open(struct loco_mgr *mgr)
 	mgr->dm_len = mgr->tp_ops->dm_len(mgr->tp);
 	mgr->desc_len = sizeof(mgr->desc);
 	rc = mgr->tp_ops->arena_desc(mgr->tp, mgr->desc, &mgr->desc_len);
+	struct loco_hello self;
+	loco_hello_self(mgr, &self);
 	if (!rc)
-		rc = loco_peer_add(mgr, mgr->id, mgr->desc, mgr->desc_len,
-				   mgr->arena_len, mgr->dm_len);
+		rc = loco_peer_add(mgr, &self, true);
 	if (rc)
 		loco_err("mgr", "cannot attach this node's own arena: %s",
 			 loco_strerror(rc));
@@ -174,6 +185,11 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		return -ENOMEM;
 	locks_init(mgr);
 	int rc = load_config(mgr, opts);
+	if (getrandom(&mgr->boot_id, sizeof(mgr->boot_id), 0) !=
+	    sizeof(mgr->boot_id))
+		mgr->boot_id = (uint64_t)getpid() << 32 ^ loco_now_ns();
+	if (!rc && opts->durable_dir[0])
+		rc = loco_regions_load(mgr);
 	if (!rc)
 		rc = transport_open(mgr);
 	/* A node that cannot bind its threads still works (warned). */

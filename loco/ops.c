@@ -13,9 +13,9 @@
 
 #include "loco/internal.h"
 
-#define QP_ENTRY(ticket, op) (((ticket) << 2) | (uint64_t)(op))
-#define ENTRY_TICKET(e) ((e) >> 2)
-#define ENTRY_OP(e) ((unsigned)((e) & 3))
+#define QP_ENTRY(ticket, op) (((ticket) << 3) | (uint64_t)(op))
+#define ENTRY_TICKET(e) ((e) >> 3)
+#define ENTRY_OP(e) ((unsigned)((e) & 7))
 
 static_assert((int)LOCO_BATCH_READ == (int)LOCO_OP_READ &&
 	      (int)LOCO_BATCH_WRITE == (int)LOCO_OP_WRITE &&
@@ -75,6 +75,7 @@ static void stats_add(struct loco_stats *dst, const struct loco_thread_hot *s)
 	dst->writes += st_get(&s->writes);
 	dst->cas += st_get(&s->cas);
 	dst->faa += st_get(&s->faa);
+	dst->flushes += st_get(&s->flushes);
 	dst->bytes_read += st_get(&s->bytes_read);
 	dst->bytes_written += st_get(&s->bytes_written);
 	dst->doorbells += st_get(&s->doorbells);
@@ -182,6 +183,7 @@ static void qp_retire(struct loco_qp *qp, uint64_t ticket, int status)
 	}
 	if (status && !qp->err) {
 		qp->err = status;
+		qp->err_ticket = ticket;
 		loco_err("ops", "op to node %u failed: %s", qp->peer,
 			 loco_strerror(status));
 	}
@@ -209,6 +211,9 @@ static int done_locked(struct loco_thread *thr, uint64_t peers, uint64_t t)
 			continue;
 		if (qp->err)
 			return qp->err;
+		/* Ops of an incarnation that died, up to the first failed one. */
+		if (qp->old_err && t >= qp->old_err_ticket && t <= qp->old_upto)
+			return qp->old_err;
 		if (qp->count && ENTRY_TICKET(qp->ring[qp->head]) <= t)
 			return 0;
 	}
@@ -287,23 +292,105 @@ static void direct_open(struct loco_direct_qp *d,
 	d->base = base;
 }
 
+/* Relaxed: ordered after the arena length's acquire (check_bounds, or
+ * peer_usable for fences and persists). */
+static uint32_t peer_gen(struct loco_mgr *mgr, uint32_t peer)
+{
+	return atomic_load_explicit(&mgr->peer_gen[peer], memory_order_relaxed);
+}
+
+static bool peer_durable(struct loco_mgr *mgr, uint32_t peer)
+{
+	/* Relaxed: as peer_gen. */
+	return atomic_load_explicit(&mgr->peer_flags[peer], memory_order_relaxed) &
+	       LOCO_HELLO_DURABLE;
+}
+
+/* 0 if PEER's memory is there (hello'd, not down), else why not. */
+static int peer_usable(struct loco_mgr *mgr, uint32_t peer)
+{
+	/* Acquire: pairs with the release in loco_peer_add (see
+	 * loco_peer_span); the generation and flags are read after it. */
+	return atomic_load_explicit(&mgr->peer_arena_len[peer],
+				    memory_order_acquire) ? 0 :
+	       loco_peer_gone(mgr, peer);
+}
+
+/* Whether QP may have WRITEs that are not placed yet. */
+static bool qp_unplaced(const struct loco_thread *thr, const struct loco_qp *qp)
+{
+	return thr->hot.sync ? thr->hot.unplaced >> qp->peer & 1 :
+	       qp->last_write > qp->placed;
+}
+
+/* Wait (bounded) until QP has nothing outstanding; past the default
+ * timeout, stop its requests and fail them with -LOCO_EDOWN. */
+static void qp_drain_locked(struct loco_thread *thr, struct loco_qp *qp)
+{
+	struct loco_wait w;
+	loco_wait_init(&w, thr->mgr, -1);
+	while (qp->count && !progress_locked(thr) && qp->count) {
+		pthread_mutex_unlock(&thr->lock);
+		int rc = loco_wait_step(&w);
+		pthread_mutex_lock(&thr->lock);
+		if (rc)
+			break;
+	}
+	if (qp->count) {
+		thr->mgr->tp_ops->qp_abort(qp->tp);
+		qp_retire(qp, UINT64_MAX, -LOCO_EDOWN);
+	}
+}
+
+/* QP's transport QP was made for an incarnation of its peer that died:
+ * settle what is outstanding on it and start afresh for generation GEN.
+ * Acks of the old ops keep their outcome (old_err); WRITEs that were
+ * neither placed nor persisted may be gone, which the next fence or
+ * persist reports. */
+static void qp_renew_locked(struct loco_thread *thr, struct loco_qp *qp,
+			    uint32_t gen)
+{
+	qp_drain_locked(thr, qp);
+	thr->mgr->tp_ops->qp_destroy(qp->tp);
+	qp->tp = NULL;
+	if (qp->err) {
+		qp->old_err = qp->err;
+		qp->old_err_ticket = qp->err_ticket;
+		qp->old_upto = thr->ticket;
+	}
+	qp->lost |= qp->ndirty || qp_unplaced(thr, qp);
+	qp->placed = qp->last_write;
+	qp->ndirty = 0;
+	qp->err = 0;
+	qp->head = qp->count = 0;
+	qp->gen = gen;
+	thr->hot.unplaced &= ~(UINT64_C(1) << qp->peer);
+	thr->hot.direct[qp->peer].base = NULL;
+}
+
 static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 			 struct loco_qp **out)
 {
+	struct loco_mgr *mgr = thr->mgr;
 	struct loco_qp *qp = thr->qp[peer];
+	uint32_t gen = peer_gen(mgr, peer);
 	if (!qp) {
 		qp = calloc(1, sizeof(*qp));
 		if (!qp)
 			return -ENOMEM;
 		qp->peer = peer;
+		qp->gen = gen;
 		thr->qp[peer] = qp;
 		thr->qps |= UINT64_C(1) << peer;
 	}
+	if (qp->tp && qp->gen != gen)
+		qp_renew_locked(thr, qp, gen);
 	if (!qp->tp) {
-		const struct loco_transport_ops *ops = thr->mgr->tp_ops;
-		int rc = ops->qp_create(thr->mgr->tp, thr->cq, peer, &qp->tp);
+		const struct loco_transport_ops *ops = mgr->tp_ops;
+		int rc = ops->qp_create(mgr->tp, thr->cq, peer, &qp->tp);
 		if (rc)
 			return rc;
+		qp->durable = peer_durable(mgr, peer);
 		if (thr->hot.sync && ops->qp_direct)
 			direct_open(&thr->hot.direct[peer], ops, qp->tp);
 	}
@@ -311,6 +398,53 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		return qp->err;
 	*out = qp;
 	return 0;
+}
+
+/* ---- dirty ranges of durable peers --------------------------------------- */
+
+#define DIRTY_MERGE_MAX (UINT64_C(1) << 30)
+
+/* Note [OFF, OFF+LEN) as written on QP: merged into a range it overlaps
+ * or nearly touches, else a new one. False if the list is full. */
+static bool dirty_add(struct loco_qp *qp, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+	for (unsigned i = qp->ndirty; i-- > 0;) {
+		struct loco_dirty *d = &qp->dirty[i];
+		uint64_t lo = off < d->off ? off : d->off;
+		uint64_t hi = end > d->off + d->len ? end : d->off + d->len;
+		if (off > d->off + d->len + LOCO_DIRTY_GAP ||
+		    d->off > end + LOCO_DIRTY_GAP || hi - lo > DIRTY_MERGE_MAX)
+			continue;
+		d->off = lo;
+		d->len = hi - lo;
+		return true;
+	}
+	if (qp->ndirty == LOCO_DIRTY_MAX)
+		return false;
+	qp->dirty[qp->ndirty++] = (struct loco_dirty){ off, len };
+	return true;
+}
+
+/* FLUSH requests for every dirty range of QP into WR (LOCO_DIRTY_MAX
+ * room), emptying the list; returns their count. */
+static unsigned dirty_take(struct loco_qp *qp, struct loco_wr *wr)
+{
+	unsigned n = qp->ndirty;
+	for (unsigned i = 0; i < n; i++)
+		wr[i] = (struct loco_wr){ .opcode = LOCO_OP_FLUSH,
+					  .space = LOCO_SPACE_ARENA,
+					  .remote_off = qp->dirty[i].off,
+					  .len = (uint32_t)qp->dirty[i].len };
+	qp->ndirty = 0;
+	return n;
+}
+
+static bool dirties(const struct loco_wr *wr)
+{
+	return wr->space == LOCO_SPACE_ARENA &&
+	       (wr->opcode == LOCO_OP_WRITE || wr->opcode == LOCO_OP_CAS ||
+		wr->opcode == LOCO_OP_FAA);
 }
 
 /* Make room for N entries; drops and retakes thr->lock while waiting. */
@@ -369,6 +503,9 @@ static void count_op(struct loco_thread_hot *st, uint8_t opcode, uint32_t len)
 	case LOCO_OP_CAS:
 		loco_hot_add(&st->cas, 1);
 		break;
+	case LOCO_OP_FLUSH:
+		loco_hot_add(&st->flushes, 1);
+		break;
 	default:
 		loco_hot_add(&st->faa, 1);
 		break;
@@ -403,6 +540,26 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 	}
 }
 
+static int post_locked(struct loco_thread *thr, uint32_t peer,
+		       struct loco_wr *wr, unsigned n, struct loco_ack *ack);
+
+/* The N requests just posted on QP dirty these ranges; a full list is
+ * flushed first (persisting early is always allowed). A FLUSH that
+ * cannot be posted leaves QP lost: the next persist reports it. */
+static void dirty_note_locked(struct loco_thread *thr, struct loco_qp *qp,
+			      const struct loco_wr *wr, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!dirties(&wr[i]) || dirty_add(qp, wr[i].remote_off, wr[i].len))
+			continue;
+		struct loco_wr fl[LOCO_DIRTY_MAX];
+		unsigned k = dirty_take(qp, fl);
+		if (post_locked(thr, qp->peer, fl, k, NULL))
+			qp->lost = true;
+		dirty_add(qp, wr[i].remote_off, wr[i].len);
+	}
+}
+
 /* Post N requests to PEER as one doorbell (thr->lock held). Tickets are
  * assigned here; the last request is signalled. */
 static int post_locked(struct loco_thread *thr, uint32_t peer,
@@ -426,6 +583,8 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 			qp->last_write = wr[i].wr_id;
 	}
 	posted(thr, peer, wr, n, ack);
+	if (qp->durable)
+		dirty_note_locked(thr, qp, wr, n);
 	return 0;
 }
 
@@ -441,6 +600,24 @@ static void sync_placed(struct loco_thread *thr, uint32_t peer, bool write)
 		thr->hot.unplaced &= ~(UINT64_C(1) << peer);
 }
 
+static int post_sync(struct loco_thread *thr, uint32_t peer,
+		     struct loco_wr *wr, unsigned n, struct loco_ack *ack);
+
+/* post_sync's dirty_note_locked (no lock: the QP is the owner's). */
+static void dirty_note_sync(struct loco_thread *thr, struct loco_qp *qp,
+			    const struct loco_wr *wr, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!dirties(&wr[i]) || dirty_add(qp, wr[i].remote_off, wr[i].len))
+			continue;
+		struct loco_wr fl[LOCO_DIRTY_MAX];
+		unsigned k = dirty_take(qp, fl);
+		if (post_sync(thr, qp->peer, fl, k, NULL))
+			qp->lost = true;
+		dirty_add(qp, wr[i].remote_off, wr[i].len);
+	}
+}
+
 /* Post on a sync transport (thr->hot.sync): the requests have executed
  * and completed when the transport returns, so nothing is queued and no
  * lock is taken (only this thread touches its QPs). */
@@ -448,7 +625,8 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 		     struct loco_wr *wr, unsigned n, struct loco_ack *ack)
 {
 	struct loco_qp *qp = thr->qp[peer];
-	if (__builtin_expect(!qp || !qp->tp || qp->err, 0)) {
+	if (__builtin_expect(!qp || !qp->tp || qp->err ||
+			     qp->gen != peer_gen(thr->mgr, peer), 0)) {
 		pthread_mutex_lock(&thr->lock);
 		int rc = qp_get_locked(thr, peer, &qp);
 		pthread_mutex_unlock(&thr->lock);
@@ -461,6 +639,8 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 		return rc;
 	sync_placed(thr, peer, wr[n - 1].opcode == LOCO_OP_WRITE);
 	posted(thr, peer, wr, n, ack);
+	if (qp->durable)
+		dirty_note_sync(thr, qp, wr, n);
 	return 0;
 }
 
@@ -757,11 +937,31 @@ static struct loco_wr fence_wr(void)
 				 .remote_off = LOCO_ARENA_FIRST };
 }
 
+/* Before placing or persisting QP's writes: -LOCO_EDOWN (reported once)
+ * if some went to an incarnation of the peer that died since, or if the
+ * peer is down now and some are not placed or persisted yet. Renews a QP
+ * of a dead incarnation. thr->lock held (async transports). */
+static int qp_writes_lost(struct loco_thread *thr, struct loco_qp *qp)
+{
+	uint32_t gen = peer_gen(thr->mgr, qp->peer);
+	if (qp->tp && qp->gen != gen)
+		qp_renew_locked(thr, qp, gen);
+	if (qp->lost) {
+		qp->lost = false;
+		return -LOCO_EDOWN;
+	}
+	bool pending = qp_unplaced(thr, qp) || qp->ndirty;
+	return pending ? peer_usable(thr->mgr, qp->peer) : 0;
+}
+
 /* Post a zero-length READ on QP if it has unplaced WRITEs; thr->lock held. */
 static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 {
-	if (!qp || !qp->tp || qp->err || qp->last_write <= qp->placed)
-		return qp ? qp->err : 0;
+	if (!qp || !qp->tp)
+		return 0;
+	int rc = qp_writes_lost(thr, qp);
+	if (rc || qp->err || !qp_unplaced(thr, qp))
+		return rc ? rc : qp->err;
 	struct loco_wr wr = fence_wr();
 	return post_locked(thr, qp->peer, &wr, 1, NULL);
 }
@@ -771,9 +971,15 @@ static int fence_post_locked(struct loco_thread *thr, struct loco_qp *qp)
 static int fence_sync(struct loco_thread *thr, uint64_t peers)
 {
 	int rc = 0;
-	for (uint64_t m = peers & thr->hot.unplaced; m && !rc; m &= m - 1) {
-		struct loco_wr wr = fence_wr();
-		rc = post_sync(thr, (uint32_t)__builtin_ctzll(m), &wr, 1, NULL);
+	for (uint64_t m = peers & thr->qps; m && !rc; m &= m - 1) {
+		uint32_t peer = (uint32_t)__builtin_ctzll(m);
+		struct loco_qp *qp = thr->qp[peer];
+		if (qp->tp)
+			rc = qp_writes_lost(thr, qp);
+		if (!rc && (thr->hot.unplaced >> peer & 1)) {
+			struct loco_wr wr = fence_wr();
+			rc = post_sync(thr, peer, &wr, 1, NULL);
+		}
 	}
 	return rc;
 }
@@ -843,6 +1049,57 @@ int loco_fence(struct loco_thread *thr, enum loco_fence_scope scope,
 		return -EINVAL;
 	}
 	/* Orders this thread's later local accesses after the fence too. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return rc;
+}
+
+/* ---- persistence points ---------------------------------------------------- */
+
+/* The FLUSHes (a durable peer) or the fence READ (another) that make
+ * what THR wrote to PEER durable, posted; ACK covers them and everything
+ * THR has outstanding there. thr->lock held on async transports. */
+static int persist_post(struct loco_thread *thr, uint32_t peer,
+			struct loco_ack *ack)
+{
+	struct loco_qp *qp = thr->qp[peer];
+	if (!qp || !qp->tp)
+		return 0;
+	int rc = qp_writes_lost(thr, qp);
+	struct loco_wr wr[LOCO_DIRTY_MAX];
+	unsigned n = 0;
+	if (!rc && qp->durable)
+		n = dirty_take(qp, wr);
+	else if (!rc && qp_unplaced(thr, qp))
+		wr[n++] = fence_wr();
+	if (n)
+		rc = thr->hot.sync ? post_sync(thr, peer, wr, n, NULL) :
+				 post_locked(thr, peer, wr, n, NULL);
+	if (!rc && ack) {
+		ack->peers |= UINT64_C(1) << peer;
+		if (!thr->hot.sync)  /* sync: complete already, no ticket */
+			ack->ticket = thr->ticket;
+	}
+	return rc;
+}
+
+int loco_post_persist(struct loco_thread *thr, uint32_t peer,
+		      struct loco_ack *ack)
+{
+	if (peer >= LOCO_MAX_NODES)
+		return -EINVAL;
+	if (thr->hot.sync)
+		return persist_post(thr, peer, ack);
+	pthread_mutex_lock(&thr->lock);
+	int rc = persist_post(thr, peer, ack);
+	pthread_mutex_unlock(&thr->lock);
+	return rc;
+}
+
+int loco_persist(struct loco_thread *thr, uint32_t peer)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = finish_sync(thr, loco_post_persist(thr, peer, &ack), &ack);
+	/* Orders this thread's later local accesses after it, as a fence. */
 	atomic_thread_fence(memory_order_seq_cst);
 	return rc;
 }

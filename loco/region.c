@@ -146,13 +146,28 @@ static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
 	return rc;
 }
 
+/* A new create-or-open region of a durable node: its zeros reach the
+ * image before its name reaches the table, and the table is on disk
+ * before anyone is told the region exists (alloc_lock held). */
+static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
+{
+	int rc = mgr->tp_ops->persist(mgr->tp, a->off, a->len);
+	a->durable = !rc;
+	if (!rc && (rc = loco_regions_save(mgr)))
+		a->durable = false;
+	if (rc)
+		alloc_unlink(&mgr->allocs, a->off);
+	return rc;
+}
+
 /* Create-or-open NAME in the arena (alloc_lock held by the caller, so that
  * lookup and creation are one step): a new region is zeroed and marked
- * shared. *OUT: its record, also when it exists with another size (the
- * caller names the mismatch); -EEXIST if it exists as a private region
- * and PRIVATE_OK is false. */
+ * shared; with DURABLE on a durable node, recorded in its region table.
+ * *OUT: its record, also when it exists with another size (the caller
+ * names the mismatch); -EEXIST if it exists as a private region and
+ * PRIVATE_OK is false. */
 static int arena_open_locked(struct loco_mgr *mgr, const char *name,
-			     uint64_t len, bool private_ok,
+			     uint64_t len, bool private_ok, bool durable,
 			     struct loco_alloc **out)
 {
 	struct loco_alloc *a = alloc_find(mgr->allocs, name);
@@ -160,10 +175,14 @@ static int arena_open_locked(struct loco_mgr *mgr, const char *name,
 		*out = a;
 		return a->shared || private_ok ? 0 : -EEXIST;
 	}
-	int rc = space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
-	if (!rc)
-		(*out)->shared = true;
-	return rc;
+	int rc = space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, &a);
+	if (rc)
+		return rc;
+	a->shared = true;
+	if (durable && mgr->opts.durable_dir[0] && (rc = durable_record(mgr, a)))
+		return rc;
+	*out = a;
+	return 0;
 }
 
 /* Hosted regions of this node's own channels: create-or-open like
@@ -175,7 +194,7 @@ int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 {
 	struct loco_alloc *a = NULL;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	int rc = arena_open_locked(mgr, name, len, false, &a);
+	int rc = arena_open_locked(mgr, name, len, false, false, &a);
 	if (!rc && a->len != len)
 		rc = -LOCO_EMISMATCH;
 	if (!rc) {
@@ -199,7 +218,8 @@ void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
 	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
 		if ((*pp)->off != off)
 			continue;
-		if ((*pp)->holds && --(*pp)->holds == 0)
+		/* A region of the durable table outlives its holders. */
+		if ((*pp)->holds && --(*pp)->holds == 0 && !(*pp)->durable)
 			alloc_remove(pp);
 		break;
 	}
@@ -346,7 +366,7 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	uint64_t off = 0, have = 0;
 	struct loco_alloc *a;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	int rc = arena_open_locked(mgr, name, want, true, &a);
+	int rc = arena_open_locked(mgr, name, want, true, true, &a);
 	if (!rc) {
 		off = a->off;
 		have = a->len;
@@ -485,15 +505,21 @@ static void drop_count(struct loco_mgr *mgr, const char *name, unsigned flags,
 		}
 }
 
-static void drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
+/* Free what NAME matches; a durable node's table forgets them (a crash
+ * before it is rewritten keeps them, which only delays the drop). */
+static int drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 {
+	bool durable = false;
 	for (struct loco_alloc **pp = &mgr->allocs; *pp;) {
 		struct loco_alloc *a = *pp;
-		if (drop_matches(a->name, name, flags))
+		if (drop_matches(a->name, name, flags)) {
+			durable |= a->durable;
 			alloc_remove(pp);
-		else
+		} else {
 			pp = &a->next;
+		}
 	}
+	return durable ? loco_regions_save(mgr) : 0;
 }
 
 static void drop_ack(struct loco_wbuf *reply, int status, const char *msg,
@@ -516,12 +542,14 @@ void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
 		return;
 	}
 	unsigned n, busy;
+	int rc = 0;
 	pthread_mutex_lock(&mgr->alloc_lock);
 	drop_count(mgr, name, flags, &n, &busy);
 	if (!busy && n)
-		drop_free(mgr, name, flags);
+		rc = drop_free(mgr, name, flags);
 	pthread_mutex_unlock(&mgr->alloc_lock);
-	int rc = busy ? -EBUSY : n ? 0 : -ENOENT;
+	if (!rc)
+		rc = busy ? -EBUSY : n ? 0 : -ENOENT;
 	if (busy)
 		snprintf(msg, sizeof(msg), "%u region(s) of '%s' belong to "
 			 "channels of node %u", busy, name, mgr->id);

@@ -4,7 +4,16 @@
  * directory under /dev/shm (0700; files 0600), mapped by every peer that
  * says hello. One-sided ops execute at post time as 8-byte release stores,
  * acquire loads and seq_cst read-modify-writes, so the model's per-QP order
- * holds trivially and larger copies may tear only at 8-byte granularity. */
+ * holds trivially and larger copies may tear only at 8-byte granularity.
+ *
+ * Durable arenas (--durable DIR, durable.h): the file in the run
+ * directory is the volatile layer (what the CPU caches and DRAM are to
+ * NVM); DIR/arena.img is the persistence domain. A FLUSH, executed by the
+ * posting process as an RDMA NIC would execute it, copies its range from
+ * the one into the other. A start loads the image into a fresh volatile
+ * layer, or, after a death without --power-cut, keeps the layer the dead
+ * incarnation left (a process crash does not lose memory); a clean stop
+ * writes the whole layer back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -24,6 +33,8 @@
 struct shm_desc {
 	uint64_t nonce;
 	char file[56];
+	uint64_t image_id;   /* 0: the arena has no durable image */
+	uint64_t epoch;      /* the image's incarnation */
 };
 _Static_assert(sizeof(struct shm_desc) <= LOCO_DESC_MAX, "desc fits");
 
@@ -43,7 +54,7 @@ int loco_shm_dir_create(const char *dir)
 }
 
 static int arena_map(const char *path, uint64_t len, bool create,
-		     uint8_t **out)
+		     uint8_t **out, int *fdp)
 {
 	int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0);
 	int fd = open(path, flags, 0600);
@@ -59,11 +70,98 @@ static int arena_map(const char *path, uint64_t len, bool create,
 		  mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (!rc && p == MAP_FAILED)
 		rc = -errno;
-	close(fd);
+	if (rc || !fdp)
+		close(fd);
 	if (rc)
 		return rc;
+	if (fdp)
+		*fdp = fd;
 	*out = p;
 	return 0;
+}
+
+/* Header words of an arena file: magic, nonce, image id (0 if volatile). */
+enum { HDR_MAGIC, HDR_NONCE, HDR_IMAGE };
+
+/* A volatile layer an earlier incarnation left at PATH that may be kept:
+ * the same image, and no power cut (a process that dies leaves memory
+ * as it was; a power cut does not). Its descriptor, or -1. */
+static int survivor_open(const char *path, uint64_t len, uint64_t image_id)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	uint64_t h[3];
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) && !fstat(fd, &st) &&
+	    (uint64_t)st.st_size == len && h[HDR_MAGIC] == SHM_MAGIC &&
+	    h[HDR_IMAGE] == image_id)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* The name peers find this node's image by: <run dir>/<arena file>.img,
+ * a link to DIR's image (the run directory is private, like the arena). */
+static int image_link(struct loco_tp *tp, const char *dir)
+{
+	char real[LOCO_PATH_MAX], target[LOCO_PATH_MAX + 16];
+	char link[LOCO_PATH_MAX + 80];
+	if (!realpath(dir, real))
+		return -errno;
+	snprintf(target, sizeof(target), "%s/%s", real, LOCO_DIMG_NAME);
+	snprintf(link, sizeof(link), "%s.img", tp->path);
+	unlink(link);
+	return symlink(target, link) ? -errno : 0;
+}
+
+/* The volatile layer of a durable arena: a fresh file (new nonce) filled
+ * from the image, or from the layer a crash without power cut left. */
+static int arena_load(const struct loco_tp_config *cfg, struct loco_tp *tp)
+{
+	char tmp[LOCO_PATH_MAX + 80];
+	int src = cfg->power_cut ? -1 :
+		  survivor_open(tp->path, tp->len, tp->img.image_id);
+	snprintf(tmp, sizeof(tmp), "%s.new", tp->path);
+	unlink(tmp);
+	int rc = arena_map(tmp, tp->len, true, &tp->arena, &tp->fd);
+	if (!rc)
+		rc = loco_dimg_load(src >= 0 ? src : tp->img.fd, tp->len, tp->arena);
+	if (!rc && rename(tmp, tp->path))
+		rc = -errno;
+	if (!rc)
+		loco_info("shm", "node %u: arena loaded from %s", tp->id, src >= 0 ?
+			  "the memory its last incarnation left (no power cut)" :
+			  "its durable image");
+	if (src >= 0)
+		close(src);
+	if (rc && tp->arena) {
+		munmap(tp->arena, tp->len);
+		tp->arena = NULL;
+		unlink(tmp);
+	}
+	return rc;
+}
+
+static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
+{
+	if (!cfg->durable_dir) {
+		unlink(tp->path); /* a stale file of an earlier run with this id */
+		return arena_map(tp->path, tp->len, true, &tp->arena, NULL);
+	}
+	int rc = loco_dimg_own(cfg->durable_dir, tp->len, cfg->dsync,
+			       cfg->image_id, &tp->img);
+	if (rc)
+		return rc;
+	tp->durable = true;
+	rc = arena_load(cfg, tp);
+	if (!rc)
+		rc = image_link(tp, cfg->durable_dir);
+	if (!rc)
+		rc = loco_dimg_ready(&tp->img);
+	if (rc)
+		loco_dimg_close(&tp->img);
+	return rc;
 }
 
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
@@ -73,11 +171,12 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 		return rc;
 	tp->id = cfg->node_id;
 	tp->len = cfg->arena_bytes;
+	tp->fd = -1;
+	tp->img.fd = -1;
 	snprintf(tp->file, sizeof(tp->file), "node%u.arena", cfg->node_id);
 	snprintf(tp->path, sizeof(tp->path), "%s/%s", cfg->run_dir, tp->file);
 	snprintf(tp->dir, sizeof(tp->dir), "%s", cfg->run_dir);
-	unlink(tp->path); /* a stale file of an earlier run with this id */
-	rc = arena_map(tp->path, tp->len, true, &tp->arena);
+	rc = arena_open(cfg, tp);
 	if (rc) {
 		loco_err("shm", "cannot create arena %s (%lu bytes): %s", tp->path,
 			 (unsigned long)tp->len, loco_strerror(rc));
@@ -86,10 +185,12 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	if (getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
 		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	uint64_t *hdr = (uint64_t *)tp->arena;
-	hdr[0] = SHM_MAGIC;
-	hdr[1] = tp->nonce;
+	hdr[HDR_MAGIC] = SHM_MAGIC;
+	hdr[HDR_NONCE] = tp->nonce;
+	hdr[HDR_IMAGE] = tp->durable ? tp->img.image_id : 0;
 	tp->peers[tp->id].base = tp->arena;
 	tp->peers[tp->id].len = tp->len;
+	tp->peers[tp->id].img = tp->durable ? &tp->img : NULL;
 	return 0;
 }
 
@@ -107,15 +208,55 @@ static int shm_tp_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	return 0;
 }
 
+/* A clean stop writes the whole volatile layer back (every extent of the
+ * arena file): only a kill loses what was not persisted. */
+static void arena_write_back(struct loco_tp *tp)
+{
+	off_t at = LOCO_DIMG_HDR;
+	int rc = 0;
+	while (!rc && (uint64_t)at < tp->len) {
+		off_t data = lseek(tp->fd, at, SEEK_DATA);
+		off_t hole = data < 0 ? data : lseek(tp->fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		struct loco_drange r = { (uint64_t)data, (uint64_t)(hole - data) };
+		if (r.off + r.len > tp->len)
+			r.len = tp->len - r.off;
+		rc = loco_dimg_flush(&tp->img, tp->arena, &r, 1);
+		at = hole;
+	}
+	if (rc)
+		loco_err("shm", "node %u: writing the arena back to its image: %s",
+			 tp->id, loco_strerror(rc));
+}
+
 void loco_shm_close_common(struct loco_tp *tp)
 {
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		if (i != tp->id && tp->peers[i].base)
-			munmap(tp->peers[i].base, tp->peers[i].len);
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+		struct shm_peer *p = &tp->peers[i];
+		if (i == tp->id)
+			continue;
+		if (p->base)
+			munmap(p->base, p->len);
+		if (p->img) {
+			loco_dimg_close(p->img);
+			free(p->img);
+		}
+	}
+	if (tp->durable && tp->arena)
+		arena_write_back(tp);
 	if (tp->arena) {
 		munmap(tp->arena, tp->len);
 		unlink(tp->path);
 	}
+	if (tp->durable) {
+		char link[LOCO_PATH_MAX + 80];
+		snprintf(link, sizeof(link), "%s.img", tp->path);
+		unlink(link);
+		loco_dimg_close(&tp->img);
+	}
+	if (tp->fd >= 0)
+		close(tp->fd);
 }
 
 static void shm_tp_close(struct loco_tp *tp)
@@ -131,8 +272,30 @@ static int shm_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 {
 	struct shm_desc d = { .nonce = tp->nonce };
 	snprintf(d.file, sizeof(d.file), "%s", tp->file);
+	if (tp->durable) {
+		d.image_id = tp->img.image_id;
+		d.epoch = tp->img.epoch;
+	}
 	memcpy(desc, &d, sizeof(d));
 	*len = sizeof(d);
+	return 0;
+}
+
+/* A durable peer's image, mapped to flush into (peer_add). */
+static int peer_image(struct loco_tp *tp, const struct shm_desc *d,
+		      uint64_t len, struct loco_dimg **out)
+{
+	char path[LOCO_PATH_MAX + 80];
+	struct loco_dimg *img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/%s.img", tp->dir, d->file);
+	int rc = loco_dimg_attach(path, len, d->image_id, d->epoch, img);
+	if (rc) {
+		free(img);
+		return rc;
+	}
+	*out = img;
 	return 0;
 }
 
@@ -155,19 +318,26 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	char path[LOCO_PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", tp->dir, d.file);
 	uint8_t *base;
-	int rc = arena_map(path, arena_len, false, &base);
+	struct loco_dimg *img = NULL;
+	int rc = arena_map(path, arena_len, false, &base, NULL);
 	if (rc)
 		return rc;
 	const uint64_t *hdr = (const uint64_t *)base;
-	if (hdr[0] != SHM_MAGIC || hdr[1] != d.nonce) {
+	if (hdr[HDR_MAGIC] != SHM_MAGIC || hdr[HDR_NONCE] != d.nonce)
+		rc = -ESTALE;
+	if (!rc && d.image_id)
+		rc = peer_image(tp, &d, arena_len, &img);
+	if (rc) {
 		munmap(base, arena_len);
-		return -ESTALE;
+		return rc;
 	}
-	/* A restarted peer (new nonce) gets a fresh mapping; the old one stays
-	 * mapped because other threads may be copying from it right now. */
+	/* A restarted peer (new nonce) gets a fresh mapping (and image
+	 * handle); the old ones stay because other threads may be copying
+	 * from them right now. */
 	p->base = base;
 	p->len = arena_len;
 	p->nonce = d.nonce;
+	p->img = img;
 	return 0;
 }
 
@@ -212,6 +382,7 @@ static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	qp->peer = peer;
 	qp->base = tp->peers[peer].base;
 	qp->len = tp->peers[peer].len;
+	qp->img = tp->peers[peer].img;
 	cq->qps[cq->nqp++] = qp;
 	qp->cq = cq;
 	*out = qp;
@@ -306,6 +477,10 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
  * as loco_shm_execute would. */
 static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len)
 {
+	/* A durable peer's writes must be noted for loco_persist: its
+	 * requests go through the post path. */
+	if (qp->img)
+		return NULL;
 	*len = qp->len;
 	return qp->base;
 }
@@ -316,12 +491,58 @@ static void shm_qp_abort(struct loco_tp_qp *qp)
 	(void)qp;
 }
 
+#define FLUSH_RUN 32
+
+int loco_shm_flush(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
+{
+	struct loco_drange r[FLUSH_RUN];
+	if (!qp->img)
+		return 0;
+	while (n) {
+		unsigned k = 0;
+		for (; n && k < FLUSH_RUN; wr++, n--)
+			if (wr->len)
+				r[k++] = (struct loco_drange){ wr->remote_off, wr->len };
+		int rc = k ? loco_dimg_flush(qp->img, qp->base, r, k) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int loco_shm_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
+{
+	struct loco_drange r = { off, len };
+	return tp->durable && len ? loco_dimg_flush(&tp->img, tp->arena, &r, 1) : 0;
+}
+
+/* Consecutive FLUSH requests from WR[I] on: their count. */
+static unsigned flush_run(const struct loco_wr *wr, unsigned i, unsigned n)
+{
+	unsigned k = i;
+	while (k < n && wr[k].opcode == LOCO_OP_FLUSH)
+		k++;
+	return k - i;
+}
+
+/* A failed FLUSH stops the post there: the requests before it executed,
+ * it and those after it did not (the core fails the post). */
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++) {
-		loco_shm_execute(qp->base, &wr[i]);
-		if (wr[i].signaled)
-			qp->done = wr[i].wr_id;
+	for (unsigned i = 0; i < n;) {
+		unsigned k = flush_run(wr, i, n);
+		if (k) {
+			int rc = loco_shm_flush(qp, &wr[i], k);
+			if (rc)
+				return rc;
+		} else {
+			loco_shm_execute(qp->base, &wr[i]);
+			k = 1;
+		}
+		for (unsigned j = i; j < i + k; j++)
+			if (wr[j].signaled)
+				qp->done = wr[j].wr_id;
+		i += k;
 	}
 	return 0;
 }
@@ -351,6 +572,7 @@ const struct loco_transport_ops loco_shm_ops = {
 	.peer_add = loco_shm_peer_add,
 	.dm_len = loco_shm_dm_len,
 	.dm_zero = loco_shm_dm_zero,
+	.persist = loco_shm_persist,
 	.cq_create = shm_cq_create,
 	.cq_destroy = shm_cq_destroy,
 	.qp_create = shm_qp_create,

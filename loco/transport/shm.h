@@ -7,19 +7,24 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "loco/transport/durable.h"
 #include "loco/transport/transport.h"
 
 struct shm_peer {
 	uint8_t *base;       /* mapping of the peer's arena */
 	uint64_t len;
 	uint64_t nonce;      /* identifies one incarnation of the peer */
+	struct loco_dimg *img; /* its durable image, NULL if it has none */
 };
 
 struct loco_tp {
 	uint32_t id;
-	uint8_t *arena;
+	uint8_t *arena;      /* the volatile layer (of the image if durable) */
 	uint64_t len;
 	uint64_t nonce;
+	int fd;              /* the arena file's */
+	bool durable;
+	struct loco_dimg img; /* durable: this node's image */
 	char file[56];
 	char dir[LOCO_PATH_MAX];
 	char path[LOCO_PATH_MAX + 64];
@@ -39,6 +44,7 @@ struct loco_tp_qp {
 	uint32_t peer;
 	uint8_t *base;       /* the peer's arena as mapped when the QP opened */
 	uint64_t len;        /* its length */
+	struct loco_dimg *img; /* the peer's durable image, or NULL */
 	uint64_t done;       /* last signalled ticket executed */
 	uint64_t reported;   /* last ticket handed to poll */
 	void *weak;
@@ -56,5 +62,11 @@ int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len);
 void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len);
 void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len);
 void loco_shm_execute(uint8_t *base, const struct loco_wr *wr);
+/* Execute the N FLUSH requests at WR (one run of a post) on QP: copy
+ * their ranges into the peer's durable image and sync them; nothing for
+ * a peer without one (a shm WRITE is placed at once). 0 or -LOCO_EDOWN. */
+int loco_shm_flush(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
+/* The persist op: [OFF, OFF+LEN) of this node's own arena into its image. */
+int loco_shm_persist(struct loco_tp *tp, uint64_t off, uint64_t len);
 
 #endif

@@ -7,7 +7,10 @@
  *    and is placed later in 8-byte pieces in random order; a later READ,
  *    atomic or fence READ on the same QP first places every earlier WRITE;
  *  - completions become visible RTT/2 after execution, and execution
- *    starts no earlier than RTT/2 after posting (LOCO_SHM_WEAK_RTT_NS).
+ *    starts no earlier than RTT/2 after posting (LOCO_SHM_WEAK_RTT_NS);
+ *  - a FLUSH places the QP's earlier WRITEs, then copies its range into
+ *    the peer's durable image (shm.c), all when it executes, so requests
+ *    after it on the QP execute after it.
  * Seed: LOCO_SHM_WEAK_SEED (or LOCO_SHM_WEAK); delay scale:
  * LOCO_SHM_WEAK_DELAY_NS (default 2000); placement of an executed WRITE
  * starts after a further random delay up to LOCO_SHM_WEAK_PLACE_NS
@@ -309,11 +312,13 @@ static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 			place_one(rng, qp);
 		status = exec_write(nic, rng, qp, wr);
 	} else {
-		/* A READ or atomic completes only after earlier WRITEs on
-		 * this QP are placed. */
+		/* A READ, atomic or FLUSH completes only after earlier WRITEs
+		 * on this QP are placed. */
 		place_all(rng, qp);
 		if (wr->opcode == LOCO_OP_READ)
 			exec_read(rng, qp, wr);
+		else if (wr->opcode == LOCO_OP_FLUSH)
+			status = loco_shm_flush(qp->owner, wr, 1);
 		else
 			loco_shm_execute(qp->owner->base, wr);
 	}
@@ -589,6 +594,7 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	tqp->peer = peer;
 	tqp->base = tp->peers[peer].base;
 	tqp->len = tp->peers[peer].len;
+	tqp->img = tp->peers[peer].img;
 	tqp->weak = qp;
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	/* Relaxed: a unique number is all that is needed. */
@@ -694,6 +700,7 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.peer_add = loco_shm_peer_add,
 	.dm_len = loco_shm_dm_len,
 	.dm_zero = loco_shm_dm_zero,
+	.persist = loco_shm_persist,
 	.cq_create = weak_cq_create,
 	.cq_destroy = weak_cq_destroy,
 	.qp_create = weak_qp_create,

@@ -4,9 +4,18 @@
  * registration; a transport only moves bytes and reports completions.
  *
  * Model (docs/ordering.md): work requests on one QP are placed in order; a
- * READ or atomic completes only after earlier WRITEs on its QP are placed;
- * completions of one QP arrive in post order; a signalled completion implies
- * every earlier request of that QP completed. Nothing is ordered across QPs. */
+ * READ, atomic or FLUSH completes only after earlier WRITEs on its QP are
+ * placed; completions of one QP arrive in post order; a signalled
+ * completion implies every earlier request of that QP completed. Nothing
+ * is ordered across QPs.
+ *
+ * FLUSH (RDMA FLUSH, loco_persist): executes after every earlier request
+ * of its QP and before every later one; it makes the bytes of its range,
+ * as they are when it executes, durable in the peer's persistence domain
+ * (its durable image) before it completes. At a peer without one it only
+ * places (a zero-length READ). A FLUSH whose peer died or restarted since
+ * the QP was made fails with -LOCO_EDOWN: the writes it covered may be
+ * lost. */
 #ifndef LOCO_TRANSPORT_H
 #define LOCO_TRANSPORT_H
 
@@ -25,6 +34,7 @@ enum loco_opcode {
 	LOCO_OP_WRITE = 1,
 	LOCO_OP_CAS = 2,
 	LOCO_OP_FAA = 3,
+	LOCO_OP_FLUSH = 4,    /* REMOTE_OFF, LEN: the range to make durable */
 };
 
 struct loco_wr {
@@ -32,7 +42,8 @@ struct loco_wr {
 	uint8_t signaled;     /* produce a completion */
 	uint8_t space;        /* enum loco_space: what REMOTE_OFF is an offset in */
 	uint8_t pad;
-	uint32_t len;         /* READ/WRITE bytes (0 allowed: a fence READ); 8 for atomics */
+	uint32_t len;         /* READ/WRITE/FLUSH bytes (0 allowed: a fence
+			       * READ); 8 for atomics */
 	uint64_t remote_off;  /* offset in the peer's arena or device memory */
 	void *local;          /* READ dst, WRITE src, atomic result (8 bytes) */
 	uint64_t compare;     /* CAS expected value */
@@ -56,6 +67,14 @@ struct loco_tp_config {
 	const char *run_dir;          /* shm: private directory for backing files */
 	int timeout_ms;               /* bound of every wait on a peer */
 	const struct loco_hosts *hosts;
+	const char *durable_dir;      /* NULL: volatile arena; else its image
+				       * lives in this directory (durable.h) */
+	bool power_cut;               /* shm: a restart drops what the dead
+				       * incarnation did not persist */
+	int dsync;                    /* enum loco_dsync of the image */
+	uint64_t image_id;            /* the image's identity: a new image
+				       * takes it, an existing one must have
+				       * it (the core's region table's) */
 };
 
 /* hwloc's types (hwloc_topology_t, hwloc_cpuset_t), without its header:
@@ -90,6 +109,11 @@ struct loco_transport_ops {
 	 * Ordering: the zeros are in device memory on return, before the
 	 * core publishes the piece to any peer. */
 	int (*dm_zero)(struct loco_tp *tp, uint64_t off, uint64_t len);
+	/* Make [OFF, OFF+LEN) of this node's own arena durable in its image
+	 * (what a FLUSH to this node does), synchronously; 0 at once without
+	 * an image. The core uses it for zeroed new regions before their
+	 * names are recorded (region.c). Caller: any thread. */
+	int (*persist)(struct loco_tp *tp, uint64_t off, uint64_t len);
 	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
 	void (*cq_destroy)(struct loco_tp_cq *cq);
 	int (*qp_create)(struct loco_tp *tp, struct loco_tp_cq *cq, uint32_t peer,

@@ -345,9 +345,49 @@ static int verbs_arena_map(struct loco_tp *tp, uint64_t bytes)
 	return 0;
 }
 
-static int verbs_arena_create(struct loco_tp *tp, uint64_t bytes)
+/* A durable arena is the shared mapping of its image (durable.h): a
+ * placed WRITE is in the image's page cache (or, on a DAX file system over
+ * persistent memory, in the persistence domain itself), which survives
+ * the node's process; the persist op and a clean stop msync it. The
+ * FLUSH a peer sends is a READ (verbs_wr.c) and needs no code here. */
+static int verbs_arena_durable(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
-	int r = verbs_arena_map(tp, bytes);
+	if (cfg->power_cut) {
+		loco_err(VERBS_LOG, "--power-cut emulates a power cut on the shm "
+			 "transports only; on verbs the hardware decides what a "
+			 "power cut loses");
+		return -EOPNOTSUPP;
+	}
+	int r = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
+			      cfg->image_id, &tp->img);
+	if (!r)
+		r = loco_dimg_ready(&tp->img);
+	if (r) {
+		loco_dimg_close(&tp->img);
+		return r;
+	}
+	tp->durable = true;
+	tp->arena = tp->img.map;
+	tp->map_len = cfg->arena_bytes;
+	return 0;
+}
+
+static void verbs_arena_unmap(struct loco_tp *tp)
+{
+	if (!tp->durable) {
+		munmap(tp->arena, tp->map_len);
+		return;
+	}
+	if (msync(tp->img.map, tp->img.len, MS_SYNC))
+		loco_err(VERBS_LOG, "msync of the durable arena: %s", strerror(errno));
+	loco_dimg_close(&tp->img);
+}
+
+static int verbs_arena_create(struct loco_tp *tp, const struct loco_tp_config *cfg)
+{
+	uint64_t bytes = cfg->arena_bytes;
+	int r = cfg->durable_dir ? verbs_arena_durable(tp, cfg) :
+		verbs_arena_map(tp, bytes);
 	if (r < 0)
 		return r;
 	tp->arena_len = bytes;
@@ -359,7 +399,7 @@ static int verbs_arena_create(struct loco_tp *tp, uint64_t bytes)
 		loco_err(VERBS_LOG, "registering the %" PRIu64 " MiB arena: %s%s", VERBS_MIB(bytes),
 			 strerror(e), e == ENOMEM || e == EPERM
 			 ? " (raise the locked-memory limit: ulimit -l unlimited)" : "");
-		munmap(tp->arena, tp->map_len);
+		verbs_arena_unmap(tp);
 		return -e;
 	}
 	return 0;
@@ -370,7 +410,13 @@ static void verbs_arena_destroy(struct loco_tp *tp)
 	int r = ibv_dereg_mr(tp->arena_mr);
 	if (r)
 		loco_err(VERBS_LOG, "ibv_dereg_mr(arena): %s", strerror(r));
-	munmap(tp->arena, tp->map_len);
+	verbs_arena_unmap(tp);
+}
+
+static int verbs_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
+{
+	struct loco_drange rg = { off, len };
+	return tp->durable && len ? loco_dimg_flush(&tp->img, tp->img.map, &rg, 1) : 0;
 }
 
 /* ---- device memory (optional) ------------------------------------------- */
@@ -653,7 +699,7 @@ static int verbs_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	r = verbs_device_setup(tp, list, ndev);
 	if (r < 0)
 		goto free_tp;
-	r = verbs_arena_create(tp, cfg->arena_bytes);
+	r = verbs_arena_create(tp, cfg);
 	if (r < 0)
 		goto teardown_device;
 	verbs_dm_create(tp);
@@ -1117,6 +1163,7 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.peer_add = verbs_peer_add,
 	.dm_len = verbs_dm_len,
 	.dm_zero = verbs_dm_zero,
+	.persist = verbs_persist,
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,
 	.qp_create = verbs_qp_create,

@@ -24,6 +24,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <loco/hosts.h>
+#include "loco/transport/durable.h"
 #include "loco/transport/transport.h"
 #include "loco/transport/verbs_cfg.h"
 #include "loco/transport/verbs_wr.h"
@@ -93,6 +94,8 @@ struct loco_tp {
 	uint64_t arena_len;
 	size_t map_len;
 	struct ibv_mr *arena_mr;
+	bool durable;             /* the arena is the mapping of img */
+	struct loco_dimg img;
 	/* optional NIC device memory */
 	struct ibv_dm *dm;
 	struct ibv_mr *dm_mr;

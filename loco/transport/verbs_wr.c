@@ -12,8 +12,9 @@
 
 static const char *const verbs_op_names[] = {
 	[LOCO_OP_READ] = "READ", [LOCO_OP_WRITE] = "WRITE",
-	[LOCO_OP_CAS] = "CAS", [LOCO_OP_FAA] = "FAA",
+	[LOCO_OP_CAS] = "CAS", [LOCO_OP_FAA] = "FAA", [LOCO_OP_FLUSH] = "FLUSH",
 };
+#define VERBS_FLUSH_READ 8  /* bytes a FLUSH reads back */
 
 void verbs_sq_init(struct verbs_sq *sq, uint32_t depth, uint32_t max_inline,
 		   uint32_t peer, uint8_t tag, bool atomics)
@@ -75,6 +76,10 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w,
 	case LOCO_OP_READ:
 	case LOCO_OP_WRITE:
 		break;
+	case LOCO_OP_FLUSH:
+		if (w->space != LOCO_SPACE_ARENA)
+			return -EINVAL;
+		break;
 	case LOCO_OP_CAS:
 	case LOCO_OP_FAA:
 		if (!sq->atomics)
@@ -85,7 +90,7 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w,
 	default:
 		return -EINVAL;
 	}
-	if (w->len && !w->local)
+	if (w->len && !w->local && w->opcode != LOCO_OP_FLUSH)
 		return -EINVAL;
 	*rm = verbs_wr_rmr(sq, w);
 	if (!*rm || w->remote_off > (*rm)->len ||
@@ -162,6 +167,25 @@ static int verbs_wr_local(struct verbs_sq *sq, const struct loco_wr *w,
 	return 0;
 }
 
+/* A FLUSH goes out as the classic flush, an RDMA READ after the WRITEs
+ * of its QP (SNIA's "appliance persistency method", PMDK librpmem's
+ * APM): the responder executes it after them, so its response leaves
+ * only once they are placed in the target's memory, which with DDIO off
+ * (or eADR) and ADR is its persistence domain. It reads the range's last
+ * bytes into the bounce buffer and discards them. rdma-core's native
+ * FLUSH (ibv_wr_flush, extended QP API) is not in the rdma-core this
+ * builds against (v44): docs/durability.md. */
+static struct loco_wr verbs_flush_read(const struct loco_wr *w)
+{
+	uint32_t n = w->len < VERBS_FLUSH_READ ? w->len : VERBS_FLUSH_READ;
+	struct loco_wr r = *w;
+	r.opcode = LOCO_OP_READ;
+	r.remote_off = w->remote_off + w->len - n;
+	r.len = n;
+	r.local = NULL;
+	return r;
+}
+
 static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 			uint64_t seq, struct ibv_send_wr *s, struct ibv_sge *g,
 			uint64_t *bhead)
@@ -171,6 +195,11 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 	int r = verbs_wr_check(sq, w, &rm);
 	if (r < 0)
 		return r;
+	struct loco_wr fr;
+	if (w->opcode == LOCO_OP_FLUSH) {
+		fr = verbs_flush_read(w);
+		w = &fr;
+	}
 	memset(s, 0, sizeof(*s));
 	memset(g, 0, sizeof(*g));
 	*slot = (struct verbs_slot){ .wr_id = w->wr_id, .len = w->len,
@@ -185,7 +214,8 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 static void verbs_wr_log(const struct verbs_sq *sq, const struct loco_wr *w,
 			 unsigned i, unsigned n, int r)
 {
-	const char *op = w->opcode < 4 ? verbs_op_names[w->opcode] : "opcode?";
+	const char *op = w->opcode <= LOCO_OP_FLUSH ? verbs_op_names[w->opcode] :
+			 "opcode?";
 	loco_err("verbs", "peer %u: request %u of %u (%s %" PRIu32 " bytes at %s offset %"
 		 PRIu64 ", local %p) refused: %s", sq->peer, i, n, op, w->len,
 		 w->space == LOCO_SPACE_DM ? "device-memory" : "arena", w->remote_off,

@@ -91,6 +91,9 @@ has out 'LOCO_MEMNODE'
 for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-n 2 --kill 1 -- $FAKE" "-n 2 --bogus -- $FAKE" "-n 2 --timeout x -- $FAKE" \
 	"-n 2 --env NOEQUALS -- $FAKE" "-n 2 --transport tcp -- $FAKE" \
+	"-m 1 -n 1 --restart 1@1 -- $FAKE" "-m 1 -n 1 --restart 0@x -- $FAKE" \
+	"-m 1 -n 1 --restart 0@1:-5 -- $FAKE" "-m 1 -n 1 --power-cut -- $FAKE" \
+	"-m 1 -n 1 --restart 0@1:800 --restart 0@1.5 -- $FAKE" \
 	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
 	# shellcheck disable=SC2086
 	run $bad
@@ -193,6 +196,29 @@ python3 -c "import sys; sys.exit(not 0.5 <= float('$t') < 5)" ||
 [ "$secs" -lt 20 ] || fail "took ${secs}s"
 [ -e "$FAKE_DIR/done.2" ] || fail "n2 did not finish"
 [ ! -e "$FAKE_DIR/done.1" ] || fail "n1 finished"
+pids_gone
+
+# --- --restart: killed, started again with the same durable directory -------
+begin restart
+run -m 2 -n 1 --durable --power-cut --restart 1@0.4:300 -- "$FAKE" --sleep 2:1.5
+expect_rc 0
+has err '^\[loco-run\] killed n1 at [0-9.]+s \(restart\)$'
+has err '^\[loco-run\] restarted n1 at [0-9.]+s$'
+[ "$(grep -c '^\[n1\] fake memnode 1 up$' "$FAKE_DIR/err")" -eq 2 ] ||
+	fail "n1 did not start twice"
+[ "$(wc -l <"$FAKE_DIR/pids")" -eq 4 ] || fail "expected 4 recorded pids"
+t0=$(sed -n 's/^\[loco-run\] killed n1 at \([0-9.]*\)s.*/\1/p' "$FAKE_DIR/err")
+t1=$(sed -n 's/^\[loco-run\] restarted n1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
+python3 -c "import sys; sys.exit(not 0.29 <= $t1 - $t0 < 5)" ||
+	fail "restarted ${t1}s after a kill at ${t0}s, expected 0.3s later"
+d0=$(json 0 'd["env"]["LOCO_DURABLE_DIR"]')
+d1=$(json 1 'd["env"]["LOCO_DURABLE_DIR"]')
+[ "$d0" != "$d1" ] || fail "memory nodes share a durable directory"
+case $d1 in */durable-n1) ;; *) fail "durable dir $d1" ;; esac
+[ "$(json 1 'd["env"]["LOCO_POWER_CUT"]')" = 1 ] || fail "no LOCO_POWER_CUT"
+[ "$(json 2 'd["env"].get("LOCO_DURABLE_DIR")')" = None ] ||
+	fail "a compute node got a durable directory"
+[ ! -e "$d1" ] || fail "durable dir $d1 left behind"
 pids_gone
 
 # --- a memory node dying on its own is a failure -----------------------------

@@ -84,8 +84,9 @@ static void setup(void)
 	emu_ops.post = emu_post;
 	m->tp_ops = &emu_ops;
 	m->dm_len = DM_BYTES;
-	ck_assert_int_eq(loco_peer_add(m, m->id, m->desc, m->desc_len, m->arena_len,
-				       DM_BYTES), 0);
+	struct loco_hello h;
+	loco_hello_self(m, &h);
+	ck_assert_int_eq(loco_peer_add(m, &h, true), 0);
 	ck_assert_int_eq(loco_thread_create(m, &thr), 0);
 	memset(dm_mem, 0xee, sizeof(dm_mem)); /* device memory starts undefined */
 	dm_ops = dm_zeroes = 0;
@@ -288,8 +289,10 @@ static void join_from_1(const char *chan, uint32_t space, uint64_t off,
 START_TEST(join_carries_the_space)
 {
 	struct loco_mgr *m = cl.mgr;
-	ck_assert_int_eq(loco_peer_add(m, 1, m->desc, m->desc_len, m->arena_len,
-				       DM_BYTES), 0);
+	struct loco_hello hl;
+	loco_hello_self(m, &hl);
+	hl.id = 1;
+	ck_assert_int_eq(loco_peer_add(m, &hl, true), 0);
 	struct loco_channel ch;
 	struct loco_region *h;
 	ck_assert_int_eq(loco_channel_init(&ch, m, NULL, "c", UINT64_C(1) << 1, NULL), 0);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* loco-memnode: a passive memory node. Hosts its arena, answers hellos,
  * joins and create-or-open requests for named regions, runs no
- * application code. Stops on SIGTERM or SIGINT. */
+ * application code. Stops on SIGTERM or SIGINT. With --durable DIR the
+ * arena and the region names live in DIR and survive restarts
+ * (docs/durability.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,11 +14,19 @@ static void usage(FILE *f)
 	fprintf(f, "usage: loco-memnode [--id N] [--hosts FILE] [--transport T]\n"
 		   "                    [--arena-mb MB] [--timeout-ms MS]\n"
 		   "                    [--cluster-key FILE | --insecure]\n"
+		   "                    [--durable DIR [--power-cut]]\n"
 		   "Serves this node's memory until SIGTERM/SIGINT. Options fall\n"
 		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB,\n"
-		   "LOCO_CLUSTER_KEY, LOCO_INSECURE. Without a cluster key (32 random\n"
-		   "bytes, mode 0600; loco-run makes one) it refuses to start unless\n"
-		   "--insecure.\n");
+		   "LOCO_CLUSTER_KEY, LOCO_INSECURE, LOCO_DURABLE_DIR, LOCO_POWER_CUT.\n"
+		   "Without a cluster key (32 random bytes, mode 0600; loco-run makes\n"
+		   "one) it refuses to start unless --insecure.\n"
+		   "--durable DIR: the arena and its region names live in DIR and\n"
+		   "survive restarts: a restarted node serves the same regions at the\n"
+		   "same offsets; what compute nodes persisted (loco_persist) survives\n"
+		   "its death. A clean stop (SIGTERM) writes everything back.\n"
+		   "--power-cut (shm): a kill is a power cut: what was written but\n"
+		   "not persisted is lost at the restart. LOCO_DURABLE_SYNC=msync\n"
+		   "(default), fdatasync or none: how persisted bytes reach the disk.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/* Durable images of arenas (see durable.h). */
+#include "loco/transport/durable.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <loco/error.h>
+#include <loco/log.h>
+#include "loco/transport/shm.h"
+
+#define DIMG_MAGIC UINT64_C(0x676d692d6f636f6c) /* "loco-img" */
+#define DIMG_VERSION 1
+#define DIMG_SYNC_MASK 3u
+#define ALIVE_LEN 8
+
+struct dimg_hdr {
+	uint64_t magic;
+	uint32_t version, flags;
+	uint64_t len;
+	uint64_t image_id;
+	uint64_t epoch;
+	uint64_t pad[3];
+};
+_Static_assert(sizeof(struct dimg_hdr) == LOCO_DIMG_HDR, "image header");
+
+int loco_dsync_from_env(void)
+{
+	static const char *const names[] = {
+		[LOCO_DSYNC_MSYNC] = "msync", [LOCO_DSYNC_FDATASYNC] = "fdatasync",
+		[LOCO_DSYNC_NONE] = "none",
+	};
+	const char *v = getenv("LOCO_DURABLE_SYNC");
+	if (!v || !*v)
+		return LOCO_DSYNC_MSYNC;
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(v, names[i]))
+			return i;
+	loco_err("durable", "LOCO_DURABLE_SYNC='%s': expected msync, fdatasync "
+		 "or none", v);
+	return -1;
+}
+
+/* An open-file-description lock of TYPE on [OFF, OFF+LEN); WAIT blocks.
+ * 0, -EAGAIN (held elsewhere, not waiting) or -errno. */
+static int ofd_lock(int fd, short type, uint64_t off, uint64_t len, bool wait)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+			    .l_start = (off_t)off, .l_len = (off_t)len };
+	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl)) {
+		if (errno != EINTR)
+			return errno == EACCES ? -EAGAIN : -errno;
+	}
+	return 0;
+}
+
+/* Whether some process holds a lock on the liveness bytes: the owner. */
+static int owner_alive(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = 0, .l_len = ALIVE_LEN };
+	if (fcntl(fd, F_OFD_GETLK, &fl))
+		return -errno;
+	return fl.l_type != F_UNLCK;
+}
+
+static struct dimg_hdr *hdr_of(const struct loco_dimg *d)
+{
+	return (struct dimg_hdr *)(void *)d->map;
+}
+
+static int map_file(int fd, uint64_t len, uint8_t **out)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+/* Sync [OFF, OFF+LEN) of D's image by MODE. */
+static int dimg_sync(const struct loco_dimg *d, int mode, uint64_t off,
+		     uint64_t len)
+{
+	if (mode == LOCO_DSYNC_NONE)
+		return 0;
+	if (mode == LOCO_DSYNC_FDATASYNC)
+		return fdatasync(d->fd) ? -errno : 0;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t lo = off & ~(page - 1);
+	return msync(d->map + lo, off + len - lo, MS_SYNC) ? -errno : 0;
+}
+
+/* A fresh header: identity ID, epoch 0 (bumped by the caller). */
+static int hdr_create(struct loco_dimg *d, uint64_t len, uint64_t id)
+{
+	struct dimg_hdr *h = hdr_of(d);
+	*h = (struct dimg_hdr){ .magic = DIMG_MAGIC, .version = DIMG_VERSION,
+				.len = len, .image_id = id };
+	return 0;
+}
+
+static int hdr_check(const struct loco_dimg *d, const char *path, uint64_t len,
+		     uint64_t id)
+{
+	const struct dimg_hdr *h = hdr_of(d);
+	if (h->magic != DIMG_MAGIC || h->version != DIMG_VERSION) {
+		loco_err("durable", "%s is not a loco arena image (version %u)",
+			 path, DIMG_VERSION);
+		return -LOCO_EPROTO;
+	}
+	if (h->len != len) {
+		loco_err("durable", "%s holds an arena of %lu bytes, this node's "
+			 "is %lu (--arena-mb must not change across restarts)",
+			 path, (unsigned long)h->len, (unsigned long)len);
+		return -LOCO_EMISMATCH;
+	}
+	if (h->image_id != id) {
+		loco_err("durable", "%s (image %016llx) does not belong to the "
+			 "region table beside it (%016llx)", path,
+			 (unsigned long long)h->image_id, (unsigned long long)id);
+		return -LOCO_EMISMATCH;
+	}
+	return 0;
+}
+
+/* Open or create the image file and take the liveness and start locks. */
+static int own_open(const char *path, uint64_t len, bool *fresh, int *fdp)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && (rc = ofd_lock(fd, F_WRLCK, 0, ALIVE_LEN, false)) == -EAGAIN)
+		loco_err("durable", "%s is served by another running node", path);
+	if (!rc)
+		rc = ofd_lock(fd, F_WRLCK, LOCO_DIMG_HDR, len - LOCO_DIMG_HDR, true);
+	*fresh = !rc && st.st_size == 0;
+	if (!rc && *fresh && ftruncate(fd, (off_t)len))
+		rc = -errno;
+	if (!rc && !*fresh && (uint64_t)st.st_size != len) {
+		loco_err("durable", "%s has %lu bytes, this node's arena %lu "
+			 "(--arena-mb must not change across restarts)", path,
+			 (unsigned long)st.st_size, (unsigned long)len);
+		rc = -LOCO_EMISMATCH;
+	}
+	if (rc) {
+		close(fd);
+		return rc == -EAGAIN ? -EBUSY : rc;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
+		  struct loco_dimg *out)
+{
+	char path[LOCO_PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/%s", dir, LOCO_DIMG_NAME);
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		int e = errno;
+		loco_err("durable", "cannot create %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (len <= LOCO_DIMG_HDR || sync < 0)
+		return -EINVAL;
+	struct loco_dimg d = { .fd = -1, .len = len, .own = true };
+	bool fresh = false;
+	int rc = own_open(path, len, &fresh, &d.fd);
+	if (!rc)
+		rc = map_file(d.fd, len, &d.map);
+	if (!rc)
+		rc = fresh ? hdr_create(&d, len, image_id) :
+		     hdr_check(&d, path, len, image_id);
+	if (!rc) {
+		struct dimg_hdr *h = hdr_of(&d);
+		h->epoch++;
+		h->flags = (uint32_t)sync & DIMG_SYNC_MASK;
+		d.image_id = h->image_id;
+		d.epoch = h->epoch;
+		/* The epoch reaches the disk before anyone flushes for it. */
+		rc = msync(d.map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
+	}
+	if (rc) {
+		if (rc != -EBUSY && rc != -LOCO_EMISMATCH && rc != -LOCO_EPROTO)
+			loco_err("durable", "%s: %s", path, loco_strerror(rc));
+		loco_dimg_close(&d);
+		return rc;
+	}
+	loco_info("durable", "%s: %s image %016llx, epoch %llu", path,
+		  fresh ? "new" : "existing", (unsigned long long)d.image_id,
+		  (unsigned long long)d.epoch);
+	*out = d;
+	return 0;
+}
+
+int loco_dimg_ready(struct loco_dimg *d)
+{
+	int rc = ofd_lock(d->fd, F_UNLCK, LOCO_DIMG_HDR, d->len - LOCO_DIMG_HDR,
+			  false);
+	return rc ? rc : ofd_lock(d->fd, F_RDLCK, 0, ALIVE_LEN, false);
+}
+
+int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
+		     uint64_t epoch, struct loco_dimg *out)
+{
+	struct loco_dimg d = { .fd = open(path, O_RDWR | O_CLOEXEC), .len = len,
+			       .image_id = image_id, .epoch = epoch };
+	if (d.fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(d.fd, &st) ? -errno :
+		 (uint64_t)st.st_size != len ? -LOCO_EPROTO : 0;
+	if (!rc)
+		rc = map_file(d.fd, len, &d.map);
+	if (!rc && (hdr_of(&d)->magic != DIMG_MAGIC ||
+		    hdr_of(&d)->image_id != image_id))
+		rc = -LOCO_EPROTO;
+	/* Relaxed enough: the owner published the epoch before its hello. */
+	if (!rc && hdr_of(&d)->epoch != epoch)
+		rc = -ESTALE;
+	if (rc) {
+		loco_dimg_close(&d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+/* The smallest span holding the N ranges. */
+static void span_of(const struct loco_drange *r, unsigned n, uint64_t *lo,
+		    uint64_t *hi)
+{
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (r[i].off < *lo)
+			*lo = r[i].off;
+		if (r[i].off + r[i].len > *hi)
+			*hi = r[i].off + r[i].len;
+	}
+}
+
+/* Under the span lock: the owner lives and still is D's incarnation. */
+static int flush_allowed(const struct loco_dimg *d, bool own)
+{
+	if (!own) {
+		int alive = owner_alive(d->fd);
+		if (alive <= 0)
+			return alive < 0 ? alive : -LOCO_EDOWN;
+	}
+	return hdr_of(d)->epoch == d->epoch ? 0 : -LOCO_EDOWN;
+}
+
+int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
+		    const struct loco_drange *r, unsigned n)
+{
+	uint64_t lo, hi;
+	span_of(r, n, &lo, &hi);
+	if (!n || lo < LOCO_DIMG_HDR || hi > d->len)
+		return n ? -EINVAL : 0;
+	int rc = ofd_lock(d->fd, F_WRLCK, lo, hi - lo, true);
+	if (rc)
+		return rc;
+	rc = flush_allowed(d, d->own);
+	for (unsigned i = 0; !rc && src != d->map && i < n; i++)
+		/* Acquire loads of the live bytes (writers race with us);
+		 * the image side is ours under the lock. */
+		loco_shm_copy_in(d->map + r[i].off, src + r[i].off,
+				 (uint32_t)r[i].len);
+	int urc = ofd_lock(d->fd, F_UNLCK, lo, hi - lo, false);
+	int mode = (int)(hdr_of(d)->flags & DIMG_SYNC_MASK);
+	for (unsigned i = 0; !rc && i < n; i++)
+		rc = dimg_sync(d, mode, r[i].off, r[i].len);
+	return rc ? rc : urc;
+}
+
+int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
+{
+	off_t at = LOCO_DIMG_HDR;
+	while ((uint64_t)at < len) {
+		off_t data = lseek(fd, at, SEEK_DATA);
+		if (data < 0)
+			return errno == ENXIO ? 0 : -errno;
+		off_t hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		if ((uint64_t)hole > len)
+			hole = (off_t)len;
+		for (off_t p = data; p < hole;) {
+			ssize_t n = pread(fd, dst + p, (size_t)(hole - p), p);
+			if (n <= 0)
+				return n < 0 ? -errno : -EIO;
+			p += n;
+		}
+		at = hole;
+	}
+	return 0;
+}
+
+void loco_dimg_close(struct loco_dimg *d)
+{
+	if (d->map)
+		munmap(d->map, d->len);
+	if (d->fd >= 0)
+		close(d->fd);
+	d->map = NULL;
+	d->fd = -1;
+}

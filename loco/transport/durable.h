@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* The durable image of a node's arena (--durable DIR): DIR/arena.img, a
+ * file as long as the arena, mapped shared. It is the node's persistence
+ * domain: what a FLUSH (loco_persist) copied or synced into it survives
+ * the node's death, a restart and, with a sync mode other than "none",
+ * the machine's power loss. Shared by the transports (shm keeps a
+ * volatile layer in front of it, verbs registers the mapping itself).
+ *
+ * Header (the arena's first 64 bytes, which hold no region):
+ *	u64 magic "loco-img", u32 version, u32 flags (sync mode),
+ *	u64 arena length, u64 image id (random, fixed at creation),
+ *	u64 epoch (bumped by every start of the owner), 3 x u64 zero.
+ *
+ * Locks (open file description locks, released by the kernel when a
+ * process dies, so a killed node never leaves one behind):
+ *  - the owner (the node serving DIR) holds a read lock on bytes [0, 8)
+ *    for its whole life: a writer probe there tells whether it is alive,
+ *    and a second owner is refused;
+ *  - a start takes a write lock on [64, len) while it bumps the epoch
+ *    and loads the image, so no FLUSH of an earlier incarnation lands
+ *    after the load;
+ *  - a FLUSH takes a write lock on the span it copies, checks the owner
+ *    is alive and the epoch is the one its writes went to, copies, and
+ *    unlocks: copies of overlapping ranges are totally ordered, so a copy
+ *    that read older bytes can never land over a newer one. */
+#ifndef LOCO_TRANSPORT_DURABLE_H
+#define LOCO_TRANSPORT_DURABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <loco/hosts.h>
+
+#pragma GCC visibility push(hidden)
+
+#define LOCO_DIMG_HDR 64          /* header bytes: LOCO_ARENA_FIRST */
+#define LOCO_DIMG_NAME "arena.img"
+
+/* How a FLUSH makes the copied bytes reach stable storage
+ * (LOCO_DURABLE_SYNC on the owner; docs/durability.md measures them). */
+enum loco_dsync {
+	LOCO_DSYNC_MSYNC = 0,     /* msync(MS_SYNC) of the flushed pages (default) */
+	LOCO_DSYNC_FDATASYNC = 1, /* fdatasync of the whole image */
+	LOCO_DSYNC_NONE = 2,      /* page cache only: survives the node's death,
+				   * not the machine's power loss */
+};
+
+struct loco_dimg {
+	int fd;
+	uint8_t *map;             /* the image, mapped shared */
+	uint64_t len;
+	uint64_t image_id;
+	uint64_t epoch;           /* the incarnation this handle belongs to */
+	bool own;                 /* the owner's handle (loco_dimg_own) */
+};
+
+/* One range of a FLUSH. */
+struct loco_drange {
+	uint64_t off, len;
+};
+
+/* The sync mode LOCO_DURABLE_SYNC names (msync, fdatasync, none), or -1
+ * with a warning for anything else; msync when unset. */
+int loco_dsync_from_env(void);
+
+/* Start as the owner of DIR/arena.img for an arena of LEN bytes: create it
+ * (sparse, identity IMAGE_ID) or open it (the length and identity must
+ * match: -LOCO_EMISMATCH), refuse if another process owns it (-EBUSY),
+ * bump the epoch. On return the start lock is held: load the image, then
+ * call loco_dimg_ready. Errors are logged with the path. */
+int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
+		  struct loco_dimg *out);
+/* End of the start: release the start lock, keep the liveness lock. */
+int loco_dimg_ready(struct loco_dimg *d);
+
+/* Map a peer's image at PATH (its length LEN) to flush into it; its
+ * header must carry IMAGE_ID and EPOCH (else -ESTALE: the peer moved on). */
+int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
+		     uint64_t epoch, struct loco_dimg *out);
+
+/* FLUSH: copy the N ranges of SRC (the volatile layer, same offsets) into
+ * the image if SRC is not the image itself, then sync them. Fails with
+ * -LOCO_EDOWN, copying nothing, if the owner is dead or its epoch is no
+ * longer D's. Ranges must lie in [LOCO_DIMG_HDR, len). */
+int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
+		    const struct loco_drange *r, unsigned n);
+
+/* Copy every allocated extent of the file FD (LEN bytes) into DST: the
+ * load of a volatile layer from an image (or from a surviving layer). */
+int loco_dimg_load(int fd, uint64_t len, uint8_t *dst);
+
+void loco_dimg_close(struct loco_dimg *d);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* A two-node cluster for tests of memory nodes that die and come back:
+ * node 0 is a real loco-memnode child process (LOCO_MEMNODE: its path),
+ * which the test kills and restarts at will; node 1 is this process's
+ * manager, which the test may create and destroy several times. */
+#ifndef LOCO_TEST_MEMNODE_H
+#define LOCO_TEST_MEMNODE_H
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <loco/loco.h>
+#include "test/common/cluster1.h"
+
+struct mcluster {
+	char hosts[64];
+	char key[64];
+	char run_dir[64];
+	char dir[64];           /* the memory node's durable directory */
+	pid_t mem;              /* the memory node's process, 0 if none */
+	struct loco_mgr *mgr;   /* node 1 (this process), NULL if none */
+};
+
+/* Hosts file (node 0 memory, node 1 compute), key, run and durable
+ * directories. */
+static inline void mc_init(struct mcluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-test-hosts-XXXXXX");
+	int fd = mkstemp(c->hosts);
+	ck_assert_int_ge(fd, 0);
+	int p0 = free_port(), p1 = free_port();
+	while (p1 == p0)
+		p1 = free_port();
+	dprintf(fd, "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n", p0, p1);
+	close(fd);
+	snprintf(c->key, sizeof(c->key), "/tmp/loco-test-key-XXXXXX");
+	ck_assert_int_eq(test_key_make(c->key), 0);
+	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
+		 (int)getpid());
+	setenv("LOCO_RUN_DIR", c->run_dir, 1);
+	rundir_at_exit(c->run_dir);
+	snprintf(c->dir, sizeof(c->dir), "/tmp/loco-test-durable-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(c->dir));
+}
+
+/* Start the memory node with extra environment ENV ("K=V" strings, NULL
+ * terminated; e.g. LOCO_POWER_CUT=1); DURABLE: with --durable. */
+static inline pid_t mc_spawn(struct mcluster *c, bool durable,
+			     const char *const *env)
+{
+	const char *exe = getenv("LOCO_MEMNODE");
+	ck_assert_msg(exe && *exe, "LOCO_MEMNODE is not set");
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("LOCO_NODE_ID", "0", 1);
+		setenv("LOCO_HOSTS", c->hosts, 1);
+		setenv("LOCO_CLUSTER_KEY", c->key, 1);
+		setenv("LOCO_ARENA_MB", "16", 1);
+		if (durable)
+			setenv("LOCO_DURABLE_DIR", c->dir, 1);
+		for (unsigned i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		execl(exe, exe, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static inline void mc_start_mem(struct mcluster *c, bool durable,
+				const char *const *env)
+{
+	c->mem = mc_spawn(c, durable, env);
+}
+
+/* Stop the memory node with SIG (SIGKILL: a crash; SIGTERM: a clean
+ * stop) and reap it; returns its wait status. */
+static inline int mc_stop_mem(struct mcluster *c, int sig)
+{
+	int st = 0;
+	if (!c->mem)
+		return 0;
+	kill(c->mem, sig);
+	waitpid(c->mem, &st, 0);
+	c->mem = 0;
+	return st;
+}
+
+/* This process as node 1. */
+static inline void mc_start_self(struct mcluster *c, int timeout_ms)
+{
+	struct loco_opts o = { .node_id = 1, .timeout_ms = timeout_ms,
+			       .arena_bytes = 16 << 20 };
+	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
+	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", c->key);
+	snprintf(o.transport, sizeof(o.transport), "%s",
+		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
+	ck_assert_int_eq(loco_mgr_create(&o, &c->mgr), 0);
+}
+
+static inline void mc_stop_self(struct mcluster *c)
+{
+	loco_mgr_destroy(c->mgr);
+	c->mgr = NULL;
+}
+
+/* Remove a directory's files (one level) and the directory. */
+static inline void mc_rmdir(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static inline void mc_fini(struct mcluster *c)
+{
+	if (c->mgr)
+		mc_stop_self(c);
+	mc_stop_mem(c, SIGKILL);
+	unlink(c->hosts);
+	unlink(c->key);
+	mc_rmdir(c->dir);
+	mc_rmdir(c->run_dir);
+}
+
+#endif

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: MIT */
+/* Durable memory nodes (--durable, --power-cut) and loco_persist, with a
+ * real loco-memnode child that is killed and restarted: regions keep
+ * their names and offsets, persisted bytes survive a power cut and
+ * unpersisted ones do not (the test that skips its persist point loses
+ * its data), a crash without power cut or a clean stop loses nothing,
+ * concurrent persists of the same bytes leave the last value in the
+ * image, and bad restarts are refused with a clear error. Runs on the
+ * transport LOCO_TRANSPORT names (shm, shm-weak). */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <loco/loco.h>
+#include "test/common/memnode.h"
+
+#define LEN 65536
+#define FAR 32768     /* an offset no persisted range of a test reaches */
+
+static const char *const power_cut[] = { "LOCO_POWER_CUT=1", NULL };
+
+static struct mcluster mc;
+static struct loco_thread *thr;
+
+static void setup(void)
+{
+	mc_init(&mc);
+}
+
+static void teardown(void)
+{
+	if (thr)
+		loco_thread_destroy(thr);
+	thr = NULL;
+	mc_fini(&mc);
+}
+
+/* (Re)start this node and a thread context; open NAME on the memory node. */
+static void attach(const char *name, struct loco_rregion *rr)
+{
+	if (!mc.mgr) {
+		mc_start_self(&mc, 5000);
+		ck_assert_int_eq(loco_thread_create(mc.mgr, &thr), 0);
+	}
+	ck_assert_int_eq(loco_region_open(mc.mgr, 0, name, LEN, rr), 0);
+}
+
+static void detach(void)
+{
+	loco_thread_destroy(thr);
+	thr = NULL;
+	mc_stop_self(&mc);
+}
+
+static void fill(uint64_t *buf, unsigned n, uint64_t seed)
+{
+	for (unsigned i = 0; i < n; i++)
+		buf[i] = seed * 1000003 + i;
+}
+
+/* Whether the N words at OFF of RR are the pattern SEED (or all zero). */
+static bool holds(const struct loco_rregion *rr, uint64_t off, unsigned n,
+		  uint64_t seed)
+{
+	uint64_t got[64], want[64] = { 0 };
+	ck_assert_uint_le(n, 64);
+	ck_assert_int_eq(loco_read(thr, rr, off, got, n * 8), 0);
+	if (seed)
+		fill(want, n, seed);
+	return memcmp(got, want, n * 8) == 0;
+}
+
+/* Write the pattern at 0 and persist it, then a second pattern at FAR
+ * without a persist point (the deliberate omission). */
+static void write_both(const struct loco_rregion *rr)
+{
+	uint64_t a[64], b[64];
+	fill(a, 64, 1);
+	fill(b, 64, 2);
+	ck_assert_int_eq(loco_write(thr, rr, 0, a, sizeof(a)), 0);
+	ck_assert_int_eq(loco_persist(thr, rr->node), 0);
+	ck_assert_int_eq(loco_write(thr, rr, FAR, b, sizeof(b)), 0);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, rr->node), 0);
+	ck_assert(holds(rr, FAR, 64, 2));
+}
+
+/* A power cut keeps the names, offsets and persisted bytes, and loses the
+ * bytes whose persist point was skipped. */
+START_TEST(power_cut_loses_unpersisted)
+{
+	struct loco_rregion a, a2, idle, idle2;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert(loco_peer_durable(mc.mgr, 0));
+	attach("t.idle", &idle);
+	write_both(&a);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.idle", &idle2);
+	attach("t.a", &a2);
+	ck_assert_uint_eq(a2.off, a.off);
+	ck_assert_uint_eq(idle2.off, idle.off);
+	ck_assert(holds(&a2, 0, 64, 1));
+	ck_assert_msg(holds(&a2, FAR, 64, 0), "unpersisted bytes survived a "
+		      "power cut");
+}
+END_TEST
+
+/* Without --power-cut, a killed node's memory is as it left it (a process
+ * crash does not lose DRAM). */
+START_TEST(crash_without_power_cut_keeps_all)
+{
+	struct loco_rregion a;
+	mc_start_mem(&mc, true, NULL);
+	attach("t.a", &a);
+	write_both(&a);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, NULL);
+	attach("t.a", &a);
+	ck_assert(holds(&a, 0, 64, 1));
+	ck_assert(holds(&a, FAR, 64, 2));
+}
+END_TEST
+
+/* A clean stop writes everything back, even with --power-cut. */
+START_TEST(clean_stop_writes_back)
+{
+	struct loco_rregion a;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	write_both(&a);
+	detach();
+	ck_assert_int_eq(mc_stop_mem(&mc, SIGTERM), 0);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert(holds(&a, 0, 64, 1));
+	ck_assert(holds(&a, FAR, 64, 2));
+}
+END_TEST
+
+/* More scattered writes than a QP tracks: the oldest ranges are flushed
+ * early, and one persist makes all of them durable. */
+START_TEST(many_ranges_one_persist)
+{
+	struct loco_rregion a;
+	struct loco_stats st;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	for (uint64_t i = 0; i < 40; i++) {
+		uint64_t v = i + 1;
+		ck_assert_int_eq(loco_write(thr, &a, i * 1024, &v, 8), 0);
+	}
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	loco_thread_stats(thr, &st);
+	ck_assert_uint_ge(st.flushes, 40);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	for (uint64_t i = 0; i < 40; i++) {
+		uint64_t v;
+		ck_assert_int_eq(loco_read(thr, &a, i * 1024, &v, 8), 0);
+		ck_assert_uint_eq(v, i + 1);
+	}
+}
+END_TEST
+
+/* Atomics dirty their word too: a persisted FAA survives, and a later
+ * one that was not persisted does not. */
+START_TEST(atomics_persist)
+{
+	struct loco_rregion a;
+	uint64_t old;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert_int_eq(loco_faa(thr, &a, 8, 5, &old), 0);
+	ck_assert_int_eq(loco_cas(thr, &a, 16, 0, 7, &old), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	ck_assert_int_eq(loco_faa(thr, &a, FAR, 9, &old), 0);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	uint64_t v[2];
+	ck_assert_int_eq(loco_read(thr, &a, 8, v, 16), 0);
+	ck_assert_uint_eq(v[0], 5);
+	ck_assert_uint_eq(v[1], 7);
+	ck_assert_int_eq(loco_read(thr, &a, FAR, v, 8), 0);
+	ck_assert_uint_eq(v[0], 0);
+}
+END_TEST
+
+/* The node died and came back: a persist of writes that went to the dead
+ * incarnation fails (they are gone) instead of claiming them durable. */
+START_TEST(persist_after_restart_fails)
+{
+	struct loco_rregion a;
+	uint64_t v = 42;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	mc_stop_mem(&mc, SIGKILL);
+	ck_assert_int_eq(loco_persist(thr, 0), -LOCO_EDOWN);
+	mc_start_mem(&mc, true, power_cut);
+	detach();
+	attach("t.a", &a);
+	ck_assert(holds(&a, 0, 1, 0));
+}
+END_TEST
+
+/* A drop forgets the name for good: after a restart the region is new. */
+START_TEST(drop_survives_restart)
+{
+	struct loco_rregion a;
+	unsigned n = 0;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	write_both(&a);
+	ck_assert_int_eq(loco_region_drop(mc.mgr, 0, "t.a", 0, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert(holds(&a, 0, 64, 0));
+}
+END_TEST
+
+/* On a memory node without --durable a persist is a pair fence. */
+START_TEST(volatile_node_persist_is_fence)
+{
+	struct loco_rregion a;
+	struct loco_stats st;
+	uint64_t v = 3;
+	mc_start_mem(&mc, false, NULL);
+	attach("t.a", &a);
+	ck_assert(!loco_peer_durable(mc.mgr, 0));
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	loco_thread_stats(thr, &st);
+	ck_assert_uint_eq(st.flushes, 0);
+	ck_assert_uint_eq(st.reads, 1);   /* the fence READ */
+}
+END_TEST
+
+struct racer {
+	const struct loco_rregion *rr;
+	uint64_t *counter;
+	int rc;
+};
+
+/* Write a globally increasing value (FAA) to one shared word, persist. */
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	struct loco_thread *t;
+	r->rc = loco_thread_create(mc.mgr, &t);
+	for (int i = 0; !r->rc && i < 300; i++) {
+		uint64_t v;
+		r->rc = loco_faa(t, r->rr, 8, 1, &v);
+		v++;
+		if (!r->rc)
+			r->rc = loco_write(t, r->rr, 64, &v, 8);
+		if (!r->rc)
+			r->rc = loco_persist(t, r->rr->node);
+	}
+	loco_thread_destroy(t);
+	return NULL;
+}
+
+/* Concurrent persists of the same word never let an older copy land over
+ * a newer one: the image ends with the word's last value. */
+START_TEST(concurrent_persists_keep_last)
+{
+	struct loco_rregion a;
+	pthread_t th[3];
+	struct racer r[3];
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	for (int i = 0; i < 3; i++) {
+		r[i] = (struct racer){ .rr = &a };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race, &r[i]), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(r[i].rc, 0);
+	}
+	uint64_t last;
+	ck_assert_int_eq(loco_read(thr, &a, 64, &last, 8), 0);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	uint64_t got;
+	ck_assert_int_eq(loco_read(thr, &a, 64, &got, 8), 0);
+	ck_assert_uint_eq(got, last);
+}
+END_TEST
+
+/* Two processes cannot serve one directory, and the arena size may not
+ * change across restarts: both refuse to start (exit 1). */
+START_TEST(bad_restarts_refused)
+{
+	mc_start_mem(&mc, true, NULL);
+	struct loco_rregion a;
+	attach("t.a", &a);
+	pid_t second = mc_spawn(&mc, true, NULL);
+	int st;
+	waitpid(second, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	detach();
+	ck_assert_int_eq(mc_stop_mem(&mc, SIGTERM), 0);
+	static const char *const bigger[] = { "LOCO_ARENA_MB=32", NULL };
+	pid_t p = mc_spawn(&mc, true, bigger);
+	waitpid(p, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+END_TEST
+
+/* A damaged region table is named and refused, not served. */
+START_TEST(damaged_table_refused)
+{
+	mc_start_mem(&mc, true, NULL);
+	struct loco_rregion a;
+	attach("t.a", &a);
+	detach();
+	ck_assert_int_eq(mc_stop_mem(&mc, SIGTERM), 0);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/regions", mc.dir);
+	FILE *f = fopen(path, "r+");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 30, SEEK_SET);
+	fputc('X', f);
+	fclose(f);
+	pid_t p = mc_spawn(&mc, true, NULL);
+	int st;
+	waitpid(p, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("durable");
+	TCase *tc = tcase_create("durable");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, power_cut_loses_unpersisted);
+	tcase_add_test(tc, crash_without_power_cut_keeps_all);
+	tcase_add_test(tc, clean_stop_writes_back);
+	tcase_add_test(tc, many_ranges_one_persist);
+	tcase_add_test(tc, atomics_persist);
+	tcase_add_test(tc, persist_after_restart_fails);
+	tcase_add_test(tc, drop_survives_restart);
+	tcase_add_test(tc, volatile_node_persist_is_fence);
+	tcase_add_test(tc, concurrent_persists_keep_last);
+	tcase_add_test(tc, bad_restarts_refused);
+	tcase_add_test(tc, damaged_table_refused);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
