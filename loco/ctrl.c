@@ -14,8 +14,9 @@
  *
  * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length, u64
  * device-memory length (0: none), bytes arena descriptor (the transport's:
- * for verbs also the node's RDMA address); the ACK adds u32 status and str
- * message first. */
+ * for verbs also the node's RDMA address), u32 flags (LOCO_HELLO_*), u64
+ * boot id (random per start), u64 durable image id (0: none); the ACK
+ * adds u32 status and str message first. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -173,9 +174,7 @@ void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out)
 		.id = mgr->id, .arena_len = mgr->arena_len, .dm_len = mgr->dm_len,
 		.boot_id = mgr->boot_id, .image_id = mgr->image_id,
 		.flags = (o->durable_dir[0] ? LOCO_HELLO_DURABLE : 0) |
-			 (o->power_cut ? LOCO_HELLO_POWER_CUT : 0) |
-			 (o->mirror ? LOCO_HELLO_MIRROR : 0),
-		.mirror_of = o->mirror ? o->mirror_of : 0,
+			 (o->power_cut ? LOCO_HELLO_POWER_CUT : 0),
 		.desc_len = (uint16_t)mgr->desc_len,
 	};
 	memcpy(out->desc, mgr->desc, mgr->desc_len);
@@ -191,7 +190,6 @@ static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w)
 	loco_put_u64(w, h.dm_len);
 	loco_put_bytes(w, h.desc, h.desc_len);
 	loco_put_u32(w, h.flags);
-	loco_put_u32(w, h.mirror_of);
 	loco_put_u64(w, h.boot_id);
 	loco_put_u64(w, h.image_id);
 }
@@ -207,10 +205,9 @@ static int hello_decode(struct loco_mgr *mgr, struct loco_rbuf *r,
 	h->dm_len = loco_get_u64(r);
 	h->desc_len = loco_get_bytes(r, h->desc, sizeof(h->desc));
 	h->flags = loco_get_u32(r);
-	h->mirror_of = loco_get_u32(r);
 	h->boot_id = loco_get_u64(r);
 	h->image_id = loco_get_u64(r);
-	if (loco_rbuf_done(r) || h->mirror_of >= LOCO_MAX_NODES) {
+	if (loco_rbuf_done(r)) {
 		snprintf(msg, msglen, "malformed HELLO");
 		return -LOCO_EPROTO;
 	}

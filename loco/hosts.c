@@ -396,7 +396,7 @@ const char *loco_role_name(enum loco_role role)
 
 enum opt_key {
 	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
-	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_MIRROR_OF, OPT_NR
+	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_NR
 };
 
 static const struct opt_def {
@@ -414,7 +414,6 @@ static const struct opt_def {
 	[OPT_INSECURE] = { .flag = "--insecure", .env = "LOCO_INSECURE", .bare = true },
 	[OPT_DURABLE] = { .flag = "--durable", .env = "LOCO_DURABLE_DIR" },
 	[OPT_POWER_CUT] = { .flag = "--power-cut", .env = "LOCO_POWER_CUT", .bare = true },
-	[OPT_MIRROR_OF] = { .flag = "--mirror-of", .env = "LOCO_MIRROR_OF" },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs" };
@@ -575,12 +574,10 @@ static int opts_apply_auth(struct loco_opts *o, const char *val[OPT_NR],
 	return 0;
 }
 
-/* --durable DIR, --power-cut and --mirror-of ID; the last two need the
- * first. */
+/* --durable DIR and --power-cut, which needs it. */
 static int opts_apply_durable(struct loco_opts *o, const char *val[OPT_NR],
 			      const char *src[OPT_NR], char *err, size_t errlen)
 {
-	unsigned long long n;
 	int ret = 0;
 	if (val[OPT_DURABLE])
 		ret = opt_path(src[OPT_DURABLE], "durable directory",
@@ -589,18 +586,11 @@ static int opts_apply_durable(struct loco_opts *o, const char *val[OPT_NR],
 	if (!ret && val[OPT_POWER_CUT])
 		ret = opt_switch(src[OPT_POWER_CUT], val[OPT_POWER_CUT],
 				 &o->power_cut, err, errlen);
-	if (!ret && val[OPT_MIRROR_OF]) {
-		ret = opt_num(src[OPT_MIRROR_OF], "node id", val[OPT_MIRROR_OF],
-			      0, LOCO_MAX_NODES - 1, &n, err, errlen);
-		o->mirror = !ret;
-		o->mirror_of = (uint32_t)n;
-	}
 	if (ret)
 		return ret;
-	if ((o->power_cut || o->mirror) && !o->durable_dir[0]) {
+	if (o->power_cut && !o->durable_dir[0]) {
 		set_err(err, errlen, "%s needs a durable directory (--durable DIR "
-			"or LOCO_DURABLE_DIR)", o->power_cut ?
-			src[OPT_POWER_CUT] : src[OPT_MIRROR_OF]);
+			"or LOCO_DURABLE_DIR)", src[OPT_POWER_CUT]);
 		return -EINVAL;
 	}
 	return 0;

@@ -97,16 +97,13 @@ struct loco_opts {
 	int power_cut;               /* --power-cut / LOCO_POWER_CUT=1: a kill
 				      * is a power cut: what was not persisted
 				      * is lost (needs --durable; shm only) */
-	int mirror;                  /* --mirror-of given: this memory node */
-	uint32_t mirror_of;          /* mirrors node mirror_of */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
  * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
  * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`, `--durable DIR`,
- * `--power-cut`, `--mirror-of ID`) are removed from ARGV and *ARGC updated,
- * so the program parses the rest. --power-cut and --mirror-of need
- * --durable. Returns 0, or -EINVAL with "what is wrong" in
+ * `--power-cut`) are removed from ARGV and *ARGC updated, so the program
+ * parses the rest. --power-cut needs --durable. Returns 0, or -EINVAL with "what is wrong" in
  * ERR (bad number, missing value, unknown transport or CPU binding, missing
  * id or hosts file). Whether a key or --insecure was given is checked by
  * loco_mgr_create, not here. */

@@ -77,7 +77,6 @@ static_assert(offsetof(struct loco_thread, hot) == 0,
 /* HELLO flags: what a node's arena is. */
 #define LOCO_HELLO_DURABLE 0x1u    /* it has a durable image (--durable) */
 #define LOCO_HELLO_POWER_CUT 0x2u  /* a kill loses what was not persisted */
-#define LOCO_HELLO_MIRROR 0x4u     /* it mirrors node mirror_of */
 
 /* What a node knows of a peer's memory. */
 enum loco_peer_state {
@@ -252,7 +251,6 @@ int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 struct loco_hello {
 	uint32_t id;
 	uint32_t flags;              /* LOCO_HELLO_* */
-	uint32_t mirror_of;          /* with LOCO_HELLO_MIRROR */
 	uint64_t arena_len, dm_len;
 	uint64_t boot_id;            /* its incarnation (random per start) */
 	uint64_t image_id;           /* its durable image, 0 without */
