@@ -542,19 +542,24 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 
 static int post_locked(struct loco_thread *thr, uint32_t peer,
 		       struct loco_wr *wr, unsigned n, struct loco_ack *ack);
+static int post_sync(struct loco_thread *thr, uint32_t peer,
+		     struct loco_wr *wr, unsigned n, struct loco_ack *ack);
 
 /* The N requests just posted on QP dirty these ranges; a full list is
  * flushed first (persisting early is always allowed). A FLUSH that
- * cannot be posted leaves QP lost: the next persist reports it. */
-static void dirty_note_locked(struct loco_thread *thr, struct loco_qp *qp,
-			      const struct loco_wr *wr, unsigned n)
+ * cannot be posted leaves QP lost: the next persist reports it.
+ * thr->lock held on async transports. */
+static void dirty_note(struct loco_thread *thr, struct loco_qp *qp,
+		       const struct loco_wr *wr, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		if (!dirties(&wr[i]) || dirty_add(qp, wr[i].remote_off, wr[i].len))
 			continue;
 		struct loco_wr fl[LOCO_DIRTY_MAX];
 		unsigned k = dirty_take(qp, fl);
-		if (post_locked(thr, qp->peer, fl, k, NULL))
+		int rc = thr->hot.sync ? post_sync(thr, qp->peer, fl, k, NULL) :
+					 post_locked(thr, qp->peer, fl, k, NULL);
+		if (rc)
 			qp->lost = true;
 		dirty_add(qp, wr[i].remote_off, wr[i].len);
 	}
@@ -584,7 +589,7 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 	}
 	posted(thr, peer, wr, n, ack);
 	if (qp->durable)
-		dirty_note_locked(thr, qp, wr, n);
+		dirty_note(thr, qp, wr, n);
 	return 0;
 }
 
@@ -600,23 +605,6 @@ static void sync_placed(struct loco_thread *thr, uint32_t peer, bool write)
 		thr->hot.unplaced &= ~(UINT64_C(1) << peer);
 }
 
-static int post_sync(struct loco_thread *thr, uint32_t peer,
-		     struct loco_wr *wr, unsigned n, struct loco_ack *ack);
-
-/* post_sync's dirty_note_locked (no lock: the QP is the owner's). */
-static void dirty_note_sync(struct loco_thread *thr, struct loco_qp *qp,
-			    const struct loco_wr *wr, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		if (!dirties(&wr[i]) || dirty_add(qp, wr[i].remote_off, wr[i].len))
-			continue;
-		struct loco_wr fl[LOCO_DIRTY_MAX];
-		unsigned k = dirty_take(qp, fl);
-		if (post_sync(thr, qp->peer, fl, k, NULL))
-			qp->lost = true;
-		dirty_add(qp, wr[i].remote_off, wr[i].len);
-	}
-}
 
 /* Post on a sync transport (thr->hot.sync): the requests have executed
  * and completed when the transport returns, so nothing is queued and no
@@ -640,7 +628,7 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 	sync_placed(thr, peer, wr[n - 1].opcode == LOCO_OP_WRITE);
 	posted(thr, peer, wr, n, ack);
 	if (qp->durable)
-		dirty_note_sync(thr, qp, wr, n);
+		dirty_note(thr, qp, wr, n);
 	return 0;
 }
 

@@ -180,7 +180,7 @@ def closed_within(s, limit=HANG_S):
     return "connection still open after %g s" % limit
 
 
-def hdr(t, n, ver=3):
+def hdr(t, n, ver=4):
     return struct.pack("<IHHII", 0x4F434F4C, ver, t, n, 0)
 
 
@@ -270,7 +270,7 @@ def act_right_key(cl):
 def act_hello_unauth(cl):
     s = conn(cl)
     hello = struct.pack("<I", 1) + b16(b"shm") + struct.pack("<QQ", 1 << 20, 0) \
-        + b16(b"x" * 40)
+        + b16(b"x" * 40) + struct.pack("<IQQ", 0, 1, 0)
     s.sendall(hdr(1, len(hello)) + hello)
     h = s.recv(16, socket.MSG_WAITALL)
     ln = struct.unpack("<IHHII", h)[3]
@@ -356,6 +356,28 @@ def key_cases():
                 path("knone")], "cannot open the cluster key")
     expect_fail("key: LOCO_INSECURE=yes", base, "expected 1 or 0",
                 env(LOCO_INSECURE="yes"))
+
+
+def durable_cases():
+    """loco-memnode --durable: bad directories and companions of --durable."""
+    h = path("h-dur", "0 127.0.0.1:%d memory\n" % free_ports(1)[0])
+    base = [MEMNODE, "--id", "0", "--hosts", h]
+    expect_fail("durable: --power-cut without --durable",
+                base + ["--power-cut"], "needs a durable directory",
+                rc_want=2)
+    expect_fail("durable: LOCO_POWER_CUT=yes", base, "expected 1 or 0",
+                env(LOCO_POWER_CUT="yes"), rc_want=2)
+    expect_fail("durable: DIR is a file", base + ["--durable",
+                path("dur-file", b"x")], "not a directory")
+    bad = path("dur-table")
+    os.makedirs(bad, exist_ok=True)
+    with open(os.path.join(bad, "regions"), "wb") as f:
+        f.write(os.urandom(64))
+    expect_fail("durable: damaged region table", base + ["--durable", bad],
+                "region table")
+    expect_fail("durable: LOCO_DURABLE_SYNC=often", base + ["--durable",
+                path("dur-sync")], "LOCO_DURABLE_SYNC",
+                env(LOCO_DURABLE_SYNC="often"))
 
 
 def option_cases():
@@ -520,6 +542,7 @@ def main():
     try:
         hosts_cases()
         key_cases()
+        durable_cases()
         option_cases()
         ycsb_cases()
         history_cases()

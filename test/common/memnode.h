@@ -7,11 +7,14 @@
 #define LOCO_TEST_MEMNODE_H
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <loco/loco.h>
@@ -26,6 +29,24 @@ struct mcluster {
 	struct loco_mgr *mgr;   /* node 1 (this process), NULL if none */
 };
 
+/* A free port below the ephemeral range (as tools/loco-run picks them):
+ * the nodes' ports are listened on again after restarts, so no outgoing
+ * connection of another process may take one meanwhile. */
+static inline int free_low_port(void)
+{
+	for (;;) {
+		int port = 10000 + (int)(random() % 22000);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port = htons((uint16_t)port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (!rc)
+			return port;
+	}
+}
+
 /* Hosts file (node 0 memory, node 1 compute), key, run and durable
  * directories. */
 static inline void mc_init(struct mcluster *c)
@@ -34,9 +55,10 @@ static inline void mc_init(struct mcluster *c)
 	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-test-hosts-XXXXXX");
 	int fd = mkstemp(c->hosts);
 	ck_assert_int_ge(fd, 0);
-	int p0 = free_port(), p1 = free_port();
+	srandom((unsigned)getpid() ^ (unsigned)time(NULL));
+	int p0 = free_low_port(), p1 = free_low_port();
 	while (p1 == p0)
-		p1 = free_port();
+		p1 = free_low_port();
 	dprintf(fd, "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n", p0, p1);
 	close(fd);
 	snprintf(c->key, sizeof(c->key), "/tmp/loco-test-key-XXXXXX");
@@ -50,15 +72,28 @@ static inline void mc_init(struct mcluster *c)
 }
 
 /* Start the memory node with extra environment ENV ("K=V" strings, NULL
- * terminated; e.g. LOCO_POWER_CUT=1); DURABLE: with --durable. */
+ * terminated; e.g. LOCO_POWER_CUT=1); DURABLE: with --durable. Returns
+ * once the child exec'd: until then it holds copies of this process's
+ * descriptors (node 1's listening socket among them), which would keep
+ * a port busy that node 1 listens on again. */
 static inline pid_t mc_spawn(struct mcluster *c, bool durable,
 			     const char *const *env)
 {
 	const char *exe = getenv("LOCO_MEMNODE");
+	int ex[2];
 	ck_assert_msg(exe && *exe, "LOCO_MEMNODE is not set");
+	ck_assert_int_eq(pipe2(ex, O_CLOEXEC), 0);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
+	if (pid) {
+		char b;
+		close(ex[1]);
+		while (read(ex[0], &b, 1) < 0 && errno == EINTR)
+			;
+		close(ex[0]);
+		return pid;
+	}
+	{
 		setenv("LOCO_NODE_ID", "0", 1);
 		setenv("LOCO_HOSTS", c->hosts, 1);
 		setenv("LOCO_CLUSTER_KEY", c->key, 1);
@@ -70,7 +105,6 @@ static inline pid_t mc_spawn(struct mcluster *c, bool durable,
 		execl(exe, exe, (char *)NULL);
 		_exit(127);
 	}
-	return pid;
 }
 
 static inline void mc_start_mem(struct mcluster *c, bool durable,
