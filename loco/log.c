@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <loco/log.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +12,21 @@ static atomic_int log_node = -1;
 static atomic_int log_level = -1;
 
 static const char *const level_names[] = { "error", "warning", "info", "debug" };
+
+/* The handler and its argument change together under the write lock;
+ * every message is delivered under the read lock, so a set returns only
+ * once no thread is still in the old handler. */
+static pthread_rwlock_t handler_lock = PTHREAD_RWLOCK_INITIALIZER;
+static loco_log_fn handler;
+static void *handler_arg;
+
+void loco_log_set_handler(loco_log_fn fn, void *arg)
+{
+	pthread_rwlock_wrlock(&handler_lock);
+	handler = fn;
+	handler_arg = arg;
+	pthread_rwlock_unlock(&handler_lock);
+}
 
 void loco_log_set_node(int id)
 {
@@ -37,6 +53,16 @@ static int current_level(void)
 	return lvl;
 }
 
+static void emit_stderr(const struct loco_log_msg *m)
+{
+	char who[16] = "";
+	if (m->node >= 0)
+		snprintf(who, sizeof(who), "n%d ", m->node);
+	/* One fprintf per message so lines from threads do not interleave. */
+	fprintf(stderr, "loco %s%s: %s: %s (%s:%d)\n", who,
+		level_names[m->level], m->ctx, m->text, m->func, m->line);
+}
+
 void loco_log(enum loco_log_level lvl, const char *ctx, const char *func,
 	      int line, const char *fmt, ...)
 {
@@ -48,10 +74,13 @@ void loco_log(enum loco_log_level lvl, const char *ctx, const char *func,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	int node = atomic_load_explicit(&log_node, memory_order_relaxed); /* plain config */
-	char who[16] = "";
-	if (node >= 0)
-		snprintf(who, sizeof(who), "n%d ", node);
-	/* One fprintf per message so lines from threads do not interleave. */
-	fprintf(stderr, "loco %s%s: %s: %s (%s:%d)\n", who, level_names[lvl],
-		ctx ? ctx : "loco", msg, func, line);
+	struct loco_log_msg m = { .level = lvl, .node = node,
+				  .ctx = ctx ? ctx : "loco", .text = msg,
+				  .func = func, .line = line };
+	pthread_rwlock_rdlock(&handler_lock);
+	if (handler)
+		handler(&m, handler_arg);
+	else
+		emit_stderr(&m);
+	pthread_rwlock_unlock(&handler_lock);
 }
