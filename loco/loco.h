@@ -138,8 +138,16 @@ int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
  * threads the caller creates afterwards inherit it. A binding the OS
  * refuses is a warning, not an error. */
 int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out);
-/* Waits (bounded) for the thread's outstanding ops, then frees it. */
-void loco_thread_destroy(struct loco_thread *thr);
+/* Wait for the thread's outstanding ops and place its WRITEs (a thread
+ * fence), then free it, whatever the fence returned. Returns 0, or what
+ * went wrong with that remote work: -ETIMEDOUT (ops still outstanding
+ * after the default timeout: they may still land) or the error of a
+ * failed op (the thread's QP to that peer failed earlier, e.g. after a
+ * synchronous op timed out); the reason is also logged. NULL: 0.
+ * Ordering: on 0, every remote op of THR is complete and placed.
+ * Completion: synchronous; THR is gone in every case.
+ * Caller: the thread that owns THR. */
+int loco_thread_destroy(struct loco_thread *thr);
 struct loco_mgr *loco_thread_mgr(const struct loco_thread *thr);
 /* The first CPU of the core loco_thread_create bound THR's OS thread to,
  * or -1 when it did not bind it (--cpu-bind none, or the OS refused). */
@@ -335,7 +343,22 @@ int loco_cas_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 int loco_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 		  uint64_t off, uint64_t add, uint64_t *old);
 
-/* 1 if complete, 0 if not yet, or the error of a failed op. Polls. */
+/* 1 if every op ACK covers is complete, 0 if not yet, or the error of a
+ * failed op it covers (every later test or wait of such an ACK reports it
+ * too). Polls completions once; never waits.
+ * Ordering: on 1, each READ's destination holds what the READ read, and
+ *   each CAS/FAA's *OLD its old value, visible to this thread (an acquire
+ *   of those buffers); a READ returns what was placed at the target when
+ *   it executed: this thread's earlier WRITEs to that peer (same QP), and
+ *   others' writes only as far as their fences placed them (docs/
+ *   ordering.md). A covered WRITE is acknowledged, not necessarily placed;
+ *   a completed READ or atomic on its QP, or a fence, places it.
+ * Completion: on 1 every covered buffer is free again (a WRITE's source may
+ *   change, a READ's destination may be read). On 0 they stay the NIC's
+ *   until a later test or wait covering them says complete; after an
+ *   error, ops of other peers may still be in flight: keep every covered
+ *   buffer until loco_thread_destroy (the error sticks to the QP).
+ * Caller: the thread that owns THR and posted the ops. */
 static inline int loco_ack_test(struct loco_thread *thr,
 				const struct loco_ack *ack)
 {
@@ -343,9 +366,18 @@ static inline int loco_ack_test(struct loco_thread *thr,
 	return loco_thread_hot(thr)->sync ? 1 : loco_ack_test_slow(thr, ack);
 }
 
-/* 0 when complete, -ETIMEDOUT, or the error of a failed op. Spins
- * briefly, then yields. TIMEOUT_MS < 0: the manager default. A wait that
- * covers ops posted since the thread's previous wait counts a round trip. */
+/* Wait until every op ACK covers is complete: 0, -ETIMEDOUT after
+ * TIMEOUT_MS (< 0: the manager default), or the error of a failed op it
+ * covers. Spins briefly, then yields (<loco/wait.h>). A wait that covers
+ * ops posted since the thread's previous wait counts a round trip.
+ * Ordering: on 0, as loco_ack_test returning 1: READ destinations and
+ *   atomics' old values hold their results, visible to this thread; covered
+ *   WRITEs are acknowledged, not necessarily placed (fence to publish).
+ * Completion: on 0 every covered buffer is free again. On -ETIMEDOUT the
+ *   ops may still complete later: keep their buffers until a later wait
+ *   covering them returns 0 (a synchronous op's timeout instead moves the
+ *   QP to the error state, docs/api.md).
+ * Caller: the thread that owns THR and posted the ops. */
 static inline int loco_ack_wait(struct loco_thread *thr,
 				const struct loco_ack *ack, int timeout_ms)
 {

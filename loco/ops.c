@@ -129,16 +129,17 @@ static void thread_unlink(struct loco_thread *thr)
 	pthread_mutex_unlock(&mgr->thr_lock);
 }
 
-void loco_thread_destroy(struct loco_thread *thr)
+int loco_thread_destroy(struct loco_thread *thr)
 {
 	if (!thr)
-		return;
+		return 0;
 	int rc = loco_fence(thr, LOCO_FENCE_THREAD, 0);
 	if (rc)
 		loco_warn("thread", "outstanding ops did not finish: %s",
 			  loco_strerror(rc));
 	thread_unlink(thr);
 	thread_free(thr);
+	return rc;
 }
 
 void loco_thread_retire_all(struct loco_mgr *mgr)

@@ -552,10 +552,10 @@ static void worker_unlink(struct loco_rtx_worker *w)
 	pthread_mutex_unlock(&x->lock);
 }
 
-void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
+int loco_rtx_worker_destroy(struct loco_rtx_worker *w)
 {
 	if (!w)
-		return;
+		return 0;
 	if (w->active)
 		loco_rtx_abort(w);
 	int rc = rtx_pools_release(w);
@@ -563,6 +563,7 @@ void loco_rtx_worker_destroy(struct loco_rtx_worker *w)
 		loco_warn(w->x->base.name, "slot %u: giving chunks back: %s",
 			  w->slot, loco_strerror(rc));
 	rtx_worker_drop(w);
+	return rc;
 }
 
 void rtx_worker_drop(struct loco_rtx_worker *w)

@@ -179,12 +179,15 @@ int loco_rtx_worker_create(struct loco_rtx *x, struct loco_thread *thr,
 /* Abort an open transaction, run a final reclamation scan and give every
  * allocation chunk back (its bitmap word, marking the blocks still in
  * use, written first), so other workers can use the free blocks; the
- * slot stays with this node id for the next incarnation.
- * Ordering: the bitmap WRITEs and owner-word CASes are complete
- *   (acknowledged) on return.
+ * slot stays with this node id for the next incarnation. The worker is
+ * freed in every case. Returns 0, or the error of that remote work (an op
+ * error or -ETIMEDOUT: some chunks stay with the slot until a later
+ * worker of this slot adopts them); logged too. NULL: 0.
+ * Ordering: on 0, the bitmap WRITEs and owner-word CASes are complete
+ *   (acknowledged).
  * Completion: synchronous.
  * Caller: the worker's thread. */
-void loco_rtx_worker_destroy(struct loco_rtx_worker *w);
+int loco_rtx_worker_destroy(struct loco_rtx_worker *w);
 uint32_t loco_rtx_worker_slot(const struct loco_rtx_worker *w);
 struct loco_thread *loco_rtx_worker_thread(const struct loco_rtx_worker *w);
 void loco_rtx_worker_stats(const struct loco_rtx_worker *w,

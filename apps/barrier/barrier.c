@@ -101,12 +101,14 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = run(&s, &lat);
 	double secs = (double)(loco_now_ns() - t0) / 1e9;
+	if (s.thr) {
+		int drc = loco_thread_destroy(s.thr);
+		rc = rc ? rc : drc;
+	}
 	if (!rc)
 		report(&s, &lat, secs);
 	else
 		fprintf(stderr, PROG ": %s\n", loco_strerror(rc));
-	if (s.thr)
-		loco_thread_destroy(s.thr);
 	if (s.bar_ok)
 		loco_barrier_fini(&s.bar);
 	loco_mgr_destroy(s.mgr);

@@ -63,7 +63,9 @@ static void *worker_main(void *arg)
 			w->err = rc;
 	}
 	loco_thread_stats(thr, &w->st);
-	loco_thread_destroy(thr);
+	int rc = loco_thread_destroy(thr);
+	if (!w->err)
+		w->err = rc;
 	return NULL;
 }
 

@@ -273,7 +273,8 @@ static int run_all(struct drv *d)
 	if (!rc)
 		rc = cl_run_finish(&d->run, thr, &row, FINAL_MS, report, d);
 	pthread_barrier_destroy(&d->phase);
-	loco_thread_destroy(thr);
+	int drc = loco_thread_destroy(thr);
+	rc = rc ? rc : drc;
 	return rc ? rc : wrc ? wrc : row.extra[X_BAD] ? -EIO : 0;
 }
 

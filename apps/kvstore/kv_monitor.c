@@ -275,7 +275,8 @@ void *kv_monitor_main(void *arg)
 		kv_rcu_online();
 		rc = monitor_loop(kv, thr);
 		kv_rcu_offline();
-		loco_thread_destroy(thr);
+		int drc = loco_thread_destroy(thr);
+		rc = rc ? rc : drc;
 	}
 	if (rc) {
 		loco_err(kv->base.name, "monitor stopped: %s", loco_strerror(rc));

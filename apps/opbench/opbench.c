@@ -328,8 +328,10 @@ static int run(void *arg, struct loco_mgr *mgr)
 	for (unsigned k = 0; !rc && k < OP_N; k++)
 		if (o->ops_mask & (1u << k))
 			rc = bench_op(o, (enum op)k);
-	if (o->thr)
-		loco_thread_destroy(o->thr);
+	if (o->thr) {
+		int drc = loco_thread_destroy(o->thr);
+		rc = rc ? rc : drc;
+	}
 	loco_region_free(mgr, &o->reg);
 	return rc;
 }

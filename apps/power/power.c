@@ -643,7 +643,8 @@ static int run(void *arg, struct loco_mgr *mgr)
 		if (!rc && !(rc = loco_mgr_wait_ready(mgr, -1)))
 			rc = w->self == w->controller ? controller_run(w) :
 							converter_run(w);
-		loco_thread_destroy(w->thr);  /* completes the last pushes */
+		int drc = loco_thread_destroy(w->thr);  /* completes the last pushes */
+		rc = rc ? rc : drc;
 		if (pc_ok)
 			loco_power_ctl_fini(&w->pc);
 	}

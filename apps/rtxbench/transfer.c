@@ -171,7 +171,8 @@ static int mode_init(struct xfer *xf)
 		/* Relaxed: a counter for the heartbeats. */
 		atomic_fetch_add_explicit(&xf->live_repairs, s.repairs,
 					  memory_order_relaxed);
-		loco_rtx_worker_destroy(w);
+		int drc = loco_rtx_worker_destroy(w);
+		rc = rc ? rc : drc;
 	}
 	return rc;
 }
@@ -418,7 +419,8 @@ int rtx_transfer_main(int argc, char **argv)
 	rc = loco_thread_create(xf.mgr, &xf.thr);
 	if (!rc) {
 		rc = run(&xf, &failed);
-		loco_thread_destroy(xf.thr);
+		int drc = loco_thread_destroy(xf.thr);
+		rc = rc ? rc : drc;
 	}
 	if (rc)
 		fprintf(stderr, PROG ": node %u: %s\n", xf.self, loco_strerror(rc));

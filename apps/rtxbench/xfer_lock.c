@@ -142,7 +142,9 @@ void *xfer_lock_worker(void *arg)
 	/* Relaxed: a stop flag; nothing is published with it. */
 	while (!wa->rc && !atomic_load_explicit(&xf->stop, memory_order_relaxed))
 		wa->rc = one_op(xf, thr, wa->idx, &xf->ws[wa->idx], &rng);
-	loco_thread_destroy(thr);
+	int drc = loco_thread_destroy(thr);
+	if (!wa->rc)
+		wa->rc = drc;
 	return NULL;
 }
 

@@ -187,8 +187,10 @@ void *xfer_rtx_worker(void *arg)
 	if (wa->rc)
 		fprintf(stderr, "loco-rtx-transfer: node %u thread %u: %s\n",
 			xf->self, wa->idx, loco_strerror(wa->rc));
-	loco_rtx_worker_destroy(w);
-	loco_thread_destroy(thr);
+	int drc = loco_rtx_worker_destroy(w);
+	int trc = loco_thread_destroy(thr);
+	if (!wa->rc)
+		wa->rc = drc ? drc : trc;
 	return NULL;
 }
 
@@ -274,6 +276,6 @@ int xfer_rtx_final(struct xfer *xf, struct xfer_result *res)
 	loco_rtx_worker_stats(w, &s);
 	res->final_repairs = s.repairs;
 	res->repairs += s.repairs;
-	loco_rtx_worker_destroy(w);
-	return rc;
+	int drc = loco_rtx_worker_destroy(w);
+	return rc ? rc : drc;
 }

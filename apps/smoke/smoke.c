@@ -143,7 +143,8 @@ int main(int argc, char **argv)
 	else
 		fprintf(stderr, PROG ": %s\n", loco_strerror(rc));
 	bool ok = !rc && total == (uint64_t)s.nodes * (uint64_t)s.iters;
-	loco_thread_destroy(s.thr);
+	if (loco_thread_destroy(s.thr))
+		ok = false;
 	if (s.ch.mgr)
 		loco_channel_fini(&s.ch);
 	loco_mgr_destroy(s.mgr);

@@ -398,11 +398,13 @@ static void *worker_main(void *arg)
 	uint64_t t = loco_now_ns();
 	while (!w->rc && t < x->end_ns)
 		w->rc = transfer(w, thr, &t);
+	if (thr) {
+		int drc = loco_thread_destroy(thr);
+		w->rc = w->rc ? w->rc : drc;
+	}
 	if (w->rc)
 		fprintf(stderr, "transfer: node %u worker %u: %s\n", x->self,
 			w->idx, loco_strerror(w->rc));
-	if (thr)
-		loco_thread_destroy(thr);
 	/* Release: pairs with the acquire load in cl_progress_run (from
 	 * progress()); the worker's counters are final. */
 	atomic_fetch_add_explicit(&x->done, 1, memory_order_release);
@@ -588,7 +590,8 @@ int main(int argc, char **argv)
 		rc = loco_thread_create(x->mgr, &thr);
 		if (!rc) {
 			rc = run_all(x, thr);
-			loco_thread_destroy(thr);
+			int drc = loco_thread_destroy(thr);
+			rc = rc ? rc : drc;
 		}
 		if (rc)
 			fprintf(stderr, "loco-transfer: node %u: %s\n", x->self,

@@ -165,7 +165,8 @@ static int run_all(void *arg, struct loco_mgr *mgr)
 			rate[i] = (double)ops / secs;
 			bench_lat_fini(&lat);
 		}
-		loco_thread_destroy(thr);
+		int drc = loco_thread_destroy(thr);
+		rc = rc ? rc : drc;
 	}
 	if (!rc && o->nwin > 1)
 		printf("{\"app\":\"window-ratio\",\"small\":%u,\"large\":%u,"

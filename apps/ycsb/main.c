@@ -497,7 +497,8 @@ static int run_all(struct ycsb *y)
 	if (!rc)
 		rc = cl_run_finish(&y->run, thr, &row, FINAL_MS, report, y);
 	pthread_barrier_destroy(&y->phase);
-	loco_thread_destroy(thr);
+	int drc = loco_thread_destroy(thr);
+	rc = rc ? rc : drc;
 	const uint64_t *x = row.extra;
 	if (!rc && !wrc && (x[X_MISSING] || x[X_WRONG] || x[X_CORRUPT] ||
 			    x[X_VERIFY_FAILED]))

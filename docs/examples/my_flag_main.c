@@ -59,8 +59,10 @@ int main(int argc, char **argv)
 		}
 		my_flag_fini(&ping);
 	}
-	if (thr)
-		loco_thread_destroy(thr);
+	if (thr) {
+		int drc = loco_thread_destroy(thr);
+		rc = rc ? rc : drc;
+	}
 	loco_mgr_destroy(mgr);
 	if (rc) {
 		fprintf(stderr, "my-flag-pingpong: %s\n", loco_strerror(rc));

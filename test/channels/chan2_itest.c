@@ -227,7 +227,7 @@ static void *lock_worker_main(void *arg)
 		w->err = w->err ? w->err : rc;
 	}
 	if (!w->err)
-		loco_thread_destroy(thr);
+		w->err = loco_thread_destroy(thr);
 	return NULL;
 }
 
@@ -497,7 +497,7 @@ static void *popper_main(void *arg)
 			r->err = rc;
 	}
 	if (!r->err)
-		loco_thread_destroy(thr);
+		r->err = loco_thread_destroy(thr);
 	return NULL;
 }
 
@@ -819,8 +819,8 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "chan2-itest: %s\n", loco_strerror(rc));
 	}
-	if (c.thr)
-		loco_thread_destroy(c.thr);
+	if (c.thr && loco_thread_destroy(c.thr))
+		rc = rc ? rc : 1;
 	loco_mgr_destroy(c.mgr);
 	return rc ? 1 : 0;
 }

@@ -459,8 +459,8 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "chan-itest: %s\n", loco_strerror(rc));
 	}
-	if (c.thr)
-		loco_thread_destroy(c.thr);
+	if (c.thr && loco_thread_destroy(c.thr))
+		rc = rc ? rc : 1;
 	loco_mgr_destroy(c.mgr);
 	return rc ? 1 : 0;
 }

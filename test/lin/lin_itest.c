@@ -256,7 +256,8 @@ static int run(struct ctx *c, const char *cmd)
 	if (!(rc = loco_barrier_init(&c->done, c->mgr, NULL, "done", 0))) {
 		rc = !strcmp(cmd, "atomic-var") ? atomic_var_run(c) :
 						 owned_var_run(c);
-		loco_thread_destroy(c->thr);  /* completes the last pushes */
+		int drc = loco_thread_destroy(c->thr);  /* completes the last pushes */
+		rc = rc ? rc : drc;
 		c->thr = NULL;
 		loco_barrier_fini(&c->done);
 	}

@@ -53,8 +53,8 @@ static void setup_long_lease(void)
 
 static void teardown(void)
 {
-	loco_rtx_worker_destroy(w);
-	loco_thread_destroy(thr);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w), 0);
+	ck_assert_int_eq(loco_thread_destroy(thr), 0);
 	loco_rtx_destroy(x);
 	cluster1_stop(&c);
 }
@@ -185,8 +185,8 @@ START_TEST(channel_tree)
 	o.name = "a/b";
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EINVAL);
 	put(3, 42);
-	loco_rtx_worker_destroy(w);
-	loco_thread_destroy(thr);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w), 0);
+	ck_assert_int_eq(loco_thread_destroy(thr), 0);
 	loco_rtx_destroy(x);
 	make_rtx(false);
 	ck_assert_int_eq(get(3), -1);
@@ -229,7 +229,7 @@ START_TEST(channel_under_parent)
 	ck_assert_int_eq(rc, 0);
 	ck_assert_uint_eq(got, 7);
 	ck_assert_int_eq(get(3), -1);     /* the top-level rtx is apart */
-	loco_rtx_worker_destroy(sw);
+	ck_assert_int_eq(loco_rtx_worker_destroy(sw), 0);
 	loco_rtx_destroy(sub);
 	loco_channel_fini(&idx);
 }
@@ -313,8 +313,8 @@ START_TEST(conflict_aborts)
 	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
 	ck_assert_int_eq(put_with(w2, 0, 98), 0);
 	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
-	loco_rtx_worker_destroy(w2);
-	loco_thread_destroy(t2);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w2), 0);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
 }
 END_TEST
 
@@ -356,8 +356,8 @@ static void *counter_thread(void *p)
 				a->rc = loco_rtx_write(wk, obj(6), &v1);
 		}
 	}
-	loco_rtx_worker_destroy(wk);
-	loco_thread_destroy(t);
+	ck_assert_int_eq(loco_rtx_worker_destroy(wk), 0);
+	ck_assert_int_eq(loco_thread_destroy(t), 0);
 	return NULL;
 }
 
@@ -432,8 +432,8 @@ START_TEST(opt2_prelock)
 	ck_assert(loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
 	loco_rtx_abort(w);
 	ck_assert(!loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
-	loco_rtx_worker_destroy(w2);
-	loco_thread_destroy(t2);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w2), 0);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
 }
 END_TEST
 
@@ -627,7 +627,7 @@ START_TEST(bitmap_tracks_and_reclaims)
 	for (unsigned r = 0; r < 20; r++)
 		for (uint32_t i = 0; i < NOBJ; i++)
 			put(i, r * 100 + i);   /* 640 allocations, 32 live */
-	loco_rtx_worker_destroy(w);  /* settles: final scan and flush */
+	ck_assert_int_eq(loco_rtx_worker_destroy(w), 0);  /* settles: final scan and flush */
 	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
 	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
 	ck_assert_uint_eq(a.objects, NOBJ);
@@ -675,14 +675,14 @@ START_TEST(adopt_slot_reclaims_garbage)
 		ck_assert_int_eq(put_with(w2, i, i), 0);
 	ck_assert_int_eq(rtx_pools_settle(w2), 0);  /* flushed, then "dies" */
 	rtx_worker_drop(w2);
-	loco_thread_destroy(t2);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
 	for (uint32_t i = 0; i < NOBJ; i++)
 		put(i, i + 1);   /* w2's blocks become garbage */
 	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
 	ck_assert_uint_eq(a.leaked, NOBJ);
 	ck_assert_int_eq(loco_rtx_adopt_slot(w, s2), 0);
 	ck_assert_int_eq(loco_rtx_adopt_slot(w, loco_rtx_worker_slot(w)), -EINVAL);
-	loco_rtx_worker_destroy(w);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w), 0);
 	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
 	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
 	ck_assert_uint_eq(a.leaked, 0);
@@ -697,7 +697,7 @@ static void own_crashed_log(enum loco_rtx_log_state st)
 	uint32_t slot = loco_rtx_worker_slot(w);
 	put(0, 5);
 	put(1, 6);
-	loco_rtx_worker_destroy(w);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w), 0);
 	w = NULL;
 	uint64_t lease = rtx_now_ms(x) - 100;
 	uint64_t lv = loco_lllock_make(loco_lllock_tag_of(lease, 0), slot, false);
@@ -878,8 +878,8 @@ static void check_values(uint32_t f, uint32_t n, uint64_t base)
 
 static void worker_end(struct loco_rtx_worker *wk, struct loco_thread *t)
 {
-	loco_rtx_worker_destroy(wk);
-	loco_thread_destroy(t);
+	ck_assert_int_eq(loco_rtx_worker_destroy(wk), 0);
+	ck_assert_int_eq(loco_thread_destroy(t), 0);
 }
 
 static void put_range(struct loco_rtx_worker *wk, uint32_t f, uint32_t n,

@@ -381,8 +381,30 @@ START_TEST(sync_timeout_abandons_op)
 	ck_assert_int_eq(loco_ack_wait(t2, &ack, 5000), 0);
 	for (int i = 0; i < 64; i++)
 		ck_assert_uint_eq(back[i], 0x11);
-	loco_thread_destroy(t2);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
 	free(back);
+}
+END_TEST
+
+/* loco_thread_destroy reports what its remote work met: a WRITE the slow
+ * NIC does not complete within the timeout (-ETIMEDOUT), and a QP failed
+ * by an earlier timed-out synchronous op; a thread with nothing
+ * outstanding, 0. */
+START_TEST(destroy_reports_remote_failure)
+{
+	static uint64_t src = 42;  /* the NIC may read it after the destroy */
+	uint64_t v;
+	struct loco_thread *t;
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &t), 0);
+	ck_assert_int_eq(loco_post_write(t, &rr, 512, &src, 8, NULL), 0);
+	ck_assert_int_eq(loco_thread_destroy(t), -ETIMEDOUT);
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &t), 0);
+	ck_assert_int_eq(loco_read(t, &rr, 0, &v, 8), -ETIMEDOUT);
+	ck_assert_int_eq(loco_thread_destroy(t), -ETIMEDOUT);
+	ck_assert_int_eq(loco_thread_create(cl.mgr, &t), 0);
+	ck_assert_int_eq(loco_thread_destroy(t), 0);
+	ck_assert_int_eq(loco_thread_destroy(NULL), 0);
+	usleep(1200 * 1000);  /* let the emulated NIC finish with SRC */
 }
 END_TEST
 
@@ -409,6 +431,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup_slow, teardown_slow);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, sync_timeout_abandons_op);
+	tcase_add_test(tc, destroy_reports_remote_failure);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
