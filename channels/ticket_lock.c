@@ -5,8 +5,9 @@
  * FAA and shrinks only when the owner of the last ticket gives it back):
  *  - serving <= next, and the tickets in [serving, next) are outstanding;
  *  - serving passes ticket t only by a release of t, by its holder or by
- *    a releaser that found t marked abandoned;
+ *    a waiter that cleared t's abandoned mark (CAS t+1 -> 0);
  *  - skip[t % SLOTS] == t + 1 exactly while t is outstanding and marked;
+ *    so a marked ticket is not held, and serving <= t while it is marked;
  *  - an endpoint has at most one ticket outstanding: its next attempt
  *    takes a marked ticket back (or finds it passed) before any FAA, so
  *    at most LOCO_MAX_NODES <= SLOTS tickets are outstanding and their
@@ -29,6 +30,10 @@ enum {
 	TL_OWNER = 2,  /* made local owner: must take a ticket */
 };
 
+/* lstate: the local owner bit and one unit per local waiter. */
+#define LS_OWNED UINT64_C(1)
+#define LS_WAITER UINT64_C(2)
+
 struct loco_tl_waiter {
 	struct loco_tl_waiter *next;
 	_Atomic int state;
@@ -39,6 +44,11 @@ struct loco_tl_waiter {
  * the condition variable until granted. */
 #define WAIT_SPINS 64
 #define WAIT_YIELDS 256
+/* A waiter looks for an abandoned mark on the ticket being served once
+ * serving has not moved for this many of its polls, then after twice as
+ * many, and so on up to PASS_POLLS_MAX: a few extra READs per wait. */
+#define PASS_POLLS 4
+#define PASS_POLLS_MAX 1024
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
  * once the call has to wait (an uncontended acquire reads no clock). */
@@ -68,8 +78,9 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	pthread_cond_init(&l->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	l->host = host;
+	l->next_rr = l->serving_rr = l->skip_rr = NULL;
 	pthread_mutex_init(&l->mu, NULL);
-	l->owned = false;
+	atomic_init(&l->lstate, 0);
 	l->ticket = 0;
 	l->streak = 0;
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
@@ -159,11 +170,26 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed); /* a counter */
 }
 
-/* ---- remote words ------------------------------------------------------ */
+/* ---- remote words (the local owner's) ---------------------------------- */
 
-static const struct loco_rregion *word_rr(struct loco_atomic_var *av)
+/* Look the host's three words up once they are known (after the join);
+ * the descriptors stay where they are. -ENOTCONN before. */
+static int words_rr(struct loco_ticket_lock *l)
 {
-	return loco_channel_remote(&av->base, av->idx, av->host);
+	if (l->skip_rr)
+		return 0;
+	const struct loco_rregion *n = loco_channel_remote(&l->next.base,
+							   l->next.idx, l->host);
+	const struct loco_rregion *s = loco_channel_remote(&l->serving.base,
+							   l->serving.idx, l->host);
+	const struct loco_rregion *k = loco_channel_remote(&l->base, l->skip_idx,
+							   l->host);
+	if (!n || !s || !k)
+		return -ENOTCONN;
+	l->next_rr = n;
+	l->serving_rr = s;
+	l->skip_rr = k;
+	return 0;
 }
 
 static uint64_t slot_off(uint64_t ticket)
@@ -175,22 +201,22 @@ static uint64_t slot_off(uint64_t ticket)
 static int slot_cas(struct loco_ticket_lock *l, struct loco_thread *thr,
 		    uint64_t t, uint64_t expect, uint64_t desired, uint64_t *old)
 {
-	const struct loco_rregion *rr =
-		loco_channel_remote(&l->base, l->skip_idx, l->host);
-	return rr ? loco_cas(thr, rr, slot_off(t), expect, desired, old) :
-		    -ENOTCONN;
+	return loco_cas(thr, l->skip_rr, slot_off(t), expect, desired, old);
 }
 
 static uint64_t seen_get(struct loco_ticket_lock *l)
 {
-	/* Relaxed: a hint; every use is checked by the remote words. */
-	return atomic_load_explicit(&l->seen, memory_order_relaxed);
+	/* Acquire: pairs with seen_set's release; a node that finds its
+	 * ticket equal to it holds the lock, and its next reads must see
+	 * what the previous holder wrote (placed before serving moved). */
+	return atomic_load_explicit(&l->seen, memory_order_acquire);
 }
 
 static void seen_set(struct loco_ticket_lock *l, uint64_t v)
 {
-	/* Relaxed: a hint (a value serving had). */
-	atomic_store_explicit(&l->seen, v, memory_order_relaxed);
+	/* Release: pairs with seen_get (a value serving had, seen after
+	 * the release that made it so). */
+	atomic_store_explicit(&l->seen, v, memory_order_release);
 }
 
 /* ---- local queue (l->mu held unless noted) ---------------------------- */
@@ -211,6 +237,9 @@ static struct loco_tl_waiter *queue_pop(struct loco_ticket_lock *l)
 	l->head = w->next;
 	if (!l->head)
 		l->tail = NULL;
+	/* Relaxed: waiter units change under l->mu only (the CASes without
+	 * it need the count to be 0). */
+	atomic_fetch_sub_explicit(&l->lstate, LS_WAITER, memory_order_relaxed);
 	return w;
 }
 
@@ -225,6 +254,8 @@ static void queue_unlink(struct loco_ticket_lock *l, struct loco_tl_waiter *w)
 		l->head = w->next;
 	if (l->tail == w)
 		l->tail = prev;
+	/* Relaxed: as in queue_pop. */
+	atomic_fetch_sub_explicit(&l->lstate, LS_WAITER, memory_order_relaxed);
 }
 
 /* Wake W with STATE (l->mu held); W may return, and its frame vanish, as
@@ -238,15 +269,24 @@ static void grant(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 	pthread_cond_broadcast(&l->cv);
 }
 
-/* Give up local ownership (not holding the global lock): the first local
- * waiter becomes owner and takes a ticket itself. Takes l->mu. */
+/* Give up local ownership (not holding the global lock): with nobody
+ * waiting, one CAS; else the first local waiter becomes owner and takes
+ * a ticket itself. */
 static void local_pass(struct loco_ticket_lock *l)
 {
+	uint64_t owned = LS_OWNED;
+	/* Release: pairs with the acquire CAS of the next local owner, who
+	 * then sees this owner's ticket, streak and abandoned mark. */
+	if (atomic_compare_exchange_strong_explicit(&l->lstate, &owned, 0,
+						    memory_order_release,
+						    memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&l->mu);
 	if (l->head)
 		grant(l, queue_pop(l), TL_OWNER);
-	else
-		l->owned = false;
+	else  /* the waiters timed out meanwhile: no unit is left */
+		/* Release: as the CAS above. */
+		atomic_store_explicit(&l->lstate, 0, memory_order_release);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -291,14 +331,27 @@ static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 }
 
 /* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
- * -ETIMEDOUT. Takes l->mu. */
+ * -ETIMEDOUT. Nobody local in the way: one CAS. */
 static int local_acquire(struct loco_ticket_lock *l, struct loco_wait *dl)
 {
+	uint64_t free_ = 0;
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
+						    memory_order_acquire,
+						    memory_order_relaxed))
+		return TL_OWNER;
 	struct loco_tl_waiter w;
 	atomic_init(&w.state, TL_WAITING);
 	pthread_mutex_lock(&l->mu);
-	if (!l->owned) {
-		l->owned = true;
+	/* Acquire: as above, when this finds the owner gone. Waiter units
+	 * change under l->mu only; the owner bit also by the CASes, which
+	 * fail while a unit is counted. */
+	uint64_t s = atomic_fetch_add_explicit(&l->lstate, LS_WAITER,
+					       memory_order_acquire);
+	if (!(s & LS_OWNED)) {
+		/* Relaxed: l->mu and the acquire above order it. */
+		atomic_fetch_add_explicit(&l->lstate, LS_OWNED - LS_WAITER,
+					  memory_order_relaxed);
 		pthread_mutex_unlock(&l->mu);
 		return TL_OWNER;
 	}
@@ -308,7 +361,7 @@ static int local_acquire(struct loco_ticket_lock *l, struct loco_wait *dl)
 }
 
 /* This node now holds ticket T. The ticket and the streak are the local
- * owner's, as abandoned_mark (ownership passes under l->mu): no lock. */
+ * owner's, as abandoned_mark: no lock. */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
 	l->ticket = t;
@@ -327,6 +380,26 @@ static void count(struct loco_ticket_lock *l, uint64_t *ctr)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* Hand the held lock to the first local waiter (true), unless past
+ * handover_max or nobody waits (false). */
+static bool handover(struct loco_ticket_lock *l)
+{
+	/* Relaxed: a hint; a waiter that arrives later is found by
+	 * local_pass's CAS failing. */
+	if (atomic_load_explicit(&l->lstate, memory_order_relaxed) == LS_OWNED)
+		return false;
+	bool done = false;
+	pthread_mutex_lock(&l->mu);
+	if (l->head && l->streak < l->handover_max) {
+		l->streak++;
+		l->st.handovers++;
+		grant(l, queue_pop(l), TL_HELD);
+		done = true;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return done;
+}
+
 /* ---- global lock ------------------------------------------------------- */
 
 /* One step of a ticket wait with D tickets still to be served before
@@ -342,14 +415,43 @@ static void wait_step(uint64_t d, unsigned *spins)
 		sched_yield();
 }
 
-/* Wait until serving reaches T: 1 when it does, 0 past DEADLINE, or an
- * error. Ordering: the READ that sees T is the acquire (docs/ordering.md:
- * the releaser fenced before its FAA). */
-static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, struct loco_wait *dl)
+/* Serving sits at S, ahead of our ticket: if S is marked abandoned, take
+ * the mark (CAS S+1 -> 0: only one node wins it) and move serving past S
+ * (serving is S: a marked ticket is neither held nor passed). *S becomes
+ * the new value when we passed it. */
+static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
+			  uint64_t *s)
 {
-	unsigned spins = 0;
-	uint64_t s = seen_get(l);
+	uint64_t mark, old;
+	int rc = loco_read(thr, l->skip_rr, slot_off(*s), &mark, 8);
+	if (rc || mark != *s + 1)
+		return rc;
+	rc = slot_cas(l, thr, *s, *s + 1, 0, &old);
+	if (rc || old != *s + 1)
+		return rc;
+	rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
+	if (rc)
+		return rc;
+	if (old != *s) {
+		loco_err(l->base.name, "serving %llu, not the passed ticket %llu",
+			 (unsigned long long)old, (unsigned long long)*s);
+		return -LOCO_EPROTO;
+	}
+	count(l, &l->st.skipped);
+	*s = old + 1;
+	seen_set(l, *s);
+	return 0;
+}
+
+/* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
+ * the deadline, or an error. A ticket ahead that stays served without
+ * moving is checked for an abandoned mark now and then, and passed.
+ * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
+ * releaser fenced before its FAA). */
+static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t, uint64_t s, struct loco_wait *dl)
+{
+	unsigned spins = 0, still = 0, check = PASS_POLLS;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -358,27 +460,40 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		}
 		if (loco_wait_expired(dl))
 			return 0;
+		if (still >= check) {
+			uint64_t was = s;
+			int rc = pass_abandoned(l, thr, &s);
+			if (rc)
+				return rc;
+			still = 0;
+			check = s != was ? PASS_POLLS :
+				check < PASS_POLLS_MAX ? 2 * check : check;
+			continue;
+		}
 		wait_step(t - s, &spins);
-		int rc = loco_atomic_var_read(&l->serving, thr, &s);
+		uint64_t now;
+		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
 			return rc;
+		still = now == s ? still + 1 : 0;
+		if (now != s)
+			check = PASS_POLLS;
+		s = now;
 		seen_set(l, s);
 	}
 	return 1;
 }
 
-/* T is marked abandoned; if serving reached T before the mark landed, the
- * releaser may have missed it: take the mark back and hold the lock (0).
- * Else, while no release passed T, this node keeps T as its abandoned
- * ticket (-ETIMEDOUT); once one did, the mark is gone and nothing is kept.
- * The check is an FAA of 0, not a READ: with the releaser's FAA and CAS
- * it forms a store-buffering pattern that only atomics totally ordered
- * with each other rule out. */
+/* T is marked abandoned; if serving reached T meanwhile, take the mark
+ * back (CAS: a waiter passing T may win it instead) and hold the lock (0).
+ * Else, while serving is below T, this node keeps T as its abandoned
+ * ticket (-ETIMEDOUT); once a waiter passed it, nothing is kept. The
+ * check is an FAA of 0 (an atomic at the host like the passer's). */
 static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t)
 {
 	uint64_t s, old;
-	int rc = loco_atomic_var_faa(&l->serving, thr, 0, &s);
+	int rc = loco_faa(thr, l->serving_rr, 0, 0, &s);
 	if (rc)
 		return rc;
 	seen_set(l, s);
@@ -401,16 +516,16 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 			uint64_t t)
 {
 	uint64_t old;
-	int rc = loco_atomic_var_cas(&l->next, thr, t + 1, t, &old);
+	int rc = loco_cas(thr, l->next_rr, 0, t + 1, t, &old);
 	if (rc)
 		return rc;
 	if (old == t + 1) {
 		count(l, &l->st.returned);
 		return -ETIMEDOUT;
 	}
-	/* An 8-byte CAS at the host, totally ordered with serve_next's CAS
-	 * of this slot; a release that read the slot before the mark landed
-	 * is caught by mark_settle's FAA on serving. */
+	/* An 8-byte CAS at the host, totally ordered with a passer's CAS of
+	 * this slot; a passer reads serving first, so it passes T only once
+	 * serving reached it, which mark_settle's FAA then sees. */
 	rc = slot_cas(l, thr, t, 0, t + 1, &old);
 	if (rc)
 		return rc;
@@ -424,29 +539,36 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return mark_settle(l, thr, t);
 }
 
-/* This node's ticket: its abandoned one if no release passed it yet (the
- * CAS t+1 -> 0 takes the mark back, so no release skips it now), else a
- * new one (FAA next). */
-static int ticket_take(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t *t)
+/* This node's abandoned ticket if no waiter passed it yet (the CAS t+1 ->
+ * 0 takes the mark back, so nobody passes it now): 1 and *T; 0 if there
+ * is none (take a new one); or an error. */
+static int ticket_reclaim(struct loco_ticket_lock *l, struct loco_thread *thr,
+			  uint64_t *t)
 {
-	uint64_t mark = l->abandoned_mark;
-	if (mark) {
-		uint64_t old;
-		l->abandoned_mark = 0;
-		/* An 8-byte CAS at the host, totally ordered with serve_next's
-		 * CAS of the same slot: exactly one of them clears mark T + 1,
-		 * so either we hold T again or a release passed it. */
-		int rc = slot_cas(l, thr, mark - 1, mark, 0, &old);
-		if (rc)
-			return rc;
-		if (old == mark) {
-			count(l, &l->st.reclaimed);
-			*t = mark - 1;
-			return 0;
-		}
-	}
-	return loco_atomic_var_faa(&l->next, thr, 1, t);
+	uint64_t mark = l->abandoned_mark, old;
+	if (!mark)
+		return 0;
+	l->abandoned_mark = 0;
+	/* An 8-byte CAS at the host, totally ordered with a passer's CAS of
+	 * the same slot: exactly one of them clears mark T + 1, so either we
+	 * hold T again or a waiter passed it. */
+	int rc = slot_cas(l, thr, mark - 1, mark, 0, &old);
+	if (rc || old != mark)
+		return rc;
+	count(l, &l->st.reclaimed);
+	*t = mark - 1;
+	return 1;
+}
+
+/* Wait for ticket T from serving S: 0 (held), -ETIMEDOUT or an error. */
+static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t, uint64_t s, struct loco_wait *dl)
+{
+	int rc = wait_served(l, thr, t, s, dl);
+	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
+	if (!rc)
+		hold(l, t);
+	return rc;
 }
 
 /* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
@@ -454,14 +576,12 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  struct loco_wait *dl)
 {
 	uint64_t t;
-	int rc = ticket_take(l, thr, &t);
-	if (rc)
+	int rc = words_rr(l);
+	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 0)
+		rc = loco_faa(thr, l->next_rr, 0, 1, &t);
+	if (rc < 0)
 		return rc;
-	rc = wait_served(l, thr, t, dl);
-	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
-	if (!rc)
-		hold(l, t);
-	return rc;
+	return ticket_wait(l, thr, t, seen_get(l), dl);
 }
 
 /* Take ticket S if next == S; serving <= next and serving >= S (a value
@@ -469,13 +589,13 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 		      uint64_t s, uint64_t *next)
 {
-	int rc = loco_atomic_var_cas(&l->next, thr, s, s + 1, next);
+	int rc = loco_cas(thr, l->next_rr, 0, s, s + 1, next);
 	if (rc)
 		return rc;
 	if (*next != s)
 		return -EBUSY;
 	/* serving == s: every earlier ticket, an abandoned one of ours too,
-	 * was passed (its mark cleared by a release). */
+	 * was passed (its mark cleared by a waiter). */
 	l->abandoned_mark = 0;
 	hold(l, s);
 	return 0;
@@ -484,44 +604,28 @@ static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int global_try(struct loco_ticket_lock *l, struct loco_thread *thr)
 {
 	uint64_t next, s;
-	int rc = try_ticket(l, thr, seen_get(l), &next);
+	int rc = words_rr(l);
+	if (!rc)
+		rc = try_ticket(l, thr, seen_get(l), &next);
 	if (rc != -EBUSY)
 		return rc;
-	rc = loco_atomic_var_read(&l->serving, thr, &s);
+	rc = loco_read(thr, l->serving_rr, 0, &s, 8);
 	if (rc)
 		return rc;
 	seen_set(l, s);
 	return s == next ? try_ticket(l, thr, s, &next) : -EBUSY;
 }
 
-/* Release ticket T: serving = T + 1, and if T + 1 is marked abandoned,
- * clear the mark and release it too, and so on. The FAA and the CAS go to
- * the host in one doorbell on one QP: the CAS executes after the FAA. */
+/* Release ticket T: serving = T + 1 (one FAA; waiters pass an abandoned
+ * T + 1 themselves). */
 static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 		      uint64_t t)
 {
-	const struct loco_rregion *srv = word_rr(&l->serving);
-	const struct loco_rregion *skip =
-		loco_channel_remote(&l->base, l->skip_idx, l->host);
-	if (!srv || !skip)
-		return -ENOTCONN;
-	for (;; t++) {
-		uint64_t old, mark;
-		struct loco_ack ack = { 0, 0 };
-		struct loco_batch b;
-		loco_batch_init(&b, thr);
-		loco_batch_faa(&b, srv, 0, 1, &old);
-		loco_batch_cas(&b, skip, slot_off(t + 1), t + 2, 0, &mark);
-		int rc = loco_batch_post(&b, &ack);
-		if (!rc)
-			rc = loco_ack_wait(thr, &ack, -1);
-		if (rc)
-			return rc;
+	uint64_t old;
+	int rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
+	if (!rc)
 		seen_set(l, t + 1);
-		if (mark != t + 2)
-			return 0;
-		count(l, &l->st.skipped);
-	}
+	return rc;
 }
 
 /* ---- public operations --------------------------------------------------- */
@@ -544,15 +648,85 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return rc;
 }
 
+int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
+			       struct loco_thread *thr, struct loco_batch *b,
+			       struct loco_tl_acquire *a, int timeout_ms)
+{
+	struct loco_wait dl;
+	loco_wait_init(&dl, l->base.mgr, timeout_ms);
+	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
+	int rc = local_acquire(l, &dl);
+	if (rc == TL_HELD) {
+		a->held = a->speculate = true;
+		return 0;
+	}
+	if (rc < 0) {
+		count(l, &l->st.timeouts);
+		return rc;
+	}
+	rc = words_rr(l);
+	if (!rc && l->abandoned_mark) {
+		/* After a timeout: take the old ticket back, synchronously. */
+		rc = global_acquire(l, thr, &dl);
+		a->held = a->speculate = !rc;
+	} else if (!rc) {
+		a->guess = seen_get(l);
+		/* Whether this node released last: serving then still is
+		 * the guess, and so is next, unless another node came. */
+		a->speculate = a->guess == l->ticket + 1;
+		a->read = !a->speculate;
+		loco_batch_faa(b, l->next_rr, 0, 1, &a->ticket);
+		if (a->read)
+			loco_batch_read(b, l->serving_rr, 0, &a->serving, 8);
+		rc = b->err;
+	}
+	if (rc == -ETIMEDOUT)
+		count(l, &l->st.timeouts);
+	if (rc)
+		local_pass(l);
+	return rc;
+}
+
+int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
+				 struct loco_thread *thr,
+				 struct loco_tl_acquire *a, int rc)
+{
+	if (a->held)
+		return 1;
+	if (rc) {
+		local_pass(l);
+		return rc;
+	}
+	uint64_t s = a->guess;
+	if (a->read) {
+		s = a->serving;
+		seen_set(l, s);
+	}
+	/* Held before the batch's later ops ran iff serving was already at
+	 * our ticket when we posted: nobody could hold the lock between the
+	 * release we saw and our FAA (a holder of that ticket would have
+	 * made our FAA return more). */
+	bool early = a->ticket == a->guess;
+	struct loco_wait dl;
+	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
+	rc = ticket_wait(l, thr, a->ticket, s, &dl);
+	if (rc) {
+		if (rc == -ETIMEDOUT)
+			count(l, &l->st.timeouts);
+		local_pass(l);
+		return rc;
+	}
+	return early;
+}
+
 int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 			     struct loco_thread *thr)
 {
-	pthread_mutex_lock(&l->mu);
-	bool busy = l->owned;
-	if (!busy)
-		l->owned = true;
-	pthread_mutex_unlock(&l->mu);
-	if (busy)
+	uint64_t free_ = 0;
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (!atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
+						     memory_order_acquire,
+						     memory_order_relaxed))
 		return -EBUSY;
 	int rc = global_try(l, thr);
 	if (rc)
@@ -568,17 +742,38 @@ int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	 * waiter state in waiter_spin, or l->mu in waiter_wait, or the next
 	 * holder's READ of serving in wait_served). */
 	int frc = loco_fence(thr, scope, peer);
-	pthread_mutex_lock(&l->mu);
-	if (l->head && l->streak < l->handover_max) {
-		l->streak++;
-		l->st.handovers++;
-		grant(l, queue_pop(l), TL_HELD);
-		pthread_mutex_unlock(&l->mu);
+	if (handover(l))
 		return frc;
-	}
-	uint64_t t = l->ticket;
-	pthread_mutex_unlock(&l->mu);
-	int rc = serve_next(l, thr, t);
+	int rc = serve_next(l, thr, l->ticket);
 	local_pass(l);
 	return frc ? frc : rc;
+}
+
+int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
+				 struct loco_thread *thr, struct loco_batch *b,
+				 struct loco_tl_release *r)
+{
+	(void)thr;
+	r->handover = atomic_load_explicit(&l->lstate, memory_order_relaxed) !=
+		      LS_OWNED; /* a hint, rechecked at finish */
+	if (r->handover)
+		return 0;
+	loco_batch_faa(b, l->serving_rr, 0, 1, &r->old);
+	return b->err;
+}
+
+int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
+				   struct loco_thread *thr,
+				   struct loco_tl_release *r, int rc,
+				   enum loco_fence_scope scope, uint32_t peer)
+{
+	if (!r->handover) {
+		if (!rc)
+			seen_set(l, l->ticket + 1);
+		local_pass(l);
+		return rc;
+	}
+	/* The batch did not release: as loco_ticket_lock_unlock. */
+	int urc = loco_ticket_lock_unlock(l, thr, scope, peer);
+	return rc ? rc : urc;
 }

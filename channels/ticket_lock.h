@@ -18,17 +18,21 @@
  * that ticket without wedging the lock: it gives the ticket back when
  * nobody queued behind it (CAS next: t+1 -> t), else it marks the ticket
  * abandoned in the "skip" table at the host (CAS skip[t % SLOTS]: 0 ->
- * t+1), and the release that serves the ticket skips it (every release
- * CASes the slot of the ticket it serves: t+1 -> 0). If the ticket was
- * served before the mark landed, the attempt takes the mark back and holds
+ * t+1). A release is one FAA of serving; whoever waits behind a ticket
+ * that stays served without moving looks at its slot (a READ, after a
+ * few polls and then ever more rarely) and passes a marked ticket: CAS
+ * skip[t % SLOTS]: t+1 -> 0, which only one node can win, then FAA
+ * serving past it. The abandoning attempt then checks serving (an FAA of
+ * 0): served meanwhile, it takes its mark back by the same CAS and holds
  * the lock after all. All of these are 8-byte remote atomics, totally
- * ordered, so the releaser and the abandoner cannot both miss each other.
- * The endpoint keeps its abandoned ticket: its next lock attempt takes the
+ * ordered, so a ticket is either held or passed, never both. The
+ * endpoint keeps its abandoned ticket: its next lock attempt takes the
  * mark back (CAS t+1 -> 0) and waits on that ticket again instead of
- * taking a new one, unless a release already skipped it. So an endpoint
+ * taking a new one, unless a waiter already passed it. So an endpoint
  * has at most one ticket outstanding, no two outstanding tickets share a
  * skip slot, and a timed-out attempt never waits for a slot: it returns
  * after a bounded number of remote ops (test/model/ticket_lock.pml).
+ * A lock left with only abandoned tickets is passed by the next attempt.
  *
  *	struct loco_ticket_lock l;
  *	loco_ticket_lock_init(&l, mgr, NULL, "lk", host, 0);
@@ -37,12 +41,34 @@
  *	... remote reads and writes of the protected data ...
  *	loco_ticket_lock_unlock(&l, thr, LOCO_FENCE_THREAD, 0);
  *
+ * Split form, so that a lock's remote atomics share doorbells (and round
+ * trips) with the caller's own ops: the acquire's FAA goes in a batch with
+ * READs of the protected data, the release's FAA in the batch that writes
+ * it (what LOCO §7.2 credits Sherman with: locks colocated with the data,
+ * releases batched with the writes).
+ *
+ *	struct loco_tl_acquire a;
+ *	loco_batch_init(&b, thr);
+ *	loco_ticket_lock_lock_post(&l, thr, &b, &a, -1);
+ *	if (a.speculate)
+ *		loco_batch_read(&b, data, 0, &v, 8);   (READs only)
+ *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
+ *	rc = loco_ticket_lock_lock_finish(&l, thr, &a, rc);
+ *	(rc 1: the READs ran under the lock; 0: held now, READ again)
+ *	...
+ *	struct loco_tl_release r;
+ *	loco_batch_cas(&b, data, 0, v, v + 1, &old);   (to the lock's host)
+ *	loco_ticket_lock_unlock_post(&l, thr, &b, &r);
+ *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
+ *	rc = loco_ticket_lock_unlock_finish(&l, thr, &r, rc, LOCO_FENCE_THREAD, 0);
+ *
  * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
  * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
  * With LOCO_REGION_HOT (loco_ticket_lock_init_ex) the two words go to the
  * host's device memory when it has room (every acquire's FAA and every
- * waiter's READs hit them); the skip table (2 KiB, one CAS per release)
- * stays in the arena, since device memory is small (often 128-256 KiB). */
+ * waiter's READs hit them); the skip table (2 KiB, read only by waiters
+ * that find the lock not moving) stays in the arena, since device memory
+ * is small (often 128-256 KiB). */
 #ifndef LOCO_CHANNELS_TICKET_LOCK_H
 #define LOCO_CHANNELS_TICKET_LOCK_H
 
@@ -72,7 +98,7 @@ struct loco_ticket_lock_stats {
 	uint64_t returned;   /* timed-out tickets given back (next decremented) */
 	uint64_t abandoned;  /* timed-out tickets left marked for a releaser */
 	uint64_t reclaimed;  /* abandoned tickets taken back by a lock attempt */
-	uint64_t skipped;    /* abandoned tickets our releases passed over */
+	uint64_t skipped;    /* abandoned tickets this node's waiters passed */
 };
 
 struct loco_tl_waiter;
@@ -83,25 +109,48 @@ struct loco_ticket_lock {
 	struct loco_atomic_var serving;  /* now_serving */
 	uint32_t host;
 	unsigned skip_idx;               /* expectation index of "skip" */
+	/* The host's three words, looked up once they exist (owner only). */
+	const struct loco_rregion *next_rr, *serving_rr, *skip_rr;
 	_Atomic uint64_t seen;           /* a value serving had (a hint) */
-	/* Node-local state, under mu. owned: a local thread holds the lock
-	 * or is acquiring it (it took or is taking a ticket); ticket: the
-	 * ticket this node holds while a local thread holds the lock. */
+	/* Local state. LSTATE: bit 0 set while a local thread holds the lock
+	 * or is acquiring it (the local owner), plus 2 per local waiter
+	 * queued or about to be; the owner takes and gives it up by CAS
+	 * without MU while nobody waits. Under MU: the queue, the waiters'
+	 * count, handover_max and the stats (but acquires). */
+	_Atomic uint64_t lstate;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;               /* local waiters sleep here */
-	bool owned;
+	/* The local owner's (ownership passes by the CAS or under mu): the
+	 * ticket this node holds while a local thread holds the lock, the
+	 * handovers since the global acquire, and this node's abandoned
+	 * ticket T as its skip-slot mark T + 1 (0 for none). */
 	uint64_t ticket;
-	unsigned streak;                 /* handovers since the global acquire */
-	unsigned handover_max;
-	/* This node's abandoned ticket T as its skip-slot mark T + 1, 0 for
-	 * none: the local owner's (only it runs the global protocol;
-	 * ownership passes under mu). */
+	unsigned streak;
 	uint64_t abandoned_mark;
+	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
 	_Atomic uint64_t acquires;          /* global acquires (the owner's) */
 };
 static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
+
+/* An acquire in flight between loco_ticket_lock_lock_post and _finish. */
+struct loco_tl_acquire {
+	bool held;          /* held at post (handover, or acquired there) */
+	bool speculate;     /* READs added to the batch now probably run under
+			     * the lock: held, or this node released it last */
+	bool read;          /* a READ of serving rides behind the FAA */
+	uint64_t guess;     /* serving as this node last saw it */
+	uint64_t ticket;    /* the FAA's result */
+	uint64_t serving;   /* the READ's result */
+	int timeout_ms;
+};
+
+/* A release in flight between loco_ticket_lock_unlock_post and _finish. */
+struct loco_tl_release {
+	bool handover;      /* to a local waiter, at finish */
+	uint64_t old;       /* the serving FAA's result */
+};
 
 /* Create endpoint NAME (under PARENT, may be NULL) of a lock hosted at
  * node HOST (this node or one of PARTICIPANTS; 0: every compute node) and
@@ -133,15 +182,16 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
  * lock (handover without remote ops), else take a ticket (FAA next; after
  * a timeout, first a CAS taking back the abandoned ticket) and wait until
  * serving reaches it (READs of serving, none if this node released last:
- * the next in line spins briefly, then yields; the others yield). Returns
- * 0 (held; also when the ticket turns out to be served while a timed-out
- * attempt leaves it), -ETIMEDOUT after TIMEOUT_MS (< 0: the manager
- * default; the ticket is given back or abandoned, see above, with at most
- * four remote ops after the deadline, and the lock is not held),
- * -ENOTCONN before the host joined, -LOCO_EPROTO if the lock's words
- * break the protocol (e.g. more tickets outstanding than skip slots,
- * which only endpoints that died holding tickets can cause), or an op
- * error (the host failed; the lock may then stay taken).
+ * the next in line spins briefly, then yields; the others yield; a ticket
+ * ahead found abandoned is passed). Returns 0 (held; also when the ticket
+ * turns out to be served while a timed-out attempt leaves it),
+ * -ETIMEDOUT after TIMEOUT_MS (< 0: the manager default; the ticket is
+ * given back or abandoned, see above, with at most four remote ops after
+ * the deadline, and the lock is not held), -ENOTCONN before the host
+ * joined, -LOCO_EPROTO if the lock's words break the protocol (e.g. more
+ * tickets outstanding than skip slots, which only endpoints that died
+ * holding tickets can cause), or an op error (the host failed; the lock
+ * may then stay taken).
  * Ordering: an acquire: remote reads after the return see every write the
  *   previous holder made before its release (its fence placed them before
  *   serving advanced or before the local handover).
@@ -149,6 +199,37 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
  * Caller: the thread owning THR; it must not hold the lock already. */
 int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  int timeout_ms);
+
+/* Split acquire, first half: join the local queue as lock does (waiting
+ * there up to TIMEOUT_MS), then either hold the lock already (a local
+ * handover, or after a timeout's abandoned ticket: A->held, nothing added
+ * to B) or add the ticket FAA to batch B, with a READ of serving behind it
+ * when this node did not release the lock last. A->speculate says whether
+ * READs the caller adds to B after this call will probably run under the
+ * lock. Returns 0, -ETIMEDOUT (local queue), -ENOTCONN, or B's error
+ * (B full); on an error the lock is not held and nothing was added.
+ * Ordering: none yet; see lock_finish.
+ * Completion: the caller posts B and waits for its ack, then calls
+ *   loco_ticket_lock_lock_finish with the result.
+ * Caller: the thread owning THR and B, not holding the lock; between post
+ *   and finish it adds no op but READs to B (their results count only if
+ *   finish returns 1) and takes no other lock of this endpoint. */
+int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
+			       struct loco_thread *thr, struct loco_batch *b,
+			       struct loco_tl_acquire *a, int timeout_ms);
+
+/* Split acquire, second half, once B completed (RC: 0, or the error of
+ * posting or waiting for B): wait until the ticket is served, as lock
+ * does. Returns 1 (held, and the lock was this node's before B's later
+ * ops executed: the READs added after lock_post saw the protected data
+ * under the lock), 0 (held now: READ again), or an error as lock returns
+ * (not held; on RC != 0, RC).
+ * Ordering: an acquire, as lock (on 1 it covers the READs in B).
+ * Completion: synchronous.
+ * Caller: the thread that called lock_post with A. */
+int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
+				 struct loco_thread *thr,
+				 struct loco_tl_acquire *a, int rc);
 
 /* Acquire only if the lock is free: one CAS of next from the last seen
  * value of serving (plus a READ of serving when that guess is stale).
@@ -163,18 +244,50 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 
 /* Release: loco_fence(THR, SCOPE, PEER), then hand the lock to the first
  * local waiter (no remote op) or, past handover_max or with no local
- * waiter, increment serving (one FAA, plus one CAS of the skip slot of
- * the ticket served next, both in one doorbell; more if abandoned tickets
- * are skipped). SCOPE must cover every remote write made under the lock:
- * PAIR with PEER if they all went to PEER from this thread, THREAD if they
- * came from this thread only, GLOBAL if other threads of this node made
- * them. The lock is released even if the fence fails; the fence's error is
- * returned then (those writes may not be visible).
+ * waiter, increment serving (one FAA). SCOPE must cover every remote
+ * write made under the lock: PAIR with PEER if they all went to PEER from
+ * this thread, THREAD if they came from this thread only, GLOBAL if other
+ * threads of this node made them. The lock is released even if the fence
+ * fails; the fence's error is returned then (those writes may not be
+ * visible).
  * Ordering: a release: the fence places the writes in SCOPE before the
  *   next holder (local or remote) can acquire.
  * Completion: synchronous.
  * Caller: the thread that holds the lock, with THR its context. */
 int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			    enum loco_fence_scope scope, uint32_t peer);
+
+/* Split release, first half: add the serving FAA to batch B, behind the
+ * caller's ops already in B, or (a local waiter, within handover_max)
+ * nothing: the handover happens at finish. Returns 0 or B's error.
+ * Ordering: the FAA executes after B's earlier ops to the lock's host
+ *   (one QP) only: every write made under the lock must be one of those,
+ *   or complete and placed before this call (a fence). The host is
+ *   loco_ticket_lock_host(l).
+ * Completion: post B, wait, then loco_ticket_lock_unlock_finish.
+ * Caller: the thread that holds the lock, owning THR and B. */
+int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
+				 struct loco_thread *thr, struct loco_batch *b,
+				 struct loco_tl_release *r);
+
+/* Split release, second half, once B completed (RC as for lock_finish):
+ * a handover fences SCOPE/PEER (as unlock) and grants the waiter (or, if
+ * it left meanwhile, releases globally); then this endpoint gives up local
+ * ownership. Returns 0, RC, or the fence's or an op's error; the lock is
+ * released either way (with RC != 0 the FAA may not have executed: the
+ * lock may then stay taken, as after any failed op).
+ * Ordering: a release, as unlock.
+ * Completion: synchronous.
+ * Caller: the thread that called unlock_post with R. */
+int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
+				   struct loco_thread *thr,
+				   struct loco_tl_release *r, int rc,
+				   enum loco_fence_scope scope, uint32_t peer);
+
+/* The node hosting the lock's words. */
+static inline uint32_t loco_ticket_lock_host(const struct loco_ticket_lock *l)
+{
+	return l->host;
+}
 
 #endif

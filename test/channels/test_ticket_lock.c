@@ -4,8 +4,9 @@
  * and unlock across nodes; mutual exclusion and an exact remote counter
  * with two threads per node; local handovers (and none with a bound of
  * 0); the exact remote ops of a lock and unlock, global and by local
- * handover; a timed-out last ticket given back; an abandoned ticket
- * skipped by the release that serves it; timeouts that never wait for a
+ * handover, and of the split forms batched with the caller's ops; a
+ * timed-out last ticket given back; an abandoned ticket passed by the
+ * waiter behind it; timeouts that never wait for a
  * skip slot (one ticket per node at most); a storm of short timeouts that
  * never breaks exclusion nor wedges the lock; the lock array's striping;
  * hot locks (words in device memory, or the arena where there is none). */
@@ -50,6 +51,10 @@ static void locks_init(void)
 }
 
 static void lock_unlock(unsigned node);
+static void next_wait(uint64_t want);
+static void regions_init(struct loco_shared_region *sr);
+static void regions_fini(struct loco_shared_region *sr);
+static int batch_run(struct loco_batch *b, struct loco_thread *thr);
 
 static void locks_fini(void)
 {
@@ -185,9 +190,9 @@ static void local_waiter_wait(void)
 
 /* Uncontended sections with nothing written under the lock (so a fence
  * posts nothing). Global path: FAA next, a READ of serving unless this
- * node released last, then FAA serving + CAS of the next slot in one
- * doorbell: 4 verbs, or 3. A local handover: 0 for the releaser and 0 for
- * the thread handed the lock, whose unlock then costs the global 2. */
+ * node released last, then FAA serving: 3 verbs, or 2. A local handover:
+ * 0 for the releaser and 0 for the thread handed the lock, whose unlock
+ * then costs the global 1. */
 START_TEST(remote_op_costs)
 {
 	struct loco_stats b1, d;
@@ -202,7 +207,7 @@ START_TEST(remote_op_costs)
 	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
 						 LOCO_FENCE_THREAD, 0), 0);
 	d = stats_step(cl.thr[1], &b1);
-	ops_eq(&d, 0, 0, 1, 1, 1, 1, "unlock");
+	ops_eq(&d, 0, 0, 0, 1, 1, 1, "unlock");
 	ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], 1000), 0);
 	d = stats_step(cl.thr[1], &b1);
 	ops_eq(&d, 0, 0, 0, 1, 1, 1, "lock after this node's release");
@@ -215,10 +220,113 @@ START_TEST(remote_op_costs)
 	pthread_join(h.tid, NULL);
 	ck_assert_int_eq(h.rc, 0);
 	ops_eq(&h.lock, 0, 0, 0, 0, 0, 0, "lock by handover");
-	ops_eq(&h.unlock, 0, 0, 1, 1, 1, 1, "unlock after a handover");
+	ops_eq(&h.unlock, 0, 0, 0, 1, 1, 1, "unlock after a handover");
 	loco_ticket_lock_stats(&lk[1], &s);
 	ck_assert_uint_eq(s.handovers, 1);
 	ck_assert_uint_eq(s.acquires, 2);
+	locks_fini();
+}
+END_TEST
+
+/* The split forms, uncontended, on node 0 (the host) after its own
+ * release: the ticket FAA and a speculative READ in one doorbell, the
+ * lock held before the READ ran (finish returns 1); a WRITE and the
+ * release FAA in one doorbell. Node 1 (node 0 released last) is told not
+ * to speculate and gets a READ of serving behind its FAA, one doorbell
+ * too; it holds the lock only after the batch (finish returns 0). */
+START_TEST(split_costs)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_stats b0, b1, d;
+	struct loco_tl_acquire a;
+	struct loco_tl_release r;
+	struct loco_batch b;
+	uint64_t v = 0;
+	regions_init(sr);
+	const struct loco_rregion *rr = loco_shared_region_at(&sr[0], 0);
+	lock_unlock(0);
+	loco_thread_stats(cl.thr[0], &b0);
+	loco_batch_init(&b, cl.thr[0]);
+	ck_assert_int_eq(loco_ticket_lock_lock_post(&lk[0], cl.thr[0], &b, &a,
+						    1000), 0);
+	ck_assert(a.speculate && !a.held);
+	loco_batch_read(&b, rr, 0, &v, 8);
+	ck_assert_int_eq(loco_ticket_lock_lock_finish(&lk[0], cl.thr[0], &a,
+						      batch_run(&b, cl.thr[0])), 1);
+	d = stats_step(cl.thr[0], &b0);
+	ops_eq(&d, 1, 0, 0, 1, 1, 1, "split lock with a READ");
+	v = 7;
+	loco_batch_write(&b, rr, 0, &v, 8);
+	ck_assert_int_eq(loco_ticket_lock_unlock_post(&lk[0], cl.thr[0], &b, &r),
+			 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock_finish(&lk[0], cl.thr[0], &r,
+							batch_run(&b, cl.thr[0]),
+							LOCO_FENCE_THREAD, 0), 0);
+	d = stats_step(cl.thr[0], &b0);
+	ops_eq(&d, 0, 1, 0, 1, 1, 1, "split unlock with a WRITE");
+	loco_thread_stats(cl.thr[1], &b1);
+	loco_batch_init(&b, cl.thr[1]);
+	ck_assert_int_eq(loco_ticket_lock_lock_post(&lk[1], cl.thr[1], &b, &a,
+						    1000), 0);
+	ck_assert(!a.speculate && !a.held);
+	ck_assert_int_eq(loco_ticket_lock_lock_finish(&lk[1], cl.thr[1], &a,
+						      batch_run(&b, cl.thr[1])), 0);
+	d = stats_step(cl.thr[1], &b1);
+	ops_eq(&d, 1, 0, 0, 1, 1, 1, "split lock after another node");
+	ck_assert_int_eq(loco_read(cl.thr[1], loco_shared_region_at(&sr[1], 0), 0,
+				   &v, 8), 0);
+	ck_assert_uint_eq(v, 7);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+						 LOCO_FENCE_THREAD, 0), 0);
+	regions_fini(sr);
+}
+END_TEST
+
+/* Node 1 released last, so it speculates; but node 0 took the lock
+ * since: its finish waits for node 0's release and returns 0 (its
+ * speculative READ ran before it held the lock). */
+struct split_attempt {
+	pthread_t tid;
+	int rc;
+};
+
+static void *split_attempt_main(void *arg)
+{
+	struct split_attempt *sa = arg;
+	struct loco_thread *thr;
+	struct loco_tl_acquire a;
+	struct loco_batch b;
+	uint64_t v;
+	sa->rc = loco_thread_create(cl.mgr[1], &thr);
+	if (sa->rc)
+		return NULL;
+	loco_batch_init(&b, thr);
+	sa->rc = loco_ticket_lock_lock_post(&lk[1], thr, &b, &a, 5000);
+	if (!sa->rc && !a.speculate)
+		sa->rc = -EPROTO;
+	if (!sa->rc) {
+		loco_batch_read(&b, lk[1].serving_rr, 0, &v, 8);
+		sa->rc = loco_ticket_lock_lock_finish(&lk[1], thr, &a,
+						      batch_run(&b, thr));
+	}
+	if (sa->rc >= 0)
+		loco_ticket_lock_unlock(&lk[1], thr, LOCO_FENCE_THREAD, 0);
+	loco_thread_destroy(thr);
+	return NULL;
+}
+
+START_TEST(split_later)
+{
+	struct split_attempt sa;
+	locks_init();
+	lock_unlock(1);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	ck_assert_int_eq(pthread_create(&sa.tid, NULL, split_attempt_main, &sa), 0);
+	next_wait(3);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	pthread_join(sa.tid, NULL);
+	ck_assert_int_eq(sa.rc, 0);
 	locks_fini();
 }
 END_TEST
@@ -264,6 +372,68 @@ static int increment(struct worker *w, struct loco_thread *thr)
 	return rc;
 }
 
+/* Post batch B and wait for it: 0 or the first error. */
+static int batch_run(struct loco_batch *b, struct loco_thread *thr)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	return rc ? rc : loco_ack_wait(thr, &ack, -1);
+}
+
+/* One section in the split form: the counter READ rides with the
+ * ticket FAA when the lock will probably be ours (and is READ again if
+ * it was not yet), the WRITE with the release FAA (both to node 0, the
+ * lock's host: one QP). -ETIMEDOUT: not entered. */
+static int section_split(struct worker *w, struct loco_thread *thr)
+{
+	struct loco_ticket_lock *l = &lk[w->node];
+	const struct loco_rregion *rr = loco_shared_region_at(w->sr, 0);
+	struct loco_tl_acquire a;
+	struct loco_tl_release r;
+	struct loco_batch b;
+	uint64_t v = 0;
+	loco_batch_init(&b, thr);
+	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, w->timeout_ms);
+	if (rc)
+		return rc;
+	if (a.speculate)
+		loco_batch_read(&b, rr, 0, &v, 8);
+	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
+	if (rc < 0)
+		return rc;
+	enter();
+	if (!a.speculate || rc == 0)
+		rc = loco_read(thr, rr, 0, &v, 8);
+	else
+		rc = 0;
+	if (w->hold_us)
+		usleep((useconds_t)w->hold_us);
+	leave();
+	v++;
+	if (!rc)
+		loco_batch_write(&b, rr, 0, &v, 8);
+	int prc = loco_ticket_lock_unlock_post(l, thr, &b, &r);
+	int urc = loco_ticket_lock_unlock_finish(l, thr, &r, batch_run(&b, thr),
+						 LOCO_FENCE_PAIR, 0);
+	return rc ? rc : prc ? prc : urc;
+}
+
+/* One section with lock and unlock. -ETIMEDOUT: not entered. */
+static int section_sync(struct worker *w, struct loco_thread *thr)
+{
+	int rc = loco_ticket_lock_lock(&lk[w->node], thr, w->timeout_ms);
+	if (rc)
+		return rc;
+	enter();
+	rc = increment(w, thr);
+	if (w->hold_us)
+		usleep((useconds_t)w->hold_us);
+	leave();
+	int urc = loco_ticket_lock_unlock(&lk[w->node], thr, LOCO_FENCE_PAIR, 0);
+	return rc ? rc : urc;
+}
+
+/* Every other section in the split form. */
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -271,19 +441,13 @@ static void *worker_main(void *arg)
 	w->err = loco_thread_create(cl.mgr[w->node], &thr);
 	pthread_barrier_wait(&start);
 	for (long i = 0; !w->err && i < w->iters; i++) {
-		int rc = loco_ticket_lock_lock(&lk[w->node], thr, w->timeout_ms);
-		if (rc == -ETIMEDOUT) {
+		int rc = i & 1 ? section_split(w, thr) : section_sync(w, thr);
+		if (rc == -ETIMEDOUT)
 			w->timeouts++;
-			continue;
-		}
-		enter();
-		w->err = rc ? rc : increment(w, thr);
-		if (w->hold_us)
-			usleep((useconds_t)w->hold_us);
-		leave();
-		rc = loco_ticket_lock_unlock(&lk[w->node], thr, LOCO_FENCE_PAIR, 0);
-		w->err = w->err ? w->err : rc;
-		w->done++;
+		else if (rc)
+			w->err = rc;
+		else
+			w->done++;
 	}
 	if (!w->err)
 		loco_thread_destroy(thr);
@@ -467,8 +631,8 @@ static void lock_unlock(unsigned node)
 }
 
 /* Node 0 holds; node 1 times out with node 2 queued behind it, so it
- * cannot give its ticket back: it marks it abandoned, and node 0's
- * release skips it straight to node 2. */
+ * cannot give its ticket back: it marks it abandoned; node 0's release
+ * serves it, and node 2, finding serving stuck there, passes it. */
 START_TEST(abandoned_ticket_is_skipped)
 {
 	struct loco_ticket_lock_stats s;
@@ -489,7 +653,7 @@ START_TEST(abandoned_ticket_is_skipped)
 						 LOCO_FENCE_THREAD, 0), 0);
 	pthread_join(a2.tid, NULL);
 	ck_assert_int_eq(a2.rc, 0);
-	loco_ticket_lock_stats(&lk[0], &s);
+	loco_ticket_lock_stats(&lk[2], &s);
 	ck_assert_uint_eq(s.skipped, 1);
 	for (unsigned i = 0; i < cl.n; i++)
 		lock_unlock(i);
@@ -689,6 +853,8 @@ int main(void)
 	tcase_add_test(tc, init_errors);
 	tcase_add_test(tc, lock_trylock_unlock);
 	tcase_add_test(tc, remote_op_costs);
+	tcase_add_test(tc, split_costs);
+	tcase_add_test(tc, split_later);
 	tcase_add_test(tc, threads_exclusive_with_handovers);
 	tcase_add_test(tc, no_handover_when_bound_is_zero);
 	tcase_add_test(tc, hot_words_exclusive);
