@@ -81,7 +81,9 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->next_rr = l->serving_rr = l->skip_rr = NULL;
 	pthread_mutex_init(&l->mu, NULL);
 	atomic_init(&l->lstate, 0);
-	l->ticket = 0;
+	/* No ticket held yet: serving starts at ticket + 1 = 0, so a first
+	 * split attempt speculates, as after this node's own release. */
+	l->ticket = UINT64_MAX;
 	l->streak = 0;
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
 	l->abandoned_mark = 0;

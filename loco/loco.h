@@ -216,6 +216,8 @@ struct loco_thread_hot {
 	_Atomic uint64_t bytes_read, bytes_written;
 	_Atomic uint64_t doorbells, rtts, fences;
 	_Atomic uint64_t direct_ops[2][4];
+	_Atomic uint64_t batched_ops[4];  /* 8-byte direct ops of batches:
+					   * verbs (doorbells counted apart) */
 	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
 	bool sync;            /* requests complete inside their post */
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
@@ -523,6 +525,7 @@ struct loco_batch {
 	struct loco_thread *thr;
 	uint32_t n;
 	int err; /* first error from an add; reported by post */
+	uint32_t slow;  /* ops added out of line (not all direct words) */
 	struct loco_batch_op op[LOCO_BATCH_MAX];
 };
 
@@ -585,12 +588,20 @@ static inline void loco_batch_faa(struct loco_batch *b,
 		.operand = add });
 }
 
+int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack);
+int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack);
+
 /* Post everything added: ops to one peer go as one linked list with one
  * doorbell and one signalled completion. Empties the batch.
  * Ordering: as for single ops, in the order added.
  * Completion: ACK (unioned) covers every op of the batch.
  * Caller: the owner of the batch's thread. Returns 0 or the first error. */
-int loco_batch_post(struct loco_batch *b, struct loco_ack *ack);
+static inline int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
+{
+	if (!b->err && !b->slow && b->n)  /* only direct words */
+		return loco_batch_post_direct(b, ack);
+	return loco_batch_post_slow(b, ack);
+}
 
 /* ---- fences (LOCO §5.3) ------------------------------------------------ */
 

@@ -96,6 +96,14 @@ static void stats_add(struct loco_stats *dst, const struct loco_thread_hot *s)
 		if (w)
 			dst->rtts += r + wr + c + f;
 	}
+	uint64_t r = st_get(&s->batched_ops[LOCO_OP_READ]);
+	uint64_t wr = st_get(&s->batched_ops[LOCO_OP_WRITE]);
+	dst->reads += r;
+	dst->bytes_read += 8 * r;
+	dst->writes += wr;
+	dst->bytes_written += 8 * wr;
+	dst->cas += st_get(&s->batched_ops[LOCO_OP_CAS]);
+	dst->faa += st_get(&s->batched_ops[LOCO_OP_FAA]);
 }
 
 static void thread_free(struct loco_thread *thr)
@@ -816,6 +824,7 @@ void loco_batch_init(struct loco_batch *b, struct loco_thread *thr)
 	b->thr = thr;
 	b->n = 0;
 	b->err = 0;
+	b->slow = 0;
 }
 
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
@@ -823,6 +832,7 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 {
 	if (b->err)
 		return;
+	b->slow++;
 	if (b->n == LOCO_BATCH_MAX) {
 		b->err = -E2BIG;
 		return;
@@ -840,54 +850,39 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	o->arena_off = wr.remote_off;
 }
 
-/* The word OP targets if the thread executes it directly, else NULL. */
-static _Atomic uint64_t *batch_direct(const struct loco_thread *thr,
-				      const struct loco_batch_op *op)
+/* Every op added inline (a direct word, checked then; so a sync
+ * transport): execute them in the order added (each peer's in post
+ * order), one doorbell per peer, as the transport would. */
+int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
-	const struct loco_direct_qp *d = &thr->hot.direct[op->peer];
-	if (op->len != 8 || op->space != LOCO_SPACE_ARENA || !d->base ||
-	    (op->arena_off & 7) || op->arena_off - LOCO_ARENA_FIRST > d->lim)
-		return NULL;
-	return (_Atomic uint64_t *)(void *)(d->base + op->arena_off);
-}
-
-/* Sync transport, every op a direct word (false otherwise, nothing
- * done): execute them in the order added (each peer's in post order),
- * one doorbell per peer, as the transport would. */
-static bool batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
-{
-	struct loco_thread *thr = b->thr;
-	_Atomic uint64_t *w[LOCO_BATCH_MAX];
+	struct loco_thread_hot *h = &b->thr->hot;
 	uint64_t peers = 0;
 	for (unsigned i = 0; i < b->n; i++) {
-		if (!(w[i] = batch_direct(thr, &b->op[i])))
-			return false;
-		peers |= UINT64_C(1) << b->op[i].peer;
-	}
-	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
-		loco_direct_exec(w[i], op->opcode, op->local, op->compare,
+		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
+			(h->direct[op->peer].base + op->arena_off);
+		loco_direct_exec(w, op->opcode, op->local, op->compare,
 				 op->operand);
-		count_op(&thr->hot, op->opcode, 8);
-		sync_placed(thr, op->peer, op->opcode == LOCO_OP_WRITE);
+		loco_hot_add(&h->batched_ops[op->opcode], 1);
+		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
+		peers |= UINT64_C(1) << op->peer;
 	}
-	loco_hot_add(&thr->hot.doorbells, (uint64_t)__builtin_popcountll(peers));
-	if (peers)
-		thr->hot.unwaited = true;
+	unsigned doorbells = 0;
+	for (uint64_t m = peers; m; m &= m - 1)
+		doorbells++;
+	loco_hot_add(&h->doorbells, doorbells);
+	h->unwaited = true;
 	if (ack)
 		ack->peers |= peers;
-	return true;
+	b->n = 0;
+	return 0;
 }
 
-int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
+int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 {
 	int rc = b->err;
 	struct loco_thread *thr = b->thr;
 	bool sync = thr->hot.sync;
-	if (!rc && sync && batch_post_direct(b, ack)) {
-		b->n = 0;
-		return 0;
-	}
 	uint64_t peers = 0;
 	for (unsigned i = 0; i < b->n; i++)
 		peers |= UINT64_C(1) << b->op[i].peer;
@@ -913,6 +908,7 @@ int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 		pthread_mutex_unlock(&thr->lock);
 	b->n = 0;
 	b->err = 0;
+	b->slow = 0;
 	return rc;
 }
 

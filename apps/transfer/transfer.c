@@ -8,9 +8,10 @@
  * lock I mod --locks. A transfer takes the locks of two distinct random
  * accounts in lock-index order (once if they share it), READs both
  * balances, moves a random amount (at most the source's balance) with a
- * CAS on each account from the balance it read, and releases the locks in
- * reverse order. --single-lock is --locks 1: every transfer takes the
- * same lock (Fig. 4, left: a contended lock-protected read-modify-write).
+ * CAS on each account from the balance it read, and releases the locks,
+ * the lock atomics batched with the account ops (see "transfers" below).
+ * --single-lock is --locks 1: every transfer takes the same lock (Fig. 4,
+ * left: a contended lock-protected read-modify-write).
  *
  * Every node runs the same program: its hosts initialise their accounts,
  * the nodes pass a barrier and read the initial total, run --duration
@@ -73,6 +74,7 @@ struct xf {
 	struct loco_mgr *mgr;
 	struct loco_channel base;
 	struct loco_shared_region acct;   /* the accounts, an array channel */
+	const struct loco_rregion *acct_rr[LOCO_MAX_NODES]; /* each copy */
 	uint64_t per_node;                /* accounts per node's copy */
 	struct loco_lock_array locks;
 	struct cl_run run;
@@ -156,7 +158,7 @@ static const struct loco_rregion *acct_at(struct xf *x, uint32_t i,
 					  uint64_t *off)
 {
 	*off = (uint64_t)(i / x->nmembers) * ACCT_BYTES;
-	return loco_shared_region_at(&x->acct, host_of(x, i));
+	return x->acct_rr[host_of(x, i)];
 }
 
 static int accounts_init(struct xf *x)
@@ -272,6 +274,9 @@ static int setup(struct xf *x)
 	rc = loco_channel_join(&x->base);
 	if (!rc)
 		rc = loco_mgr_wait_ready(x->mgr, READY_MS);
+	for (unsigned m = 0; !rc && m < x->nmembers; m++)
+		x->acct_rr[x->node[m]] = loco_shared_region_at(&x->acct,
+							       x->node[m]);
 	if (!rc)
 		return 0;
 	cl_run_fini(&x->run);
@@ -292,68 +297,150 @@ static void teardown(struct xf *x)
 	loco_channel_fini(&x->base);
 }
 
-/* ---- transfers ----------------------------------------------------------- */
+/* ---- transfers -----------------------------------------------------------
+ *
+ * A transfer in three doorbell rounds (one round trip each), batching the
+ * locks' atomics with the accounts' ops:
+ *   1  FAA next of the lower lock (the ticket), plus a READ of serving
+ *      when another node released it last; when one lock guards both
+ *      accounts and this node released it last, the two balance READs
+ *      ride along;
+ *   2  (two locks) FAA next of the higher lock, with the balance READs
+ *      when this node released it last (the lower one is held already);
+ *      any READ that ran before its lock was ours is repeated;
+ *   3  the two balance CASes and the two release FAAs: a lock and the
+ *      accounts it guards here live on one node (lock I mod L at member
+ *      I mod L mod P, account I at member I mod P, and P divides L), so
+ *      each release follows its account's CAS on one QP; when they do not
+ *      (--locks not a multiple of the nodes) the releases take a round of
+ *      their own after the CASes completed.
+ * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6). */
 
-static int lock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
-		    unsigned hi)
+/* A transfer's accounts (A from, B to) and the locks that guard them. */
+struct xfer_op {
+	uint32_t acct[2];
+	uint64_t off[2];
+	const struct loco_rregion *rr[2];
+	struct loco_ticket_lock *lock[2];   /* guarding acct[0], acct[1] */
+	struct loco_ticket_lock *lo, *hi;   /* in lock-index order */
+	uint64_t bal[2];
+};
+
+/* Post batch B and wait for it: 0 or the first error. */
+static int batch_run(struct loco_batch *b, struct loco_thread *thr)
 {
-	int rc = loco_ticket_lock_lock(loco_lock_array_at(&x->locks, lo), thr, -1);
-	if (rc || hi == lo)
-		return rc;
-	rc = loco_ticket_lock_lock(loco_lock_array_at(&x->locks, hi), thr, -1);
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	return rc ? rc : loco_ack_wait(thr, &ack, -1);
+}
+
+/* Add the READ of the balances guarded by L (both, if L guards both). */
+static void read_guarded(struct xfer_op *op, struct loco_batch *b,
+			 const struct loco_ticket_lock *l)
+{
+	for (unsigned i = 0; i < 2; i++)
+		if (op->lock[i] == l)
+			loco_batch_read(b, op->rr[i], op->off[i], &op->bal[i], 8);
+}
+
+/* Acquire L in one round with the READs of its accounts when they will
+ * probably run under it, else READ them once L is held. */
+static int acquire(struct xfer_op *op, struct loco_thread *thr,
+		   struct loco_ticket_lock *l)
+{
+	struct loco_tl_acquire a;
+	struct loco_batch b;
+	loco_batch_init(&b, thr);
+	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, -1);
 	if (rc)
-		loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, lo), thr,
-					LOCO_FENCE_THREAD, 0);
+		return rc;
+	if (a.speculate)
+		read_guarded(op, &b, l);
+	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && a.speculate)
+		return 0;
+	loco_batch_init(&b, thr);
+	read_guarded(op, &b, l);
+	rc = batch_run(&b, thr);
+	if (rc)
+		loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
 	return rc;
 }
 
-/* Release in reverse order. The protected writes are this thread's CASes
- * (to up to two hosts): thread scope. RC: the transfer's result. */
-static int unlock_two(struct xf *x, struct loco_thread *thr, unsigned lo,
-		      unsigned hi, int rc)
+/* Both locks (in index order), both balances READ under them. */
+static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
-	/* Release (in the unlocks' fences): pairs with the next holder's
-	 * acquire of the lock (see loco_ticket_lock_unlock). */
-	int urc = hi == lo ? 0 :
-		  loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, hi), thr,
-					  LOCO_FENCE_THREAD, 0);
-	int lrc = loco_ticket_lock_unlock(loco_lock_array_at(&x->locks, lo), thr,
-					  LOCO_FENCE_THREAD, 0);
-	return rc ? rc : urc ? urc : lrc;
+	int rc = acquire(op, thr, op->lo);
+	if (rc || op->hi == op->lo)
+		return rc;
+	rc = acquire(op, thr, op->hi);
+	if (rc)
+		loco_ticket_lock_unlock(op->lo, thr, LOCO_FENCE_THREAD, 0);
+	return rc;
 }
 
-/* Move up to AMOUNT from account A to B (their locks held): both READs
- * in one batch (one doorbell per host), then both CASes in one. */
+/* The CASes moving AMOUNT from account 0 to 1 (OLD gets what they found)
+ * and the releases, higher lock first: in one round when each lock lives
+ * where its accounts do, else the releases after the CASes completed.
+ * Release: the FAAs follow the CASes they publish on one QP, or the
+ * completed CASes (atomics: executed) precede them. RC: the result. */
+static int cas_unlock(struct xfer_op *op, struct loco_thread *thr,
+		      uint64_t amount, uint64_t *old)
+{
+	struct loco_ticket_lock *rel[2] = { op->hi, op->hi == op->lo ? NULL : op->lo };
+	struct loco_tl_release r[2];
+	struct loco_batch b;
+	bool colocated = true;
+	for (unsigned i = 0; i < 2; i++)
+		colocated &= loco_ticket_lock_host(op->lock[i]) == op->rr[i]->node;
+	loco_batch_init(&b, thr);
+	loco_batch_cas(&b, op->rr[0], op->off[0], op->bal[0], op->bal[0] - amount,
+		       &old[0]);
+	loco_batch_cas(&b, op->rr[1], op->off[1], op->bal[1], op->bal[1] + amount,
+		       &old[1]);
+	int rc = colocated ? 0 : batch_run(&b, thr);
+	for (unsigned i = 0; i < 2 && rel[i]; i++) {
+		int prc = loco_ticket_lock_unlock_post(rel[i], thr, &b, &r[i]);
+		rc = rc ? rc : prc;
+	}
+	int brc = batch_run(&b, thr);
+	for (unsigned i = 0; i < 2 && rel[i]; i++) {
+		int urc = loco_ticket_lock_unlock_finish(rel[i], thr, &r[i], brc,
+							 LOCO_FENCE_THREAD, 0);
+		rc = rc ? rc : urc;
+	}
+	return rc;
+}
+
+/* Move up to AMOUNT from account A to B under their locks. */
 static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
 	struct xf *x = w->x;
-	uint64_t bal[2], old[2], off[2];
-	const struct loco_rregion *rr[2] = { acct_at(x, a, &off[0]),
-					     acct_at(x, b, &off[1]) };
-	struct loco_ack ack = { 0, 0 };
-	struct loco_batch bt;
-	if (!rr[0] || !rr[1])
-		return -ENOTCONN;
-	loco_batch_init(&bt, thr);
-	loco_batch_read(&bt, rr[0], off[0], &bal[0], 8);
-	loco_batch_read(&bt, rr[1], off[1], &bal[1], 8);
-	int rc = loco_batch_post(&bt, &ack);
-	int wrc = loco_ack_wait(thr, &ack, -1);
-	if (rc || wrc)
-		return rc ? rc : wrc;
-	if (amount > bal[0])
-		amount = bal[0];
-	loco_ack_clear(&ack);
-	loco_batch_init(&bt, thr);
-	loco_batch_cas(&bt, rr[0], off[0], bal[0], bal[0] - amount, &old[0]);
-	loco_batch_cas(&bt, rr[1], off[1], bal[1], bal[1] + amount, &old[1]);
-	rc = loco_batch_post(&bt, &ack);
-	wrc = loco_ack_wait(thr, &ack, -1);
-	if (rc || wrc)
-		return rc ? rc : wrc;
-	w->n[X_CONFLICTS] += (old[0] != bal[0]) + (old[1] != bal[1]);
+	struct xfer_op op = { .acct = { a, b } };
+	for (unsigned i = 0; i < 2; i++) {
+		op.rr[i] = acct_at(x, op.acct[i], &op.off[i]);
+		if (!op.rr[i])
+			return -ENOTCONN;
+		op.lock[i] = loco_lock_array_at(&x->locks, op.acct[i] % x->o.locks);
+	}
+	bool swap = a % x->o.locks > b % x->o.locks;
+	op.lo = op.lock[swap];
+	op.hi = op.lock[!swap];
+	int rc = lock_read(&op, thr);
+	if (rc)
+		return rc;
+	if (amount > op.bal[0])
+		amount = op.bal[0];
+	uint64_t old[2];
+	rc = cas_unlock(&op, thr, amount, old);
+	if (rc)
+		return rc;
+	w->n[X_CONFLICTS] += (old[0] != op.bal[0]) + (old[1] != op.bal[1]);
 	w->n[X_MOVED] += amount;
+	w->n[X_SAME_LOCK] += op.lo == op.hi;
 	return 0;
 }
 
@@ -367,18 +454,12 @@ static int transfer(struct xf_worker *w, struct loco_thread *thr, uint64_t *t0)
 	uint32_t b = (uint32_t)(rng_next(&w->rng) % (n - 1));
 	b += b >= a;
 	uint64_t amount = rng_next(&w->rng) % (x->o.max_amount + 1);
-	unsigned la = a % x->o.locks, lb = b % x->o.locks;
-	unsigned lo = la < lb ? la : lb, hi = la < lb ? lb : la;
-	int rc = lock_two(x, thr, lo, hi);
-	if (rc)
-		return rc;
-	rc = unlock_two(x, thr, lo, hi, move(w, thr, a, b, amount));
+	int rc = move(w, thr, a, b, amount);
 	if (rc)
 		return rc;
 	uint64_t t1 = loco_now_ns();
 	bench_lat_add(&w->lat, t1 - *t0);
 	*t0 = t1;
-	w->n[X_SAME_LOCK] += lo == hi;
 	w->ops++;
 	/* Relaxed: a progress counter. */
 	atomic_store_explicit(&w->live_ops, w->ops, memory_order_relaxed);

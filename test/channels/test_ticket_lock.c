@@ -231,9 +231,10 @@ END_TEST
 /* The split forms, uncontended, on node 0 (the host) after its own
  * release: the ticket FAA and a speculative READ in one doorbell, the
  * lock held before the READ ran (finish returns 1); a WRITE and the
- * release FAA in one doorbell. Node 1 (node 0 released last) is told not
- * to speculate and gets a READ of serving behind its FAA, one doorbell
- * too; it holds the lock only after the batch (finish returns 0). */
+ * release FAA in one doorbell. Node 1, which saw serving move (a failed
+ * trylock READ it) but never released, is told not to speculate and gets
+ * a READ of serving behind its FAA, one doorbell too; it holds the lock
+ * only after the batch (finish returns 0). */
 START_TEST(split_costs)
 {
 	struct loco_shared_region sr[CL_MAX];
@@ -264,6 +265,10 @@ START_TEST(split_costs)
 							LOCO_FENCE_THREAD, 0), 0);
 	d = stats_step(cl.thr[0], &b0);
 	ops_eq(&d, 0, 1, 0, 1, 1, 1, "split unlock with a WRITE");
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[1], cl.thr[1]), -EBUSY);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
 	loco_thread_stats(cl.thr[1], &b1);
 	loco_batch_init(&b, cl.thr[1]);
 	ck_assert_int_eq(loco_ticket_lock_lock_post(&lk[1], cl.thr[1], &b, &a,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# transfer-check.sh [--hot-fallback N] LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
+# transfer-check.sh [--hot-fallback N] [--counts] LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
 # Runs a loco-transfer cluster. Passes when every node exited 0, every
 # result line (one per node and the cluster's) says "conserved":true with
 # the final total equal to the initial one, and some transfers ran.
@@ -8,11 +8,20 @@
 # memory): also every line says "hot_locks":true with no device memory
 # used, and each of the N nodes warned exactly once that its hot lock
 # words are in host memory.
+# --counts (one node, one thread, nobody else taking its locks): the
+# protocol's verbs and round trips per transfer exactly: 8 verbs and 3
+# round trips with two locks, 6 and 2 when one lock guards both accounts
+# (docs/demos.md).
 set -u
 hot=0
+counts=0
 if [ "$1" = --hot-fallback ]; then
 	hot=$2
 	shift 2
+fi
+if [ "$1" = --counts ]; then
+	counts=1
+	shift
 fi
 loco_run=$1
 shift 2
@@ -29,10 +38,11 @@ if [ "$hot" -gt 0 ]; then
 	[ "$warned" -eq "$hot" ] ||
 		{ echo "transfer-check: $warned hot-region warnings, want $hot (one per node)"; exit 1; }
 fi
-python3 - "$lines" "$hot" <<'PY'
+python3 - "$lines" "$hot" "$counts" <<'PY'
 import json, sys
 bad = 0
 hot = int(sys.argv[2]) > 0
+counts = sys.argv[3] == "1"
 for line in sys.argv[1].splitlines():
     r = json.loads(line[line.index('{'):])
     ok = (r["conserved"] is True and r["final_total"] == r["initial_total"]
@@ -43,5 +53,12 @@ for line in sys.argv[1].splitlines():
     if r["hot_locks"] is not hot or r["dm_used"] != 0:
         print("transfer-check: hot_locks/dm_used not as asked:", line)
         bad += 1
+    if counts:
+        n, same = r["ops"], r["same_lock"]
+        want = {"verbs_per_op": 8 * n - 2 * same, "rtts_per_op": 3 * n - same}
+        for k, v in want.items():
+            if abs(r[k] * n - v) > 0.0005 * n + 1:
+                print("transfer-check: %s %.3f, want %.3f" % (k, r[k], v / n))
+                bad += 1
 sys.exit(1 if bad else 0)
 PY
