@@ -247,11 +247,13 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 		  bool publish)
 {
 	uint32_t peer = h->id;
+	bool renewed = false;
 	pthread_mutex_lock(&mgr->peer_lock);
 	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, h->desc, h->desc_len,
 				       h->arena_len, h->dm_len);
 	if (!rc) {
 		if (mgr->peer_boot[peer] != h->boot_id) {
+			renewed = true;
 			/* Relaxed: published by the release below. */
 			atomic_fetch_add_explicit(&mgr->peer_gen[peer], 1,
 						  memory_order_relaxed);
@@ -275,6 +277,9 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 				      memory_order_release);
 	}
 	pthread_mutex_unlock(&mgr->peer_lock);
+	/* A new incarnation: the inline path leaves the old mapping. */
+	if (renewed)
+		loco_threads_direct_close(mgr, peer);
 	return rc;
 }
 

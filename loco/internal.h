@@ -319,6 +319,9 @@ void loco_hist_buf_free(struct loco_thread *thr);
 
 /* ops.c */
 void loco_thread_retire_all(struct loco_mgr *mgr);
+/* PEER restarted: every thread's inline path stops using its old
+ * mapping (their next op goes out of line and renews the QP). */
+void loco_threads_direct_close(struct loco_mgr *mgr, uint32_t peer);
 
 /* Deadline helpers. */
 static inline uint64_t loco_deadline(int timeout_ms)

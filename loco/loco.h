@@ -182,8 +182,10 @@ static inline void loco_ack_union(struct loco_ack *dst, const struct loco_ack *s
  * the thread has opened: the bounds check, the load, store or atomic the
  * transport would execute, and the counters; no call, no lock, no clock.
  * Everything else (other transports, device memory, other lengths, the
- * first op to a peer, every error) takes the out-of-line path (the *_slow
- * functions), which checks and reports exactly as before. */
+ * first op to a peer, a peer that restarted since, a peer with a durable
+ * image, whose writes are tracked for persists, every error) takes the
+ * out-of-line path (the *_slow functions), which checks and reports
+ * exactly as before. */
 
 /* Arena offsets below this are never a region: raddr 0 means null. */
 #define LOCO_ARENA_FIRST 64
@@ -199,9 +201,11 @@ enum {
 
 /* A thread's view of one peer's mapped arena (base NULL: not direct):
  * an 8-byte word at offset AT is inside it iff AT - LOCO_ARENA_FIRST <=
- * LIM (the arena's length minus LOCO_ARENA_FIRST + 8). */
+ * LIM (the arena's length minus LOCO_ARENA_FIRST + 8). Set by the owner
+ * when it opens the QP; cleared by the manager when the peer restarts
+ * (the next op goes out of line, which renews the QP). */
 struct loco_direct_qp {
-	uint8_t *base;
+	uint8_t *_Atomic base;
 	uint64_t lim;
 };
 
@@ -247,11 +251,14 @@ static inline _Atomic uint64_t *loco_direct_word(struct loco_thread *thr,
 	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA)
 		return NULL;
 	const struct loco_direct_qp *d = &h->direct[rr->node];
+	/* Relaxed: the mapping stays; a clear only sends later ops out of
+	 * line (as the out-of-line path reads the peer's generation). */
+	uint8_t *base = atomic_load_explicit(&d->base, memory_order_relaxed);
 	uint64_t at = rr->off + off;
-	if (!d->base || off > rr->len || rr->len - off < 8 || (at & 7) ||
+	if (!base || off > rr->len || rr->len - off < 8 || (at & 7) ||
 	    at - LOCO_ARENA_FIRST > d->lim)
 		return NULL;
-	return (_Atomic uint64_t *)(void *)(d->base + at);
+	return (_Atomic uint64_t *)(void *)(base + at);
 }
 
 /* A direct op (OPCODE, enum loco_opcode) to PEER executed. A WRITE leaves

@@ -291,14 +291,35 @@ int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
 /* The inline path's view of a new QP's peer arena, if the transport
  * offers one and it can hold a word (loco_direct_word). */
 static void direct_open(struct loco_direct_qp *d,
-			const struct loco_transport_ops *ops, struct loco_tp_qp *tq)
+			const struct loco_transport_ops *ops,
+			const struct loco_qp *qp)
 {
 	uint64_t len = 0;
-	uint8_t *base = ops->qp_direct(tq, &len);
+	uint8_t *base = ops->qp_direct(qp->tp, &len);
 	if (!base || len < LOCO_ARENA_FIRST + 8)
 		return;
 	d->lim = len - LOCO_ARENA_FIRST - 8;
-	d->base = base;
+	/* Relaxed: read by this thread only (the manager only clears it). */
+	atomic_store_explicit(&d->base, base, memory_order_relaxed);
+}
+
+/* Under thr->lock: the inline path stops using PEER's mapping. */
+static void direct_close(struct loco_thread *thr, uint32_t peer)
+{
+	/* Relaxed: see loco_direct_word. */
+	atomic_store_explicit(&thr->hot.direct[peer].base, NULL,
+			      memory_order_relaxed);
+}
+
+void loco_threads_direct_close(struct loco_mgr *mgr, uint32_t peer)
+{
+	pthread_mutex_lock(&mgr->thr_lock);
+	for (struct loco_thread *t = mgr->threads; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		direct_close(t, peer);
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&mgr->thr_lock);
 }
 
 /* Relaxed: ordered after the arena length's acquire (check_bounds, or
@@ -374,7 +395,7 @@ static void qp_renew_locked(struct loco_thread *thr, struct loco_qp *qp,
 	qp->head = qp->count = 0;
 	qp->gen = gen;
 	thr->hot.unplaced &= ~(UINT64_C(1) << qp->peer);
-	thr->hot.direct[qp->peer].base = NULL;
+	direct_close(thr, qp->peer);
 }
 
 static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
@@ -400,8 +421,9 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		if (rc)
 			return rc;
 		qp->durable = peer_durable(mgr, peer);
-		if (thr->hot.sync && ops->qp_direct)
-			direct_open(&thr->hot.direct[peer], ops, qp->tp);
+		/* Not to a durable peer: its writes are noted for persists. */
+		if (thr->hot.sync && ops->qp_direct && !qp->durable)
+			direct_open(&thr->hot.direct[peer], ops, qp);
 	}
 	if (qp->err)
 		return qp->err;
@@ -771,7 +793,7 @@ static void qps_abort(struct loco_thread *thr, uint64_t peers, int err)
 			continue;
 		thr->mgr->tp_ops->qp_abort(qp->tp);
 		qp_retire(qp, UINT64_MAX, err);
-		thr->hot.direct[qp->peer].base = NULL;
+		direct_close(thr, qp->peer);
 	}
 	pthread_mutex_unlock(&thr->lock);
 }
@@ -856,11 +878,19 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
+	uint8_t *base[LOCO_BATCH_MAX];
 	uint64_t peers = 0;
+	for (unsigned i = 0; i < b->n; i++) {
+		/* Relaxed: see loco_direct_word. */
+		base[i] = atomic_load_explicit(&h->direct[b->op[i].peer].base,
+					       memory_order_relaxed);
+		if (!base[i])  /* its peer restarted since the add */
+			return loco_batch_post_slow(b, ack);
+	}
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(h->direct[op->peer].base + op->arena_off);
+			(base[i] + op->arena_off);
 		loco_direct_exec(w, op->opcode, op->local, op->compare,
 				 op->operand);
 		loco_hot_add(&h->batched_ops[op->opcode], 1);

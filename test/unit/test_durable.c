@@ -237,6 +237,40 @@ START_TEST(volatile_node_persist_is_fence)
 }
 END_TEST
 
+/* A volatile memory node killed and restarted under a thread that kept
+ * its QP: the thread's 8-byte ops (the inline path on shm) reach the new
+ * incarnation, not the dead one's mapping, as a second thread sees. */
+START_TEST(restart_moves_inline_ops)
+{
+	struct loco_rregion a;
+	struct loco_thread *t2;
+	uint64_t v = 5, got = 0;
+	mc_start_mem(&mc, false, NULL);
+	attach("t.a", &a);
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), 0);
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, false, NULL);
+	/* The first request finds the dead node's connection reset. */
+	int rc = -ECONNRESET;
+	for (int i = 0; i < 3 && rc == -ECONNRESET; i++)
+		rc = loco_region_open(mc.mgr, 0, "t.a", LEN, &a);
+	ck_assert_int_eq(rc, 0);
+	v = 6;
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	/* The fence reports, once, the unplaced WRITEs the dead node took
+	 * along; the next one places the new WRITE. */
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, 0), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, 0), 0);
+	ck_assert_int_eq(loco_thread_create(mc.mgr, &t2), 0);
+	ck_assert_int_eq(loco_read(t2, &a, 0, &got, 8), 0);
+	ck_assert_uint_eq(got, 6);
+	ck_assert_int_eq(loco_read(t2, &a, 8, &got, 8), 0);
+	ck_assert_uint_eq(got, 0);
+	loco_thread_destroy(t2);
+}
+END_TEST
+
 struct racer {
 	const struct loco_rregion *rr;
 	uint64_t *counter;
@@ -345,6 +379,7 @@ int main(void)
 	tcase_add_test(tc, many_ranges_one_persist);
 	tcase_add_test(tc, atomics_persist);
 	tcase_add_test(tc, persist_after_restart_fails);
+	tcase_add_test(tc, restart_moves_inline_ops);
 	tcase_add_test(tc, drop_survives_restart);
 	tcase_add_test(tc, volatile_node_persist_is_fence);
 	tcase_add_test(tc, concurrent_persists_keep_last);
