@@ -6,7 +6,9 @@
 static const struct loco_transport_ops *const transports[] = {
 	&loco_shm_ops,
 	&loco_shm_weak_ops,
-	&loco_verbs_ops,
+#ifdef LOCO_HAVE_VERBS
+	&loco_verbs_ops,  /* built with -Dverbs */
+#endif
 };
 
 const struct loco_transport_ops *loco_transport_find(const char *name)
