@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* verbs transport: the parts that need no device, unit-tested on any
- * machine (test/transport/test_verbs.c):
+ * machine (test/transport/test_verbs_cfg.c):
  *  - configuration from the environment (LOCO_VERBS_*) and the node's
  *    hosts-file settings, with clear errors;
  *  - the arena descriptor peers exchange (wire format, versioned);

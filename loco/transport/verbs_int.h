@@ -205,6 +205,67 @@ int verbs_peer_desc(struct loco_tp *tp, uint32_t id, struct verbs_desc *out);
 int verbs_peer_addr(struct loco_tp *tp, uint32_t id,
 		    struct sockaddr_storage *out);
 
+/* verbs_port.c: the device and its port */
+/* The device list, or -LOCO_ENODEV with one message: no device at all. */
+int verbs_devices_get(struct ibv_device ***out, int *n);
+/* Open device NAME (verbs_device_choose's), port PORT. */
+int verbs_device_open(struct loco_tp *tp, struct ibv_device **list,
+		      int n, const char *name, uint8_t port);
+/* Query the chosen port: its MTU (capped by LOCO_VERBS_MTU) and its GID. */
+int verbs_port_setup(struct loco_tp *tp);
+
+/* verbs_mem.c: arena, device memory, bounce buffers */
+/* Map the arena (huge pages where there are any; under --durable the
+ * image file's shared mapping) and register it as one MR. */
+int verbs_arena_create(struct loco_tp *tp, const struct loco_tp_config *cfg);
+/* Deregister and unmap the arena. */
+void verbs_arena_destroy(struct loco_tp *tp);
+/* Transport op: msync [OFF, OFF+LEN) of a durable arena's image (0 when
+ * the arena is not durable). */
+int verbs_persist(struct loco_tp *tp, uint64_t off, uint64_t len);
+/* Free the device memory and its MR, if any. */
+void verbs_dm_release(struct loco_tp *tp);
+/* Zero LEN bytes of the DM at OFF through ibv_memcpy_to_dm: the CPU has
+ * no plain access to NIC memory. Returns 0 or a positive errno.
+ * Ordering: providers copy with plain stores into the device mapping
+ * (write-combined on some), and promise no flush; the seq_cst RMW after
+ * the copies (a locked instruction, which drains write-combining buffers)
+ * orders them before everything after, in particular before the core
+ * publishes the piece (a JOIN or REGION_ACK over TCP), so a peer's first
+ * READ or atomic on it sees the zeros. */
+int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len);
+/* LOCO_VERBS_DM_BYTES of NIC memory, one zero-based MR. Any failure warns
+ * and leaves the node without DM: it is an optimisation. */
+void verbs_dm_create(struct loco_tp *tp);
+/* Deregister and free every bounce-buffer slab. */
+void verbs_pool_destroy(struct loco_tp *tp);
+/* A registered bounce buffer (VERBS_BOUNCE_BYTES), from the pool or a new
+ * slab: 0 or -ENOMEM. */
+int verbs_pool_get(struct loco_tp *tp, struct verbs_chunk **out);
+/* Give a bounce buffer back. */
+void verbs_pool_put(struct loco_tp *tp, struct verbs_chunk *c);
+
+/* verbs_qp.c: completion queues, queue pairs, the data path (transport ops) */
+/* One CQ per thread, sized for VERBS_CQ_QPS send queues (+1 receive entry
+ * each: QPs have a minimal receive queue, never used) or fewer QPs if the
+ * device caps CQ sizes. */
+int verbs_cq_create(struct loco_tp *tp, struct loco_tp_cq **out);
+/* Caller: the CQ's QPs destroyed first. */
+void verbs_cq_destroy(struct loco_tp_cq *c);
+/* The RC QP of one (thread, peer) pair, connected through rdma_cm. */
+int verbs_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
+		    uint32_t peer, struct loco_tp_qp **out);
+/* Caller: the thread that polls the QP's CQ, with no post or poll running. */
+void verbs_qp_destroy(struct loco_tp_qp *q);
+/* The error state stops the NIC's work on Q: requests not yet done are
+ * flushed (no data moves for them any more). Every outstanding request
+ * is failed now, so none copies a result out of the bounce buffer. */
+void verbs_qp_abort(struct loco_tp_qp *q);
+/* Post N requests as one chain with one doorbell (transport op). */
+int verbs_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
+/* Up to MAX completions of the CQ, in post order per QP (transport op). */
+int verbs_poll(struct loco_tp_cq *c, struct loco_cqe *out, unsigned max);
+
 #pragma GCC visibility pop
 
 #endif
