@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <loco/rtx/crash.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,6 +36,12 @@ const char *const loco_crash_points[] = {
 };
 
 #define CRASH_MAX 8
+#define CRASH_TABLES 4
+
+/* Point tables: rtx's own, then those of the layers above that register
+ * theirs (loco_crash_register). */
+static const char *const *tables[CRASH_TABLES] = { loco_crash_points };
+static unsigned ntables = 1;
 
 /* One armed point: its name (from loco_crash_points), the hit that
  * crashes, and the hits so far in this process. */
@@ -60,13 +67,32 @@ void rtx_crash_set_hook(rtx_crash_hook fn, void *arg)
 	crash.hook_arg = arg;
 }
 
+static const char *known_in(const char *const *table, const char *name,
+			    size_t len)
+{
+	for (unsigned i = 0; table[i]; i++)
+		if (strlen(table[i]) == len && !strncmp(table[i], name, len))
+			return table[i];
+	return NULL;
+}
+
 static const char *known_point(const char *name, size_t len)
 {
-	for (unsigned i = 0; loco_crash_points[i]; i++)
-		if (strlen(loco_crash_points[i]) == len &&
-		    !strncmp(loco_crash_points[i], name, len))
-			return loco_crash_points[i];
-	return NULL;
+	const char *p = NULL;
+	for (unsigned t = 0; !p && t < ntables; t++)
+		p = known_in(tables[t], name, len);
+	return p;
+}
+
+int loco_crash_register(const char *const *points)
+{
+	for (unsigned t = 0; t < ntables; t++)
+		if (tables[t] == points)
+			return 0;
+	if (ntables == CRASH_TABLES)
+		return -ENOSPC;
+	tables[ntables++] = points;
+	return 0;
 }
 
 /* True if LIST (node ids separated by SEP) holds this node's id; an

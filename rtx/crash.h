@@ -21,8 +21,17 @@
 
 #include <stdbool.h>
 
-/* Every point the code defines, NULL-terminated (docs/rtx.md lists them). */
+/* Every point rtx defines, NULL-terminated (docs/rtx.md lists them);
+ * the layers above add theirs with loco_crash_register. */
 extern const char *const loco_crash_points[];
+
+/* Add the NULL-terminated point table POINTS of a layer above rtx (whose
+ * names start with that layer's prefix, e.g. "race."), so LOCO_CRASH_AT
+ * can arm them. Call it before the first crash point of the process is
+ * reached, when LOCO_CRASH_AT is parsed: from a library constructor.
+ * Returns 0 (also if POINTS is registered already) or -ENOSPC.
+ * Caller: one thread, before any other thread reaches a crash point. */
+int loco_crash_register(const char *const *points);
 
 /* Reach point NAME: the test hook first (if set, internal.h), then
  * SIGKILL this process if NAME is armed on this node and this is the hit

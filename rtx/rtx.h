@@ -232,6 +232,19 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
  * Caller: the worker's thread, inside a transaction. */
 int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj);
 
+/* Renew the lease of every pre-lock the open transaction holds (OPT2,
+ * loco_rtx_lock): one CAS per pre-lock to a word with a fresh lease, so a
+ * transaction that holds its pre-locks longer than a lease (an index
+ * moving a large object piece by piece) is not taken for dead. Returns
+ * 0, -EAGAIN (a pre-lock was stolen by a repairer meanwhile: the
+ * transaction must abort), -EINVAL (no transaction) or an op error.
+ * Ordering: each renewal CAS is atomic with every other client's lock
+ *   operations; the old lease must not have run out when it executes
+ *   (renew well within a lease: loco_rtx_lease_ms(x, max_writes)).
+ * Completion: synchronous (one batch of CASes).
+ * Caller: the worker's thread, inside a transaction. */
+int loco_rtx_renew(struct loco_rtx_worker *w);
+
 /* Commit: write the log (unless OPT1), lock the write set, validate the
  * read set, then TryCommit (INIT -> DOING, CAS-install the new data
  * pointers, CAS-release the locks, DONE). Returns 0 (committed: every
@@ -250,6 +263,23 @@ int loco_rtx_commit(struct loco_rtx_worker *w);
  * Completion: synchronous.
  * Caller: the worker's thread. */
 void loco_rtx_abort(struct loco_rtx_worker *w);
+
+/* Read the committed values of N objects OBJS without a transaction: for
+ * each, the TXObj (lock word and data pointer), then the data block and
+ * the TXObj again in one batch, retrying an object whose data pointer
+ * moved meanwhile. VALS gets N values of data_len bytes (a never-written
+ * object reads as zeros); LOCKS (may be NULL) the lock words read with
+ * them, so the caller can see a running or expired lock. No lock is
+ * taken, nothing is validated later and nothing is repaired. Returns 0,
+ * -EINVAL (not an object), -EAGAIN (an object kept moving) or an op
+ * error.
+ * Ordering: each value was the installed one at a moment between the
+ *   call and its return (the two TXObj reads name the same pointer).
+ * Completion: synchronous (two round trips; more if a pointer moved).
+ * Caller: the worker's thread, inside or outside a transaction (the
+ *   transaction is not affected). */
+int loco_rtx_peek(struct loco_rtx_worker *w, const loco_raddr_t *objs,
+		  unsigned n, void *vals, uint64_t *locks);
 
 /* ---- maintenance --------------------------------------------------------- */
 

@@ -200,6 +200,138 @@ int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj)
 	return r->prelock ? 0 : prelock(w, r);
 }
 
+int loco_rtx_renew(struct loco_rtx_worker *w)
+{
+	if (!w->active)
+		return -EINVAL;
+	uint64_t tag, olds[LOCO_BATCH_MAX];
+	int rc = rtx_next_tag(w, w->x->o.max_writes, &tag);
+	if (rc)
+		return rc;
+	uint64_t fresh = loco_lllock_make(tag, w->slot, true);
+	bool lost = false;
+	for (unsigned from = 0; !rc && from < w->nr; from += LOCO_BATCH_MAX) {
+		unsigned to = w->nr - from < LOCO_BATCH_MAX ? w->nr : from +
+			      LOCO_BATCH_MAX;
+		struct loco_batch b;
+		struct loco_ack ack = { 0, 0 };
+		loco_batch_init(&b, w->thr);
+		for (unsigned i = from; i < to; i++) {
+			struct rtx_rent *r = &w->rs[i];
+			if (r->prelock)
+				loco_batch_cas(&b, rtx_meta(w->x, r->ni),
+					       (uint64_t)r->idx * RTX_META_LEN +
+					       RTX_LOCK_OFF, r->prelock, fresh,
+					       &olds[i - from]);
+		}
+		rc = b.n ? loco_batch_post(&b, &ack) : 0;
+		if (!rc)
+			rc = rtx_wait(w, &ack);
+		for (unsigned i = from; !rc && i < to; i++) {
+			struct rtx_rent *r = &w->rs[i];
+			if (!r->prelock)
+				continue;
+			bool kept = olds[i - from] == r->prelock;
+			lost |= !kept;
+			r->prelock = kept ? fresh : 0;
+		}
+	}
+	if (!rc)
+		w->pretag = tag;
+	return rc ? rc : lost ? -EAGAIN : 0;
+}
+
+/* ---- reading without a transaction ----------------------------------------- */
+
+#define PEEK_CHUNK 16   /* objects per round: 2 ops each in one batch */
+#define PEEK_TRIES 16
+
+/* One round over OBJS[0..n): TXObjs, then data + TXObjs again; *MOVED
+ * gets a bit per object whose pointer changed between the two reads. */
+static int peek_round(struct loco_rtx_worker *w, const loco_raddr_t *objs,
+		      unsigned n, uint8_t *vals, uint64_t *locks,
+		      uint32_t *moved)
+{
+	const struct loco_rtx *x = w->x;
+	uint64_t meta[PEEK_CHUNK][2], again[PEEK_CHUNK][2];
+	uint32_t ni[PEEK_CHUNK], idx[PEEK_CHUNK];
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	loco_batch_init(&b, w->thr);
+	for (unsigned i = 0; i < n; i++) {
+		if (rtx_locate(x, objs[i], &ni[i], &idx[i]))
+			return -EINVAL;
+		loco_batch_read(&b, rtx_meta(x, ni[i]),
+				(uint64_t)idx[i] * RTX_META_LEN, meta[i],
+				RTX_META_LEN);
+	}
+	int rc = loco_batch_post(&b, &ack);
+	if (!rc)
+		rc = rtx_wait(w, &ack);
+	if (rc)
+		return rc;
+	loco_batch_init(&b, w->thr);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t block = loco_rtx_dptr_block(meta[i][1]);
+		uint8_t *v = vals + (size_t)i * x->o.data_len;
+		if (block >= x->nblocks)
+			return -EIO;
+		if (block)
+			loco_batch_read(&b, &x->node[ni[i]].data,
+					block * x->block_len, v, x->o.data_len);
+		else
+			memset(v, 0, x->o.data_len);
+		/* Same QP, after the data READ: the pointer still names the
+		 * block, so the block was not reused while we read it. */
+		loco_batch_read(&b, rtx_meta(x, ni[i]),
+				(uint64_t)idx[i] * RTX_META_LEN, again[i],
+				RTX_META_LEN);
+	}
+	rc = loco_batch_post(&b, &ack);
+	if (!rc)
+		rc = rtx_wait(w, &ack);
+	*moved = 0;
+	for (unsigned i = 0; !rc && i < n; i++) {
+		if (again[i][1] != meta[i][1])
+			*moved |= UINT32_C(1) << i;
+		else if (locks)
+			locks[i] = again[i][0];
+	}
+	return rc;
+}
+
+int loco_rtx_peek(struct loco_rtx_worker *w, const loco_raddr_t *objs,
+		  unsigned n, void *vals, uint64_t *locks)
+{
+	uint8_t *v = vals;
+	size_t dl = w->x->o.data_len;
+	for (unsigned from = 0; from < n; from += PEEK_CHUNK) {
+		unsigned k = n - from < PEEK_CHUNK ? n - from : PEEK_CHUNK;
+		uint32_t moved = 0;
+		int rc = peek_round(w, objs + from, k, v + from * dl,
+				    locks ? locks + from : NULL, &moved);
+		/* Objects whose pointer moved: again, one at a time. */
+		for (unsigned t = 0; !rc && moved && t < PEEK_TRIES; t++) {
+			for (unsigned i = 0; !rc && i < k; i++) {
+				uint32_t m = 0, bit = UINT32_C(1) << i;
+				if (!(moved & bit))
+					continue;
+				rc = peek_round(w, objs + from + i, 1,
+						v + (from + i) * dl,
+						locks ? locks + from + i : NULL,
+						&m);
+				if (!m)
+					moved &= ~bit;
+			}
+		}
+		if (rc)
+			return rc;
+		if (moved)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
 /* ---- end of a transaction ------------------------------------------------ */
 
 static void tx_close(struct loco_rtx_worker *w)

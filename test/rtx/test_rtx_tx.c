@@ -437,6 +437,69 @@ START_TEST(opt2_prelock)
 }
 END_TEST
 
+/* Renewal moves every pre-lock to a later lease and keeps it usable by
+ * the commit; a stolen pre-lock makes it -EAGAIN. */
+START_TEST(opt2_renew)
+{
+	uint64_t v = 9;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(2)), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(3)), 0);
+	uint64_t before = word(2, RTX_LOCK_OFF);
+	rtx_sleep_us(2000);
+	ck_assert_int_eq(loco_rtx_renew(w), 0);
+	uint64_t after = word(2, RTX_LOCK_OFF);
+	ck_assert(loco_lllock_nolog(after));
+	ck_assert_uint_eq(loco_lllock_owner(after), w->slot);
+	ck_assert_uint_gt(loco_lllock_lease(after), loco_lllock_lease(before));
+	ck_assert_uint_eq(word(3, RTX_LOCK_OFF), after);
+	ck_assert_int_eq(loco_rtx_write(w, obj(2), &v), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(3), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(get(2), 9);
+	ck_assert_int_eq(get(3), 9);
+	ck_assert(!loco_lllock_is_locked(word(2, RTX_LOCK_OFF)));
+	/* A repairer stole obj 4's pre-lock (its lease taken for expired). */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(4)), 0);
+	set_word(4, RTX_LOCK_OFF, 77);
+	ck_assert_int_eq(loco_rtx_renew(w), -EAGAIN);
+	ck_assert_int_eq(loco_rtx_write(w, obj(4), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_uint_eq(word(4, RTX_LOCK_OFF), 77);
+	ck_assert_int_eq(loco_rtx_renew(w), -EINVAL);   /* no transaction */
+}
+END_TEST
+
+/* Peek reads committed values and lock words without a transaction,
+ * never-written objects as zeros, and leaves an open transaction alone. */
+START_TEST(peek_values)
+{
+	put(0, 11);
+	put(1, 12);
+	uint64_t v = 13;
+	loco_raddr_t objs[20];
+	uint64_t vals[20], locks[20];
+	for (unsigned i = 0; i < 20; i++)
+		objs[i] = obj(i);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(1)), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &v), 0);
+	ck_assert_int_eq(loco_rtx_peek(w, objs, 20, vals, locks), 0);
+	ck_assert_uint_eq(vals[0], 11);
+	ck_assert_uint_eq(vals[1], 12);           /* committed, not ours */
+	ck_assert(loco_lllock_is_locked(locks[1]));
+	ck_assert(!loco_lllock_is_locked(locks[0]));
+	for (unsigned i = 2; i < 20; i++)
+		ck_assert_uint_eq(vals[i], 0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(loco_rtx_peek(w, objs + 1, 1, vals, NULL), 0);
+	ck_assert_uint_eq(vals[0], 13);
+	loco_raddr_t bad = obj(0) + 1;
+	ck_assert_int_eq(loco_rtx_peek(w, &bad, 1, vals, NULL), -EINVAL);
+}
+END_TEST
+
 START_TEST(opt2_delegate_and_validate)
 {
 	static const struct loco_rtx_hooks h = { .classify = cc_delegate_reads,
@@ -998,6 +1061,8 @@ static Suite *suite(void)
 	tcase_add_test(t, limits);
 	tcase_add_test(t, concurrent_counters);
 	tcase_add_test(t, opt2_prelock);
+	tcase_add_test(t, opt2_renew);
+	tcase_add_test(t, peek_values);
 	tcase_add_test(t, opt2_delegate_and_validate);
 	t = add_case(s, "repair", setup, 30);
 	tcase_add_test(t, repair_steals_nolog_lock);

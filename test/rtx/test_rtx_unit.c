@@ -237,6 +237,25 @@ START_TEST(crash_spec_entries)
 }
 END_TEST
 
+/* A layer above rtx registers its own points; LOCO_CRASH_AT arms them
+ * like rtx's, and an unregistered name stays unknown. */
+static const char *const test_points[] = { "test.one", "test.two", NULL };
+
+START_TEST(crash_register_table)
+{
+	setenv("LOCO_CRASH_AT", "test.one:3,test.three,rtx.after_lock@5", 1);
+	setenv("LOCO_NODE_ID", "5", 1);
+	ck_assert_int_eq(loco_crash_register(test_points), 0);
+	ck_assert_int_eq(loco_crash_register(test_points), 0);  /* again: no-op */
+	ck_assert(loco_crash_armed("test.one"));
+	ck_assert(!loco_crash_armed("test.two"));
+	ck_assert(!loco_crash_armed("test.three"));          /* not registered */
+	ck_assert(loco_crash_armed("rtx.after_lock"));
+	loco_crash_point("test.one");                         /* 1 of 3: lives */
+	loco_crash_point("test.one");                         /* 2 of 3 */
+}
+END_TEST
+
 /* The Nth hit of a point kills the process with SIGKILL, not before. */
 START_TEST(crash_kills_on_nth_hit)
 {
@@ -285,6 +304,7 @@ static Suite *suite(void)
 	tcase_add_test(t, crash_points_listed);
 	tcase_add_test(t, crash_spec_entries);
 	tcase_add_test(t, crash_kills_on_nth_hit);
+	tcase_add_test(t, crash_register_table);
 	suite_add_tcase(s, t);
 	return s;
 }
