@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/* KV block allocation.
+ *
+ * Each memory node's KV pool is cut into chunks of 64 fixed-size blocks.
+ * A chunk belongs to one client slot (owner word: incarnation << 16 |
+ * slot + 1, set by CAS) and only its owner hands its blocks out, choosing
+ * blocks whose word 0 it knows DEAD or zero (never used): local, no round
+ * trip. The new block's word 0 (a new generation, not DEAD) is written
+ * with the KV in the insert's or update's first batch.
+ *
+ * Freeing is a CAS of word 0 to DEAD by whoever unlinked the block (the
+ * CAS that removed it from its slot), posted asynchronously. Nobody else
+ * writes another's block, so the owner learns of frees only by reading
+ * word 0 of the blocks it handed out ("reclaim", when it runs short), and
+ * frees never race with allocation: a late DEAD CAS aimed at an older
+ * generation fails.
+ *
+ * A client that dies leaves at most its in-flight blocks LIVE and
+ * unreferenced (an insert or update not committed, a delete that unlinked
+ * but had not freed yet): the next incarnation of its slot adopts its
+ * chunks and marks those DEAD after a reference scan of the table
+ * (race_adopt_own), and loco_race_verify does the same for every chunk
+ * at quiescence (race_reclaim_garbage). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <loco/rtx/crash.h>
+#include "channels/race/internal.h"
+
+#define OWNERS_PER_READ 512
+#define RECLAIM_MIN_FREE 8   /* claim a chunk when reclaiming found fewer */
+#define AHEAD_BELOW 16       /* READ ahead when fewer blocks are free */
+#define CHUNK_READ_MAX (16u * 1024)  /* one READ of a chunk up to this */
+
+static uint64_t owner_word(const struct loco_race_client *c)
+{
+	return c->inc << 16 | (c->slot + 1);
+}
+
+static uint32_t owner_slot(uint64_t w)
+{
+	return (uint32_t)(w & 0xffff) - 1;
+}
+
+const struct loco_rregion *race_kv(const struct loco_race *r, unsigned ni)
+{
+	return &r->mn[ni].kv;
+}
+
+static uint64_t block_off(const struct loco_race *r, uint32_t block)
+{
+	return (uint64_t)block * r->block_len;
+}
+
+static size_t chunk_bytes(const struct loco_race *r)
+{
+	return (size_t)RACE_CHUNK_BLOCKS * r->block_len;
+}
+
+int race_pools_init(struct loco_race_client *c)
+{
+	const struct loco_race *r = c->r;
+	size_t blen = chunk_bytes(r) <= CHUNK_READ_MAX ? chunk_bytes(r) :
+		      RACE_CHUNK_BLOCKS * 8;
+	c->pool = calloc(r->nmn, sizeof(*c->pool));
+	if (!c->pool)
+		return -ENOMEM;
+	for (unsigned i = 0; i < r->nmn; i++) {
+		c->pool[i].cursor = (c->slot * 7919u) % r->nchunks;
+		c->pool[i].ahead = -1;
+		c->pool[i].abuf = aligned_alloc(64, (blen + 63) / 64 * 64);
+		if (!c->pool[i].abuf)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void race_pools_fini(struct loco_race_client *c)
+{
+	if (!c->pool)
+		return;
+	for (unsigned i = 0; i < c->r->nmn; i++) {
+		free(c->pool[i].ch);
+		free(c->pool[i].abuf);
+	}
+	free(c->pool);
+	c->pool = NULL;
+}
+
+static struct race_own *own_find(struct race_pool *p, uint32_t idx)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->ch[i].idx == idx)
+			return &p->ch[i];
+	return NULL;
+}
+
+static struct race_own *own_add(struct race_pool *p, uint32_t idx)
+{
+	if (p->n == p->cap) {
+		unsigned cap = p->cap ? 2 * p->cap : 8;
+		struct race_own *ch = realloc(p->ch, cap * sizeof(*ch));
+		if (!ch)
+			return NULL;
+		p->ch = ch;
+		p->cap = cap;
+	}
+	struct race_own *o = &p->ch[p->n++];
+	memset(o, 0, sizeof(*o));
+	o->idx = idx;
+	return o;
+}
+
+/* Post READs of word 0 of the blocks WANT of chunk IDX into BUF (the
+ * whole chunk in one READ when it is small: BUF then holds the blocks,
+ * else 64 words) into batch B, posting it when full; ACK collects. */
+static int post_words(struct loco_race_client *c, unsigned ni, uint32_t idx,
+		      uint64_t want, uint8_t *buf, struct loco_batch *b,
+		      struct loco_ack *ack)
+{
+	const struct loco_race *r = c->r;
+	uint64_t base = block_off(r, idx * RACE_CHUNK_BLOCKS);
+	if (chunk_bytes(r) <= CHUNK_READ_MAX) {
+		loco_batch_read(b, race_kv(r, ni), base, buf,
+				(uint32_t)chunk_bytes(r));
+		return 0;
+	}
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
+		if (!(want & UINT64_C(1) << i))
+			continue;
+		if (b->n == LOCO_BATCH_MAX) {
+			rc = loco_batch_post(b, ack);
+			loco_batch_init(b, c->thr);
+		}
+		loco_batch_read(b, race_kv(r, ni), base + (uint64_t)i * r->block_len,
+				buf + 8 * i, 8);
+	}
+	return rc;
+}
+
+/* Word 0 of block I from a buffer post_words filled. */
+static uint64_t word_at(const struct loco_race *r, const uint8_t *buf,
+			unsigned i)
+{
+	uint64_t w;
+	memcpy(&w, buf + (chunk_bytes(r) <= CHUNK_READ_MAX ?
+			  (size_t)i * r->block_len : 8 * (size_t)i), 8);
+	return w;
+}
+
+/* Read word 0 of every block WANT of chunk IDX into W0[64]. */
+static int read_words(struct loco_race_client *c, unsigned ni, uint32_t idx,
+		      uint64_t *w0, uint64_t want)
+{
+	const struct loco_race *r = c->r;
+	if (chunk_bytes(r) <= CHUNK_READ_MAX) {
+		struct loco_batch b;
+		loco_batch_init(&b, c->thr);
+		int rc = post_words(c, ni, idx, want, c->big, &b, NULL);
+		if (!rc)
+			rc = race_run(c, &b);
+		for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++)
+			w0[i] = word_at(r, c->big, i);
+		return rc;
+	}
+	struct loco_batch b;
+	int rc = 0;
+	loco_batch_init(&b, c->thr);
+	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
+		if (!(want & UINT64_C(1) << i))
+			continue;
+		if (b.n == LOCO_BATCH_MAX) {
+			rc = race_run(c, &b);
+			loco_batch_init(&b, c->thr);
+		}
+		loco_batch_read(&b, race_kv(r, ni),
+				block_off(r, idx * RACE_CHUNK_BLOCKS + i), &w0[i], 8);
+	}
+	return rc ? rc : race_run(c, &b);
+}
+
+/* Learn chunk O's blocks from their word 0: DEAD or never used are free,
+ * the rest in use; remember every generation. */
+static int own_learn(struct loco_race_client *c, unsigned ni,
+		     struct race_own *o)
+{
+	uint64_t w0[RACE_CHUNK_BLOCKS];
+	int rc = read_words(c, ni, o->idx, w0, ~UINT64_C(0));
+	if (rc)
+		return rc;
+	c->pool[ni].nfree -= (unsigned)__builtin_popcountll(o->free);
+	o->free = o->used = 0;
+	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
+		o->gen[i] = (uint16_t)race_kv_gen(w0[i]);
+		if (race_kv_live(w0[i]))
+			o->used |= UINT64_C(1) << i;
+		else
+			o->free |= UINT64_C(1) << i;
+	}
+	c->pool[ni].nfree += (unsigned)__builtin_popcountll(o->free);
+	return 0;
+}
+
+/* Blocks we handed out whose word 0 (W, from WORD) an unlinker marked
+ * DEAD: free again. Only the generation we wrote counts, so a word read
+ * before we handed the block out anew is ignored. */
+static void absorb(struct race_pool *p, struct race_own *o,
+		   uint64_t (*word)(const void *, unsigned), const void *arg)
+{
+	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
+		uint64_t bit = UINT64_C(1) << i, w;
+		if (!(o->used & bit))
+			continue;
+		w = word(arg, i);
+		if (race_kv_live(w) || race_kv_gen(w) != o->gen[i])
+			continue;
+		o->used &= ~bit;
+		o->free |= bit;
+		p->nfree++;
+	}
+}
+
+static uint64_t word_arr(const void *arg, unsigned i)
+{
+	return ((const uint64_t *)arg)[i];
+}
+
+struct ahead_arg {
+	const struct loco_race *r;
+	const uint8_t *buf;
+};
+
+static uint64_t word_buf(const void *arg, unsigned i)
+{
+	const struct ahead_arg *a = arg;
+	return word_at(a->r, a->buf, i);
+}
+
+/* Find the blocks we handed out that an unlinker marked DEAD since. */
+static int reclaim(struct loco_race_client *c, unsigned ni)
+{
+	struct race_pool *p = &c->pool[ni];
+	uint64_t w0[RACE_CHUNK_BLOCKS];
+	for (unsigned k = 0; k < p->n; k++) {
+		struct race_own *o = &p->ch[k];
+		int rc = o->used ? read_words(c, ni, o->idx, w0, o->used) : 0;
+		if (rc)
+			return rc;
+		absorb(p, o, word_arr, w0);
+	}
+	return 0;
+}
+
+/* READ ahead: the words of the chunk with the most blocks out, posted
+ * with the client's async ops (the next operation's first wait covers
+ * it, no round trip of its own); absorbed at a later allocation. */
+static void ahead_post(struct loco_race_client *c, unsigned ni)
+{
+	struct race_pool *p = &c->pool[ni];
+	struct race_own *best = NULL;
+	for (unsigned k = 0; k < p->n; k++)
+		if (!best || __builtin_popcountll(p->ch[k].used) >
+			     __builtin_popcountll(best->used))
+			best = &p->ch[k];
+	if (!best || !best->used)
+		return;
+	struct loco_batch b;
+	loco_batch_init(&b, c->thr);
+	int rc = post_words(c, ni, best->idx, best->used, p->abuf, &b, &c->pend);
+	if (!rc)
+		rc = loco_batch_post(&b, &c->pend);
+	if (!rc)
+		p->ahead = best->idx;
+}
+
+static void ahead_take(struct loco_race_client *c, unsigned ni)
+{
+	struct race_pool *p = &c->pool[ni];
+	if (p->ahead < 0 || c->pend.peers)
+		return;   /* none, or not known complete yet */
+	struct race_own *o = own_find(p, (uint32_t)p->ahead);
+	struct ahead_arg a = { c->r, p->abuf };
+	p->ahead = -1;
+	if (o)
+		absorb(p, o, word_buf, &a);
+}
+
+/* Claim a chunk nobody owns (from our cursor) and learn its blocks. */
+static int claim(struct loco_race_client *c, unsigned ni, bool *got)
+{
+	const struct loco_race *r = c->r;
+	struct race_pool *p = &c->pool[ni];
+	uint64_t *own = (uint64_t *)c->big;
+	*got = false;
+	for (uint32_t done = 0, n; done < r->nchunks; done += n) {
+		uint32_t f = (p->cursor + done) % r->nchunks;
+		n = r->nchunks - f < OWNERS_PER_READ ? r->nchunks - f :
+		    OWNERS_PER_READ;
+		/* A snapshot to choose from; the CAS below takes the chunk. */
+		int rc = loco_read(c->thr, &r->mn[ni].kvc, (uint64_t)f * 8, own,
+				   n * 8);
+		for (uint32_t i = 0; !rc && i < n; i++) {
+			uint64_t old = 0;
+			if (own[i])
+				continue;
+			rc = loco_cas(c->thr, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
+				      0, owner_word(c), &old);
+			if (rc || old)
+				continue;
+			loco_crash_point("race.alloc_claimed");
+			p->cursor = (f + i + 1) % r->nchunks;
+			struct race_own *o = own_add(p, f + i);
+			*got = true;
+			return o ? own_learn(c, ni, o) : -ENOMEM;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static bool take(struct race_pool *p, uint32_t *block, unsigned *gen)
+{
+	for (unsigned k = 0; k < p->n; k++) {
+		struct race_own *o = &p->ch[k];
+		if (!o->free)
+			continue;
+		unsigned i = (unsigned)__builtin_ctzll(o->free);
+		o->free &= o->free - 1;
+		p->nfree--;
+		o->used |= UINT64_C(1) << i;
+		uint16_t g = (uint16_t)(o->gen[i] + 1);
+		o->gen[i] = g ? g : 1;   /* 0 means never used */
+		*gen = o->gen[i];
+		*block = o->idx * RACE_CHUNK_BLOCKS + i;
+		return true;
+	}
+	return false;
+}
+
+int race_alloc(struct loco_race_client *c, unsigned ni, uint32_t *block,
+	       unsigned *gen)
+{
+	struct race_pool *p = &c->pool[ni];
+	ahead_take(c, ni);
+	if (take(p, block, gen)) {
+		if (p->nfree < AHEAD_BELOW && p->ahead < 0)
+			ahead_post(c, ni);
+		return 0;
+	}
+	int rc = reclaim(c, ni);
+	if (!rc && p->nfree < RECLAIM_MIN_FREE) {
+		bool got = false;
+		rc = claim(c, ni, &got);
+		if (!rc && !got && !p->nfree) {
+			loco_warn(c->r->base.name, "node %u: KV pool exhausted "
+				  "(%u blocks, %u chunks held by slot %u)",
+				  c->r->mn[ni].id, c->r->nblocks, p->n, c->slot);
+			rc = -ENOMEM;
+		}
+	}
+	if (rc)
+		return rc;
+	return take(p, block, gen) ? 0 : -ENOMEM;
+}
+
+/* Post a DEAD CAS on word 0 of BLOCK into the async set. */
+static int post_dead(struct loco_race_client *c, unsigned ni, uint32_t block,
+		     uint64_t w0)
+{
+	int rc = 0;
+	if (c->npend == RACE_PEND_MAX)
+		rc = race_pend_wait(c);
+	if (rc)
+		return rc;
+	/* Ordering: none needed; the owner reads the word when it reclaims,
+	 * and the next wait of this client covers the CAS. */
+	return loco_post_cas(c->thr, race_kv(c->r, ni), block_off(c->r, block),
+			     w0, w0 | RACE_KV_DEAD, &c->pend_old[c->npend++],
+			     &c->pend);
+}
+
+int race_free_local(struct loco_race_client *c, unsigned ni, uint32_t block,
+		    uint64_t w0)
+{
+	struct race_own *o = own_find(&c->pool[ni], block / RACE_CHUNK_BLOCKS);
+	if (!o)
+		return -EINVAL;
+	/* Mark it DEAD too: a block no slot names is garbage to an audit
+	 * otherwise. We may hand it out again at once: our next WRITE of it
+	 * follows the CAS on the same QP. */
+	int rc = post_dead(c, ni, block, w0);
+	if (rc)
+		return rc;
+	uint64_t bit = UINT64_C(1) << (block % RACE_CHUNK_BLOCKS);
+	o->used &= ~bit;
+	o->free |= bit;
+	c->pool[ni].nfree++;
+	return 0;
+}
+
+int race_free_remote(struct loco_race_client *c, uint64_t slot, uint64_t w0)
+{
+	return post_dead(c, race_slot_ni(slot), race_slot_block(slot), w0);
+}
+
+int race_pools_release(struct loco_race_client *c)
+{
+	int rc = 0;
+	for (unsigned ni = 0; ni < c->r->nmn; ni++) {
+		struct race_pool *p = &c->pool[ni];
+		while (!rc && p->n) {
+			uint64_t old = 0;
+			const struct race_own *o = &p->ch[p->n - 1];
+			rc = loco_cas(c->thr, &c->r->mn[ni].kvc, (uint64_t)o->idx * 8,
+				      owner_word(c), 0, &old);
+			p->n--;
+		}
+		p->nfree = 0;
+		p->ahead = -1;
+	}
+	return rc;
+}
+
+/* ---- adoption and garbage -------------------------------------------------------- */
+
+/* Take chunks whose owner word names SLOT with another incarnation. */
+static int take_stale(struct loco_race_client *c, unsigned ni, unsigned *n)
+{
+	const struct loco_race *r = c->r;
+	uint64_t *own = (uint64_t *)c->big;
+	int rc = 0;
+	for (uint32_t f = 0; !rc && f < r->nchunks; f += OWNERS_PER_READ) {
+		uint32_t k = r->nchunks - f < OWNERS_PER_READ ? r->nchunks - f :
+			     OWNERS_PER_READ;
+		rc = loco_read(c->thr, &r->mn[ni].kvc, (uint64_t)f * 8, own, k * 8);
+		for (uint32_t i = 0; !rc && i < k; i++) {
+			uint64_t v = own[i], old = 0;
+			if (!v || owner_slot(v) != c->slot || v == owner_word(c))
+				continue;
+			rc = loco_cas(c->thr, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
+				      v, owner_word(c), &old);
+			if (rc || old != v)
+				continue;
+			struct race_own *o = own_add(&c->pool[ni], f + i);
+			if (!o)
+				return -ENOMEM;
+			(*n)++;
+		}
+	}
+	return rc;
+}
+
+/* Mark DEAD the LIVE blocks of our chunk O that REF does not name; then
+ * learn the chunk. */
+static int adopt_chunk(struct loco_race_client *c, unsigned ni,
+		       struct race_own *o, const uint64_t *ref, uint64_t *n)
+{
+	uint64_t w0[RACE_CHUNK_BLOCKS];
+	int rc = read_words(c, ni, o->idx, w0, ~UINT64_C(0));
+	uint64_t refs = ref[o->idx];   /* 64 blocks: one word of the bitmap */
+	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
+		uint64_t old = 0;
+		if (!race_kv_live(w0[i]) || (refs & UINT64_C(1) << i))
+			continue;
+		rc = loco_cas(c->thr, race_kv(c->r, ni),
+			      block_off(c->r, o->idx * RACE_CHUNK_BLOCKS + i),
+			      w0[i], w0[i] | RACE_KV_DEAD, &old);
+		*n += !rc && old == w0[i];
+	}
+	return rc ? rc : own_learn(c, ni, o);
+}
+
+int race_adopt_own(struct loco_race_client *c)
+{
+	unsigned n = 0;
+	int rc = 0;
+	for (unsigned ni = 0; !rc && ni < c->r->nmn; ni++)
+		rc = take_stale(c, ni, &n);
+	if (rc || !n)
+		return rc;
+	/* Our previous incarnation's in-flight blocks are LIVE and named by
+	 * no slot; nobody else creates references into our chunks. */
+	uint64_t **refs = NULL, reclaimed = 0;
+	rc = race_scan_refs(c, &refs);
+	for (unsigned ni = 0; !rc && ni < c->r->nmn; ni++)
+		for (unsigned k = 0; !rc && k < c->pool[ni].n; k++)
+			rc = adopt_chunk(c, ni, &c->pool[ni].ch[k], refs[ni],
+					 &reclaimed);
+	race_refs_free(c->r, refs);
+	if (!rc && reclaimed)
+		loco_info(c->r->base.name, "slot %u: %llu blocks a previous "
+			  "incarnation left in flight reclaimed", c->slot,
+			  (unsigned long long)reclaimed);
+	return rc;
+}
+
+#define WORDS_READ_BYTES (1u << 20)
+
+/* Word 0 of every block of node NI, read in large pieces. */
+static int read_all_words(struct loco_race_client *c, unsigned ni,
+			  uint64_t *w0)
+{
+	const struct loco_race *r = c->r;
+	uint32_t per = WORDS_READ_BYTES / r->block_len;
+	uint8_t *buf = malloc(WORDS_READ_BYTES);
+	int rc = buf ? 0 : -ENOMEM;
+	for (uint32_t f = 0; !rc && f < r->nblocks; f += per) {
+		uint32_t k = r->nblocks - f < per ? r->nblocks - f : per;
+		rc = loco_read(c->thr, race_kv(r, ni), block_off(r, f), buf,
+			       k * r->block_len);
+		for (uint32_t i = 0; !rc && i < k; i++)
+			memcpy(&w0[f + i], buf + (size_t)i * r->block_len, 8);
+	}
+	free(buf);
+	return rc;
+}
+
+static int mark_dead(struct loco_race_client *c, unsigned ni,
+		     const uint64_t *w0, const uint64_t *ref, uint64_t *n,
+		     uint64_t *live)
+{
+	const struct loco_race *r = c->r;
+	int rc = 0;
+	for (uint32_t b = 0; !rc && b < r->nblocks; b++) {
+		bool referenced = ref[b / 64] & UINT64_C(1) << (b % 64);
+		bool in_use = race_kv_live(w0[b]);
+		if (in_use && !referenced) {
+			uint64_t old = 0;
+			rc = loco_cas(c->thr, race_kv(r, ni), block_off(r, b),
+				      w0[b], w0[b] | RACE_KV_DEAD, &old);
+			if (!rc && old == w0[b])
+				(*n)++;
+			in_use = !rc && old != w0[b] && race_kv_live(old);
+		}
+		if (live && in_use)
+			live[b / 64] |= UINT64_C(1) << (b % 64);
+	}
+	return rc;
+}
+
+int race_reclaim_garbage(struct loco_race_client *c, uint64_t *const *refs,
+			 uint64_t *n, uint64_t **live_out)
+{
+	const struct loco_race *r = c->r;
+	uint64_t *w0 = malloc((size_t)r->nblocks * 8);
+	int rc = w0 ? 0 : -ENOMEM;
+	*n = 0;
+	for (unsigned ni = 0; !rc && ni < r->nmn; ni++) {
+		rc = read_all_words(c, ni, w0);
+		if (!rc)
+			rc = mark_dead(c, ni, w0, refs[ni], n,
+				       live_out ? live_out[ni] : NULL);
+	}
+	free(w0);
+	return rc;
+}

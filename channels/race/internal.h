@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/* Private structures of RACE hashing (not installed): remote layouts of
+ * buckets, slots, KV blocks, descriptors and the KV pool, and the local
+ * handles. See docs/race.md for the protocols. */
+#ifndef LOCO_RACE_INTERNAL_H
+#define LOCO_RACE_INTERNAL_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <loco/channel.h>
+#include <loco/loco.h>
+#include <loco/channels/race/race.h>
+#include <loco/rtx/rtx.h>
+
+/* ---- subtable geometry (RACE §3.2) ----------------------------------------
+ * A bucket is 64 B: a header word and 7 slots. A group is 3 buckets, two
+ * main buckets around the overflow bucket they share; a combined bucket
+ * (main + overflow) is 128 contiguous bytes, so one READ fetches it. */
+#define RACE_SLOTS 7
+#define RACE_BUCKET_BYTES 64
+#define RACE_GROUP_BYTES (3 * RACE_BUCKET_BYTES)
+#define RACE_CBUCKET_BYTES (2 * RACE_BUCKET_BYTES)
+#define RACE_CSLOTS (2 * RACE_SLOTS)       /* slots of a combined bucket */
+
+/* Bucket header: | VALID | CLOSED | 0 (22) | ld (8) | suffix (32) |.
+ * CLOSED marks a group of a cas-mode child whose move is not done (no
+ * insert there yet). */
+#define RACE_HDR_VALID (UINT64_C(1) << 63)
+#define RACE_HDR_CLOSED (UINT64_C(1) << 62)
+
+static inline uint64_t race_hdr(unsigned ld, uint32_t suffix, bool closed)
+{
+	return RACE_HDR_VALID | (closed ? RACE_HDR_CLOSED : 0) |
+	       (uint64_t)ld << 32 | suffix;
+}
+
+static inline unsigned race_hdr_ld(uint64_t h)
+{
+	return (unsigned)(h >> 32) & 0xff;
+}
+
+static inline uint32_t race_hdr_suffix(uint64_t h)
+{
+	return (uint32_t)h;
+}
+
+/* ---- slots ----------------------------------------------------------------
+ * | fp (8) | len (8) | T | M | node (6) | gen (10) | block (30) |
+ * fp: fingerprint (top byte of the key's hash); len: KV block length in
+ * 64-byte units (1..255); then the 48-bit pointer: T (tentative: an
+ * insert not yet committed, invisible to readers), M (moving/frozen: no
+ * operation may change it, a resize owns it), the memory node (index in
+ * the table's node list), the block's generation (its low 10 bits) and
+ * the block index in that node's KV pool. 0 is an empty slot; M alone a
+ * frozen empty one. */
+#define RACE_SLOT_T (UINT64_C(1) << 47)
+#define RACE_SLOT_M (UINT64_C(1) << 46)
+#define RACE_GEN_BITS 10
+#define RACE_BLOCK_BITS 30
+#define RACE_MAX_BLOCKS (UINT32_C(1) << RACE_BLOCK_BITS)
+#define RACE_LEN_UNIT 64
+#define RACE_LEN_MAX 255
+
+static inline uint64_t race_slot(uint8_t fp, unsigned len, unsigned ni,
+				 unsigned gen, uint32_t block)
+{
+	return (uint64_t)fp << 56 | (uint64_t)(len & 0xff) << 48 |
+	       (uint64_t)(ni & 0x3f) << 40 |
+	       (uint64_t)(gen & ((1u << RACE_GEN_BITS) - 1)) << 30 |
+	       (block & (RACE_MAX_BLOCKS - 1));
+}
+
+static inline uint8_t race_slot_fp(uint64_t s) { return (uint8_t)(s >> 56); }
+static inline unsigned race_slot_len(uint64_t s) { return (unsigned)(s >> 48) & 0xff; }
+static inline unsigned race_slot_ni(uint64_t s) { return (unsigned)(s >> 40) & 0x3f; }
+static inline unsigned race_slot_gen(uint64_t s)
+{
+	return (unsigned)(s >> 30) & ((1u << RACE_GEN_BITS) - 1);
+}
+static inline uint32_t race_slot_block(uint64_t s)
+{
+	return (uint32_t)(s & (RACE_MAX_BLOCKS - 1));
+}
+/* Holds an item (committed, tentative or frozen). */
+static inline bool race_slot_item(uint64_t s) { return race_slot_len(s) != 0; }
+static inline bool race_slot_tent(uint64_t s) { return (s & RACE_SLOT_T) != 0; }
+static inline bool race_slot_frozen(uint64_t s) { return (s & RACE_SLOT_M) != 0; }
+/* The item without its flags: what a committed slot holds. */
+static inline uint64_t race_slot_plain(uint64_t s)
+{
+	return s & ~(RACE_SLOT_T | RACE_SLOT_M);
+}
+
+/* ---- KV blocks (RACE Fig. 6) ------------------------------------------------
+ * Out of place, fixed size per table (block_len, a multiple of 64):
+ *   word 0  gen (16) | DEAD | klen (15) | vlen (32)
+ *   word 1  the key's hash (resizes read it to split by suffix)
+ *   word 2  checksum: XXH3 of the block with word 2 zero and DEAD clear,
+ *           up to the end of the value
+ *   key, value
+ * gen is never 0 in a used block, so word 0 = 0 is a block never used.
+ * Whoever unlinks a block (the CAS that removed its last slot) frees it by
+ * CASing DEAD into word 0 (the word it read): idempotent, and a late CAS
+ * aimed at an earlier generation fails. Only the block's chunk owner
+ * hands blocks out, and only blocks it finds DEAD or never used. */
+#define RACE_KV_HDR 24
+#define RACE_KV_DEAD (UINT64_C(1) << 47)
+
+static inline uint64_t race_kv_w0(unsigned gen, uint32_t klen, uint32_t vlen)
+{
+	return (uint64_t)(gen & 0xffff) << 48 | (uint64_t)(klen & 0x7fff) << 32 |
+	       vlen;
+}
+
+static inline unsigned race_kv_gen(uint64_t w0) { return (unsigned)(w0 >> 48); }
+static inline uint32_t race_kv_klen(uint64_t w0) { return (uint32_t)(w0 >> 32) & 0x7fff; }
+static inline uint32_t race_kv_vlen(uint64_t w0) { return (uint32_t)w0; }
+/* In use: written and not freed. */
+static inline bool race_kv_live(uint64_t w0)
+{
+	return w0 && !(w0 & RACE_KV_DEAD);
+}
+
+/* ---- KV pool chunks ----------------------------------------------------------
+ * Per memory node, one owner word per chunk of 64 blocks: a client slot
+ * and its incarnation (incarnation << 16 | slot + 1), 0: nobody. */
+#define RACE_CHUNK_BLOCKS 64
+
+/* ---- descriptors -------------------------------------------------------------
+ * One rTX object per suffix slot (2^max_depth of them): the subtable whose
+ * suffix is that slot's index, its local depth, state and block. The value
+ * (16 B, rtx data) is word 0 | VALID | state (8) | ld (8) | node (16) |,
+ * word 1 the block's arena offset on that node. A never-written object
+ * reads as zeros: no subtable. */
+#define RACE_DESC_VALID (UINT64_C(1) << 63)
+enum race_state {
+	RACE_LIVE = 1,        /* a subtable in use */
+	RACE_SPLITTING = 2,   /* cas mode: its items are moving to its child */
+	RACE_MOVING = 3,      /* cas mode: the child being filled */
+};
+
+struct race_desc {
+	uint64_t w0;
+	uint64_t off;
+};
+static_assert(sizeof(struct race_desc) == 16, "remote layout");
+
+static inline uint64_t race_desc_w0(enum race_state st, unsigned ld,
+				    uint32_t node)
+{
+	return RACE_DESC_VALID | (uint64_t)st << 48 | (uint64_t)ld << 40 |
+	       (node & 0xffff);
+}
+
+/* Remote superblock (home node): the layout hash, set once by CAS. */
+struct race_super {
+	uint64_t cfg;
+	uint64_t pad[7];
+};
+
+/* ---- local handles ----------------------------------------------------------- */
+
+/* One memory node's part: the sub-channel "<name>/m<id>" with its KV pool
+ * ("kv") and chunk table ("kvc"), hosted there. */
+struct race_mnode {
+	struct loco_channel base;
+	uint32_t id;
+	struct loco_rregion kv, kvc;
+};
+static_assert(offsetof(struct race_mnode, base) == 0, "base first");
+
+#define RACE_NSTATS (sizeof(struct loco_race_stats) / sizeof(uint64_t))
+#define RACE_STAT(f) (offsetof(struct loco_race_stats, f) / sizeof(uint64_t))
+
+struct loco_race {
+	struct loco_channel base;            /* "<name>": super, slots */
+	struct loco_race_opts o;
+	struct loco_rtx *rtx;                /* "<name>/rtx": descriptors */
+	struct loco_rregion super, slots;
+	unsigned nmn;
+	struct race_mnode *mn;               /* memory nodes, by index */
+	int8_t mn_idx[LOCO_MAX_NODES];
+	uint32_t home;
+	uint32_t groups, st_bytes, block_len, nblocks, nchunks;
+	uint32_t ndesc;                      /* 1 << max_depth */
+	uint32_t nslots;                     /* client slots (incarnations) */
+	uint64_t cfg;
+	pthread_mutex_t lock;                /* retired, clients */
+	uint64_t retired[RACE_NSTATS];
+	struct loco_race_client *clients;
+};
+static_assert(offsetof(struct loco_race, base) == 0, "base first");
+
+/* A client's cached descriptor. */
+struct race_cdesc {
+	uint8_t valid, state, ld;
+	uint8_t ni;             /* memory node index of the block */
+	uint64_t off;           /* arena offset of the block */
+};
+
+/* One owned chunk of a client's pool on one memory node. */
+struct race_own {
+	uint32_t idx;
+	uint64_t free;          /* blocks we may hand out (DEAD or unused) */
+	uint64_t used;          /* blocks handed out since (LIVE, or freed
+				 * by an unlinker we have not looked at) */
+	uint16_t gen[RACE_CHUNK_BLOCKS];
+};
+
+struct race_pool {
+	struct race_own *ch;
+	unsigned n, cap;
+	uint32_t cursor;
+	uint64_t nfree;         /* free blocks over every owned chunk */
+	int64_t ahead;          /* chunk whose words a READ ahead fetches, -1 */
+	uint8_t *abuf;          /* its destination */
+};
+
+/* Everything needed to address one subtable. */
+struct race_st {
+	uint32_t suffix;
+	unsigned ld;
+	enum race_state state;
+	unsigned ni;
+	struct loco_rregion rr;
+};
+
+#define RACE_PEND_MAX 4
+
+struct loco_race_client {
+	struct loco_race *r;
+	struct loco_thread *thr;
+	struct loco_rtx_worker *w;
+	uint32_t slot;
+	uint64_t inc;
+	struct race_cdesc *cache;            /* ndesc entries */
+	unsigned gd;                         /* largest ld cached */
+	struct race_pool *pool;              /* per memory node */
+	uint8_t *kvw;                        /* WRITE source: our new block */
+	uint8_t *kvr;                        /* READ destination: blocks */
+	uint8_t *big;                        /* resize and scan buffers */
+	size_t big_len;
+	struct loco_ack pend;                /* async frees (DEAD CASes) */
+	uint64_t pend_old[RACE_PEND_MAX];
+	unsigned npend;
+	uint64_t rng;
+	uint32_t split_seq;
+	uint64_t renew_ns;                   /* last lease renewal */
+	_Atomic uint64_t st[RACE_NSTATS];
+	struct loco_race_client *next;
+};
+
+/* ---- race.c ----------------------------------------------------------------- */
+static inline void race_count(struct loco_race_client *c, size_t i, uint64_t n)
+{
+	/* Relaxed: the client's thread is the only writer; readers sum. */
+	uint64_t v = atomic_load_explicit(&c->st[i], memory_order_relaxed);
+	atomic_store_explicit(&c->st[i], v + n, memory_order_relaxed);
+}
+#define RACE_INC(c, f) race_count((c), RACE_STAT(f), 1)
+
+/* The key's hashes. */
+struct race_key {
+	const void *key;
+	uint32_t klen;
+	uint64_t h1, h2;
+	uint8_t fp;
+	uint32_t m1, m2;        /* main buckets */
+};
+void race_key_init(const struct loco_race *r, struct race_key *k,
+		   const void *key, uint32_t klen);
+/* Descriptor object of suffix slot S. */
+loco_raddr_t race_desc_obj(const struct loco_race *r, uint32_t s);
+/* Decode a descriptor value into the cache entry E. */
+void race_cdesc_set(const struct loco_race *r, struct race_cdesc *e,
+		    const struct race_desc *d);
+/* Subtable of hash H1 from the cache (refreshing it once if needed). */
+int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st);
+/* The subtable in cache slot S (valid), as a race_st. */
+void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
+		uint32_t s, struct race_st *st);
+/* Re-read the descriptors on H1's chain (one per depth). */
+int race_refresh(struct loco_race_client *c, uint64_t h1);
+/* Re-read descriptor S; *LOCK gets its lock word. */
+int race_refresh_one(struct loco_race_client *c, uint32_t s, uint64_t *lock);
+uint32_t race_node_for(const struct loco_race *r, uint32_t suffix);
+void race_backoff(struct loco_race_client *c, unsigned *tries);
+uint64_t race_deadline(const struct loco_race_client *c);
+/* Wait for the async frees, if any (before touching their buffers). */
+int race_pend_wait(struct loco_race_client *c);
+/* Post batch B and wait for it together with the async frees (one round
+ * trip); ACK collects it. */
+int race_run(struct loco_race_client *c, struct loco_batch *b);
+
+/* ---- ops.c ------------------------------------------------------------------ */
+/* Checksum of the LEN bytes of KV block BLK, with word 2 zero and DEAD
+ * clear (BLK is restored before return). */
+uint64_t race_kv_sum(uint8_t *blk, uint32_t len);
+
+/* ---- split.c ------------------------------------------------------------------ */
+/* Split the subtable ST (RACE §3.4.2 in cas mode, one rTX transaction in
+ * rtx mode), or finish a split that another client left. Returns 0 (split
+ * or already split: refresh and retry), -EAGAIN (another client holds the
+ * lock: wait), -ENOSPC (at max depth) or an error. */
+int race_split(struct loco_race_client *c, const struct race_st *st);
+/* Run or finish the cas-mode move of parent suffix S (TAKEOVER: another
+ * client started it); 0 (done, or done by someone meanwhile) or -EAGAIN
+ * (its owner holds the lock). */
+int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover);
+/* An operation met a frozen slot or closed group of ST: wait for the
+ * resize, helping (taking over) once its owner's lease is over. 0: the
+ * cache may have changed, retry. */
+int race_wait_resize(struct loco_race_client *c, const struct race_st *st,
+		     unsigned *tries);
+
+/* ---- alloc.c ------------------------------------------------------------------ */
+int race_pools_init(struct loco_race_client *c);
+void race_pools_fini(struct loco_race_client *c);
+/* A block on memory node NI for a new KV; *GEN: its generation (write it
+ * into word 0). Reclaims freed blocks of our chunks, or claims a chunk,
+ * when none is known free. -ENOMEM: the node's pool is exhausted. */
+int race_alloc(struct loco_race_client *c, unsigned ni, uint32_t *block,
+	       unsigned *gen);
+/* Return BLOCK (written by us, never committed in a slot): it is ours
+ * again, and its word 0 is marked DEAD (async). */
+int race_free_local(struct loco_race_client *c, unsigned ni, uint32_t block,
+		    uint64_t w0);
+/* The block of SLOT was unlinked by us: CAS DEAD into its word 0 W0 (the
+ * word we read), async, covered by the client's next wait. */
+int race_free_remote(struct loco_race_client *c, uint64_t slot, uint64_t w0);
+const struct loco_rregion *race_kv(const struct loco_race *r, unsigned ni);
+/* Give every chunk back (destroy). */
+int race_pools_release(struct loco_race_client *c);
+/* Take the chunks SLOT's older incarnations own (a crashed process of this
+ * slot), marking DEAD the blocks of theirs no table slot references. */
+int race_adopt_own(struct loco_race_client *c);
+/* Mark DEAD every LIVE block of any chunk that no slot references in
+ * REFS (garbage a dead client left in flight), at quiescence; *N gets how
+ * many. *LIVE_OUT (may be NULL): per node bitmaps of the LIVE blocks
+ * afterwards. */
+int race_reclaim_garbage(struct loco_race_client *c, uint64_t *const *refs,
+			 uint64_t *n, uint64_t **live_out);
+
+/* ---- race.c (tests only) ------------------------------------------------------ */
+/* Forget client C as its process's death would: nothing written (its KV
+ * chunks and their blocks stay as they are; the caller drops its rtx
+ * worker the same way first, rtx_worker_drop). */
+void race_client_forget(struct loco_race_client *c);
+
+/* ---- audit.c ------------------------------------------------------------------ */
+/* Reference bitmaps of every node's KV pool (nblocks bits each) from a
+ * scan of every current subtable, repeated until no descriptor changed
+ * during it. Tentative slots of dead clients are not references. */
+int race_scan_refs(struct loco_race_client *c, uint64_t ***refs);
+void race_refs_free(const struct loco_race *r, uint64_t **refs);
+
+#endif

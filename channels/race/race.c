@@ -1,0 +1,719 @@
+/* SPDX-License-Identifier: MIT */
+/* RACE table object: options and layout check, the channel tree and its
+ * regions on the memory nodes, the root subtables, clients (slots,
+ * incarnations), the client directory cache and its refresh, statistics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include <loco/rtx/crash.h>
+#include "channels/race/internal.h"
+
+#define CFG_VERSION 1
+#define HASH_SEED1 UINT64_C(0x52414345)      /* "RACE" */
+#define HASH_SEED2 UINT64_C(0x9e3779b97f4a7c15)
+#define ST_BYTES_MAX (UINT32_C(64) << 20)
+#define BACKOFF_MAX_US 200u
+
+/* Crash points of this layer (docs/race.md), registered with rtx's. */
+static const char *const race_crash_points[] = {
+	"race.split_locked",      /* split: descriptor pre-locked, nothing done */
+	"race.split_mid_freeze",  /* rtx split: part of the subtable frozen */
+	"race.split_frozen",      /* rtx split: all frozen, nothing written */
+	"race.split_written",     /* rtx split: new subtables written, not
+				   * committed */
+	"race.split_done",        /* split committed, before the client goes on */
+	"race.cas_published",     /* cas split: child published, no item moved */
+	"race.cas_mid_group",     /* cas move: a group's items frozen and copied,
+				   * not yet cleared from the parent */
+	"race.cas_mid_move",      /* cas move: half the groups moved */
+	"race.cas_moved",         /* cas move: every group moved, not committed */
+	"race.insert_tentative",  /* insert: tentative slot, not committed */
+	"race.update_written",    /* update: new block written, slot not CASed */
+	"race.delete_unlinked",   /* delete: slot emptied, block not freed */
+	"race.alloc_claimed",     /* KV chunk claimed, its words not read */
+	NULL,
+};
+
+__attribute__((constructor)) static void race_register_points(void)
+{
+	loco_crash_register(race_crash_points);
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+static uint32_t round_up(uint32_t v, uint32_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static void opts_defaults(struct loco_race_opts *o)
+{
+	if (!o->name)
+		o->name = "race";
+	if (!o->groups)
+		o->groups = 64;
+	if (!o->max_depth)
+		o->max_depth = 12;
+	if (!o->key_max)
+		o->key_max = 16;
+	if (!o->value_max)
+		o->value_max = 64;
+	if (!o->kv_blocks)
+		o->kv_blocks = 65536;
+	if (!o->threads_per_node)
+		o->threads_per_node = 8;
+}
+
+static int opts_check(const struct loco_race_opts *o, char *why, size_t len)
+{
+	uint64_t blk = (uint64_t)RACE_KV_HDR + o->key_max + o->value_max;
+	if (o->max_depth > LOCO_RACE_DEPTH_MAX)
+		snprintf(why, len, "max_depth %u > %u", o->max_depth,
+			 LOCO_RACE_DEPTH_MAX);
+	else if (o->initial_depth > LOCO_RACE_INITIAL_MAX ||
+		 o->initial_depth > o->max_depth)
+		snprintf(why, len, "initial_depth %u (at most %u and max_depth)",
+			 o->initial_depth, LOCO_RACE_INITIAL_MAX);
+	else if ((uint64_t)o->groups * RACE_GROUP_BYTES > ST_BYTES_MAX)
+		snprintf(why, len, "groups %u: subtable over %u MiB", o->groups,
+			 ST_BYTES_MAX >> 20);
+	else if (o->key_max > LOCO_RACE_KEY_MAX)
+		snprintf(why, len, "key_max %u > %u", o->key_max,
+			 LOCO_RACE_KEY_MAX);
+	else if (blk > LOCO_RACE_BLOCK_MAX)
+		snprintf(why, len, "key_max + value_max + %u = %llu bytes: a KV "
+			 "block holds at most %u", RACE_KV_HDR,
+			 (unsigned long long)blk, LOCO_RACE_BLOCK_MAX);
+	else if (o->kv_blocks > RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS)
+		snprintf(why, len, "kv_blocks %u > %u", o->kv_blocks,
+			 RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS);
+	else if (o->threads_per_node > 64)
+		snprintf(why, len, "threads_per_node %u > 64",
+			 o->threads_per_node);
+	else if (o->resize != LOCO_RACE_RESIZE_RTX &&
+		 o->resize != LOCO_RACE_RESIZE_CAS)
+		snprintf(why, len, "resize %d: neither rtx nor cas", o->resize);
+	else
+		return 0;
+	return -EINVAL;
+}
+
+/* Hosting nodes: as given, else every memory node, else the lowest
+ * compute node. */
+static int pick_nodes(struct loco_race *r)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(r->base.mgr);
+	uint64_t mask = r->o.mem_nodes;
+	if (!mask) {
+		for (uint32_t id = 0; id <= h->max_id; id++)
+			if (h->node[id].present &&
+			    h->node[id].role == LOCO_ROLE_MEMORY)
+				mask |= UINT64_C(1) << id;
+		for (uint32_t id = 0; !mask && id <= h->max_id; id++)
+			if (h->node[id].present)
+				mask = UINT64_C(1) << id;
+	}
+	for (uint64_t m = mask; m; m &= m - 1)
+		if (!h->node[__builtin_ctzll(m)].present)
+			return -EINVAL;
+	if (!mask)
+		return -EINVAL;
+	r->mn = calloc((size_t)__builtin_popcountll(mask), sizeof(*r->mn));
+	if (!r->mn)
+		return -ENOMEM;
+	r->o.mem_nodes = mask;
+	memset(r->mn_idx, -1, sizeof(r->mn_idx));
+	for (uint64_t m = mask; m; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		r->mn_idx[id] = (int8_t)r->nmn;
+		r->mn[r->nmn++].id = id;
+	}
+	r->home = r->mn[0].id;
+	return 0;
+}
+
+static void layout(struct loco_race *r)
+{
+	r->groups = r->o.groups;
+	r->st_bytes = r->groups * RACE_GROUP_BYTES;
+	r->block_len = round_up(RACE_KV_HDR + r->o.key_max + r->o.value_max,
+				RACE_LEN_UNIT);
+	r->nblocks = round_up(r->o.kv_blocks, RACE_CHUNK_BLOCKS);
+	r->nchunks = r->nblocks / RACE_CHUNK_BLOCKS;
+	r->ndesc = UINT32_C(1) << r->o.max_depth;
+	r->nslots = LOCO_MAX_NODES * r->o.threads_per_node;
+}
+
+static uint64_t cfg_hash(const struct loco_race *r)
+{
+	uint64_t v[] = { CFG_VERSION, r->o.groups, r->o.initial_depth,
+			 r->o.max_depth, r->o.key_max, r->o.value_max, r->nblocks,
+			 (uint64_t)r->o.resize, r->o.threads_per_node,
+			 r->o.mem_nodes };
+	uint64_t h = XXH3_64bits(v, sizeof(v));
+	return h ? h : 1;
+}
+
+/* ---- channels and regions --------------------------------------------------- */
+
+static int open_mnode(struct loco_race *r, struct race_mnode *n)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "m%u", n->id);
+	int rc = loco_channel_init(&n->base, r->base.mgr, &r->base, name,
+				   UINT64_C(1) << loco_channel_self(&r->base));
+	if (rc)
+		return rc;
+	rc = loco_channel_open_hosted(&n->base, n->id, "kv",
+				      (uint64_t)r->nblocks * r->block_len, &n->kv);
+	if (!rc)
+		rc = loco_channel_open_hosted(&n->base, n->id, "kvc",
+			(uint64_t)r->nchunks * 8,
+			&n->kvc);
+	return rc ? rc : loco_channel_join(&n->base);
+}
+
+static void channels_fini(struct loco_race *r)
+{
+	if (r->rtx)
+		loco_rtx_destroy(r->rtx);
+	r->rtx = NULL;
+	for (unsigned i = 0; r->mn && i < r->nmn; i++)
+		loco_channel_fini(&r->mn[i].base);
+	free(r->mn);
+	r->mn = NULL;
+	loco_channel_fini(&r->base);
+}
+
+static int open_rtx(struct loco_race *r)
+{
+	struct loco_rtx_opts x = {
+		.name = "rtx", .parent = &r->base,
+		.mem_nodes = UINT64_C(1) << r->home,
+		.objects = r->ndesc, .data_len = sizeof(struct race_desc),
+		.threads_per_node = r->o.threads_per_node,
+	};
+	return loco_rtx_create(r->base.mgr, &x, &r->rtx);
+}
+
+/* First creator CASes the layout hash in; everyone else must find it. */
+static int super_check(struct loco_race *r, struct loco_thread *thr)
+{
+	uint64_t old = 0;
+	int rc = loco_cas(thr, &r->super, offsetof(struct race_super, cfg), 0,
+			  r->cfg, &old);
+	if (!rc && old && old != r->cfg) {
+		loco_err(r->base.name, "table exists with another geometry "
+			 "(layout hash %016llx, ours %016llx: groups, depths, "
+			 "key/value sizes, kv_blocks, resize mode, threads or "
+			 "memory nodes differ)", (unsigned long long)old,
+			 (unsigned long long)r->cfg);
+		return -LOCO_EMISMATCH;
+	}
+	return rc;
+}
+
+uint32_t race_node_for(const struct loco_race *r, uint32_t suffix)
+{
+	return suffix % r->nmn;
+}
+
+loco_raddr_t race_desc_obj(const struct loco_race *r, uint32_t s)
+{
+	return loco_rtx_obj(r->rtx, r->home, s);
+}
+
+/* Root subtable S: its region (one name, every creator opens the same)
+ * with every bucket header written (idempotent: headers only, so a late
+ * creator cannot clobber items), then its descriptor by transaction. */
+static int root_region(struct loco_race *r, uint32_t s,
+		       struct loco_rregion *rr)
+{
+	char name[LOCO_NAME_MAX];
+	snprintf(name, sizeof(name), "%s.root%u", r->base.name, s);
+	return loco_region_open(r->base.mgr, r->mn[race_node_for(r, s)].id,
+				name, r->st_bytes, rr);
+}
+
+static int root_headers(struct loco_race *r, struct loco_thread *thr,
+			uint32_t s, const struct loco_rregion *rr)
+{
+	uint64_t hdr = race_hdr(r->o.initial_depth, s, false);
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	int rc = 0;
+	loco_batch_init(&b, thr);
+	for (uint32_t k = 0; !rc && k < 3 * r->groups; k++) {
+		if (b.n == LOCO_BATCH_MAX) {
+			rc = loco_batch_post(&b, &ack);
+			loco_batch_init(&b, thr);
+		}
+		loco_batch_write(&b, rr, (uint64_t)k * RACE_BUCKET_BYTES, &hdr, 8);
+	}
+	if (!rc && b.n)
+		rc = loco_batch_post(&b, &ack);
+	if (!rc)
+		rc = loco_ack_wait(thr, &ack, -1);
+	return rc;
+}
+
+static int roots_commit(struct loco_race *r, struct loco_rtx_worker *w,
+			const struct race_desc *d)
+{
+	uint32_t n = UINT32_C(1) << r->o.initial_depth;
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		for (uint32_t s = 0; !rc && s < n; s++) {
+			const struct race_desc *cur;
+			rc = loco_rtx_read(w, race_desc_obj(r, s),
+					   (const void **)&cur);
+			if (!rc && !(cur && (cur->w0 & RACE_DESC_VALID)))
+				rc = loco_rtx_write(w, race_desc_obj(r, s), &d[s]);
+		}
+	}
+	return rc;
+}
+
+static int roots_init(struct loco_race *r, struct loco_thread *thr,
+		      struct loco_rtx_worker *w)
+{
+	uint32_t n = UINT32_C(1) << r->o.initial_depth;
+	loco_raddr_t objs[1u << LOCO_RACE_INITIAL_MAX];
+	struct race_desc d[1u << LOCO_RACE_INITIAL_MAX];
+	bool all = true;
+	for (uint32_t s = 0; s < n; s++)
+		objs[s] = race_desc_obj(r, s);
+	int rc = loco_rtx_peek(w, objs, n, d, NULL);
+	for (uint32_t s = 0; !rc && s < n; s++)
+		all &= (d[s].w0 & RACE_DESC_VALID) != 0;
+	if (rc || all)
+		return rc;
+	for (uint32_t s = 0; !rc && s < n; s++) {
+		struct loco_rregion rr;
+		rc = root_region(r, s, &rr);
+		if (!rc)
+			rc = root_headers(r, thr, s, &rr);
+		d[s] = (struct race_desc){
+			race_desc_w0(RACE_LIVE, r->o.initial_depth, rr.node),
+			rr.off };
+	}
+	/* The headers are placed before a descriptor names their subtable. */
+	if (!rc)
+		rc = loco_fence(thr, LOCO_FENCE_THREAD, 0);
+	return rc ? rc : roots_commit(r, w, d);
+}
+
+static int race_setup(struct loco_race *r)
+{
+	char why[160];
+	int rc = pick_nodes(r);
+	if (rc) {
+		loco_err(r->base.name, "no hosting node for the table");
+		return rc;
+	}
+	layout(r);
+	r->cfg = cfg_hash(r);
+	rc = loco_channel_open_hosted(&r->base, r->home, "super",
+				      sizeof(struct race_super), &r->super);
+	if (!rc)
+		rc = loco_channel_open_hosted(&r->base, r->home, "slots",
+					      (uint64_t)r->nslots * 8, &r->slots);
+	if (!rc)
+		rc = loco_channel_join(&r->base);
+	for (unsigned i = 0; !rc && i < r->nmn; i++)
+		rc = open_mnode(r, &r->mn[i]);
+	struct loco_thread *thr = NULL;
+	if (!rc)
+		rc = loco_thread_create(r->base.mgr, &thr);
+	if (!rc)
+		rc = super_check(r, thr);
+	if (!rc)
+		rc = open_rtx(r);
+	struct loco_rtx_worker *w = NULL;
+	if (!rc)
+		rc = loco_rtx_worker_create(r->rtx, thr, &w);
+	if (!rc)
+		rc = roots_init(r, thr, w);
+	if (w)
+		loco_rtx_worker_destroy(w);
+	if (thr)
+		loco_thread_destroy(thr);
+	if (rc && rc != -LOCO_EMISMATCH) {
+		snprintf(why, sizeof(why), "%s", loco_strerror(rc));
+		loco_err(r->base.name, "opening the table: %s", why);
+	}
+	return rc;
+}
+
+int loco_race_create(struct loco_mgr *mgr, const struct loco_race_opts *opts,
+		     struct loco_race **out)
+{
+	char why[160];
+	struct loco_race *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->o = *opts;
+	opts_defaults(&r->o);
+	int rc = opts_check(&r->o, why, sizeof(why));
+	if (rc) {
+		loco_err("race", "%s: %s", r->o.name, why);
+		free(r);
+		return rc;
+	}
+	/* Only this node's bit: no peers to join (hosted regions only). */
+	rc = loco_channel_init(&r->base, mgr, NULL, r->o.name,
+			       UINT64_C(1) << loco_mgr_id(mgr));
+	if (rc) {
+		loco_err("race", "bad table name '%s'", r->o.name);
+		free(r);
+		return rc;
+	}
+	r->o.name = r->base.name;
+	pthread_mutex_init(&r->lock, NULL);
+	rc = race_setup(r);
+	if (rc) {
+		channels_fini(r);
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void loco_race_destroy(struct loco_race *r)
+{
+	if (!r)
+		return;
+	if (r->clients)
+		loco_warn(r->base.name, "table handle destroyed with live clients");
+	channels_fini(r);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+void loco_race_limits(const struct loco_race *r, uint32_t *key_max,
+		      uint32_t *value_max)
+{
+	*key_max = r->o.key_max;
+	*value_max = r->o.value_max;
+}
+
+/* ---- keys ------------------------------------------------------------------- */
+
+void race_key_init(const struct loco_race *r, struct race_key *k,
+		   const void *key, uint32_t klen)
+{
+	uint32_t nmain = 2 * r->groups;
+	k->key = key;
+	k->klen = klen;
+	k->h1 = XXH3_64bits_withSeed(key, klen, HASH_SEED1);
+	k->h2 = XXH3_64bits_withSeed(key, klen, HASH_SEED2);
+	k->fp = (uint8_t)(k->h1 >> 56);
+	k->m1 = (uint32_t)((k->h1 >> 24) % nmain);
+	k->m2 = (uint32_t)(k->h2 % nmain);
+	/* Two choices in two groups (RACE D2), where there are two. */
+	if (r->groups > 1 && k->m2 / 2 == k->m1 / 2)
+		k->m2 = (k->m2 + 2) % nmain;
+}
+
+/* ---- directory cache ---------------------------------------------------------- */
+
+void race_cdesc_set(const struct loco_race *r, struct race_cdesc *e,
+		    const struct race_desc *d)
+{
+	uint32_t node = (uint32_t)(d->w0 & 0xffff);
+	if (!(d->w0 & RACE_DESC_VALID) || node >= LOCO_MAX_NODES ||
+	    r->mn_idx[node] < 0) {
+		e->valid = 0;
+		return;
+	}
+	e->valid = 1;
+	e->state = (uint8_t)(d->w0 >> 48);
+	e->ld = (uint8_t)(d->w0 >> 40);
+	e->ni = (uint8_t)r->mn_idx[node];
+	e->off = d->off;
+}
+
+void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
+		uint32_t s, struct race_st *st)
+{
+	st->suffix = s;
+	st->ld = e->ld;
+	st->state = (enum race_state)e->state;
+	st->ni = e->ni;
+	st->rr = (struct loco_rregion){ .node = r->mn[e->ni].id,
+					.space = LOCO_SPACE_ARENA,
+					.off = e->off, .len = r->st_bytes };
+}
+
+static void cache_note(struct loco_race_client *c, uint32_t s,
+		       const struct race_desc *d)
+{
+	struct race_cdesc *e = &c->cache[s];
+	race_cdesc_set(c->r, e, d);
+	if (e->valid && e->ld > c->gd)
+		c->gd = e->ld;
+}
+
+int race_refresh(struct loco_race_client *c, uint64_t h1)
+{
+	const struct loco_race *r = c->r;
+	loco_raddr_t objs[LOCO_RACE_DEPTH_MAX + 1];
+	uint32_t sfx[LOCO_RACE_DEPTH_MAX + 1];
+	struct race_desc d[LOCO_RACE_DEPTH_MAX + 1];
+	unsigned n = 0;
+	for (unsigned ld = 0; ld <= r->o.max_depth; ld++) {
+		uint32_t s = (uint32_t)(h1 & ((UINT64_C(1) << ld) - 1));
+		if (n && sfx[n - 1] == s)
+			continue;   /* a zero bit: same slot as one depth down */
+		sfx[n] = s;
+		objs[n++] = race_desc_obj(r, s);
+	}
+	RACE_INC(c, refreshes);
+	int rc = loco_rtx_peek(c->w, objs, n, d, NULL);
+	for (unsigned i = 0; !rc && i < n; i++)
+		cache_note(c, sfx[i], &d[i]);
+	return rc;
+}
+
+int race_refresh_one(struct loco_race_client *c, uint32_t s, uint64_t *lock)
+{
+	loco_raddr_t obj = race_desc_obj(c->r, s);
+	struct race_desc d;
+	int rc = loco_rtx_peek(c->w, &obj, 1, &d, lock);
+	if (!rc)
+		cache_note(c, s, &d);
+	return rc;
+}
+
+/* Cache slot of H1's subtable: the deepest cached descriptor whose suffix
+ * H1 has at its own depth, or -1. */
+static int cache_find(const struct loco_race_client *c, uint64_t h1)
+{
+	for (int ld = (int)c->gd; ld >= 0; ld--) {
+		uint32_t s = (uint32_t)(h1 & ((UINT64_C(1) << ld) - 1));
+		const struct race_cdesc *e = &c->cache[s];
+		if (e->valid && e->ld == (unsigned)ld)
+			return (int)s;
+	}
+	return -1;
+}
+
+int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
+{
+	int s = cache_find(c, h1);
+	if (s < 0) {
+		int rc = race_refresh(c, h1);
+		if (rc)
+			return rc;
+		s = cache_find(c, h1);
+	}
+	if (s < 0) {
+		loco_err(c->r->base.name, "no subtable for hash %016llx: the "
+			 "directory has a hole", (unsigned long long)h1);
+		return -EPROTO;
+	}
+	race_st_of(c->r, &c->cache[s], (uint32_t)s, st);
+	return 0;
+}
+
+/* ---- waiting ---------------------------------------------------------------------- */
+
+static uint64_t rng_next(struct loco_race_client *c)
+{
+	uint64_t x = c->rng;  /* xorshift64* */
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	c->rng = x;
+	return x * UINT64_C(2685821657736338717);
+}
+
+void race_backoff(struct loco_race_client *c, unsigned *tries)
+{
+	unsigned t = (*tries)++;
+	if (t < 2)
+		return;
+	unsigned cap = t < 10 ? 1u << (t - 2) : BACKOFF_MAX_US;
+	if (cap > BACKOFF_MAX_US)
+		cap = BACKOFF_MAX_US;
+	unsigned us = 1 + (unsigned)(rng_next(c) % cap);
+	struct timespec ts = { 0, (long)us * 1000L };
+	nanosleep(&ts, NULL);
+}
+
+uint64_t race_deadline(const struct loco_race_client *c)
+{
+	return loco_now_ns() +
+	       (uint64_t)loco_mgr_timeout_ms(c->r->base.mgr) * 1000000u;
+}
+
+int race_pend_wait(struct loco_race_client *c)
+{
+	if (!c->pend.peers)
+		return 0;
+	int rc = loco_ack_wait(c->thr, &c->pend, -1);
+	loco_ack_clear(&c->pend);
+	c->npend = 0;
+	return rc;
+}
+
+int race_run(struct loco_race_client *c, struct loco_batch *b)
+{
+	struct loco_ack ack = c->pend;
+	int rc = loco_batch_post(b, &ack);
+	if (!rc && ack.peers)
+		rc = loco_ack_wait(c->thr, &ack, -1);
+	if (!rc) {
+		loco_ack_clear(&c->pend);
+		c->npend = 0;
+	}
+	return rc;
+}
+
+/* ---- clients ------------------------------------------------------------------ */
+
+static void client_free(struct loco_race_client *c)
+{
+	race_pools_fini(c);
+	free(c->cache);
+	free(c->kvw);
+	free(c->kvr);
+	free(c->big);
+	free(c);
+}
+
+static int client_alloc(struct loco_race *r, struct loco_race_client **out)
+{
+	struct loco_race_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->r = r;
+	c->cache = calloc(r->ndesc, sizeof(*c->cache));
+	c->kvw = aligned_alloc(64, r->block_len);
+	/* Both combined buckets may hold 2 x 14 fingerprint matches. */
+	c->kvr = aligned_alloc(64, (size_t)4 * RACE_CSLOTS * r->block_len);
+	c->big_len = 4 * (size_t)r->st_bytes;
+	if (c->big_len < 65536)
+		c->big_len = 65536;
+	c->big = aligned_alloc(64, c->big_len);
+	if (!c->cache || !c->kvw || !c->kvr || !c->big || race_pools_init(c)) {
+		client_free(c);
+		return -ENOMEM;
+	}
+	*out = c;
+	return 0;
+}
+
+/* A new incarnation of the slot: FAA its word; then adopt the chunks an
+ * older incarnation (a crashed process of this node id) left. */
+static int slot_attach(struct loco_race_client *c)
+{
+	uint64_t old = 0;
+	int rc = loco_faa(c->thr, &c->r->slots, (uint64_t)c->slot * 8, 1, &old);
+	if (rc)
+		return rc;
+	c->inc = (old + 1) & 0xffffffffffffu;
+	return race_adopt_own(c);
+}
+
+int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
+			    struct loco_race_client **out)
+{
+	struct loco_race_client *c;
+	int rc = client_alloc(r, &c);
+	if (rc)
+		return rc;
+	c->thr = thr;
+	rc = loco_rtx_worker_create(r->rtx, thr, &c->w);
+	if (rc) {
+		client_free(c);
+		return rc;
+	}
+	c->slot = loco_rtx_worker_slot(c->w);
+	c->rng = (uint64_t)(c->slot + 1) * UINT64_C(0x9e3779b97f4a7c15) ^
+		 loco_now_ns();
+	rc = slot_attach(c);
+	if (rc) {
+		loco_err(r->base.name, "client slot %u: attach: %s", c->slot,
+			 loco_strerror(rc));
+		loco_rtx_worker_destroy(c->w);
+		client_free(c);
+		return rc;
+	}
+	pthread_mutex_lock(&r->lock);
+	c->next = r->clients;
+	r->clients = c;
+	pthread_mutex_unlock(&r->lock);
+	*out = c;
+	return 0;
+}
+
+static void client_unlink(struct loco_race_client *c)
+{
+	struct loco_race *r = c->r;
+	pthread_mutex_lock(&r->lock);
+	for (struct loco_race_client **pp = &r->clients; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	for (size_t i = 0; i < RACE_NSTATS; i++)
+		/* Relaxed: statistics. */
+		r->retired[i] += atomic_load_explicit(&c->st[i],
+						      memory_order_relaxed);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void race_client_forget(struct loco_race_client *c)
+{
+	client_unlink(c);
+	client_free(c);
+}
+
+void loco_race_client_destroy(struct loco_race_client *c)
+{
+	if (!c)
+		return;
+	int rc = race_pend_wait(c);
+	if (!rc)
+		rc = race_pools_release(c);
+	if (rc)
+		loco_warn(c->r->base.name, "client slot %u: giving chunks back: "
+			  "%s", c->slot, loco_strerror(rc));
+	loco_rtx_worker_destroy(c->w);
+	client_unlink(c);
+	client_free(c);
+}
+
+/* ---- statistics ---------------------------------------------------------------- */
+
+void loco_race_client_stats(const struct loco_race_client *c,
+			    struct loco_race_stats *out)
+{
+	uint64_t v[RACE_NSTATS];
+	for (size_t i = 0; i < RACE_NSTATS; i++)
+		/* Relaxed: statistics. */
+		v[i] = atomic_load_explicit(&c->st[i], memory_order_relaxed);
+	memcpy(out, v, sizeof(*out));
+}
+
+void loco_race_stats(struct loco_race *r, struct loco_race_stats *out)
+{
+	uint64_t sum[RACE_NSTATS];
+	pthread_mutex_lock(&r->lock);
+	memcpy(sum, r->retired, sizeof(sum));
+	for (struct loco_race_client *c = r->clients; c; c = c->next)
+		for (size_t i = 0; i < RACE_NSTATS; i++)
+			/* Relaxed: statistics. */
+			sum[i] += atomic_load_explicit(&c->st[i],
+						       memory_order_relaxed);
+	pthread_mutex_unlock(&r->lock);
+	memcpy(out, sum, sizeof(*out));
+}

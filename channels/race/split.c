@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/* Resizing: splitting a full subtable (RACE §3.4.2, extendible hashing).
+ *
+ * Both modes first pre-lock the subtable's descriptor (an rTX LLLock with a
+ * lease, renewed while the resize runs), so one client resizes a
+ * subtable at a time and a client that dies while resizing is detected
+ * (its lease runs out) and its resize finished by whoever needs it next.
+ * Normal operations never take the lock: they are stopped by frozen
+ * slots (the M bit), which no operation may CAS.
+ *
+ * rtx mode (the rTX paper's design): the split of subtable O = (ld, s)
+ * is one repairable transaction.
+ *   1  pre-lock descriptor s, read it
+ *   2  freeze every slot of O: CAS each word to itself | M (a tentative
+ *      or empty slot to M alone); the CASes go out in pipelined batches
+ *   3  READ the key hash of every item (word 1 of its block)
+ *   4  build O' = (ld + 1, s) and N = (ld + 1, s + 2^ld): every item keeps
+ *      its bucket and slot index, in O' or N by hash bit ld; WRITE both
+ *      into fresh regions named for this attempt, fence
+ *   5  rTX commit writing both descriptors: log, locks, DOING, the two
+ *      pointer-install CASes, releases, DONE.
+ * Frozen, O never changes again: its content, hence O' and N, is the
+ * same for whoever runs steps 2-4, so a client that finds O frozen and
+ * its descriptor's lock gone (stolen from a dead splitter by rTX repair)
+ * simply runs the split again; a dead committer is finished by rTX's own
+ * repair from its log. A slow splitter whose lock was stolen writes only
+ * its own attempt's regions, which no descriptor will name.
+ *
+ * cas mode (RACE §3.4.2, slot by slot):
+ *   T1 (a transaction): initialise child N = (ld + 1, s + 2^ld) with every
+ *      group CLOSED (no insert), publish descriptors s SPLITTING and N
+ *      MOVING; clients route N's keys to N and look in O for items not
+ *      moved yet
+ *   T2 (pre-lock s, held and renewed): per group of O,
+ *      a  CAS the group's three headers to (ld + 1, s) (the paper's step 1)
+ *      b  freeze the items whose hash bit ld is set (v -> v | M), clear
+ *         tentative slots (their inserts retry)
+ *      c  CAS each frozen item into the same bucket and slot of N (frozen;
+ *         the group there is closed, so the slot is free: idempotent)
+ *      d  clear the moved items in O (v | M -> 0)
+ *      e  unfreeze them in N, then open N's group (CAS its headers)
+ *   then commit descriptors s and N LIVE at depth ld + 1.
+ * Every step is a CAS with exact expected values, so a client taking
+ * over (the owner's lease ran out) runs the same steps from wherever the
+ * state is. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <loco/rtx/crash.h>
+#include "channels/race/internal.h"
+
+#define RENEW_NS (2u * 1000000u)     /* lease renewal period */
+#define FREEZE_ROUNDS 64
+#define GROUP_ROUNDS 64
+#define WAIT_PEEK_EVERY 8            /* wait rounds between lock checks */
+
+static int renew_maybe(struct loco_race_client *c)
+{
+	uint64_t now = loco_now_ns();
+	if (now - c->renew_ns < RENEW_NS)
+		return 0;
+	c->renew_ns = now;
+	return loco_rtx_renew(c->w);
+}
+
+/* Post every op of the N-op list through batches, then wait once. */
+struct op_list {
+	struct loco_race_client *c;
+	struct loco_batch b;
+	struct loco_ack ack;
+	int rc;
+};
+
+static void ol_init(struct op_list *l, struct loco_race_client *c)
+{
+	l->c = c;
+	l->ack = c->pend;
+	l->rc = 0;
+	loco_batch_init(&l->b, c->thr);
+}
+
+static void ol_room(struct op_list *l)
+{
+	if (l->b.n == LOCO_BATCH_MAX && !l->rc)
+		l->rc = loco_batch_post(&l->b, &l->ack);
+}
+
+static void ol_cas(struct op_list *l, const struct loco_rregion *rr,
+		   uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	ol_room(l);
+	loco_batch_cas(&l->b, rr, off, expect, desired, old);
+}
+
+static void ol_read(struct op_list *l, const struct loco_rregion *rr,
+		    uint64_t off, void *dst, uint32_t len)
+{
+	ol_room(l);
+	loco_batch_read(&l->b, rr, off, dst, len);
+}
+
+static int ol_run(struct op_list *l)
+{
+	int rc = l->rc;
+	if (!rc && l->b.n)
+		rc = loco_batch_post(&l->b, &l->ack);
+	if (!rc && l->ack.peers)
+		rc = loco_ack_wait(l->c->thr, &l->ack, -1);
+	if (!rc) {
+		loco_ack_clear(&l->c->pend);
+		l->c->npend = 0;
+	}
+	loco_batch_init(&l->b, l->c->thr);
+	loco_ack_clear(&l->ack);
+	l->rc = 0;
+	return rc;
+}
+
+static uint64_t slot_word(uint32_t bucket, unsigned j)
+{
+	return (uint64_t)bucket * 8 + 1 + j;
+}
+
+/* ---- descriptors ----------------------------------------------------------------- */
+
+static struct race_desc desc_of(enum race_state st, unsigned ld,
+				const struct loco_rregion *rr)
+{
+	return (struct race_desc){ race_desc_w0(st, ld, rr->node), rr->off };
+}
+
+static unsigned desc_ld(const struct race_desc *d)
+{
+	return (unsigned)(d->w0 >> 40) & 0xff;
+}
+
+static enum race_state desc_state(const struct race_desc *d)
+{
+	return (enum race_state)((d->w0 >> 48) & 0xff);
+}
+
+static struct loco_rregion desc_rr(const struct loco_race *r,
+				   const struct race_desc *d)
+{
+	return (struct loco_rregion){ .node = (uint32_t)(d->w0 & 0xffff),
+				      .space = LOCO_SPACE_ARENA, .off = d->off,
+				      .len = r->st_bytes };
+}
+
+/* Begin a transaction holding descriptor S's lock; *D its value (a copy). */
+static int lock_desc(struct loco_race_client *c, uint32_t s,
+		     struct race_desc *d)
+{
+	const struct race_desc *v = NULL;
+	loco_raddr_t obj = race_desc_obj(c->r, s);
+	int rc = loco_rtx_begin(c->w);
+	if (rc)
+		return rc;
+	rc = loco_rtx_lock(c->w, obj);
+	if (!rc)
+		rc = loco_rtx_read(c->w, obj, (const void **)&v);
+	if (rc) {
+		loco_rtx_abort(c->w);
+		return rc == -EBUSY ? -EAGAIN : rc;
+	}
+	*d = v ? *v : (struct race_desc){ 0, 0 };
+	c->renew_ns = loco_now_ns();
+	return 0;
+}
+
+static int commit_descs(struct loco_race_client *c, uint32_t s1,
+			const struct race_desc *d1, uint32_t s2,
+			const struct race_desc *d2)
+{
+	int rc = loco_rtx_write(c->w, race_desc_obj(c->r, s1), d1);
+	if (!rc)
+		rc = loco_rtx_write(c->w, race_desc_obj(c->r, s2), d2);
+	if (rc) {
+		loco_rtx_abort(c->w);
+		return rc;
+	}
+	return loco_rtx_commit(c->w);
+}
+
+/* A fresh region for subtable (LD, SUFFIX), named for this attempt. */
+static int new_block(struct loco_race_client *c, unsigned ld, uint32_t suffix,
+		     struct loco_rregion *rr)
+{
+	const struct loco_race *r = c->r;
+	char name[LOCO_NAME_MAX];
+	snprintf(name, sizeof(name), "%s.st%u-%u-%u-%llu-%u", r->base.name, ld,
+		 suffix, c->slot, (unsigned long long)c->inc, ++c->split_seq);
+	return loco_region_open(r->base.mgr, r->mn[race_node_for(r, suffix)].id,
+				name, r->st_bytes, rr);
+}
+
+/* ---- rtx mode --------------------------------------------------------------------- */
+
+static uint64_t frozen_of(uint64_t v)
+{
+	return race_slot_tent(v) || !v ? RACE_SLOT_M : v | RACE_SLOT_M;
+}
+
+/* Freeze every slot of ST; SNAP (st_bytes) ends with the frozen words. */
+static int freeze_all(struct loco_race_client *c, const struct race_st *st,
+		      uint64_t *snap, uint64_t *res, bool *took_over)
+{
+	const struct loco_race *r = c->r;
+	uint32_t nb = 3 * r->groups;
+	int rc = loco_read(c->thr, &st->rr, 0, snap, r->st_bytes);
+	for (uint32_t k = 0; !rc && k < nb * RACE_SLOTS; k++)
+		*took_over |= race_slot_frozen(snap[slot_word(k / RACE_SLOTS,
+							      k % RACE_SLOTS)]);
+	for (unsigned round = 0; !rc; round++) {
+		struct op_list l;
+		unsigned n = 0;
+		bool split_point = loco_crash_armed("race.split_mid_freeze");
+		if (round == FREEZE_ROUNDS)
+			return -EAGAIN;
+		ol_init(&l, c);
+		for (uint32_t k = 0; k < nb * RACE_SLOTS; k++) {
+			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
+			if (race_slot_frozen(snap[w]))
+				continue;
+			ol_cas(&l, &st->rr, w * 8, snap[w], frozen_of(snap[w]),
+			       &res[k]);
+			n++;
+			if (split_point && n == nb * RACE_SLOTS / 2)
+				break;
+		}
+		if (!n)
+			break;
+		rc = ol_run(&l);
+		for (uint32_t k = 0; !rc && k < nb * RACE_SLOTS; k++) {
+			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
+			if (race_slot_frozen(snap[w]) || res[k] == UINT64_MAX)
+				continue;
+			snap[w] = res[k] == snap[w] ? frozen_of(snap[w]) : res[k];
+			res[k] = UINT64_MAX;
+		}
+		if (!rc && split_point)
+			loco_crash_point("race.split_mid_freeze");
+		if (!rc)
+			rc = renew_maybe(c);
+	}
+	return rc;
+}
+
+/* Hash word of every item of SNAP (frozen, so its block cannot change). */
+static int read_hashes(struct loco_race_client *c, const uint64_t *snap,
+		       uint64_t *h)
+{
+	const struct loco_race *r = c->r;
+	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
+	struct op_list l;
+	ol_init(&l, c);
+	for (uint32_t k = 0; k < nslots; k++) {
+		uint64_t v = snap[slot_word(k / RACE_SLOTS, k % RACE_SLOTS)];
+		if (!race_slot_item(v))
+			continue;
+		if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
+			return -EPROTO;
+		ol_read(&l, race_kv(r, race_slot_ni(v)),
+			(uint64_t)race_slot_block(v) * r->block_len + 8, &h[k], 8);
+	}
+	return ol_run(&l);
+}
+
+/* O' and N from the frozen SNAP: same bucket and slot, split by bit LD. */
+static unsigned build_halves(const struct loco_race *r, const uint64_t *snap,
+			     const uint64_t *h, unsigned ld, uint32_t s,
+			     uint64_t *lo, uint64_t *hi)
+{
+	uint32_t nb = 3 * r->groups;
+	unsigned moved = 0;
+	memset(lo, 0, r->st_bytes);
+	memset(hi, 0, r->st_bytes);
+	for (uint32_t b = 0; b < nb; b++) {
+		lo[b * 8] = race_hdr(ld + 1, s, false);
+		hi[b * 8] = race_hdr(ld + 1, s | UINT32_C(1) << ld, false);
+		for (unsigned j = 0; j < RACE_SLOTS; j++) {
+			uint64_t w = slot_word(b, j), v = snap[w];
+			if (!race_slot_item(v))
+				continue;
+			bool up = (h[b * RACE_SLOTS + j] >> ld) & 1;
+			(up ? hi : lo)[w] = race_slot_plain(v);
+			moved += up;
+		}
+	}
+	return moved;
+}
+
+static int write_halves(struct loco_race_client *c, unsigned ld, uint32_t s,
+			const uint64_t *lo, const uint64_t *hi,
+			struct loco_rregion *rlo, struct loco_rregion *rhi)
+{
+	int rc = new_block(c, ld + 1, s, rlo);
+	if (!rc)
+		rc = new_block(c, ld + 1, s | UINT32_C(1) << ld, rhi);
+	if (!rc)
+		rc = loco_write(c->thr, rlo, 0, lo, c->r->st_bytes);
+	if (!rc)
+		rc = loco_write(c->thr, rhi, 0, hi, c->r->st_bytes);
+	/* Placed before the commit's descriptors name them. */
+	return rc ? rc : loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+}
+
+static int split_rtx(struct loco_race_client *c, const struct race_st *st,
+		     bool *took_over)
+{
+	const struct loco_race *r = c->r;
+	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
+	uint64_t *snap = (uint64_t *)c->big;
+	uint64_t *lo = snap + r->st_bytes / 8, *hi = lo + r->st_bytes / 8;
+	uint64_t *res = malloc((size_t)nslots * 2 * 8);
+	struct loco_rregion rlo, rhi;
+	if (!res)
+		return -ENOMEM;
+	memset(res, 0xff, (size_t)nslots * 8);
+	int rc = freeze_all(c, st, snap, res, took_over);
+	if (!rc) {
+		loco_crash_point("race.split_frozen");
+		rc = read_hashes(c, snap, res + nslots);
+	}
+	if (!rc)
+		rc = renew_maybe(c);
+	if (!rc) {
+		race_count(c, RACE_STAT(moved),
+			   build_halves(r, snap, res + nslots, st->ld, st->suffix,
+					lo, hi));
+		rc = write_halves(c, st->ld, st->suffix, lo, hi, &rlo, &rhi);
+	}
+	free(res);
+	if (rc) {
+		loco_rtx_abort(c->w);
+		return rc;
+	}
+	loco_crash_point("race.split_written");
+	struct race_desc dlo = desc_of(RACE_LIVE, st->ld + 1, &rlo);
+	struct race_desc dhi = desc_of(RACE_LIVE, st->ld + 1, &rhi);
+	return commit_descs(c, st->suffix, &dlo,
+			    st->suffix | UINT32_C(1) << st->ld, &dhi);
+}
+
+/* ---- cas mode --------------------------------------------------------------------- */
+
+struct move {
+	struct loco_rregion o, n;
+	unsigned ld;               /* the parent's depth before the split */
+	uint32_t s;
+	uint64_t ow[3 * 8], nw[3 * 8];   /* a group of O, of N */
+	uint64_t h[3 * RACE_SLOTS];      /* item hashes */
+	uint64_t res[3 * 8];
+};
+
+static uint64_t grp_off(uint32_t g)
+{
+	return (uint64_t)g * RACE_GROUP_BYTES;
+}
+
+/* a: O's group headers to depth ld + 1, then READ the group. */
+static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	uint64_t from = race_hdr(m->ld, m->s, false);
+	uint64_t to = race_hdr(m->ld + 1, m->s, false);
+	struct op_list l;
+	ol_init(&l, c);
+	for (unsigned k = 0; k < 3; k++)
+		ol_cas(&l, &m->o, grp_off(g) + k * RACE_BUCKET_BYTES, from, to,
+		       &m->res[k]);
+	ol_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+	int rc = ol_run(&l);
+	for (unsigned k = 0; !rc && k < 3; k++)
+		if (m->res[k] != from && m->res[k] != to)
+			rc = -EPROTO;
+	return rc;
+}
+
+static uint64_t ow_slot(const struct move *m, unsigned k)
+{
+	return m->ow[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
+}
+
+static uint64_t kslot_off(uint32_t g, unsigned k)
+{
+	return grp_off(g) + (k / RACE_SLOTS) * RACE_BUCKET_BYTES + 8 +
+	       8 * (k % RACE_SLOTS);
+}
+
+/* b: freeze the items bound for N, clear tentative slots; until every CAS
+ * of a round hit (then the group READ is what the freeze left). */
+static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	const struct loco_race *r = c->r;
+	for (unsigned round = 0; round < GROUP_ROUNDS; round++) {
+		struct op_list l;
+		ol_init(&l, c);
+		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+			uint64_t v = ow_slot(m, k);
+			if (!race_slot_item(v) || race_slot_frozen(v) ||
+			    race_slot_tent(v))
+				continue;
+			if (race_slot_ni(v) >= r->nmn ||
+			    race_slot_block(v) >= r->nblocks)
+				return -EPROTO;
+			ol_read(&l, race_kv(r, race_slot_ni(v)),
+				(uint64_t)race_slot_block(v) * r->block_len + 8,
+				&m->h[k], 8);
+		}
+		int rc = ol_run(&l);
+		if (rc)
+			return rc;
+		unsigned n = 0;
+		ol_init(&l, c);
+		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+			uint64_t v = ow_slot(m, k), to;
+			if (!v || race_slot_frozen(v))
+				continue;
+			if (race_slot_tent(v))
+				to = 0;
+			else if ((m->h[k] >> m->ld) & 1)
+				to = v | RACE_SLOT_M;
+			else
+				continue;
+			ol_cas(&l, &m->o, kslot_off(g, k), v, to, &m->res[k]);
+			m->h[k] = to;       /* remember what we asked for */
+			n++;
+		}
+		if (!n)
+			return 0;
+		/* Then READ the group again behind the CASes. */
+		ol_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+		rc = ol_run(&l);
+		if (rc)
+			return rc;
+	}
+	return -EAGAIN;
+}
+
+/* c: copy every frozen item of O's group into the same slot of N. */
+static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	for (unsigned round = 0; round < GROUP_ROUNDS; round++) {
+		struct op_list l;
+		unsigned n = 0;
+		ol_init(&l, c);
+		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+			uint64_t v = ow_slot(m, k);
+			if (!race_slot_frozen(v) || !race_slot_item(v))
+				continue;
+			ol_cas(&l, &m->n, kslot_off(g, k), 0, v, &m->res[k]);
+			n++;
+		}
+		int rc = ol_run(&l);
+		if (rc || !n)
+			return rc;
+		bool again = false;
+		ol_init(&l, c);
+		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+			uint64_t v = ow_slot(m, k), got = m->res[k];
+			if (!race_slot_frozen(v) || !race_slot_item(v) ||
+			    got == 0 || got == v)
+				continue;
+			if (!race_slot_tent(got))
+				return -EPROTO;   /* a closed group holds no item */
+			/* An insert that will see the group closed: clear it. */
+			ol_cas(&l, &m->n, kslot_off(g, k), got, 0, &m->res[k]);
+			again = true;
+		}
+		rc = ol_run(&l);
+		if (rc || !again)
+			return rc;
+	}
+	return -EAGAIN;
+}
+
+/* d: clear the moved items from O. */
+static int group_clear(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	struct op_list l;
+	ol_init(&l, c);
+	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+		uint64_t v = ow_slot(m, k);
+		if (race_slot_frozen(v) && race_slot_item(v))
+			ol_cas(&l, &m->o, kslot_off(g, k), v, 0, &m->res[k]);
+	}
+	return ol_run(&l);
+}
+
+/* e: unfreeze N's group (every frozen item: ours, or an earlier mover's
+ * whose O copy is gone), then open it. */
+static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	uint64_t closed = race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, true);
+	uint64_t open = race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, false);
+	int rc = loco_read(c->thr, &m->n, grp_off(g), m->nw, RACE_GROUP_BYTES);
+	if (rc)
+		return rc;
+	struct op_list l;
+	ol_init(&l, c);
+	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+		uint64_t v = m->nw[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
+		if (race_slot_frozen(v))
+			ol_cas(&l, &m->n, kslot_off(g, k), v, race_slot_plain(v),
+			       &m->res[k]);
+	}
+	/* Same QP, after the unfreezing CASes: open last. */
+	for (unsigned b = 0; b < 3; b++)
+		ol_cas(&l, &m->n, grp_off(g) + b * RACE_BUCKET_BYTES, closed, open,
+		       &m->res[3 * RACE_SLOTS + b]);
+	return ol_run(&l);
+}
+
+static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
+{
+	int rc = group_headers(c, m, g);
+	if (!rc)
+		rc = group_freeze(c, m, g);
+	if (!rc)
+		rc = group_copy(c, m, g);
+	if (!rc && g == 0)
+		loco_crash_point("race.cas_mid_group");
+	if (!rc)
+		rc = group_clear(c, m, g);
+	if (!rc)
+		rc = group_open(c, m, g);
+	for (unsigned k = 0; !rc && k < 3 * RACE_SLOTS; k++)
+		if (race_slot_frozen(ow_slot(m, k)) && race_slot_item(ow_slot(m, k)))
+			race_count(c, RACE_STAT(moved), 1);
+	return rc;
+}
+
+/* T2 with the lock on the parent S held (D: its value). */
+static int move_all(struct loco_race_client *c, uint32_t s,
+		    const struct race_desc *d)
+{
+	const struct loco_race *r = c->r;
+	const struct race_desc *dn = NULL;
+	unsigned ld = desc_ld(d);
+	uint32_t ns = s | UINT32_C(1) << ld;
+	int rc = loco_rtx_read(c->w, race_desc_obj(r, ns), (const void **)&dn);
+	if (!rc && (!dn || desc_state(dn) != RACE_MOVING))
+		rc = -EPROTO;
+	struct move *m = rc ? NULL : calloc(1, sizeof(*m));
+	if (!rc && !m)
+		rc = -ENOMEM;
+	if (m) {
+		m->o = desc_rr(r, d);
+		m->n = desc_rr(r, dn);
+		m->ld = ld;
+		m->s = s;
+	}
+	for (uint32_t g = 0; !rc && g < r->groups; g++) {
+		rc = move_group(c, m, g);
+		if (!rc && g == r->groups / 2)
+			loco_crash_point("race.cas_mid_move");
+		if (!rc)
+			rc = renew_maybe(c);
+	}
+	if (rc) {
+		free(m);
+		loco_rtx_abort(c->w);
+		return rc;
+	}
+	loco_crash_point("race.cas_moved");
+	struct race_desc lo = desc_of(RACE_LIVE, ld + 1, &m->o);
+	struct race_desc hi = desc_of(RACE_LIVE, ld + 1, &m->n);
+	free(m);
+	return commit_descs(c, s, &lo, ns, &hi);
+}
+
+int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover)
+{
+	struct race_desc d;
+	uint64_t t0 = loco_now_ns();
+	int rc = lock_desc(c, s, &d);
+	if (rc)
+		return rc;
+	if (!(d.w0 & RACE_DESC_VALID) || desc_state(&d) != RACE_SPLITTING) {
+		loco_rtx_abort(c->w);
+		return 0;   /* finished meanwhile */
+	}
+	rc = move_all(c, s, &d);
+	if (!rc && takeover)
+		RACE_INC(c, takeovers);
+	if (!rc) {
+		RACE_INC(c, splits);
+		race_count(c, RACE_STAT(split_ns), loco_now_ns() - t0);
+	}
+	return rc;
+}
+
+/* T1: child N initialised CLOSED and published with the parent
+ * SPLITTING; then T2. */
+static int split_cas(struct loco_race_client *c, const struct race_st *st,
+		     const struct race_desc *d)
+{
+	const struct loco_race *r = c->r;
+	uint32_t ns = st->suffix | UINT32_C(1) << st->ld;
+	uint64_t *init = (uint64_t *)c->big;
+	struct loco_rregion rn;
+	memset(init, 0, r->st_bytes);
+	for (uint32_t b = 0; b < 3 * r->groups; b++)
+		init[b * 8] = race_hdr(st->ld + 1, ns, true);
+	int rc = new_block(c, st->ld + 1, ns, &rn);
+	if (!rc)
+		rc = loco_write(c->thr, &rn, 0, init, r->st_bytes);
+	/* N's headers are placed before a descriptor names it. */
+	if (!rc)
+		rc = loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+	if (rc) {
+		loco_rtx_abort(c->w);
+		return rc;
+	}
+	struct race_desc dp = { race_desc_w0(RACE_SPLITTING, st->ld,
+					     (uint32_t)(d->w0 & 0xffff)), d->off };
+	struct race_desc dn = desc_of(RACE_MOVING, st->ld + 1, &rn);
+	rc = commit_descs(c, st->suffix, &dp, ns, &dn);
+	if (rc)
+		return rc;
+	loco_crash_point("race.cas_published");
+	rc = race_move_finish(c, st->suffix, false);
+	return rc == -EAGAIN ? 0 : rc;   /* someone took the move over */
+}
+
+/* ---- entry points -------------------------------------------------------------- */
+
+int race_split(struct loco_race_client *c, const struct race_st *st)
+{
+	const struct loco_race *r = c->r;
+	struct race_desc d;
+	bool took_over = false;
+	uint64_t t0 = loco_now_ns();
+	if (st->ld >= r->o.max_depth && st->state == RACE_LIVE)
+		return -ENOSPC;
+	int rc = lock_desc(c, st->suffix, &d);
+	if (rc)
+		return rc;
+	loco_crash_point("race.split_locked");
+	if (!(d.w0 & RACE_DESC_VALID) || d.off != st->rr.off ||
+	    desc_ld(&d) != st->ld) {
+		loco_rtx_abort(c->w);
+		return 0;   /* split meanwhile: refresh */
+	}
+	if (desc_state(&d) == RACE_SPLITTING || desc_state(&d) == RACE_MOVING) {
+		uint32_t ps = desc_state(&d) == RACE_MOVING ?
+			      st->suffix & ~(UINT32_C(1) << (st->ld - 1)) :
+			      st->suffix;
+		loco_rtx_abort(c->w);
+		return race_move_finish(c, ps, true);
+	}
+	if (st->ld >= r->o.max_depth) {
+		loco_rtx_abort(c->w);
+		return -ENOSPC;
+	}
+	if (r->o.resize == LOCO_RACE_RESIZE_CAS)
+		return split_cas(c, st, &d);
+	rc = split_rtx(c, st, &took_over);
+	if (rc)
+		return rc;
+	loco_crash_point("race.split_done");
+	RACE_INC(c, splits);
+	if (took_over)
+		RACE_INC(c, takeovers);
+	race_count(c, RACE_STAT(split_ns), loco_now_ns() - t0);
+	return 0;
+}
+
+int race_wait_resize(struct loco_race_client *c, const struct race_st *st,
+		     unsigned *tries)
+{
+	const struct loco_race *r = c->r;
+	race_backoff(c, tries);
+	if (*tries % WAIT_PEEK_EVERY)
+		return 0;
+	bool cas = r->o.resize == LOCO_RACE_RESIZE_CAS;
+	uint32_t s = cas && st->state == RACE_MOVING ?
+		     st->suffix & ~(UINT32_C(1) << (st->ld - 1)) : st->suffix;
+	struct race_cdesc before = c->cache[s];
+	uint64_t lock = 0;
+	int rc = race_refresh_one(c, s, &lock);
+	if (rc)
+		return rc;
+	const struct race_cdesc *e = &c->cache[s];
+	if (!e->valid || memcmp(e, &before, sizeof(before)))
+		return 0;   /* moved on: the caller retries with it */
+	if (loco_lllock_is_locked(lock) &&
+	    !loco_lllock_expired(lock, loco_rtx_now_ms(r->rtx)))
+		return 0;   /* its owner is at it */
+	/* Nobody holds it, or its holder's lease ran out: finish it. */
+	if (cas && e->state != RACE_SPLITTING)
+		return 0;
+	if (cas)
+		rc = race_move_finish(c, s, true);
+	else {
+		struct race_st cur;
+		race_st_of(r, e, s, &cur);
+		rc = race_split(c, &cur);
+	}
+	return rc == -EAGAIN ? 0 : rc;
+}
