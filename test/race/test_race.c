@@ -320,6 +320,377 @@ END_TEST
 START_TEST(grow_cas) { grow(LOCO_RACE_RESIZE_CAS); }
 END_TEST
 
+/* Client A on node 1 caches the directory; client B on node 0 splits the
+ * table many times and adds keys; A finds every key, refreshing only on
+ * need. With the stale check off (BROKEN) A misses keys instead. */
+static void stale_cache(enum loco_race_resize mode, bool broken)
+{
+	struct loco_race_opts o = opts(mode);
+	struct tab a, b;
+	tab_open(&b, 0, &o);
+	if (broken)
+		o.broken = LOCO_RACE_BROKEN_NO_STALE_CHECK;
+	tab_open(&a, 1, &o);
+	for (uint64_t i = 0; i < 10; i++) {
+		ck_assert_int_eq(put(a.c, i, 1), 0);
+		ck_assert_int_eq(ver_of(a.c, i), 1);
+	}
+	uint64_t before = stats(a.c).refreshes;
+	for (uint64_t i = 10; i < 400; i++)
+		ck_assert_int_eq(put(b.c, i, 2), 0);
+	ck_assert_uint_ge(stats(b.c).splits, 10);
+	unsigned wrong = 0;
+	for (uint64_t i = 0; i < 400; i++)
+		wrong += ver_of(a.c, i) != (i < 10 ? 1 : 2);
+	if (broken) {
+		ck_assert_uint_gt(wrong, 0);
+	} else {
+		ck_assert_uint_eq(wrong, 0);
+		uint64_t refreshes = stats(a.c).refreshes - before;
+		ck_assert_uint_gt(refreshes, 0);
+		ck_assert_uint_lt(refreshes, 100);  /* not one per get */
+		for (uint64_t i = 0; i < 400; i += 7)
+			ck_assert_int_eq(upd(a.c, i, 3), 0);
+		for (uint64_t i = 0; i < 400; i++)
+			ck_assert_int_eq(ver_of(b.c, i), i % 7 ? (i < 10 ? 1 : 2) : 3);
+		verify_ok(b.c, NULL);
+	}
+	tab_close(&a);
+	tab_close(&b);
+}
+
+START_TEST(stale_rtx) { stale_cache(LOCO_RACE_RESIZE_RTX, false); }
+END_TEST
+START_TEST(stale_cas) { stale_cache(LOCO_RACE_RESIZE_CAS, false); }
+END_TEST
+START_TEST(stale_broken_rtx) { stale_cache(LOCO_RACE_RESIZE_RTX, true); }
+END_TEST
+START_TEST(stale_broken_cas) { stale_cache(LOCO_RACE_RESIZE_CAS, true); }
+END_TEST
+
+/* ---- concurrency --------------------------------------------------------------------- */
+
+#define NTHR 4
+
+struct worker {
+	pthread_t tid;
+	unsigned id;
+	struct loco_race *r;
+	struct loco_thread *thr;
+	struct loco_race_client *c;
+	pthread_barrier_t *bar;
+	_Atomic unsigned *wins;
+	unsigned rounds, ops;
+	int err;
+	char msg[160];
+};
+
+static void worker_fail(struct worker *w, const char *fmt, uint64_t a, int64_t b)
+{
+	if (!w->err) {
+		w->err = 1;
+		snprintf(w->msg, sizeof(w->msg), fmt, (unsigned long long)a,
+			 (long long)b);
+	}
+}
+
+/* Every round all threads insert the same new key: exactly one wins,
+ * and everyone then reads the winner's value. */
+static void *dup_worker(void *arg)
+{
+	struct worker *w = arg;
+	for (unsigned r = 0; r < w->rounds; r++) {
+		uint64_t key = 77777 + r, v[2] = { key * 1000003u, w->id };
+		pthread_barrier_wait(w->bar);
+		int rc = loco_race_insert(w->c, &key, 8, v, sizeof(v));
+		if (rc == 0)
+			atomic_fetch_add(w->wins, 1);
+		else if (rc != -EEXIST)
+			worker_fail(w, "insert %llu: %lld", key, rc);
+		pthread_barrier_wait(w->bar);
+		unsigned wins = atomic_load(w->wins);
+		if (wins != 1)
+			worker_fail(w, "round %llu: %lld inserts won", r, wins);
+		uint64_t got[2];
+		uint32_t n = 0;
+		rc = loco_race_get(w->c, &key, 8, got, sizeof(got), &n);
+		if (rc || got[0] != key * 1000003u)
+			worker_fail(w, "get %llu: %lld", key, rc);
+		pthread_barrier_wait(w->bar);
+		if (w->id == 0)
+			atomic_store(w->wins, 0);
+	}
+	return NULL;
+}
+
+/* Each thread owns keys id*1000 .. +150 (an exact model of them) and
+ * reads everybody's; random inserts, updates, deletes, gets. */
+static void *mixed_worker(void *arg)
+{
+	struct worker *w = arg;
+	int64_t model[150];
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (w->id + 1);
+	for (unsigned i = 0; i < 150; i++)
+		model[i] = -1;
+	pthread_barrier_wait(w->bar);
+	for (unsigned n = 0; n < w->ops && !w->err; n++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		unsigned i = (unsigned)(rng % 150), what = (unsigned)(rng >> 32) % 5;
+		uint64_t key = w->id * 1000u + i, ver = n + 1;
+		if (what == 4) {   /* someone else's key: whole, or absent */
+			uint64_t k2 = ((rng >> 40) % NTHR) * 1000u + i, got[2];
+			uint32_t len = 0;
+			int rc = loco_race_get(w->c, &k2, 8, got, sizeof(got), &len);
+			if (rc != -ENOENT && (rc || got[0] != k2 * 1000003u))
+				worker_fail(w, "get %llu: %lld", k2, rc);
+			continue;
+		}
+		int rc = what == 0 ? put(w->c, key, ver) :
+			 what == 1 ? upd(w->c, key, ver) :
+			 what == 2 ? loco_race_delete(w->c, &key, 8) : 0;
+		int want = what == 0 ? (model[i] < 0 ? 0 : -EEXIST) :
+			   what == 3 ? 0 : (model[i] < 0 ? -ENOENT : 0);
+		if (rc != want)
+			worker_fail(w, "op on %llu: %lld", key, rc);
+		if (!rc && what < 2)
+			model[i] = (int64_t)ver;
+		if (!rc && what == 2)
+			model[i] = -1;
+		if (what == 3) {
+			uint64_t got[2];
+			uint32_t len = 0;
+			rc = loco_race_get(w->c, &key, 8, got, sizeof(got), &len);
+			int64_t v = rc == -ENOENT ? -1 : rc ? -2 : (int64_t)got[1];
+			if (v != model[i])
+				worker_fail(w, "get %llu: %lld", key, v);
+		}
+	}
+	return NULL;
+}
+
+static void run_workers(enum loco_race_resize mode, void *(*fn)(void *),
+			unsigned rounds, unsigned ops, unsigned broken)
+{
+	struct loco_race_opts o = opts(mode);
+	struct loco_race *r[2];
+	struct worker w[NTHR];
+	pthread_barrier_t bar;
+	_Atomic unsigned wins = 0;
+	o.broken = broken;
+	for (unsigned n = 0; n < 2; n++)
+		ck_assert_int_eq(loco_race_create(cl.mgr[n], &o, &r[n]), 0);
+	pthread_barrier_init(&bar, NULL, NTHR);
+	for (unsigned i = 0; i < NTHR; i++) {
+		w[i] = (struct worker){ .id = i, .r = r[i % 2], .bar = &bar,
+					.wins = &wins, .rounds = rounds,
+					.ops = ops };
+		ck_assert_int_eq(loco_thread_create(cl.mgr[i % 2], &w[i].thr), 0);
+		ck_assert_int_eq(loco_race_client_create(w[i].r, w[i].thr,
+							 &w[i].c), 0);
+	}
+	for (unsigned i = 0; i < NTHR; i++)
+		pthread_create(&w[i].tid, NULL, fn, &w[i]);
+	for (unsigned i = 0; i < NTHR; i++)
+		pthread_join(w[i].tid, NULL);
+	for (unsigned i = 0; i < NTHR; i++)
+		ck_assert_msg(!w[i].err, "thread %u: %s", i, w[i].msg);
+	verify_ok(w[0].c, NULL);
+	for (unsigned i = 0; i < NTHR; i++) {
+		loco_race_client_destroy(w[i].c);
+		loco_thread_destroy(w[i].thr);
+	}
+	pthread_barrier_destroy(&bar);
+	loco_race_destroy(r[0]);
+	loco_race_destroy(r[1]);
+}
+
+START_TEST(dup_inserts_rtx) { run_workers(LOCO_RACE_RESIZE_RTX, dup_worker, 150, 0, 0); }
+END_TEST
+START_TEST(dup_inserts_cas) { run_workers(LOCO_RACE_RESIZE_CAS, dup_worker, 150, 0, 0); }
+END_TEST
+START_TEST(mixed_rtx) { run_workers(LOCO_RACE_RESIZE_RTX, mixed_worker, 0, 3000, 0); }
+END_TEST
+START_TEST(mixed_cas) { run_workers(LOCO_RACE_RESIZE_CAS, mixed_worker, 0, 3000, 0); }
+END_TEST
+
+/* ---- dead clients ---------------------------------------------------------------------- */
+
+/* A client "dies" at a crash point: the hook stops its thread there (for
+ * the others it is dead: its lease runs out) until released. */
+static struct {
+	const char *point;
+	pthread_t victim;
+	sem_t stopped, go;
+	_Atomic int hit;
+} stall;
+
+static void stall_hook(const char *name, void *arg)
+{
+	(void)arg;
+	if (strcmp(name, stall.point) || !pthread_equal(pthread_self(), stall.victim) ||
+	    atomic_exchange(&stall.hit, 1))
+		return;
+	sem_post(&stall.stopped);
+	sem_wait(&stall.go);
+}
+
+struct victim {
+	struct loco_race *r;
+	struct loco_thread *thr;
+	struct loco_race_client *c;
+	uint64_t from, n;
+	int rc;
+};
+
+/* Insert keys FROM.. until the stall point is hit (and released). */
+static void *victim_inserts(void *arg)
+{
+	struct victim *v = arg;
+	v->rc = 0;
+	for (uint64_t i = v->from; i < v->from + v->n && !v->rc; i++) {
+		v->rc = put(v->c, i, 5);
+		if (v->rc == -EEXIST)
+			v->rc = 0;
+	}
+	return NULL;
+}
+
+static void stall_start(struct victim *v, pthread_t *tid, const char *point,
+			struct loco_race *r, unsigned node)
+{
+	stall.point = point;
+	atomic_store(&stall.hit, 0);
+	sem_init(&stall.stopped, 0, 0);
+	sem_init(&stall.go, 0, 0);
+	v->r = r;
+	ck_assert_int_eq(loco_thread_create(cl.mgr[node], &v->thr), 0);
+	ck_assert_int_eq(loco_race_client_create(r, v->thr, &v->c), 0);
+	rtx_crash_set_hook(stall_hook, NULL);
+	pthread_create(tid, NULL, victim_inserts, v);
+	stall.victim = *tid;
+}
+
+/* The client stalls at POINT while resizing; the other client's
+ * operations on the subtable wait, take the resize over once its lease
+ * ran out, and go on; released, the stalled client finishes too. */
+static void resize_takeover(enum loco_race_resize mode, const char *point)
+{
+	struct loco_race_opts o = opts(mode);
+	struct tab t;
+	struct victim v = { .from = 0, .n = 300 };
+	pthread_t tid;
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, point, r1, 1);
+	sem_wait(&stall.stopped);
+	/* Every key the victim inserted, and new ones: some are frozen. */
+	for (uint64_t i = 0; i < 400; i++) {
+		int64_t cur = ver_of(t.c, i);
+		if (cur >= 0)
+			ck_assert_int_eq(upd(t.c, i, 6), 0);
+		else
+			ck_assert_int_eq(put(t.c, i + 1000, 6), 0);
+	}
+	ck_assert_uint_ge(stats(t.c).takeovers, 1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(v.rc, 0);
+	rtx_crash_set_hook(NULL, NULL);
+	verify_ok(t.c, NULL);
+	for (uint64_t i = 0; i < 300; i++)
+		ck_assert_int_ge(ver_of(t.c, i), 5);
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+
+START_TEST(takeover_rtx_frozen) { resize_takeover(LOCO_RACE_RESIZE_RTX, "race.split_frozen"); }
+END_TEST
+START_TEST(takeover_rtx_written) { resize_takeover(LOCO_RACE_RESIZE_RTX, "race.split_written"); }
+END_TEST
+START_TEST(takeover_cas_group) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_mid_group"); }
+END_TEST
+START_TEST(takeover_cas_published) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_published"); }
+END_TEST
+
+/* An insert that stalls with its slot tentative: readers never see it;
+ * an insert of the same key by another client clears it once it is
+ * stale and succeeds; the stalled one, released, finds the key there. */
+START_TEST(dead_tentative)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	o.groups = 16;
+	struct tab t;
+	struct victim v = { .from = 42, .n = 1 };
+	pthread_t tid;
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, "race.insert_tentative", r1, 1);
+	sem_wait(&stall.stopped);
+	ck_assert_int_eq(ver_of(t.c, 42), -1);
+	ck_assert_int_eq(put(t.c, 42, 8), 0);
+	ck_assert_uint_eq(stats(t.c).tent_steals, 1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(v.rc, 0);          /* -EEXIST, counted as done */
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_int_eq(ver_of(t.c, 42), 8);
+	verify_ok(t.c, NULL);
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+END_TEST
+
+/* A crashed client's in-flight block (written, never linked) is found
+ * by the next incarnation of its slot and freed: nothing leaks. */
+START_TEST(restart_adopts_chunks)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	struct tab t;
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	struct loco_thread *thr;
+	struct loco_race_client *x, *y;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	ck_assert_int_eq(loco_thread_create(cl.mgr[1], &thr), 0);
+	ck_assert_int_eq(loco_race_client_create(r1, thr, &x), 0);
+	for (uint64_t i = 0; i < 50; i++)
+		ck_assert_int_eq(put(x, i, 1), 0);
+	uint32_t block;
+	unsigned gen;
+	ck_assert_int_eq(race_alloc(x, 0, &block, &gen), 0);
+	uint64_t w0 = race_kv_w0(gen, 8, 16);
+	ck_assert_int_eq(loco_write(thr, race_kv(r1, 0),
+				    (uint64_t)block * r1->block_len, &w0, 8), 0);
+	uint32_t slot = x->slot;
+	rtx_worker_drop(x->w);
+	race_client_forget(x);
+	ck_assert_int_eq(loco_race_client_create(r1, thr, &y), 0);
+	ck_assert_uint_eq(y->slot, slot);
+	uint64_t now = 0;
+	ck_assert_int_eq(loco_read(thr, race_kv(r1, 0),
+				   (uint64_t)block * r1->block_len, &now, 8), 0);
+	ck_assert_uint_eq(now, w0 | RACE_KV_DEAD);
+	struct loco_race_audit a;
+	verify_ok(t.c, &a);
+	ck_assert_uint_eq(a.reclaimed, 0);
+	ck_assert_uint_eq(a.items, 50);
+	for (uint64_t i = 0; i < 50; i++)
+		ck_assert_int_eq(ver_of(y, i), 1);
+	loco_race_client_destroy(y);
+	loco_thread_destroy(thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+END_TEST
+
 static TCase *tcase(Suite *s, const char *name)
 {
 	TCase *t = tcase_create(name);
@@ -343,6 +714,22 @@ static Suite *suite(void)
 	t = tcase(s, "grow");
 	tcase_add_test(t, grow_rtx);
 	tcase_add_test(t, grow_cas);
+	tcase_add_test(t, stale_rtx);
+	tcase_add_test(t, stale_cas);
+	tcase_add_test(t, stale_broken_rtx);
+	tcase_add_test(t, stale_broken_cas);
+	t = tcase(s, "concurrent");
+	tcase_add_test(t, dup_inserts_rtx);
+	tcase_add_test(t, dup_inserts_cas);
+	tcase_add_test(t, mixed_rtx);
+	tcase_add_test(t, mixed_cas);
+	t = tcase(s, "dead");
+	tcase_add_test(t, takeover_rtx_frozen);
+	tcase_add_test(t, takeover_rtx_written);
+	tcase_add_test(t, takeover_cas_group);
+	tcase_add_test(t, takeover_cas_published);
+	tcase_add_test(t, dead_tentative);
+	tcase_add_test(t, restart_adopts_chunks);
 	return s;
 }
 
