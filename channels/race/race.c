@@ -165,7 +165,7 @@ static int open_mnode(struct loco_race *r, struct race_mnode *n)
 	char name[16];
 	snprintf(name, sizeof(name), "m%u", n->id);
 	int rc = loco_channel_init(&n->base, r->base.mgr, &r->base, name,
-				   UINT64_C(1) << loco_channel_self(&r->base));
+				   UINT64_C(1) << loco_channel_self(&r->base), NULL);
 	if (rc)
 		return rc;
 	rc = loco_channel_open_hosted(&n->base, n->id, "kv",
@@ -177,16 +177,17 @@ static int open_mnode(struct loco_race *r, struct race_mnode *n)
 	return rc ? rc : loco_channel_join(&n->base);
 }
 
+/* The rtx first (its owner destroys it before the parent), then the
+ * table's channel with its m<id> children, then the array that holds
+ * them. */
 static void channels_fini(struct loco_race *r)
 {
 	if (r->rtx)
 		loco_rtx_destroy(r->rtx);
 	r->rtx = NULL;
-	for (unsigned i = 0; r->mn && i < r->nmn; i++)
-		loco_channel_fini(&r->mn[i].base);
+	loco_channel_fini(&r->base);
 	free(r->mn);
 	r->mn = NULL;
-	loco_channel_fini(&r->base);
 }
 
 static int open_rtx(struct loco_race *r)
@@ -366,7 +367,7 @@ int loco_race_create(struct loco_mgr *mgr, const struct loco_race_opts *opts,
 	}
 	/* Only this node's bit: no peers to join (hosted regions only). */
 	rc = loco_channel_init(&r->base, mgr, NULL, r->o.name,
-			       UINT64_C(1) << loco_mgr_id(mgr));
+			       UINT64_C(1) << loco_mgr_id(mgr), NULL);
 	if (rc) {
 		loco_err("race", "bad table name '%s'", r->o.name);
 		free(r);

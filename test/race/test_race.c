@@ -15,7 +15,7 @@
 
 #include "channels/race/internal.h"
 #include "rtx/internal.h"
-#include "test/channels/cluster.h"
+#include "test/common/cluster.h"
 
 static struct cluster cl;
 
