@@ -11,6 +11,7 @@ const struct ycsb_index_ops *const ycsb_indexes[] = {
 	&ycsb_ix_local,
 	&ycsb_ix_local_ordered,
 	&ycsb_ix_kvstore,
+	&ycsb_ix_race,
 	NULL,
 };
 

@@ -222,11 +222,6 @@ static void absorb(struct race_pool *p, struct race_own *o,
 	}
 }
 
-static uint64_t word_arr(const void *arg, unsigned i)
-{
-	return ((const uint64_t *)arg)[i];
-}
-
 struct ahead_arg {
 	const struct loco_race *r;
 	const uint8_t *buf;
@@ -238,34 +233,58 @@ static uint64_t word_buf(const void *arg, unsigned i)
 	return word_at(a->r, a->buf, i);
 }
 
-/* Find the blocks we handed out that an unlinker marked DEAD since. */
+/* Find the blocks we handed out that an unlinker marked DEAD since:
+ * every owned chunk's words in one pipelined round trip. */
 static int reclaim(struct loco_race_client *c, unsigned ni)
 {
 	struct race_pool *p = &c->pool[ni];
-	uint64_t w0[RACE_CHUNK_BLOCKS];
-	for (unsigned k = 0; k < p->n; k++) {
-		struct race_own *o = &p->ch[k];
-		int rc = o->used ? read_words(c, ni, o->idx, w0, o->used) : 0;
-		if (rc)
-			return rc;
-		absorb(p, o, word_arr, w0);
+	size_t per = chunk_bytes(c->r) <= CHUNK_READ_MAX ? chunk_bytes(c->r) :
+		     RACE_CHUNK_BLOCKS * 8;
+	uint8_t *buf = malloc(per * (p->n ? p->n : 1));
+	struct loco_batch b;
+	struct loco_ack ack = c->pend;
+	int rc = buf ? 0 : -ENOMEM;
+	loco_batch_init(&b, c->thr);
+	for (unsigned k = 0; !rc && k < p->n; k++) {
+		if (b.n == LOCO_BATCH_MAX) {
+			rc = loco_batch_post(&b, &ack);
+			loco_batch_init(&b, c->thr);
+		}
+		if (!rc)
+			rc = post_words(c, ni, p->ch[k].idx, p->ch[k].used,
+					buf + k * per, &b, &ack);
 	}
-	return 0;
+	if (!rc)
+		rc = loco_batch_post(&b, &ack);
+	if (!rc && ack.peers)
+		rc = loco_ack_wait(c->thr, &ack, -1);
+	if (!rc) {
+		loco_ack_clear(&c->pend);
+		c->npend = 0;
+	}
+	for (unsigned k = 0; !rc && k < p->n; k++) {
+		struct ahead_arg a = { c->r, buf + k * per };
+		absorb(p, &p->ch[k], word_buf, &a);
+	}
+	free(buf);
+	return rc;
 }
 
-/* READ ahead: the words of the chunk with the most blocks out, posted
+/* READ ahead: the words of the next chunk (round robin) with blocks out, posted
  * with the client's async ops (the next operation's first wait covers
  * it, no round trip of its own); absorbed at a later allocation. */
 static void ahead_post(struct loco_race_client *c, unsigned ni)
 {
 	struct race_pool *p = &c->pool[ni];
 	struct race_own *best = NULL;
-	for (unsigned k = 0; k < p->n; k++)
-		if (!best || __builtin_popcountll(p->ch[k].used) >
-			     __builtin_popcountll(best->used))
-			best = &p->ch[k];
-	if (!best || !best->used)
+	for (unsigned k = 0; !best && k < p->n; k++) {
+		struct race_own *o = &p->ch[(p->ahead_next + k) % p->n];
+		if (o->used)
+			best = o;
+	}
+	if (!best)
 		return;
+	p->ahead_next = (unsigned)(best - p->ch) + 1;
 	struct loco_batch b;
 	loco_batch_init(&b, c->thr);
 	int rc = post_words(c, ni, best->idx, best->used, p->abuf, &b, &c->pend);

@@ -295,6 +295,7 @@ struct race_hit {
 	bool tent;               /* a tentative copy of K (foreign) */
 	bool present;            /* a committed or frozen copy of K */
 	uint64_t w0;
+	uint64_t other;          /* bit i: candidate i holds another key */
 };
 
 static int kv_lookup(struct loco_race_client *c, const struct race_key *k,
@@ -313,8 +314,10 @@ static int kv_lookup(struct loco_race_client *c, const struct race_key *k,
 			h->changed |= !race_slot_tent(p[i].v);
 			continue;
 		}
-		if (kv != KV_MATCH)
+		if (kv != KV_MATCH) {
+			h->other |= UINT64_C(1) << i;
 			continue;
+		}
 		if (race_slot_tent(p[i].v)) {
 			h->tent = true;
 			continue;
@@ -345,6 +348,11 @@ struct race_op {
 	uint32_t vlen;
 	/* a foreign tentative copy seen: where and since when */
 	uint64_t tent_v, tent_since;
+	/* slot values whose block holds another key (a fingerprint
+	 * collision already read: a slot that still holds one needs no
+	 * second READ) */
+	uint64_t other[8];
+	unsigned nother;
 };
 
 static int op_start(struct race_op *op, struct loco_race_client *c,
@@ -621,10 +629,20 @@ static int dup_check(struct race_op *op, const struct race_look *l,
 {
 	struct race_pos p[4 * RACE_CSLOTS];
 	struct race_hit h;
-	unsigned n = fp_matches(op->c->r, l, &op->k, true, ours, p);
+	unsigned m = fp_matches(op->c->r, l, &op->k, true, ours, p), n = 0;
+	for (unsigned i = 0; i < m; i++) {
+		bool known = false;
+		for (unsigned j = 0; j < op->nother; j++)
+			known |= op->other[j] == p[i].v;
+		if (!known)
+			p[n++] = p[i];
+	}
 	if (n)
 		RACE_INC(op->c, fp_reads);
 	int rc = kv_lookup(op->c, &op->k, p, n, &h);
+	for (unsigned i = 0; !rc && i < n && op->nother < 8; i++)
+		if (h.other & UINT64_C(1) << i)
+			op->other[op->nother++] = p[i].v;
 	*present = h.present;
 	*tent = h.tent;
 	*changed = h.changed;

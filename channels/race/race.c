@@ -703,6 +703,9 @@ void loco_race_client_stats(const struct loco_race_client *c,
 		/* Relaxed: statistics. */
 		v[i] = atomic_load_explicit(&c->st[i], memory_order_relaxed);
 	memcpy(out, v, sizeof(*out));
+	struct loco_rtx_stats x;
+	loco_rtx_worker_stats(c->w, &x);
+	out->rtx_repairs = x.repairs;
 }
 
 void loco_race_stats(struct loco_race *r, struct loco_race_stats *out)
@@ -717,4 +720,7 @@ void loco_race_stats(struct loco_race *r, struct loco_race_stats *out)
 						       memory_order_relaxed);
 	pthread_mutex_unlock(&r->lock);
 	memcpy(out, sum, sizeof(*out));
+	struct loco_rtx_stats x;
+	loco_rtx_stats(r->rtx, &x);
+	out->rtx_repairs = x.repairs;
 }

@@ -117,6 +117,8 @@ struct loco_race_stats {
 				  * them (dead, or its lease ran out) */
 	uint64_t moved;          /* items moved by our splits */
 	uint64_t tent_steals;    /* stale tentative slots cleared */
+	uint64_t rtx_repairs;    /* rTX repair actions of the client's worker
+				  * (a dead resizer's descriptor locks) */
 };
 
 /* Result of loco_race_verify. */

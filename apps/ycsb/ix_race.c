@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* loco-ycsb's `race` index: RACE hashing (channels/race, docs/race.md),
+ * a table on the memory nodes (every one of them, or the lowest compute
+ * node without any) shared by every client; one client per thread. No
+ * scans. --resize rtx (default) or cas.
+ *
+ * Options (--ix-opt):
+ *   groups=N         bucket groups per subtable (default 64; 1 is a tiny
+ *                    table of 21 slots that splits at once)
+ *   initial-depth=D  subtables at creation: 2^D (0..4, default 0)
+ *   max-depth=D      largest local depth (default: room for 4 x --keys)
+ *   kv-blocks=N      KV blocks per memory node (default 3 x --keys over
+ *                    the memory nodes, at least 65536)
+ *   broken=none|no-dup-check|no-stale-check  tests only: inserts commit
+ *                    without the duplicate re-read / bucket headers and
+ *                    frozen slots are not checked (a stale cache is used)
+ * Counters: resizes are the splits this node finished, retries restarted
+ * attempts, cache_misses directory cache refreshes, repairs resizes taken
+ * over from a dead client plus rTX repairs. --verify runs
+ * loco_race_verify: settle what dead clients left, then check every
+ * subtable, key and KV block. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <loco/channels/race/race.h>
+#include "apps/ycsb/ix_opts.h"
+
+#define RX_MIN_BLOCKS 65536u
+#define RX_SLOTS_PER_GROUP 21u
+
+struct ycsb_index {
+	struct loco_race *r;
+};
+
+struct ycsb_ixthr {
+	struct ycsb_index *ix;
+	struct loco_race_client *c;
+};
+
+static const char *const rx_known[] = {
+	"groups", "initial-depth", "max-depth", "kv-blocks", "broken", NULL,
+};
+
+static int rx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
+		  struct loco_race_opts *o)
+{
+	static const char *const broken[] = { "none", "no-dup-check",
+					      "no-stale-check", NULL };
+	static const unsigned flags[] = { 0, LOCO_RACE_BROKEN_NO_DUP_CHECK,
+					  LOCO_RACE_BROKEN_NO_STALE_CHECK };
+	const char *key = cfg->opt_key[i];
+	uint64_t v = 0;
+	unsigned b = 0;
+	int rc;
+	if (!strcmp(key, "broken")) {
+		rc = ix_opt_word(cfg, i, "race", broken, &b);
+		o->broken = flags[b];
+		return rc;
+	}
+	if (!strcmp(key, "groups")) {
+		rc = ix_opt_u64(cfg, i, "race", 1, 65536, &v);
+		o->groups = (uint32_t)v;
+	} else if (!strcmp(key, "initial-depth")) {
+		rc = ix_opt_u64(cfg, i, "race", 0, LOCO_RACE_INITIAL_MAX, &v);
+		o->initial_depth = (uint32_t)v;
+	} else if (!strcmp(key, "max-depth")) {
+		rc = ix_opt_u64(cfg, i, "race", 1, LOCO_RACE_DEPTH_MAX, &v);
+		o->max_depth = (uint32_t)v;
+	} else {
+		rc = ix_opt_u64(cfg, i, "race", 64, UINT32_C(1) << 30, &v);
+		o->kv_blocks = (uint32_t)v;
+	}
+	return rc;
+}
+
+static unsigned memory_nodes(struct loco_mgr *mgr)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(mgr);
+	unsigned n = 0;
+	for (uint32_t id = 0; id <= h->max_id; id++)
+		n += h->node[id].present && h->node[id].role == LOCO_ROLE_MEMORY;
+	return n ? n : 1;
+}
+
+/* Sizes from --keys where no option gave them. */
+static void rx_defaults(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
+			struct loco_race_opts *o)
+{
+	uint32_t groups = o->groups ? o->groups : 64;
+	if (!o->max_depth) {
+		/* Subtables split about half full: room for 4 x --keys. */
+		uint64_t per = (uint64_t)groups * RX_SLOTS_PER_GROUP / 2;
+		unsigned d = 1;
+		while (d < LOCO_RACE_DEPTH_MAX &&
+		       (per << d) < 4 * (cfg->keys ? cfg->keys : 1))
+			d++;
+		o->max_depth = d < 12 ? 12 : d;
+	}
+	if (!o->kv_blocks) {
+		uint64_t b = 3 * cfg->keys / memory_nodes(mgr);
+		o->kv_blocks = (uint32_t)(b < RX_MIN_BLOCKS ? RX_MIN_BLOCKS :
+					  b > (UINT32_C(1) << 29) ?
+					  UINT32_C(1) << 29 : b);
+	}
+	if (o->initial_depth > o->max_depth)
+		o->max_depth = o->initial_depth;
+}
+
+static int rx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
+		   struct ycsb_index **out)
+{
+	static const char *const modes[] = { "rtx", "cas", NULL };
+	struct loco_race_opts o = { .name = cfg->name, .key_max = 8,
+				    .value_max = cfg->value_size,
+				    .threads_per_node = cfg->threads };
+	int rc = ix_opts_known(cfg, "race", rx_known);
+	for (unsigned i = 0; !rc && i < cfg->nopts; i++)
+		rc = rx_opt(cfg, i, &o);
+	if (!rc && cfg->resize) {
+		unsigned m = 0;
+		for (; modes[m] && strcmp(modes[m], cfg->resize); m++)
+			;
+		if (modes[m])
+			o.resize = m ? LOCO_RACE_RESIZE_CAS : LOCO_RACE_RESIZE_RTX;
+		else
+			rc = ix_opt_error("--resize %s: index race resizes rtx "
+					  "or cas", cfg->resize);
+	}
+	if (rc)
+		return rc;
+	rx_defaults(mgr, cfg, &o);
+	struct ycsb_index *ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return -ENOMEM;
+	rc = loco_race_create(mgr, &o, &ix->r);
+	if (rc) {
+		free(ix);
+		return rc;
+	}
+	*out = ix;
+	return 0;
+}
+
+static int rx_close(struct ycsb_index *ix)
+{
+	loco_race_destroy(ix->r);
+	free(ix);
+	return 0;
+}
+
+static int rx_thread_open(struct ycsb_index *ix, struct loco_thread *thr,
+			  struct ycsb_ixthr **out)
+{
+	struct ycsb_ixthr *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->ix = ix;
+	int rc = loco_race_client_create(ix->r, thr, &t->c);
+	if (rc) {
+		free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+static void rx_thread_close(struct ycsb_ixthr *t)
+{
+	loco_race_client_destroy(t->c);
+	free(t);
+}
+
+static int rx_get(struct ycsb_ixthr *t, uint64_t key, void *val, uint32_t *len)
+{
+	return loco_race_get(t->c, &key, sizeof(key), val, YCSB_VALUE_MAX, len);
+}
+
+static int rx_insert(struct ycsb_ixthr *t, uint64_t key, const void *val,
+		     uint32_t len)
+{
+	return loco_race_insert(t->c, &key, sizeof(key), val, len);
+}
+
+static int rx_update(struct ycsb_ixthr *t, uint64_t key, const void *val,
+		     uint32_t len)
+{
+	return loco_race_update(t->c, &key, sizeof(key), val, len);
+}
+
+static int rx_remove(struct ycsb_ixthr *t, uint64_t key)
+{
+	return loco_race_delete(t->c, &key, sizeof(key));
+}
+
+static void rx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
+{
+	struct loco_race_stats s;
+	loco_race_stats(ix->r, &s);
+	c->resizes = s.splits;
+	c->retries = s.retries;
+	c->cache_misses = s.refreshes;
+	c->repairs = s.takeovers + s.rtx_repairs;
+}
+
+static int rx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
+{
+	struct loco_race_audit a = { 0 };
+	int rc = loco_race_verify(t->c, &a, msg, len);
+	if (rc == -EPROTO)
+		return rc;
+	if (rc) {
+		snprintf(msg, len, "race: verify: %s", loco_strerror(rc));
+		return rc;
+	}
+	fprintf(stderr, "loco-ycsb: race: verify: %llu subtables (depth %u), "
+		"%llu items, %llu KV blocks in use, %llu referenced, %llu "
+		"leaked, %llu lost, %llu reclaimed, %llu repaired, %llu locks "
+		"held\n", (unsigned long long)a.subtables, a.depth,
+		(unsigned long long)a.items, (unsigned long long)a.allocated,
+		(unsigned long long)a.referenced, (unsigned long long)a.leaked,
+		(unsigned long long)a.lost, (unsigned long long)a.reclaimed,
+		(unsigned long long)a.repaired, (unsigned long long)a.locks_held);
+	return 0;
+}
+
+const struct ycsb_index_ops ycsb_ix_race = {
+	.name = "race",
+	.ordered = false,
+	.distributed = true,
+	.open = rx_open,
+	.thread_open = rx_thread_open,
+	.thread_close = rx_thread_close,
+	.close = rx_close,
+	.get = rx_get,
+	.insert = rx_insert,
+	.update = rx_update,
+	.remove = rx_remove,
+	.counters = rx_counters,
+	.verify = rx_verify,
+};
