@@ -405,6 +405,30 @@ static int rtx_frozen_current(struct race_op *op, const struct race_st *st,
 	return rc;
 }
 
+/* Is the view's subtable still the key's? Algorithm 5 on its headers;
+ * in rtx mode, frozen slots also send us to the descriptor: a split froze
+ * the subtable, and once it committed the subtable is dead (its frozen
+ * values may be stale). 0: current; 1: retry (the cache was refreshed);
+ * or an error. */
+static int look_current(struct race_op *op, const struct race_look *l)
+{
+	struct loco_race_client *c = op->c;
+	bool cur = false;
+	int rc;
+	if (look_check(c, l, &op->k) == LOOK_STALE) {
+		rc = op_refresh(op);
+		return rc ? rc : 1;
+	}
+	if (cas_mode(c->r) || !look_has_frozen(l, 0) ||
+	    (c->r->o.broken & LOCO_RACE_BROKEN_NO_STALE_CHECK))
+		return 0;
+	rc = rtx_frozen_current(op, &l->st[0], &cur);
+	if (rc || cur)
+		return rc;
+	rc = op_retry(op);
+	return rc ? rc : 1;
+}
+
 /* Build the new KV block in c->kvw for the op's key and value, on memory
  * node NI (allocating there; a block on another node is returned). */
 static int op_block(struct race_op *op, unsigned ni)
@@ -489,18 +513,10 @@ static int get_once(struct race_op *op, const struct race_st *st, bool only_st,
 	int rc = race_run(c, &b);
 	if (rc)
 		return rc;
-	if (look_check(c, &l, &op->k) == LOOK_STALE) {
-		*again = 1;
-		return op_refresh(op);
-	}
-	if (!cas_mode(c->r) && look_has_frozen(&l, 0) &&
-	    !(c->r->o.broken & LOCO_RACE_BROKEN_NO_STALE_CHECK)) {
-		bool cur = false;
-		rc = rtx_frozen_current(op, st, &cur);
-		if (rc || !cur) {
-			*again = 1;
-			return rc ? rc : op_retry(op);
-		}
+	rc = look_current(op, &l);
+	if (rc) {
+		*again = rc > 0;
+		return rc > 0 ? 0 : rc;
 	}
 	rc = kv_lookup(c, &op->k, p, fp_matches(c->r, &l, &op->k, false, 0, p), h);
 	if (!rc && h->changed && h->found < 0) {
@@ -794,10 +810,10 @@ static int find_once(struct race_op *op, const struct race_st *st, bool only_st,
 		op_post_block(op, &b);
 	look_post(c, l, 0, &b);
 	int rc = race_run(c, &b);
+	if (!rc)
+		rc = look_current(op, l);
 	if (rc)
 		return rc;
-	if (look_check(c, l, &op->k) == LOOK_STALE)
-		return again(op_refresh(op));
 	unsigned n = fp_matches(c->r, l, &op->k, false, 0, p);
 	rc = kv_lookup(c, &op->k, p, n, &h);
 	if (rc)

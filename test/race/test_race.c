@@ -340,6 +340,13 @@ static void stale_cache(enum loco_race_resize mode, bool broken)
 		ck_assert_int_eq(put(b.c, i, 2), 0);
 	ck_assert_uint_ge(stats(b.c).splits, 10);
 	unsigned wrong = 0;
+	/* Writes first, through the stale cache: B's keys exist. */
+	for (uint64_t i = 300; i < 400 && !broken; i += 2)
+		ck_assert_int_eq(upd(a.c, i, 2), 0);
+	for (uint64_t i = 301; i < 400 && !broken; i += 2)
+		ck_assert_int_eq(loco_race_delete(a.c, &i, 8), 0);
+	for (uint64_t i = 301; i < 400 && !broken; i += 2)
+		ck_assert_int_eq(put(a.c, i, 2), 0);
 	for (uint64_t i = 0; i < 400; i++)
 		wrong += ver_of(a.c, i) != (i < 10 ? 1 : 2);
 	if (broken) {
@@ -548,6 +555,7 @@ struct victim {
 static void *victim_inserts(void *arg)
 {
 	struct victim *v = arg;
+	stall.victim = pthread_self();   /* read by the hook on this thread */
 	v->rc = 0;
 	for (uint64_t i = v->from; i < v->from + v->n && !v->rc; i++) {
 		v->rc = put(v->c, i, 5);
@@ -569,7 +577,6 @@ static void stall_start(struct victim *v, pthread_t *tid, const char *point,
 	ck_assert_int_eq(loco_race_client_create(r, v->thr, &v->c), 0);
 	rtx_crash_set_hook(stall_hook, NULL);
 	pthread_create(tid, NULL, victim_inserts, v);
-	stall.victim = *tid;
 }
 
 /* The client stalls at POINT while resizing; the other client's
