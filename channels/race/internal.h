@@ -291,6 +291,7 @@ int race_refresh(struct loco_race_client *c, uint64_t h1);
 int race_refresh_one(struct loco_race_client *c, uint32_t s, uint64_t *lock);
 uint32_t race_node_for(const struct loco_race *r, uint32_t suffix);
 void race_backoff(struct loco_race_client *c, unsigned *tries);
+uint64_t race_rand(struct loco_race_client *c);
 uint64_t race_deadline(const struct loco_race_client *c);
 /* Wait for the async frees, if any (before touching their buffers). */
 int race_pend_wait(struct loco_race_client *c);

@@ -561,8 +561,10 @@ int loco_race_get(struct loco_race_client *c, const void *key, uint32_t klen,
 /* ---- insert -------------------------------------------------------------------- */
 
 /* The empty slot an insert takes: in the less loaded combined bucket,
- * main bucket first (RACE §3.3). false: both full. */
-static bool pick_slot(const struct race_look *l, uint32_t *bucket, unsigned *j)
+ * main bucket first (RACE §3.3); with SKIP, the SKIP-th empty one after
+ * that (mod their number). false: both full. */
+static bool pick_slot(const struct race_look *l, unsigned skip,
+		      uint32_t *bucket, unsigned *j)
 {
 	unsigned load[2] = { 0, 0 };
 	for (unsigned i = 0; i < 2; i++) {
@@ -578,7 +580,9 @@ static bool pick_slot(const struct race_look *l, uint32_t *bucket, unsigned *j)
 			load[i] += v != 0;
 		}
 	}
-	unsigned first = load[1] < load[0] ? 1 : 0;
+	unsigned first = load[1] < load[0] ? 1 : 0, n = 0;
+	uint32_t eb[2 * RACE_CSLOTS];
+	unsigned ej[2 * RACE_CSLOTS];
 	for (unsigned pass = 0; pass < 2; pass++) {
 		const struct race_cb *cb = &l->cb[0][pass ? 1 - first : first];
 		if (cb->dup)
@@ -587,14 +591,16 @@ static bool pick_slot(const struct race_look *l, uint32_t *bucket, unsigned *j)
 		for (unsigned s = 0; s < RACE_CSLOTS; s++) {
 			unsigned q = (mainj + s) % RACE_CSLOTS;  /* main first */
 			uint64_t v;
-			cb_slot(cb, q, bucket, &v);
-			if (!v) {
-				*j = q % RACE_SLOTS;
-				return true;
-			}
+			cb_slot(cb, q, &eb[n], &v);
+			if (!v)
+				ej[n++] = q % RACE_SLOTS;
 		}
 	}
-	return false;
+	if (!n)
+		return false;
+	*bucket = eb[skip % n];
+	*j = ej[skip % n];
+	return true;
 }
 
 static uint64_t tentative(uint64_t item)
@@ -704,7 +710,13 @@ static int insert_look(struct race_op *op, const struct race_st *st,
 		return -EEXIST;
 	if (tent || changed)
 		return again(op_retry(op));
-	if (pick_slot(l, bucket, j))
+	/* The broken variant without the duplicate re-read also spreads
+	 * concurrent inserters over the free slots, as inserters whose
+	 * views of the bucket differ are: else most of its duplicates would
+	 * collide on one slot and a short test would rarely see one. */
+	unsigned skip = c->r->o.broken & LOCO_RACE_BROKEN_NO_DUP_CHECK ?
+			(unsigned)(race_rand(c) >> 33) : 0;
+	if (pick_slot(l, skip, bucket, j))
 		return 0;
 	rc = race_split(c, st);
 	if (rc == -EAGAIN)

@@ -525,7 +525,7 @@ int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 
 /* ---- waiting ---------------------------------------------------------------------- */
 
-static uint64_t rng_next(struct loco_race_client *c)
+uint64_t race_rand(struct loco_race_client *c)
 {
 	uint64_t x = c->rng;  /* xorshift64* */
 	x ^= x >> 12;
@@ -543,7 +543,7 @@ void race_backoff(struct loco_race_client *c, unsigned *tries)
 	unsigned cap = t < 10 ? 1u << (t - 2) : BACKOFF_MAX_US;
 	if (cap > BACKOFF_MAX_US)
 		cap = BACKOFF_MAX_US;
-	unsigned us = 1 + (unsigned)(rng_next(c) % cap);
+	unsigned us = 1 + (unsigned)(race_rand(c) % cap);
 	struct timespec ts = { 0, (long)us * 1000L };
 	nanosleep(&ts, NULL);
 }
