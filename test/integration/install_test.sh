@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `meson install` into a scratch DESTDIR, then, as an outside user would:
 # every installed header compiles on its own (included as <loco/...>), a
-# program built with `pkg-config --cflags --libs loco-rtx` links and runs,
+# program built with `pkg-config --cflags --libs loco-race` (which pulls
+# in loco-rtx and loco) links and runs,
 # and the channel of docs/write-your-own-channel.md (docs/examples) builds
 # with `pkg-config loco` alone, warnings as errors.
 #   install_test.sh BUILDDIR [SANITIZE [SRCDIR]]
@@ -21,9 +22,14 @@ meson install -C "$build" --no-rebuild --quiet --destdir "$dest" >/dev/null
 pc=$(dirname "$(find "$dest" -name loco.pc | head -n1)")
 [ -f "$pc/loco.pc" ] || { echo "install_test: no loco.pc installed"; exit 1; }
 [ -f "$pc/loco-rtx.pc" ] || { echo "install_test: no loco-rtx.pc installed"; exit 1; }
+[ -f "$pc/loco-race.pc" ] || { echo "install_test: no loco-race.pc installed"; exit 1; }
 export PKG_CONFIG_PATH=$pc PKG_CONFIG_SYSROOT_DIR=$dest
-cflags=$(pkg-config --cflags loco-rtx)
-libs=$(pkg-config --libs loco-rtx)
+cflags=$(pkg-config --cflags loco-race)
+libs=$(pkg-config --libs loco-race)
+case " $libs " in
+*" -lloco_race "*"-lloco_rtx "*) ;;
+*) echo "install_test: pkg-config loco-race does not link race and rtx: $libs"; exit 1 ;;
+esac
 case " $cflags " in
 */include/loco" "*) echo "install_test: pkg-config puts include/loco on the path: $cflags"; exit 1 ;;
 esac
@@ -56,12 +62,16 @@ cat >"$dest/user.c" <<'C'
 #include <loco/loco.h>
 #include <loco/channels/atomic_var.h>
 #include <loco/rtx/rtx.h>
+#include <loco/channels/race/race.h>
 
 int main(void)
 {
 	const char *s = loco_strerror(-ETIMEDOUT);
+	/* Linked from libloco_race (and through it libloco_rtx). */
+	int (*create)(struct loco_mgr *, const struct loco_race_opts *,
+		      struct loco_race **) = loco_race_create;
 	printf("%s\n", s);
-	return s && *s ? 0 : 1;
+	return s && *s && create ? 0 : 1;
 }
 C
 cc -std=c11 $sanflags $cflags "$dest/user.c" -o "$dest/user" $libs
