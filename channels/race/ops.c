@@ -355,12 +355,15 @@ struct race_op {
 	unsigned nother;
 };
 
+/* VAL: the new value of an insert or update, NULL for get and delete. */
 static int op_start(struct race_op *op, struct loco_race_client *c,
-		    const void *key, uint32_t klen)
+		    const void *key, uint32_t klen, const void *val,
+		    uint32_t vlen)
 {
-	if (klen > c->r->o.key_max)
+	if (klen > c->r->o.key_max || (val && vlen > c->r->o.value_max))
 		return -E2BIG;
-	*op = (struct race_op){ .c = c, .deadline = race_deadline(c) };
+	*op = (struct race_op){ .c = c, .deadline = race_deadline(c),
+				.val = val, .vlen = vlen };
 	race_key_init(c->r, &op->k, key, klen);
 	return 0;
 }
@@ -530,7 +533,7 @@ int loco_race_get(struct loco_race_client *c, const void *key, uint32_t klen,
 		  void *val, uint32_t cap, uint32_t *vlen)
 {
 	struct race_op op;
-	int rc = op_start(&op, c, key, klen);
+	int rc = op_start(&op, c, key, klen, NULL, 0);
 	if (rc)
 		return rc;
 	RACE_INC(c, gets);
@@ -789,14 +792,10 @@ int loco_race_insert(struct loco_race_client *c, const void *key,
 		     uint32_t klen, const void *val, uint32_t vlen)
 {
 	struct race_op op;
-	int rc = op_start(&op, c, key, klen);
+	int rc = op_start(&op, c, key, klen, val, vlen);
 	if (rc)
 		return rc;
-	if (vlen > c->r->o.value_max)
-		return -E2BIG;
 	RACE_INC(c, inserts);
-	op.val = val;
-	op.vlen = vlen;
 	do
 		rc = insert_try(&op);
 	while (rc == INS_AGAIN);
@@ -901,15 +900,14 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 int loco_race_update(struct loco_race_client *c, const void *key,
 		     uint32_t klen, const void *val, uint32_t vlen)
 {
+	static const uint8_t empty;
 	struct race_op op;
-	int rc = op_start(&op, c, key, klen);
+	if (!val)
+		val = &empty;   /* an empty value: still an update, not a delete */
+	int rc = op_start(&op, c, key, klen, val, vlen);
 	if (rc)
 		return rc;
-	if (vlen > c->r->o.value_max)
-		return -E2BIG;
 	RACE_INC(c, updates);
-	op.val = val;
-	op.vlen = vlen;
 	rc = replace(&op, 0, "race.update_written");
 	op_drop_block(&op);
 	return rc;
@@ -919,7 +917,7 @@ int loco_race_delete(struct loco_race_client *c, const void *key,
 		     uint32_t klen)
 {
 	struct race_op op;
-	int rc = op_start(&op, c, key, klen);
+	int rc = op_start(&op, c, key, klen, NULL, 0);
 	if (rc)
 		return rc;
 	RACE_INC(c, deletes);
