@@ -243,6 +243,23 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 	return 0;
 }
 
+/* A DOWN (or LOST) peer's new hello is not published here: the keeper
+ * checks it first (peers.c). peer_lock held. */
+static bool peer_hello_held(struct loco_mgr *mgr, const struct loco_hello *h)
+{
+	uint32_t peer = h->id;
+	/* Relaxed: the state is written under peer_lock, which we hold. */
+	int st = atomic_load_explicit(&mgr->peer_state[peer], memory_order_relaxed);
+	if (st == LOCO_PEER_DOWN) {
+		mgr->peer_back_image[peer] = h->image_id;
+		mgr->peer_back_len[peer] = h->arena_len;
+		mgr->peer_back[peer] = true;
+	} else if (st != LOCO_PEER_LOST) {
+		mgr->peer_image[peer] = h->image_id;
+	}
+	return st == LOCO_PEER_DOWN || st == LOCO_PEER_LOST;
+}
+
 int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 		  bool publish)
 {
@@ -258,8 +275,8 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 			atomic_fetch_add_explicit(&mgr->peer_gen[peer], 1,
 						  memory_order_relaxed);
 			mgr->peer_boot[peer] = h->boot_id;
-			mgr->peer_image[peer] = h->image_id;
 		}
+		publish &= !peer_hello_held(mgr, h);
 		/* Relaxed: published by the release below. */
 		atomic_store_explicit(&mgr->peer_flags[peer], h->flags,
 				      memory_order_relaxed);
@@ -481,6 +498,7 @@ static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
 					deadline);
 		if (!rc) {
 			c->fd = fd;
+			loco_peer_watch(mgr, peer, fd);
 			return 0;
 		}
 		close(fd);
@@ -491,12 +509,27 @@ static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
 	return rc;
 }
 
-static void conn_drop(struct loco_conn *c)
+static void conn_drop(struct loco_mgr *mgr, uint32_t peer)
 {
+	struct loco_conn *c = &mgr->out[peer];
+	loco_peer_watch(mgr, peer, -1);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
 	loco_sess_end(&c->sess);
+}
+
+bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd)
+{
+	struct loco_conn *c = &mgr->out[peer];
+	char b;
+	pthread_mutex_lock(&c->lock);
+	ssize_t n = c->fd == fd ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 1;
+	bool dead = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+	if (dead)
+		conn_drop(mgr, peer);
+	pthread_mutex_unlock(&c->lock);
+	return dead;
 }
 
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
@@ -536,10 +569,13 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	if (!rc && h.type != reply_type)
 		rc = -LOCO_EPROTO;
 	if (rc) {
-		conn_drop(c);
+		conn_drop(mgr, peer);
 		free(rep);
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* A memory node whose connection broke under a request is gone. */
+	if (rc == -ECONNRESET || rc == -EPIPE)
+		loco_peer_down(mgr, peer, "a request found its connection closed");
 	if (rc)
 		return rc;
 	*reply = rep;
@@ -1025,7 +1061,7 @@ void loco_ctrl_stop(struct loco_mgr *mgr)
 		close(mgr->listen_fd);
 	mgr->listen_fd = -1;
 	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		conn_drop(&mgr->out[i]);
+		conn_drop(mgr, i);
 	for (int i = 0; i < 2; i++)
 		if (mgr->wake_pipe[i] >= 0)
 			close(mgr->wake_pipe[i]);

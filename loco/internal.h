@@ -91,7 +91,17 @@ enum loco_peer_state {
 struct loco_conn {
 	pthread_mutex_t lock;
 	int fd;               /* -1 when not connected */
+	_Atomic int watch_fd; /* fd for the peer keeper's poll (peers.c) */
 	struct loco_sess sess; /* its session once authenticated */
+};
+
+/* A region this node opened on another node (loco_region_open): re-opened
+ * when that node comes back after a restart (peers.c). */
+struct loco_ropen {
+	uint32_t node;
+	char name[LOCO_NAME_MAX];
+	uint64_t off, len;
+	struct loco_ropen *next;
 };
 
 /* Arena allocation record; the list is sorted by offset. */
@@ -176,6 +186,19 @@ struct loco_mgr {
 	_Atomic int peer_state[LOCO_MAX_NODES];
 	uint64_t peer_boot[LOCO_MAX_NODES];   /* under peer_lock */
 	uint64_t peer_image[LOCO_MAX_NODES];  /* durable image ids, peer_lock */
+	/* What a DOWN peer's new incarnation said hello with: its image id
+	 * (the keeper compares it with peer_image) and arena length; under
+	 * peer_lock. */
+	uint64_t peer_back_image[LOCO_MAX_NODES];
+	uint64_t peer_back_len[LOCO_MAX_NODES];
+	bool peer_back[LOCO_MAX_NODES];       /* that hello arrived */
+
+	/* Regions opened on other nodes, and the peer keeper (peers.c). */
+	pthread_mutex_t ropen_lock;
+	struct loco_ropen *ropens;
+	pthread_t keeper;
+	bool keeper_started;
+	int keeper_pipe[2];          /* wakes the keeper (a new connection) */
 	uint64_t boot_id;            /* this process's incarnation (random) */
 	uint64_t image_id;           /* durable: the region table's identity */
 
@@ -246,6 +269,9 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
+/* Whether the connection to PEER, FD, hit its end (the peer's process is
+ * gone); if so it is closed. */
+bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd);
 
 /* What a HELLO says about a node. */
 struct loco_hello {
@@ -305,6 +331,32 @@ static inline int loco_peer_span(struct loco_mgr *mgr, uint32_t peer,
 	return slen && off >= first && off <= slen && len <= slen - off ?
 	       0 : -EINVAL;
 }
+
+/* peers.c: memory peers that die and come back. */
+/* Start the keeper thread if the hosts file has memory nodes besides this
+ * one: it watches their control connections and reconnects the ones
+ * that went down. */
+int loco_peers_start(struct loco_mgr *mgr);
+void loco_peers_stop(struct loco_mgr *mgr);
+/* A memory node's control connection went away (or an op found it dead):
+ * mark it DOWN unless it is already. WHY goes to the log. */
+void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why);
+/* A connection to PEER is ready (FD) or gone (-1): tell the keeper. */
+void loco_peer_watch(struct loco_mgr *mgr, uint32_t peer, int fd);
+/* region.c: create-or-open NAME (LEN bytes) on NODE again, for the
+ * keeper, whatever NODE's state; *OFF gets its offset. */
+int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
+		       uint64_t len, uint64_t *off);
+/* A LOST PEER said hello again and a region was opened there anew: it is
+ * UP with its new incarnation, its old regions forgotten. */
+void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer);
+/* loco_ropen_drop: every region of the node (internal flag). */
+#define LOCO_DROP_ALL 0x100u
+/* Remember / forget regions opened on NODE (loco_region_open, _drop). */
+void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
+		    uint64_t off, uint64_t len);
+void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
+		     unsigned flags);
 
 /* channel.c: control-plane handlers and the join worker. */
 void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,

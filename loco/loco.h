@@ -202,8 +202,9 @@ enum {
 /* A thread's view of one peer's mapped arena (base NULL: not direct):
  * an 8-byte word at offset AT is inside it iff AT - LOCO_ARENA_FIRST <=
  * LIM (the arena's length minus LOCO_ARENA_FIRST + 8). Set by the owner
- * when it opens the QP; cleared by the manager when the peer restarts
- * (the next op goes out of line, which renews the QP). */
+ * when it opens the QP; cleared by the manager when the peer restarts or
+ * dies (the next op goes out of line, which renews the QP or fails with
+ * -LOCO_EDOWN). */
 struct loco_direct_qp {
 	uint8_t *_Atomic base;
 	uint64_t lim;
@@ -658,6 +659,15 @@ int loco_persist(struct loco_thread *thr, uint32_t peer);
 
 /* Whether PEER (after its hello) keeps its arena in a durable image. */
 bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer);
+
+/* Wait until memory node PEER can be used: after it died (operations on
+ * it fail with -LOCO_EDOWN meanwhile, at once), until it is back with the
+ * same durable image and every region this node had opened on it is
+ * where it was (docs/durability.md, "Reconnection"); on first contact,
+ * until it answers. Returns 0, -LOCO_ELOST (it came back without its
+ * memory: not durable, or another image), -ETIMEDOUT or -EINVAL.
+ * Caller: any thread. TIMEOUT_MS < 0: the manager default. */
+int loco_peer_wait(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 
 /* ---- stats -------------------------------------------------------------- */
 

@@ -66,6 +66,8 @@ static void locks_init(struct loco_mgr *mgr)
 	pthread_mutex_init(&mgr->chan_lock, &rec);
 	pthread_mutexattr_destroy(&rec);
 	pthread_mutex_init(&mgr->peer_lock, NULL);
+	pthread_mutex_init(&mgr->ropen_lock, NULL);
+	mgr->keeper_pipe[0] = mgr->keeper_pipe[1] = -1;
 	pthread_mutex_init(&mgr->thr_lock, NULL);
 	pthread_mutex_init(&mgr->job_lock, NULL);
 	pthread_cond_init(&mgr->job_cond, NULL);
@@ -84,6 +86,7 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_mutex_destroy(&mgr->alloc_lock);
 	pthread_mutex_destroy(&mgr->chan_lock);
 	pthread_mutex_destroy(&mgr->peer_lock);
+	pthread_mutex_destroy(&mgr->ropen_lock);
 	pthread_mutex_destroy(&mgr->thr_lock);
 	pthread_mutex_destroy(&mgr->job_lock);
 	pthread_cond_destroy(&mgr->job_cond);
@@ -203,6 +206,9 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 	if (!rc && (rc = loco_joiner_start(mgr)))
 		loco_err("mgr", "cannot start the join worker: %s",
 			 loco_strerror(rc));
+	if (!rc && (rc = loco_peers_start(mgr)))
+		loco_err("mgr", "cannot start the peer keeper: %s",
+			 loco_strerror(rc));
 	if (rc) {
 		/* Each step logged its own reason. */
 		loco_mgr_destroy(mgr);
@@ -217,6 +223,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 	if (!mgr)
 		return;
 	loco_joiner_stop(mgr);
+	loco_peers_stop(mgr);
 	loco_ctrl_stop(mgr);
 	loco_thread_retire_all(mgr);
 	loco_history_close(mgr);

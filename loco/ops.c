@@ -198,6 +198,15 @@ static void qp_retire(struct loco_qp *qp, uint64_t ticket, int status)
 	}
 }
 
+/* A FLUSH found PEER dead or restarted (-LOCO_EDOWN): it is down now,
+ * whether or not the keeper noticed yet, so that loco_peer_wait waits for
+ * its return. */
+static void op_failed(struct loco_thread *thr, uint32_t peer, int status)
+{
+	if (status == -LOCO_EDOWN)
+		loco_peer_down(thr->mgr, peer, "a FLUSH found it gone");
+}
+
 static int progress_locked(struct loco_thread *thr)
 {
 	struct loco_cqe cqe[32];
@@ -207,6 +216,8 @@ static int progress_locked(struct loco_thread *thr)
 				     thr->qp[cqe[i].peer] : NULL;
 		if (qp)
 			qp_retire(qp, cqe[i].wr_id, cqe[i].status);
+		if (qp && cqe[i].status)
+			op_failed(thr, qp->peer, cqe[i].status);
 	}
 	return n < 0 ? n : 0;
 }
@@ -290,17 +301,21 @@ int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
 
 /* The inline path's view of a new QP's peer arena, if the transport
  * offers one and it can hold a word (loco_direct_word). */
-static void direct_open(struct loco_direct_qp *d,
-			const struct loco_transport_ops *ops,
-			const struct loco_qp *qp)
+static void direct_open(struct loco_mgr *mgr, uint32_t peer,
+			struct loco_direct_qp *d, const struct loco_qp *qp)
 {
 	uint64_t len = 0;
-	uint8_t *base = ops->qp_direct(qp->tp, &len);
+	uint8_t *base = mgr->tp_ops->qp_direct(qp->tp, &len);
 	if (!base || len < LOCO_ARENA_FIRST + 8)
 		return;
 	d->lim = len - LOCO_ARENA_FIRST - 8;
-	/* Relaxed: read by this thread only (the manager only clears it). */
+	/* Relaxed (thr->lock held, as by loco_threads_direct_close): then
+	 * the arena length, which the peer keeper zeroes before it clears
+	 * every base (peers.c): a peer that died meanwhile is not reached
+	 * inline. */
 	atomic_store_explicit(&d->base, base, memory_order_relaxed);
+	if (!atomic_load_explicit(&mgr->peer_arena_len[peer], memory_order_relaxed))
+		atomic_store_explicit(&d->base, NULL, memory_order_relaxed);
 }
 
 /* Under thr->lock: the inline path stops using PEER's mapping. */
@@ -423,7 +438,7 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		qp->durable = peer_durable(mgr, peer);
 		/* Not to a durable peer: its writes are noted for persists. */
 		if (thr->hot.sync && ops->qp_direct && !qp->durable)
-			direct_open(&thr->hot.direct[peer], ops, qp);
+			direct_open(mgr, peer, &thr->hot.direct[peer], qp);
 	}
 	if (qp->err)
 		return qp->err;
@@ -654,8 +669,10 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 	}
 	assign_tickets(thr, wr, n);
 	int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
-	if (rc)
+	if (rc) {
+		op_failed(thr, peer, rc);
 		return rc;
+	}
 	sync_placed(thr, peer, wr[n - 1].opcode == LOCO_OP_WRITE);
 	posted(thr, peer, wr, n, ack);
 	if (qp->durable)
@@ -952,6 +969,16 @@ static struct loco_wr fence_wr(void)
 				 .remote_off = LOCO_ARENA_FIRST };
 }
 
+/* QP's pending writes were reported lost (-LOCO_EDOWN) to the caller,
+ * who redoes them: they are no one's to report again. */
+static void qp_loss_reported(struct loco_thread *thr, struct loco_qp *qp)
+{
+	qp->ndirty = 0;
+	qp->placed = qp->last_write;
+	qp->lost = false;
+	thr->hot.unplaced &= ~(UINT64_C(1) << qp->peer);
+}
+
 /* Before placing or persisting QP's writes: -LOCO_EDOWN (reported once)
  * if some went to an incarnation of the peer that died since, or if the
  * peer is down now and some are not placed or persisted yet. Renews a QP
@@ -966,7 +993,10 @@ static int qp_writes_lost(struct loco_thread *thr, struct loco_qp *qp)
 		return -LOCO_EDOWN;
 	}
 	bool pending = qp_unplaced(thr, qp) || qp->ndirty;
-	return pending ? peer_usable(thr->mgr, qp->peer) : 0;
+	int rc = pending ? peer_usable(thr->mgr, qp->peer) : 0;
+	if (rc)
+		qp_loss_reported(thr, qp);
+	return rc;
 }
 
 /* Post a zero-length READ on QP if it has unplaced WRITEs; thr->lock held. */
@@ -1089,6 +1119,8 @@ static int persist_post(struct loco_thread *thr, uint32_t peer,
 	if (n)
 		rc = thr->hot.sync ? post_sync(thr, peer, wr, n, NULL) :
 				 post_locked(thr, peer, wr, n, NULL);
+	if (rc == -LOCO_EDOWN)
+		qp_loss_reported(thr, qp);
 	if (!rc && ack) {
 		ack->peers |= UINT64_C(1) << peer;
 		if (!thr->hot.sync)  /* sync: complete already, no ticket */

@@ -456,23 +456,56 @@ static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
 	return rc;
 }
 
+/* A node that is down is not asked: the caller learns at once, the
+ * keeper reconnects (peers.c). One that came back without its memory is:
+ * opening a region there starts afresh (loco_peer_fresh). */
+static int region_node_gone(struct loco_mgr *mgr, uint32_t node)
+{
+	/* Relaxed: a state word (the keeper's); nothing else is read. */
+	int st = atomic_load_explicit(&mgr->peer_state[node], memory_order_relaxed);
+	return st == LOCO_PEER_DOWN ? -LOCO_EDOWN : 0;
+}
+
+/* REGION_OPEN NAME (LEN bytes) on NODE: V gets offset and length. */
+static int region_open_call(struct loco_mgr *mgr, uint32_t node,
+			    const char *name, uint64_t len, uint64_t v[2])
+{
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_str(&w, name);
+	loco_put_u64(&w, len);
+	int rc = region_call(mgr, node, "open", name, LOCO_MSG_REGION_OPEN,
+			     LOCO_MSG_REGION_ACK, loco_region_handle_open, &w,
+			     v, 2);
+	return !rc && v[1] != len ? -LOCO_EPROTO : rc;
+}
+
+int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
+		       uint64_t len, uint64_t *off)
+{
+	uint64_t v[2] = { 0, 0 };   /* offset, length */
+	int rc = region_open_call(mgr, node, name, len, v);
+	if (!rc)
+		*off = v[0];
+	return rc;
+}
+
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out)
 {
 	if (!region_target_ok(mgr, node, name) || !len)
 		return -EINVAL;
-	struct loco_wbuf w;
-	loco_wbuf_init(&w);
-	loco_put_str(&w, name);
-	loco_put_u64(&w, len);
+	int rc = region_node_gone(mgr, node);
 	uint64_t v[2] = { 0, 0 };   /* offset, length */
-	int rc = region_call(mgr, node, "open", name, LOCO_MSG_REGION_OPEN,
-			     LOCO_MSG_REGION_ACK, loco_region_handle_open, &w,
-			     v, 2);
+	if (!rc)
+		rc = region_open_call(mgr, node, name, len, v);
 	if (rc)
 		return rc;
-	if (v[1] != len || loco_peer_span(mgr, node, LOCO_SPACE_ARENA, v[0], v[1]))
+	loco_peer_fresh(mgr, node);
+	if (loco_peer_span(mgr, node, LOCO_SPACE_ARENA, v[0], v[1]))
 		return -LOCO_EPROTO;
+	if (node != mgr->id)
+		loco_ropen_add(mgr, node, name, v[0], v[1]);
 	*out = (struct loco_rregion){ .node = node, .off = v[0], .len = v[1] };
 	return 0;
 }
@@ -568,14 +601,19 @@ int loco_region_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 	if (!region_target_ok(mgr, node, name) || !name[0] ||
 	    (flags & ~LOCO_DROP_TREE))
 		return -EINVAL;
+	int rc = region_node_gone(mgr, node);
+	if (rc)
+		return rc;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u32(&w, flags);
 	uint64_t n = 0;
-	int rc = region_call(mgr, node, "drop", name, LOCO_MSG_REGION_DROP,
-			     LOCO_MSG_REGION_DROP_ACK, loco_region_handle_drop,
-			     &w, &n, 1);
+	rc = region_call(mgr, node, "drop", name, LOCO_MSG_REGION_DROP,
+			 LOCO_MSG_REGION_DROP_ACK, loco_region_handle_drop,
+			 &w, &n, 1);
+	if (!rc && node != mgr->id)
+		loco_ropen_drop(mgr, node, name, flags);
 	if (!rc && count)
 		*count = (unsigned)n;
 	return rc;

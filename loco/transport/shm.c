@@ -477,10 +477,6 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
  * as loco_shm_execute would. */
 static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len)
 {
-	/* A durable peer's writes must be noted for loco_persist: its
-	 * requests go through the post path. */
-	if (qp->img)
-		return NULL;
 	*len = qp->len;
 	return qp->base;
 }

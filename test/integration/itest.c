@@ -11,6 +11,19 @@
  *                          node for SECS seconds (the launcher kills one);
  *                          the highest attaches after DELAY_MS and checks
  *                          every writer's records, the killed one's too.
+ *   durable-log SECS [--skip-persist]
+ *                          every compute node appends records to its log
+ *                          on a durable memory node for SECS seconds: the
+ *                          record, a persist, the commit word, a persist,
+ *                          then it counts the record acknowledged. When
+ *                          the memory node dies (the launcher restarts
+ *                          it) operations fail with -LOCO_EDOWN; the node
+ *                          waits for it, checks that the durable commit
+ *                          word is at least its last acknowledged record
+ *                          and every committed record is intact, and goes
+ *                          on from there. --skip-persist leaves out the
+ *                          commit's persist point (the deliberate bug): a
+ *                          power cut then loses acknowledged records.
  *
  * Exit 0 on success, 1 on a failed check, 3 on a join error. */
 #include <errno.h>
@@ -170,11 +183,12 @@ static int check_log(struct ctx *c, const struct loco_rregion *log,
 		     uint64_t *committed)
 {
 	uint64_t seq, rec[8], want[8];
-	CHECK(loco_read(c->thr, log, 0, &seq, 8) == 0, "read commit");
+	int rc = loco_read(c->thr, log, 0, &seq, 8);
+	CHECK(rc == 0, "read commit: %s", loco_strerror(rc));
 	uint64_t first = seq > LOG_SLOTS - 2 ? seq - (LOG_SLOTS - 2) : 1;
 	for (uint64_t s = first; s <= seq; s++) {
-		CHECK(loco_read(c->thr, log, 64 + (s % LOG_SLOTS) * 64, rec, 64) == 0,
-		      "read record");
+		rc = loco_read(c->thr, log, 64 + (s % LOG_SLOTS) * 64, rec, 64);
+		CHECK(rc == 0, "read record: %s", loco_strerror(rc));
 		record_fill(want, s);
 		CHECK(memcmp(rec, want, 64) == 0, "record %llu of %llu is corrupt",
 		      (unsigned long long)s, (unsigned long long)seq);
@@ -218,6 +232,89 @@ static int memnode_late(struct ctx *c, int uid_self)
 	return 0;
 }
 
+/* ---- durable memory node ----------------------------------------------------- */
+
+struct dlog {
+	struct ctx *c;
+	struct loco_rregion log;
+	uint64_t acked;           /* last record acknowledged */
+	unsigned outages;
+	bool skip_persist;
+};
+
+/* The persistence point (--skip-persist: only a fence, the bug). */
+static int dlog_persist(struct dlog *d)
+{
+	struct loco_thread *t = d->c->thr;
+	return d->skip_persist ? loco_fence(t, LOCO_FENCE_PAIR, d->log.node) :
+	       loco_persist(t, d->log.node);
+}
+
+/* Append record SEQ and commit it; 0, or the error of the op that failed
+ * (the record is then not acknowledged). */
+static int dlog_append(struct dlog *d, uint64_t seq)
+{
+	uint64_t rec[8];
+	struct loco_thread *t = d->c->thr;
+	record_fill(rec, seq);
+	int rc = loco_write(t, &d->log, 64 + (seq % LOG_SLOTS) * 64, rec, 64);
+	if (!rc)
+		rc = dlog_persist(d);
+	if (!rc)
+		rc = loco_write(t, &d->log, 0, &seq, 8);
+	return rc ? rc : dlog_persist(d);
+}
+
+/* The node is back: what it kept must hold every acknowledged record. */
+static int dlog_recover(struct dlog *d, uint64_t *seq)
+{
+	uint64_t commit = 0;
+	int rc = loco_peer_wait(d->c->mgr, d->log.node, 30000);
+	CHECK(rc == 0, "memory node %u did not come back: %s", d->log.node,
+	      loco_strerror(rc));
+	CHECK(check_log(d->c, &d->log, &commit) == 0, "log after the restart");
+	CHECK(commit >= d->acked, "acknowledged record %llu lost: the durable "
+	      "commit word says %llu", (unsigned long long)d->acked,
+	      (unsigned long long)commit);
+	d->outages++;
+	*seq = commit;
+	return 0;
+}
+
+static int durable_log(struct ctx *c, double secs, bool skip_persist)
+{
+	char name[64];
+	struct dlog d = { .c = c, .skip_persist = skip_persist };
+	int mem = loco_mgr_first_memnode(c->mgr);
+	CHECK(mem >= 0, "no memory node in the hosts file");
+	snprintf(name, sizeof(name), "itest.dlog%u", loco_mgr_id(c->mgr));
+	CHECK(loco_region_open(c->mgr, (uint32_t)mem, name, LOG_LEN, &d.log) == 0,
+	      "open %s", name);
+	CHECK(loco_peer_durable(c->mgr, (uint32_t)mem), "node %d is not durable",
+	      mem);
+	uint64_t end = loco_now_ns() + (uint64_t)(secs * 1e9), seq = 0;
+	while (loco_now_ns() < end) {
+		int rc = dlog_append(&d, seq + 1);
+		if (!rc) {
+			d.acked = ++seq;
+			continue;
+		}
+		CHECK(rc == -LOCO_EDOWN, "record %llu: %s", (unsigned long long)seq + 1,
+		      loco_strerror(rc));
+		if (dlog_recover(&d, &seq))
+			return 1;
+	}
+	uint64_t commit = 0;
+	CHECK(check_log(c, &d.log, &commit) == 0 && commit == d.acked,
+	      "final log: commit %llu, acknowledged %llu",
+	      (unsigned long long)commit, (unsigned long long)d.acked);
+	printf("itest: node %u: %llu records acknowledged, %u outage(s), all "
+	       "durable\n", loco_mgr_id(c->mgr), (unsigned long long)d.acked,
+	       d.outages);
+	CHECK(d.outages > 0, "the memory node never went down");
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static int start(struct ctx *c)
@@ -236,6 +333,9 @@ static int dispatch(struct ctx *c, int argc, char **argv)
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "two-node"))
 		return two_node(c, argc > 2 && !strcmp(argv[2], "--mismatch"));
+	if (!strcmp(cmd, "durable-log"))
+		return durable_log(c, atof(argv[2]), argc > 3 &&
+				   !strcmp(argv[3], "--skip-persist"));
 	if (c->late)
 		return memnode_late(c, (int)loco_mgr_id(c->mgr));
 	return memnode_writer(c, atof(argv[2]));
@@ -265,9 +365,11 @@ int main(int argc, char **argv)
 	}
 	bool two = argc >= 2 && !strcmp(argv[1], "two-node");
 	bool kill = argc == 4 && !strcmp(argv[1], "memnode-kill");
-	if (!two && !kill) {
+	bool dlog = argc >= 3 && !strcmp(argv[1], "durable-log");
+	if (!two && !kill && !dlog) {
 		fprintf(stderr, "usage: loco-itest two-node [--mismatch] | "
-			"memnode-kill SECS DELAY_MS\n");
+			"memnode-kill SECS DELAY_MS | durable-log SECS "
+			"[--skip-persist]\n");
 		return 2;
 	}
 	c.late = kill && late_reader(&c);

@@ -237,25 +237,93 @@ START_TEST(volatile_node_persist_is_fence)
 }
 END_TEST
 
-/* A volatile memory node killed and restarted under a thread that kept
- * its QP: the thread's 8-byte ops (the inline path on shm) reach the new
- * incarnation, not the dead one's mapping, as a second thread sees. */
-START_TEST(restart_moves_inline_ops)
+/* An 8-byte READ of OFF of RR that fails (the node died): its error,
+ * within 2 s (the keeper marks the node down when its connection ends). */
+static int read_until_error(const struct loco_rregion *rr, uint64_t off)
+{
+	uint64_t v, t0 = loco_now_ns();
+	int rc;
+	while (!(rc = loco_read(thr, rr, off, &v, 8)) &&
+	       loco_now_ns() - t0 < 2000000000ull) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
+/* A memory node dies: operations on it fail at once with -LOCO_EDOWN (no
+ * hang); it comes back: the same manager and the same descriptors go on,
+ * with the persisted data. */
+START_TEST(down_fails_fast_then_continues)
+{
+	struct loco_rregion a, b;
+	uint64_t v = 11, got = 0;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	mc_stop_mem(&mc, SIGKILL);
+	ck_assert_int_eq(read_until_error(&a, 0), -LOCO_EDOWN);
+	uint64_t t0 = loco_now_ns();
+	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_region_open(mc.mgr, 0, "t.b", LEN, &b), -LOCO_EDOWN);
+	ck_assert_uint_lt(loco_now_ns() - t0, 100000000ull);
+	mc_start_mem(&mc, true, power_cut);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	ck_assert_int_eq(loco_read(thr, &a, 0, &got, 8), 0);
+	ck_assert_uint_eq(got, 11);
+	v = 12;
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	ck_assert_int_eq(loco_region_open(mc.mgr, 0, "t.a", LEN, &b), 0);
+	ck_assert_uint_eq(b.off, a.off);
+}
+END_TEST
+
+/* A write the dead incarnation never persisted: after the node is back
+ * the next persist reports the loss once, and the bytes are indeed gone. */
+START_TEST(unpersisted_loss_reported_once)
 {
 	struct loco_rregion a;
+	uint64_t v = 13, got = 1;
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
+	mc_stop_mem(&mc, SIGKILL);
+	read_until_error(&a, 8);
+	mc_start_mem(&mc, true, power_cut);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	ck_assert_int_eq(loco_read(thr, &a, 0, &got, 8), 0);
+	ck_assert_uint_eq(got, 0);
+}
+END_TEST
+
+/* A memory node without --durable comes back empty: its regions are
+ * gone, which loco_peer_wait and operations say (-LOCO_ELOST). A region
+ * opened there again starts afresh, and a thread that kept its QP (the
+ * inline 8-byte path on shm) reaches the new incarnation, not the dead
+ * one's mapping, as a second thread sees. */
+START_TEST(volatile_node_lost_then_fresh)
+{
+	struct loco_rregion a, b;
 	struct loco_thread *t2;
-	uint64_t v = 5, got = 0;
+	uint64_t v = 5, got = 1;
+	int rc;
 	mc_start_mem(&mc, false, NULL);
 	attach("t.a", &a);
 	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
 	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), 0);
 	mc_stop_mem(&mc, SIGKILL);
+	/* The first request may find the dead node's connection reset. */
+	while ((rc = loco_region_open(mc.mgr, 0, "t.b", LEN, &b)) == -ECONNRESET)
+		;
+	ck_assert_int_eq(rc, -LOCO_EDOWN);
 	mc_start_mem(&mc, false, NULL);
-	/* The first request finds the dead node's connection reset. */
-	int rc = -ECONNRESET;
-	for (int i = 0; i < 3 && rc == -ECONNRESET; i++)
-		rc = loco_region_open(mc.mgr, 0, "t.a", LEN, &a);
-	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), -LOCO_ELOST);
+	ck_assert_int_eq(loco_read(thr, &a, 0, &got, 8), -LOCO_ELOST);
+	ck_assert_int_eq(loco_region_open(mc.mgr, 0, "t.a", LEN, &a), 0);
 	v = 6;
 	ck_assert_int_eq(loco_write(thr, &a, 0, &v, 8), 0);
 	/* The fence reports, once, the unplaced WRITEs the dead node took
@@ -379,7 +447,9 @@ int main(void)
 	tcase_add_test(tc, many_ranges_one_persist);
 	tcase_add_test(tc, atomics_persist);
 	tcase_add_test(tc, persist_after_restart_fails);
-	tcase_add_test(tc, restart_moves_inline_ops);
+	tcase_add_test(tc, down_fails_fast_then_continues);
+	tcase_add_test(tc, unpersisted_loss_reported_once);
+	tcase_add_test(tc, volatile_node_lost_then_fresh);
 	tcase_add_test(tc, drop_survives_restart);
 	tcase_add_test(tc, volatile_node_persist_is_fence);
 	tcase_add_test(tc, concurrent_persists_keep_last);
