@@ -3,7 +3,7 @@
 #include "apps/common/opts.h"
 
 #include <errno.h>
-#include <sched.h>
+#include <loco/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -43,9 +43,10 @@ static void *worker_main(void *arg)
 	struct bench_pool *p = w->p;
 	struct loco_thread *thr;
 	w->err = loco_thread_create(p->mgr, &thr);
+	unsigned spins = 0;
 	/* Acquire: pairs with the release in workers_run (end_ns). */
 	while (!atomic_load_explicit(&p->go, memory_order_acquire))
-		sched_yield();
+		loco_backoff(&spins);
 	if (w->err)
 		return NULL;
 	uint64_t now = loco_now_ns();
