@@ -69,6 +69,7 @@ START_TEST(regions_and_expectations)
 	struct loco_channel dup;
 	ck_assert_int_eq(loco_channel_init(&dup, cl.mgr, NULL, "c", 0, NULL), 0);
 	ck_assert_int_eq(loco_channel_join(&dup), -EEXIST);
+	loco_channel_fini(&dup);  /* a channel whose join failed is finished */
 	loco_channel_fini(&ch);
 	/* the name is free again once finished */
 	ck_assert_int_eq(loco_channel_init(&ch, cl.mgr, NULL, "c", 0, NULL), 0);
@@ -116,7 +117,7 @@ START_TEST(tree_fini_order)
 {
 	struct tnode a, b, c, d;
 	struct loco_region r;
-	fini_order[0] = 0;
+	memset(fini_order, 0, sizeof(fini_order));
 	tnode_init(&a, NULL, "t", 'a');
 	tnode_init(&b, &a.base, "b", 'b');
 	tnode_init(&c, &a.base, "c", 'c');
@@ -144,7 +145,7 @@ END_TEST
 START_TEST(tree_child_alone)
 {
 	struct tnode a, b, c;
-	fini_order[0] = 0;
+	memset(fini_order, 0, sizeof(fini_order));
 	tnode_init(&a, NULL, "t", 'a');
 	tnode_init(&b, &a.base, "b", 'b');
 	tnode_init(&c, &a.base, "c", 'c');
