@@ -127,7 +127,9 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 			     const char *name, uint64_t len,
 			     struct loco_rregion *out);
 
-/* Register the endpoint and start joining. */
+/* Register the endpoint and start joining. Returns 0, -EEXIST (a channel
+ * of this full name is registered on this node already) or -ENOMEM; after
+ * a failure CH is still a channel: loco_channel_fini it. */
 int loco_channel_join(struct loco_channel *ch);
 
 /* This node's local region NAME (as given to loco_channel_add_region), or
