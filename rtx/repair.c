@@ -310,6 +310,47 @@ int loco_rtx_adopt_slot(struct loco_rtx_worker *w, uint32_t slot)
 	return rc ? rc : rtx_adopt_chunks(w, slot, false);
 }
 
+/* ---- logs ---------------------------------------------------------------- */
+
+/* Slots (not ours) whose log is whole and not DONE, into OUT (nslots). */
+static int logs_open(struct loco_rtx_worker *w, uint32_t *out, uint32_t *n)
+{
+	const struct loco_rtx *x = w->x;
+	uint32_t per = RTX_SCAN_BYTES / x->log_len;
+	int rc = 0;
+	*n = 0;
+	for (uint32_t f = 0; !rc && f < x->nslots; f += per) {
+		uint32_t k = x->nslots - f < per ? x->nslots - f : per;
+		rc = loco_read(w->thr, &x->logs, rtx_log_off(x, f), w->scan,
+			       k * x->log_len);
+		for (uint32_t i = 0; !rc && i < k; i++) {
+			const uint8_t *buf = w->scan + (size_t)i * x->log_len;
+			const struct loco_rtx_log_hdr *h = (const void *)buf;
+			if (f + i != w->slot &&
+			    loco_rtx_state_of(h->state) != LOCO_RTX_LOG_DONE &&
+			    loco_rtx_log_matches(buf, h->lockv, x->o.max_writes))
+				out[(*n)++] = f + i;
+		}
+	}
+	return rc;
+}
+
+int loco_rtx_settle_logs(struct loco_rtx_worker *w, uint64_t *pending)
+{
+	if (w->active)
+		return -EINVAL;
+	uint32_t *open = malloc(w->x->nslots * sizeof(*open)), n = 0;
+	int rc = open ? logs_open(w, open, &n) : -ENOMEM;
+	for (uint32_t i = 0; !rc && i < n; i++)
+		rc = rtx_recover_log(w, open[i], NULL);
+	if (!rc)
+		rc = logs_open(w, open, &n);
+	free(open);
+	if (!rc && pending)
+		*pending = n;
+	return rc;
+}
+
 /* ---- sweep --------------------------------------------------------------- */
 
 struct held_lock {

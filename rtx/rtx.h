@@ -292,6 +292,20 @@ int loco_rtx_peek(struct loco_rtx_worker *w, const loco_raddr_t *objs,
 int loco_rtx_repair_all(struct loco_rtx_worker *w, int timeout_ms,
 			uint64_t *held);
 
+/* Settle every other slot's log that is not DONE: once its lease is
+ * over (waiting for it), abort an INIT log, release an ABORT log's locks,
+ * re-run a DOING log's commit (the repair actions of a lock found
+ * expired, rTX Fig. 10), so a crashed transaction that left its log but
+ * no lock (killed right after the log WRITE) is finished too. *PENDING
+ * (may be NULL) gets the logs still not DONE afterwards (0 at
+ * quiescence). Safe while other clients run: a running transaction's
+ * lease has not run out, and repairing an expired one is what any
+ * client does. Returns 0, -EINVAL (inside a transaction) or an error.
+ * Ordering: the repairs are complete on return.
+ * Completion: synchronous (reads every log; may wait out leases).
+ * Caller: the worker's thread, outside a transaction. */
+int loco_rtx_settle_logs(struct loco_rtx_worker *w, uint64_t *pending);
+
 /* Take over thread slot SLOT of a client that is gone (dead, or its
  * workers destroyed): repair its log (waiting out its lease), adopt its
  * allocation chunks and rebuild their bitmap words from a reference scan.

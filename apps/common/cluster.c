@@ -45,7 +45,7 @@ int cl_run_publish(struct cl_run *r, struct loco_thread *thr,
 	return rc ? rc : cl_run_sync(r, thr, timeout_ms);
 }
 
-static void row_add(struct cl_row *sum, const struct cl_row *x)
+void cl_row_add(struct cl_row *sum, const struct cl_row *x)
 {
 	sum->ops += x->ops;
 	sum->dur_ns = x->dur_ns > sum->dur_ns ? x->dur_ns : sum->dur_ns;
@@ -75,7 +75,7 @@ int cl_run_sum(struct cl_run *r, struct cl_row *out, uint64_t *min_ops,
 				       &x);
 		if (rc)
 			return rc;
-		row_add(&sum, &x);
+		cl_row_add(&sum, &x);
 		lo = x.ops < lo ? x.ops : lo;
 		hi = x.ops > hi ? x.ops : hi;
 	}

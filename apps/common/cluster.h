@@ -80,6 +80,10 @@ int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
 		  const struct cl_row *mine, int timeout_ms,
 		  cl_report_fn *report, void *arg);
 
+/* Add row X into SUM as cl_run_sum does (counters and ops added, dur_ns
+ * and the percentiles the maximum). */
+void cl_row_add(struct cl_row *sum, const struct cl_row *x);
+
 /* True on the lowest node id, which prints the cluster line. */
 bool cl_run_leader(const struct cl_run *r);
 

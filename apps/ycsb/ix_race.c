@@ -217,11 +217,12 @@ static int rx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
 	fprintf(stderr, "loco-ycsb: race: verify: %llu subtables (depth %u), "
 		"%llu items, %llu KV blocks in use, %llu referenced, %llu "
 		"leaked, %llu lost, %llu reclaimed, %llu repaired, %llu locks "
-		"held\n", (unsigned long long)a.subtables, a.depth,
+		"held, %llu logs pending\n", (unsigned long long)a.subtables, a.depth,
 		(unsigned long long)a.items, (unsigned long long)a.allocated,
 		(unsigned long long)a.referenced, (unsigned long long)a.leaked,
 		(unsigned long long)a.lost, (unsigned long long)a.reclaimed,
-		(unsigned long long)a.repaired, (unsigned long long)a.locks_held);
+		(unsigned long long)a.repaired, (unsigned long long)a.locks_held,
+		(unsigned long long)a.logs_pending);
 	return 0;
 }
 

@@ -64,6 +64,10 @@ static const char usage[] =
 "                    directory gets nodeID.jsonl\n"
 "  --verify          after the check, the index walks its whole structure\n"
 "                    (indexes that can)\n"
+"  --dead-ms MS      nodes may die (crash tests): instead of barriers, each\n"
+"                    node's heartbeat and phase in a record on the first\n"
+"                    memory node; a node silent for MS is dead, the others\n"
+"                    go on, the lowest survivor reports (10..600000)\n"
 "Exit status: 0; 1 on a failure, or when a written value was missing or\n"
 "wrong or a read returned a value no write put there; 2 on bad options.\n";
 
@@ -180,6 +184,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
 	case 'R': o->record = arg; return 0;
 	case 'V': o->verify = true; return 0;
+	case 'M': return bench_parse_uint(arg, 10, 600000, &o->dead_ms, expect);
 	default: return -1;
 	}
 }
@@ -202,6 +207,7 @@ static const struct option longopts[] = {
 	{ "seed", required_argument, NULL, 's' },
 	{ "record", required_argument, NULL, 'R' },
 	{ "verify", no_argument, NULL, 'V' },
+	{ "dead-ms", required_argument, NULL, 'M' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -323,11 +329,17 @@ static int setup(struct ycsb *y)
 	rc = cl_run_init(&y->run, y->mgr, "ycsbrun");
 	if (rc)
 		goto close_ix;
+	if (y->o.dead_ms && (rc = ycsb_ctl_open(y))) {
+		cl_run_fini(&y->run);
+		y->o.ix->close(y->ix);
+		return rc;
+	}
 	rc = loco_mgr_wait_ready(y->mgr, READY_MS);
 	if (!rc && y->o.ix->start)
 		rc = y->o.ix->start(y->ix);
 	if (!rc)
 		return 0;
+	ycsb_ctl_close(y);
 	cl_run_fini(&y->run);
 close_ix:
 	fprintf(stderr, "loco-ycsb: set-up: %s\n", loco_strerror(rc));
@@ -337,6 +349,7 @@ close_ix:
 
 static int teardown(struct ycsb *y)
 {
+	ycsb_ctl_close(y);
 	cl_run_fini(&y->run);
 	int rc = y->o.ix->close(y->ix);
 	if (rc)
@@ -446,7 +459,21 @@ static void report(void *arg, const struct cl_row *row,
 	       x[X_LOADED], x[X_CHECKED], x[X_MISSING], x[X_WRONG], x[X_CORRUPT]);
 	if (o->verify)
 		printf(",\"verify_failed\":%" PRIu64, x[X_VERIFY_FAILED]);
+	if (o->dead_ms) {
+		printf(",\"dead\":[");
+		for (uint64_t m = y->dead; m; m &= m - 1)
+			printf("%d%s", __builtin_ctzll(m), m & (m - 1) ? "," : "");
+		printf("]");
+	}
 	bench_json_end(stdout);
+}
+
+/* A cluster barrier, or with --dead-ms the records' phase PHASE. */
+static int sync_all(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
+		    int timeout_ms)
+{
+	return y->ctl ? ycsb_ctl_sync(y, thr, phase, timeout_ms) :
+	       cl_run_sync(&y->run, thr, timeout_ms);
 }
 
 /* The main thread's side of the workers' phases (ycsb_worker_main):
@@ -455,7 +482,7 @@ static int phases(struct ycsb *y, struct loco_thread *thr, struct cl_row *row)
 {
 	struct loco_stats s0, s1;
 	pthread_barrier_wait(&y->phase);            /* loaded */
-	int rc = cl_run_sync(&y->run, thr, SYNC_MS);
+	int rc = sync_all(y, thr, YCSB_PHASE_LOADED, SYNC_MS);
 	loco_mgr_stats(y->mgr, &s0);
 	uint64_t t0 = loco_now_ns();
 	y->end_ns = rc ? t0 : y->o.duration > 0 ?
@@ -471,11 +498,11 @@ static int phases(struct ycsb *y, struct loco_thread *thr, struct cl_row *row)
 			row->dur_ns = y->w[i].end_ns - t0;
 	loco_mgr_stats(y->mgr, &s1);
 	cl_row_verbs(row, &s0, &s1);
-	int src = cl_run_sync(&y->run, thr, FINAL_MS);
+	int src = sync_all(y, thr, YCSB_PHASE_RUN, FINAL_MS);
 	rc = rc ? rc : src;
 	pthread_barrier_wait(&y->phase);
 	pthread_barrier_wait(&y->phase);            /* checked */
-	src = cl_run_sync(&y->run, thr, FINAL_MS);
+	src = sync_all(y, thr, YCSB_PHASE_CHECKED, FINAL_MS);
 	rc = rc ? rc : src;
 	pthread_barrier_wait(&y->phase);
 	return rc;
@@ -494,7 +521,9 @@ static int run_all(struct ycsb *y)
 	for (unsigned i = 0; i < y->o.threads; i++)
 		pthread_join(y->w[i].tid, NULL);
 	int wrc = row_fill(y, &row);
-	if (!rc)
+	if (!rc && y->ctl)
+		rc = ycsb_ctl_finish(y, thr, &row, FINAL_MS, report, y);
+	else if (!rc)
 		rc = cl_run_finish(&y->run, thr, &row, FINAL_MS, report, y);
 	pthread_barrier_destroy(&y->phase);
 	int drc = loco_thread_destroy(thr);

@@ -427,7 +427,8 @@ void *ycsb_worker_main(void *arg)
 	pthread_barrier_wait(&y->phase);   /* checked here */
 	pthread_barrier_wait(&y->phase);   /* every node checked */
 	w->rc = w->rc ? w->rc : rc;
-	if (!w->rc && y->o.verify && w->idx == 0 && cl_run_leader(&y->run))
+	if (!w->rc && y->o.verify && w->idx == 0 &&
+	    (y->ctl ? ycsb_ctl_leader(y) : cl_run_leader(&y->run)))
 		verify(w);
 	worker_teardown(w);
 	return NULL;

@@ -54,6 +54,7 @@ struct ycsb_opts {
 	const char *resize;
 	uint64_t seed;
 	bool verify;
+	unsigned dead_ms;           /* --dead-ms: nodes may die (ctl.c); 0: no */
 	struct ycsb_index_cfg cfg;  /* what the index is opened with */
 };
 
@@ -123,10 +124,34 @@ struct ycsb {
 	uint64_t clients;           /* nmembers x threads */
 	uint64_t fresh_base;        /* first fresh key: keys rounded up to clients */
 	pthread_barrier_t phase;
+	struct ycsb_ctl *ctl;       /* --dead-ms: the node records (ctl.c) */
+	uint64_t dead;              /* members found dead (ctl.c) */
 	uint64_t end_ns;            /* end of the measured phase (0: none) */
 	_Atomic unsigned done;      /* workers through the measured phase */
 	struct ycsb_worker w[YCSB_MAX_THREADS];
 };
+
+/* ctl.c: the phases with --dead-ms (nodes may die): every node's
+ * heartbeat, phase and final row in a region on the first memory node. */
+enum { YCSB_PHASE_LOADED = 1, YCSB_PHASE_RUN = 2, YCSB_PHASE_CHECKED = 3,
+       YCSB_PHASE_DONE = 4 };
+struct ycsb_ctl;
+/* The records and this node's heartbeat thread; 2 if there is no memory
+ * node (named on stderr). */
+int ycsb_ctl_open(struct ycsb *y);
+void ycsb_ctl_close(struct ycsb *y);
+/* Reach PHASE (after a global fence, as a barrier arrival), then wait
+ * until every other member reached it or is dead (no heartbeat for
+ * --dead-ms; it joins y->dead). 0, -ETIMEDOUT or an op error. */
+int ycsb_ctl_sync(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
+		  int timeout_ms);
+/* Publish MINE and reach DONE; report it, and on the lowest member not
+ * dead the sum of the finished nodes' rows too. */
+int ycsb_ctl_finish(struct ycsb *y, struct loco_thread *thr,
+		    const struct cl_row *mine, int timeout_ms,
+		    cl_report_fn *report, void *arg);
+/* The lowest member not found dead. */
+bool ycsb_ctl_leader(const struct ycsb *y);
 
 /* work.c */
 void *ycsb_worker_main(void *arg);

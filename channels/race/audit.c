@@ -227,6 +227,11 @@ static int settle(struct verify *v)
 	v->a.locks_held = held;
 	if (!rc && held)
 		bad(v, "%llu descriptor locks still held", (unsigned long long)held);
+	if (!rc)
+		rc = loco_rtx_settle_logs(c->w, &v->a.logs_pending);
+	if (!rc && v->a.logs_pending)
+		bad(v, "%llu rTX logs still pending",
+		    (unsigned long long)v->a.logs_pending);
 	return rc;
 }
 

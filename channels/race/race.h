@@ -132,6 +132,7 @@ struct loco_race_audit {
 	uint64_t reclaimed;      /* blocks of dead clients freed by it */
 	uint64_t repaired;       /* resizes and slots it had to finish */
 	uint64_t locks_held;     /* descriptor locks still held */
+	uint64_t logs_pending;   /* rTX logs not DONE (after settling) */
 	unsigned depth;          /* global depth (largest local depth) */
 };
 
@@ -205,12 +206,13 @@ void loco_race_limits(const struct loco_race *r, uint32_t *key_max,
 
 /* Settle and check the whole table, at quiescence (no operation running
  * on any node; the other clients may stay open): finish the resizes a
- * dead client left, repair expired descriptor locks, clear dead clients'
- * tentative slots, adopt the KV chunks holding blocks no slot references
+ * dead client left, repair expired descriptor locks and settle the rTX
+ * logs of dead transactions, clear dead clients' tentative slots, adopt the KV chunks holding blocks no slot references
  * (dead clients' in-flight blocks), then walk every subtable and check:
  * headers, every item in the subtable and bucket its hash selects, no
  * duplicate key, every KV block whole (checksum), no frozen or tentative
- * slot left, no lock held, every referenced block allocated. OUT gets the
+ * slot left, no lock held, no rTX log pending, every referenced block
+ * allocated and every allocated one referenced. OUT gets the
  * counts; MSG (LEN bytes) names the first violation. Returns 0, -EPROTO
  * (a violation) or an op error.
  * Ordering: the repairs are complete before the walk.

@@ -569,6 +569,32 @@ START_TEST(repair_aborts_init)
 }
 END_TEST
 
+/* A crashed transaction that left its log but took no lock (killed right
+ * after the log WRITE): only the log sweep finds it, and aborts it. A
+ * DOING one is committed. Afterwards no log is pending. */
+START_TEST(settle_logs_without_locks)
+{
+	uint64_t pending = 9;
+	put(0, 5);
+	put(1, 6);
+	ghost_log(ghost_lockv(-100, false), LOCO_RTX_LOG_INIT, -100,
+		  ghost_block(0, 50), ghost_block(1, 60));
+	ck_assert_int_eq(loco_rtx_settle_logs(w, &pending), 0);
+	ck_assert_uint_eq(pending, 0);
+	ck_assert_int_eq(loco_rtx_state_of(ghost_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_int_eq(get(0), 5);
+	ghost_log(ghost_lockv(-100, false), LOCO_RTX_LOG_DOING, -100,
+		  ghost_block(0, 51), ghost_block(1, 61));
+	ck_assert_int_eq(loco_rtx_settle_logs(w, &pending), 0);
+	ck_assert_uint_eq(pending, 0);
+	ck_assert_int_eq(get(0), 51);
+	ck_assert_int_eq(get(1), 61);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_settle_logs(w, &pending), -EINVAL);
+	loco_rtx_abort(w);
+}
+END_TEST
+
 START_TEST(repair_recommits_doing)
 {
 	put(0, 5);
@@ -1069,6 +1095,7 @@ static Suite *suite(void)
 	tcase_add_test(t, repair_waits_for_live_lease);
 	tcase_add_test(t, repair_aborts_init);
 	tcase_add_test(t, repair_recommits_doing);
+	tcase_add_test(t, settle_logs_without_locks);
 	tcase_add_test(t, repair_finishes_half_install);
 	tcase_add_test(t, repair_waits_for_live_repair_lease);
 	tcase_add_test(t, repair_releases_late_lock);
