@@ -195,27 +195,31 @@ static unsigned look_slots(const struct race_look *l, unsigned t,
 		const struct race_cb *cb = &l->cb[t][i];
 		if (cb->dup)
 			continue;
-		for (unsigned j = 0; j < RACE_CSLOTS; j++) {
-			struct race_pos p = { .t = (uint8_t)t };
-			cb_slot(cb, j, &p.bucket, &p.v);
-			p.j = (uint8_t)(j % RACE_SLOTS);
-			bool seen = false;
-			for (unsigned q = 0; q < n; q++)
-				seen |= out[q].bucket == p.bucket && out[q].j == p.j;
-			if (!seen)
-				out[n++] = p;
+		for (unsigned half = 0; half < 2; half++) {
+			uint32_t b = cb->b0 + half;
+			/* The overflow bucket both combined buckets share. */
+			if (i == 1 && !l->cb[t][0].dup &&
+			    (b == l->cb[t][0].b0 || b == l->cb[t][0].b0 + 1))
+				continue;
+			for (unsigned j = 0; j < RACE_SLOTS; j++)
+				out[n++] = (struct race_pos){ .t = (uint8_t)t,
+					.bucket = b, .j = (uint8_t)j,
+					.v = cb->w[half * 8 + 1 + j] };
 		}
 	}
 	return n;
 }
 
+/* Any frozen slot in subtable T of the view (a word read twice counts
+ * once or twice: it does not matter here). */
 static bool look_has_frozen(const struct race_look *l, unsigned t)
 {
-	struct race_pos p[2 * RACE_CSLOTS];
-	unsigned n = look_slots(l, t, p);
-	for (unsigned i = 0; i < n; i++)
-		if (race_slot_frozen(p[i].v))
-			return true;
+	for (unsigned i = 0; i < 2; i++) {
+		const struct race_cb *cb = &l->cb[t][i];
+		for (unsigned w = 0; !cb->dup && w < 16; w++)
+			if (w % 8 && race_slot_frozen(cb->w[w]))
+				return true;
+	}
 	return false;
 }
 
