@@ -504,6 +504,17 @@ int race_adopt_own(struct loco_race_client *c)
 	 * no slot; nobody else creates references into our chunks. */
 	uint64_t **refs = NULL, reclaimed = 0;
 	rc = race_scan_refs(c, &refs);
+	if (rc == -EAGAIN) {
+		/* Splits all through the scan: take the chunks as they are;
+		 * their garbage waits for loco_race_verify. */
+		loco_info(c->r->base.name, "slot %u: the table kept splitting "
+			  "during the scan; adopted chunks not swept", c->slot);
+		rc = 0;
+		for (unsigned ni = 0; ni < c->r->nmn; ni++)
+			for (unsigned k = 0; !rc && k < c->pool[ni].n; k++)
+				rc = own_learn(c, ni, &c->pool[ni].ch[k]);
+		return rc;
+	}
 	for (unsigned ni = 0; !rc && ni < c->r->nmn; ni++)
 		for (unsigned k = 0; !rc && k < c->pool[ni].n; k++)
 			rc = adopt_chunk(c, ni, &c->pool[ni].ch[k], refs[ni],
