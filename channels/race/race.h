@@ -162,8 +162,12 @@ void loco_race_destroy(struct loco_race *r);
  * Caller: the thread owning THR, which then owns the client. */
 int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
 			    struct loco_race_client **out);
-/* Completes the async frees and gives every KV chunk back (its allocation
- * word written first), so other clients can use the free blocks. */
+/* Completes the client's asynchronous frees, gives every KV chunk back
+ * (owner word to 0: another client claims it and learns its blocks from
+ * their word 0) and destroys its rtx worker.
+ * Ordering: the frees and the owner-word CASes are complete on return.
+ * Completion: synchronous.
+ * Caller: the client's thread, with no operation of it running. */
 void loco_race_client_destroy(struct loco_race_client *c);
 
 /* Get KEY: copies its value (at most CAP bytes) into VAL and its length

@@ -444,6 +444,18 @@ def ycsb_cases():
         ("--record unwritable", ["--record", "/nonexistent/dir/x.jsonl",
                                  "--ops", "1"], "--record /nonexistent"),
         ("argument left over", ["a"], "unexpected argument 'a'"),
+        ("--dead-ms 5", ["--dead-ms", "5"],
+         "--dead-ms: bad value '5' (expected 10..600000)"),
+        ("--dead-ms without a memory node", ["--dead-ms", "500", "--ops", "1"],
+         "--dead-ms needs a memory node"),
+        ("race --resize", ["--index", "race", "--resize", "fast"],
+         "--resize fast: index race resizes rtx or cas"),
+        ("race --ix-opt bad value", ["--index", "race", "--ix-opt",
+                                     "initial-depth=9"],
+         "--ix-opt initial-depth=9: bad value for index race (expected 0..4)"),
+        ("race --ix-opt broken", ["--index", "race", "--ix-opt",
+                                  "broken=some"],
+         "--ix-opt broken=some: bad value for index race"),
     ]
     for name, args, says in rows:
         expect_fail("ycsb: " + name, [YCSB] + args, says,
