@@ -657,6 +657,24 @@ int loco_post_persist(struct loco_thread *thr, uint32_t peer,
 		      struct loco_ack *ack);
 int loco_persist(struct loco_thread *thr, uint32_t peer);
 
+/* A FLUSH of [OFF, OFF+LEN) of RR, whoever wrote those bytes: they are
+ * durable, as they are when it executes, when it completes (what a
+ * thread that read data and acts on it, e.g. frees what it no longer
+ * references, makes durable first).
+ * Ordering: as loco_persist for THR's own writes to RR's node (it places
+ *   them); others' writes are covered if they were placed before it
+ *   executes.
+ * Completion: loco_persist_range is synchronous; the post form adds the
+ *   FLUSH to ACK.
+ * Caller: the thread that owns THR. On a peer without a durable image it
+ * is loco_fence(LOCO_FENCE_PAIR). Returns as loco_persist, or -EINVAL
+ * out of bounds. */
+int loco_post_persist_range(struct loco_thread *thr,
+			    const struct loco_rregion *rr, uint64_t off,
+			    uint64_t len, struct loco_ack *ack);
+int loco_persist_range(struct loco_thread *thr, const struct loco_rregion *rr,
+		       uint64_t off, uint64_t len);
+
 /* Whether PEER (after its hello) keeps its arena in a durable image. */
 bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer);
 

@@ -1150,3 +1150,29 @@ int loco_persist(struct loco_thread *thr, uint32_t peer)
 	atomic_thread_fence(memory_order_seq_cst);
 	return rc;
 }
+
+int loco_post_persist_range(struct loco_thread *thr,
+			    const struct loco_rregion *rr, uint64_t off,
+			    uint64_t len, struct loco_ack *ack)
+{
+	if (!rr || len > UINT32_MAX || rr->space != LOCO_SPACE_ARENA)
+		return -EINVAL;
+	struct loco_wr wr = { .opcode = LOCO_OP_FLUSH, .len = (uint32_t)len };
+	int rc = build_wr(thr, rr, off, &wr);
+	if (rc)
+		return rc;
+	if (!peer_durable(thr->mgr, rr->node))
+		return loco_post_persist(thr, rr->node, ack);
+	return post_one(thr, rr->node, &wr, ack);
+}
+
+int loco_persist_range(struct loco_thread *thr, const struct loco_rregion *rr,
+		       uint64_t off, uint64_t len)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = finish_sync(thr, loco_post_persist_range(thr, rr, off, len,
+							  &ack), &ack);
+	/* Orders this thread's later local accesses after it, as a fence. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return rc;
+}

@@ -239,8 +239,12 @@ static int chunk_release(struct loco_rtx_worker *w, uint32_t ni, unsigned pos)
 	uint64_t idx = p->ch[pos].idx, old = 0;
 	assert(p->ch[pos].stage == p->ch[pos].alloc && !p->ch[pos].stale);
 	/* Ordering: after pool_flush's WRITE of the bitmap word, complete
-	 * (flush_ack waited) and on the same QP. */
-	int rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0, &old);
+	 * (flush_ack waited) and on the same QP; durable before the chunk is
+	 * anyone else's to claim. */
+	int rc = rtx_persist(w);
+	if (!rc)
+		rc = loco_cas(w->thr, &n->chunks, idx * 8, owner_word(w), 0,
+			      &old);
 	if (!rc) {
 		RTX_INC(w, chunk_returns);
 		chunk_remove(p, pos);
@@ -338,6 +342,12 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 		p->ch[i].open = false;
 	}
 	int rc = scan_meta(w, ni);
+	/* A block is freed because no pointer the scan read names it: those
+	 * pointers durable first, so a power cut cannot bring back one that
+	 * names a block reused meanwhile. */
+	if (!rc)
+		rc = rtx_persist_seen(w, rtx_meta(w->x, ni), 0,
+				      (uint64_t)w->x->o.objects * RTX_META_LEN);
 	if (!rc)
 		rc = scan_logs(w, ni);
 	if (rc)
@@ -400,6 +410,10 @@ static int claim_one(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx,
 	int rc = loco_cas(w->thr, &w->x->node[ni].chunks, (uint64_t)idx * 8, 0,
 			  owner_word(w), &old);
 	if (rc || old)
+		return rc;
+	/* Ours, durably, before we allocate from it. */
+	rc = rtx_persist(w);
+	if (rc)
 		return rc;
 	loco_crash_point("rtx.alloc_after_claim");
 	RTX_INC(w, chunk_claims);
@@ -628,6 +642,9 @@ int rtx_adopt_chunks(struct loco_rtx_worker *w, uint32_t slot, bool stale_only)
 		unsigned adopted = 0;
 		uint64_t nfree;
 		int rc = adopt_on(w, ni, slot, stale_only, &adopted);
+		/* Ours, durably, before the scan hands blocks out. */
+		if (!rc && adopted)
+			rc = rtx_persist(w);
 		if (!rc && adopted)
 			rc = pool_scan(w, ni, &nfree);
 		if (rc)

@@ -17,6 +17,17 @@
  *      everything is on one node: the QP orders them; otherwise one round
  *      each, in that order)
  *
+ * On durable memory nodes (docs/durability.md, "rTX") each round ends with
+ * persists that make what it wrote durable before the next round acts on
+ * it (they ride in the round's doorbell and wait, no extra round trip):
+ * data and log (1) before the locks name them, the locks (2) before the
+ * commit point, the commit point (3) before anything acts on it, the
+ * installs (4) before the locks are released (a FLUSH executes between
+ * the requests of its QP), releases and DONE before the commit returns.
+ * A power cut then leaves every transaction whole or absent, and every
+ * committed one whole. Aborts need none: a lost abort is redone by a
+ * repairer from the durable INIT log.
+ *
  * No-log commit (OPT1, one written object): data WRITE; lock CAS + READ;
  * install CAS + release CAS. A repairer steals such a lock and switches
  * the object to a copy, so the owner's install succeeds (and survives)
@@ -88,6 +99,16 @@ static int bt_post(struct rtx_batch *bt)
 static int bt_run(struct rtx_batch *bt, struct loco_rtx_worker *w)
 {
 	int rc = bt_post(bt);
+	return rc ? rc : rtx_wait(w, bt->ack);
+}
+
+/* Post, persist (durable nodes), and wait: a round whose writes are
+ * durable before anything acts on them. */
+static int bt_run_durable(struct rtx_batch *bt, struct loco_rtx_worker *w)
+{
+	int rc = bt_post(bt);
+	if (!rc)
+		rc = rtx_persist_post(w, bt->ack);
 	return rc ? rc : rtx_wait(w, bt->ack);
 }
 
@@ -297,7 +318,7 @@ static int lock_and_validate(struct loco_rtx_worker *w, uint64_t *acquired,
 	post_locks(w, &bt);
 	if (w->single_node)
 		post_validation(w, &bt);
-	int rc = bt_run(&bt, w);
+	int rc = bt_run_durable(&bt, w);
 	if (rc)
 		return rc;
 	*ok = locks_check(w, acquired);
@@ -467,16 +488,24 @@ static bool exec_one_node(const struct loco_rtx_worker *w,
 }
 
 /* Everything on the log's node: installs, releases and DONE in one
- * batch; the QP executes them in that order. */
+ * round; the QP executes them in that order (with the installs' persist
+ * between installs and releases). */
 static int exec_batched(struct loco_rtx_worker *w, struct rtx_exec *e)
 {
 	struct rtx_batch bt;
 	struct loco_ack ack = { 0, 0 };
+	int rc = 0;
 	bt_init(&bt, w, &ack);
 	post_installs(w, e, &bt, 0, e->n);
+	if (rtx_durable(w)) {
+		rc = bt_post(&bt);
+		if (!rc)
+			rc = rtx_persist_post(w, &ack);
+	}
 	post_releases(w, e, &bt, 0, e->n);
 	post_done(w, e, &bt);
-	int rc = bt_run(&bt, w);
+	if (!rc)
+		rc = bt_run_durable(&bt, w);
 	if (rc || w->state_old == e->state)
 		return rc;
 	if (loco_rtx_state_of(w->state_old) != LOCO_RTX_LOG_DOING ||
@@ -495,6 +524,8 @@ int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e)
 		return exec_batched(w, e);
 	rc = exec_installs(w, e);
 	if (!rc)
+		rc = rtx_persist(w);
+	if (!rc)
 		rc = exec_guard(w, e);
 	if (rc)
 		return rc > 0 ? 0 : rc;
@@ -502,7 +533,8 @@ int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e)
 	if (rc)
 		return rc;
 	loco_crash_point("rtx.before_done");
-	return exec_done(w, e);
+	rc = exec_done(w, e);
+	return rc ? rc : rtx_persist(w);
 }
 
 /* ---- logged commit ------------------------------------------------------- */
@@ -590,7 +622,7 @@ static int go_doing(struct loco_rtx_worker *w, uint64_t *doing,
 	bt_init(&bt, w, &w->ack);
 	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
 	       &w->state_old);
-	int rc = bt_run(&bt, w);
+	int rc = bt_run_durable(&bt, w);
 	return rc ? rc : w->state_old == init ? 0 : -EAGAIN;
 }
 
@@ -627,6 +659,9 @@ static int prepare_logged(struct loco_rtx_worker *w)
 	post_data(w, &bt);
 	post_log(w, &bt);
 	rc = bt_post(&bt);
+	/* Completes with the locking round's wait. */
+	if (!rc)
+		rc = rtx_persist_post(w, &w->ack);
 	if (!rc && need_fence(w))
 		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
 	return rc;
@@ -679,7 +714,9 @@ static int prepare_nolog(struct loco_rtx_worker *w)
 	struct rtx_batch bt;
 	bt_init(&bt, w, &w->ack);
 	post_data(w, &bt);
-	return bt_post(&bt);
+	rc = bt_post(&bt);
+	/* Completes with the locking round's wait. */
+	return rc ? rc : rtx_persist_post(w, &w->ack);
 }
 
 /* Install CAS, then (same QP, so after it) the release CAS. If the
@@ -694,16 +731,23 @@ static int install_nolog(struct loco_rtx_worker *w, bool *installed)
 	bt_init(&bt, w, &w->ack);
 	bt_cas(&bt, m, obj_off(r, RTX_DPTR_OFF), r->dptr, e->new_dptr,
 	       &e->cas_old[0]);
-	if (split) {
-		int rc = bt_run(&bt, w);
+	/* The install durable before the release (same QP: in order). */
+	int rc = 0;
+	if (split || rtx_durable(w)) {
+		rc = bt_post(&bt);
+		if (!rc)
+			rc = rtx_persist_post(w, &w->ack);
+	}
+	if (!rc && split) {
+		rc = rtx_wait(w, &w->ack);
 		if (rc)
 			return rc;
 		loco_crash_point("rtx.opt1_installed");
-		bt_init(&bt, w, &w->ack);
 	}
 	bt_cas(&bt, m, obj_off(r, RTX_LOCK_OFF), w->lockv,
 	       loco_lllock_version(r->lock) + 1, &e->cas_old[1]);
-	int rc = bt_run(&bt, w);
+	if (!rc)
+		rc = bt_run_durable(&bt, w);
 	*installed = e->cas_old[0] == r->dptr;
 	return rc;
 }

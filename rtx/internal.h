@@ -72,6 +72,8 @@ struct loco_rtx {
 	struct rtx_node *node;                /* nnodes, by id; node[0]: home */
 	int8_t node_idx[LOCO_MAX_NODES];      /* -1: not hosting */
 	uint64_t node_mask;
+	uint64_t durable;                     /* hosting nodes with a durable
+					       * image: they get persists */
 	uint64_t epoch_ms;
 	uint32_t block_len, log_len, nslots, nblocks, nchunks;
 	uint32_t scan_slots;                  /* slots of present node ids */
@@ -211,6 +213,22 @@ static inline uint64_t rtx_want_off(const struct loco_rtx *x)
 uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot);
 /* Wait for ACK; on success clear it. */
 int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack);
+/* Persistence point (docs/durability.md, "rTX"): post, into ACK, the
+ * persists that make durable everything this worker's thread wrote to the
+ * durable hosting nodes; rtx_persist also waits. Nothing on nodes without
+ * a durable image. */
+int rtx_persist_post(struct loco_rtx_worker *w, struct loco_ack *ack);
+/* Whether the worker has persistence points to keep (durable hosting
+ * nodes, and not the no_persist test option). */
+static inline bool rtx_durable(const struct loco_rtx_worker *w)
+{
+	return w->x->durable && !w->x->o.no_persist;
+}
+int rtx_persist(struct loco_rtx_worker *w);
+/* Make durable bytes [OFF, OFF+LEN) of RR as they are now, whoever wrote
+ * them (what a scan saw before it frees on the strength of it); waits. */
+int rtx_persist_seen(struct loco_rtx_worker *w, const struct loco_rregion *rr,
+		     uint64_t off, uint64_t len);
 void rtx_sleep_us(unsigned us);
 
 /* ---- commit.c ------------------------------------------------------------ */

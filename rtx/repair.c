@@ -69,6 +69,9 @@ static int switch_copy(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx)
 				rc = loco_post_write(w->thr, &x->node[ni].data,
 						     block * x->block_len,
 						     w->copy, x->o.data_len, NULL);
+			/* Durable before the pointer names it. */
+			if (!rc)
+				rc = rtx_persist_post(w, NULL);
 		}
 		/* Same QP as the copy's WRITE: placed before the pointer. */
 		if (!rc)
@@ -102,6 +105,9 @@ static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,
 	RTX_INC(w, steals);
 	RTX_INC(w, repairs);
 	rc = switch_copy(w, ni, idx);
+	/* The switch durable before others may build on it. */
+	if (!rc)
+		rc = rtx_persist(w);
 	int rc2 = cas_sync(w, m, off, mine, rtx_fresh_version(w), &old);
 	return rc ? rc : rc2;
 }

@@ -185,6 +185,9 @@ static int super_init(struct loco_rtx *x, struct loco_thread *thr)
 			      0, epoch, &old);
 	if (!rc)
 		x->epoch_ms = old ? old : epoch;
+	/* Every lease counts from the epoch: durable before any is taken. */
+	if (!rc && (x->durable >> x->home & 1) && !x->o.no_persist)
+		rc = loco_persist(thr, x->home);
 	return rc;
 }
 
@@ -202,6 +205,9 @@ static int rtx_setup(struct loco_rtx *x)
 		rc = open_node(x, &x->node[i]);
 	if (rc)
 		return rc;
+	for (unsigned i = 0; i < x->nnodes; i++)
+		if (loco_peer_durable(x->base.mgr, x->node[i].id))
+			x->durable |= UINT64_C(1) << x->node[i].id;
 	rc = loco_thread_create(x->base.mgr, &thr);
 	if (!rc) {
 		rc = super_init(x, thr);
@@ -337,6 +343,31 @@ int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack)
 	return rc;
 }
 
+int rtx_persist_post(struct loco_rtx_worker *w, struct loco_ack *ack)
+{
+	int rc = 0;
+	if (w->x->o.no_persist)
+		return 0;
+	for (uint64_t m = w->x->durable; m && !rc; m &= m - 1)
+		rc = loco_post_persist(w->thr, (uint32_t)__builtin_ctzll(m), ack);
+	return rc;
+}
+
+int rtx_persist(struct loco_rtx_worker *w)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = rtx_persist_post(w, &ack);
+	return rc ? rc : rtx_wait(w, &ack);
+}
+
+int rtx_persist_seen(struct loco_rtx_worker *w, const struct loco_rregion *rr,
+		     uint64_t off, uint64_t len)
+{
+	if (w->x->o.no_persist || !(w->x->durable >> rr->node & 1))
+		return 0;
+	return loco_persist_range(w->thr, rr, off, len);
+}
+
 void rtx_sleep_us(unsigned us)
 {
 	struct timespec ts = { us / 1000000u, (long)(us % 1000000u) * 1000L };
@@ -354,8 +385,11 @@ static int hwm_raise(struct loco_rtx_worker *w, uint64_t hwm)
 		       offsetof(struct rtx_slot_rec, hwm_ms);
 	w->hwm_ms = hwm;
 	int rc = loco_write(w->thr, &x->slots, off, &w->hwm_ms, 8);
-	/* Placed before the lock words that carry the higher leases. */
-	return rc ? rc : loco_fence(w->thr, LOCO_FENCE_PAIR, x->home);
+	/* Placed (and durable, on a durable home) before the lock words
+	 * that carry the higher leases. */
+	if (!rc)
+		rc = loco_fence(w->thr, LOCO_FENCE_PAIR, x->home);
+	return rc ? rc : rtx_persist(w);
 }
 
 int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag)
@@ -486,6 +520,10 @@ static int slot_attach(struct loco_rtx_worker *w)
 	uint64_t rec = (uint64_t)w->slot * sizeof(struct rtx_slot_rec), old = 0;
 	int rc = loco_faa(w->thr, &x->slots,
 			  rec + offsetof(struct rtx_slot_rec, incarnation), 1, &old);
+	/* The incarnation is in chunk owner words soon: durable first, or a
+	 * power cut would hand it out again. */
+	if (!rc)
+		rc = rtx_persist(w);
 	if (!rc)
 		rc = loco_read(w->thr, &x->slots,
 			       rec + offsetof(struct rtx_slot_rec, hwm_ms),

@@ -78,6 +78,9 @@ struct loco_rtx_opts {
 	uint32_t per_obj_us;        /* lease budget per object (default 100) */
 	uint32_t guard_us;          /* wrap guard re-check interval (500) */
 	bool no_opt1;               /* log one-object write sets too */
+	/* Tests only: leave out every persistence point (the bug a power
+	 * cut must expose: docs/durability.md, "rTX"). */
+	bool no_persist;
 };
 
 /* Counters of a worker (or, summed, of an rtx). */

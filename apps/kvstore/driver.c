@@ -45,6 +45,16 @@ static const char usage[] =
 "                    %n in FILE is the node id, a directory gets nodeID.jsonl\n"
 "  --broken-fence    tests only: unlock without placing writes to other\n"
 "                    hosts (shm-weak histories must then fail the check)\n"
+"  --data compute|memory  where the slots live: in each compute node's arena\n"
+"                    (default, LOCO's design) or on the first memory node,\n"
+"                    durable there with loco-memnode --durable: every write\n"
+"                    persisted before its lock goes; a dead memory node is\n"
+"                    waited for (docs/durability.md)\n"
+"  --broken-persist  tests only: with --data memory, unlock without persisting\n"
+"                    (a power cut must then lose acknowledged writes)\n"
+"  --verify          each thread works on its own keys only and, after the\n"
+"                    run, reads every one back: it must hold the last\n"
+"                    acknowledged write (exit 1 if not)\n"
 "Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
 "raise --arena-mb for big runs).\n";
 
@@ -77,6 +87,15 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'R': o->record = arg; return 0;
 	case 'B': o->broken_fence = true; return 0;
 	case 'H': o->hot_locks = true; return 0;
+	case 'V': o->verify = true; return 0;
+	case 'P': o->broken_persist = true; return 0;
+	case 'D':
+		if (!strcmp(arg, "memory") || !strcmp(arg, "compute")) {
+			o->data_memory = arg[0] == 'm';
+			return 0;
+		}
+		snprintf(expect, BENCH_EXPECT_MAX, "compute or memory");
+		return -1;
 	default: return -1;
 	}
 }
@@ -100,6 +119,9 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 		{ "record", required_argument, NULL, 'R' },
 		{ "broken-fence", no_argument, NULL, 'B' },
 		{ "hot-locks", no_argument, NULL, 'H' },
+		{ "data", required_argument, NULL, 'D' },
+		{ "verify", no_argument, NULL, 'V' },
+		{ "broken-persist", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
@@ -123,13 +145,21 @@ static void member_rank(struct drv *d)
 
 static int setup(struct drv *d)
 {
+	int mem = loco_mgr_first_memnode(d->mgr);
 	struct kv_config cfg = {
 		.capacity = d->o.keys, .value_size = d->o.value_size,
 		.nlocks = d->o.locks, .broken_fence = d->o.broken_fence,
-		.hot_locks = d->o.hot_locks,
+		.hot_locks = d->o.hot_locks, .remote_data = d->o.data_memory,
+		.broken_persist = d->o.broken_persist,
+		.data_node = mem >= 0 ? (uint32_t)mem : 0,
 	};
 	d->self = loco_mgr_id(d->mgr);
 	member_rank(d);
+	if (d->o.data_memory && mem < 0) {
+		fprintf(stderr, "loco-kvstore: --data memory: the hosts file "
+			"has no memory node\n");
+		return -EINVAL;
+	}
 	int rc = d->o.record ? loco_history_open(d->mgr, d->o.record) : 0;
 	if (!rc)
 		rc = zipf_init(&d->zipf, d->o.keys, d->o.zipf);
@@ -228,10 +258,11 @@ static void report(void *arg, const struct cl_row *row,
 	cl_json_begin(stdout, &r, row, cluster, d->self);
 	printf(",\"keys\":%" PRIu64 ",\"value_size\":%u,\"read_ratio\":%g,"
 	       "\"insert_ratio\":%g,\"put_ratio\":%g,\"zipf\":%g,\"window\":%u,"
-	       "\"locks\":%u,\"recorded\":%s,\"broken_fence\":%s", o->keys,
-	       o->value_size, o->read, o->insert, o->put, o->zipf, o->window,
-	       o->locks, o->record ? "true" : "false",
-	       o->broken_fence ? "true" : "false");
+	       "\"locks\":%u,\"recorded\":%s,\"broken_fence\":%s,"
+	       "\"broken_persist\":%s", o->keys, o->value_size, o->read,
+	       o->insert, o->put, o->zipf, o->window, o->locks,
+	       o->record ? "true" : "false", o->broken_fence ? "true" : "false",
+	       o->broken_persist ? "true" : "false");
 	bench_json_dm(stdout, d->mgr, o->hot_locks);
 	printf(",\"gets\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"inserts\":%" PRIu64
 	       ",\"inserted\":%" PRIu64 ",\"deletes\":%" PRIu64 ",\"deleted\":%"
@@ -243,6 +274,12 @@ static void report(void *arg, const struct cl_row *row,
 	       PRIu64 ",\"applied\":%" PRIu64 ",\"prefilled\":%" PRIu64
 	       ",\"bad_values\":%" PRIu64, x[X_TORN], x[X_STALE], x[X_INVALID],
 	       x[X_APPLIED], x[X_PREFILL], x[X_BAD]);
+	printf(",\"data\":\"%s\",\"outages\":%" PRIu64 ",\"flushes_per_op\":%.3f",
+	       o->data_memory ? "memory" : "compute", x[X_OUTAGES],
+	       row->ops ? (double)x[X_FLUSHES] / (double)row->ops : 0.0);
+	if (o->verify)
+		printf(",\"verified\":%" PRIu64 ",\"lost_writes\":%" PRIu64,
+		       x[X_VERIFIED], x[X_LOST]);
 	bench_json_end(stdout);
 }
 
@@ -267,6 +304,7 @@ static int run_all(struct drv *d)
 	struct cl_row row = { .dur_ns = loco_now_ns() - t0 };
 	loco_mgr_stats(d->mgr, &s1);
 	cl_row_verbs(&row, &s0, &s1);
+	row.extra[X_FLUSHES] = s1.flushes - s0.flushes;
 	struct bench_lat lat;
 	int wrc = row_fill(d, &row, &lat);
 	bench_lat_fini(&lat);
@@ -275,7 +313,8 @@ static int run_all(struct drv *d)
 	pthread_barrier_destroy(&d->phase);
 	int drc = loco_thread_destroy(thr);
 	rc = rc ? rc : drc;
-	return rc ? rc : wrc ? wrc : row.extra[X_BAD] ? -EIO : 0;
+	return rc ? rc : wrc ? wrc : row.extra[X_BAD] || row.extra[X_LOST] ?
+	       -EIO : 0;
 }
 
 int main(int argc, char **argv)

@@ -29,13 +29,16 @@ struct drv_opts {
 	uint64_t seed;
 	bool broken_fence;          /* tests: see kv_config */
 	bool hot_locks;             /* see kv_config */
+	bool data_memory;           /* --data memory: kv_config.remote_data */
+	bool broken_persist;        /* tests: see kv_config */
+	bool verify;                /* --verify: own keys only, checked at the end */
 };
 
 /* Counters of a worker, also the extra fields of the results row. */
 enum {
 	X_GETS, X_HITS, X_INSERTS, X_INSERTED, X_DELETES, X_DELETED,
 	X_UPDATES, X_UPDATED, X_PUTS, X_TORN, X_STALE, X_INVALID, X_BAD,
-	X_APPLIED, X_PREFILL, X_N
+	X_APPLIED, X_PREFILL, X_OUTAGES, X_VERIFIED, X_LOST, X_FLUSHES, X_N
 };
 
 /* One outstanding operation of a worker's window. */
@@ -57,6 +60,8 @@ struct drv_worker {
 	struct kv_thread kt[DRV_MAX_WINDOW];
 	struct drv_slot slot[DRV_MAX_WINDOW];
 	uint64_t *val;              /* value to write */
+	uint64_t *shadow;           /* --verify: last acknowledged value of each
+				     * owned key (value id, 0: absent) */
 	uint64_t rng, seq;
 	uint64_t issued;            /* operations of the measured phase */
 	uint64_t n[X_N];

@@ -59,7 +59,10 @@ static int worker_setup(struct drv_worker *w)
 	w->nctx = d->o.record ? d->o.window : 1;
 	w->rng = rng_mix(d->o.seed ^ (uint64_t)d->self << 32 ^ w->idx);
 	w->val = malloc(d->o.value_size);
-	int rc = w->val ? bench_lat_init(&w->lat, LAT_CAP) : -ENOMEM;
+	uint64_t stride = (uint64_t)d->nmembers * d->o.threads;
+	w->shadow = d->o.verify ? calloc(d->o.keys / stride + 1, 8) : NULL;
+	int rc = w->val && (w->shadow || !d->o.verify) ?
+		 bench_lat_init(&w->lat, LAT_CAP) : -ENOMEM;
 	for (unsigned i = 0; !rc && i < w->nctx; i++) {
 		rc = loco_thread_create(d->mgr, &w->thr[i]);
 		if (!rc && (rc = kv_thread_init(&w->kt[i], &d->kv, w->thr[i]))) {
@@ -83,6 +86,7 @@ static void worker_teardown(struct drv_worker *w)
 		w->n[X_TORN] += st.torn;
 		w->n[X_STALE] += st.stale;
 		w->n[X_INVALID] += st.invalid;
+		w->n[X_OUTAGES] += w->kt[i].outages;
 		kv_thread_fini(&w->kt[i]);
 		loco_thread_destroy(w->thr[i]);
 		w->thr[i] = NULL;
@@ -90,7 +94,37 @@ static void worker_teardown(struct drv_worker *w)
 	for (unsigned i = 0; i < w->d->o.window; i++)
 		kv_get_fini(&w->slot[i].g);
 	free(w->val);
+	free(w->shadow);
 	w->val = NULL;
+	w->shadow = NULL;
+}
+
+/* ---- owned keys (--verify) ------------------------------------------------ */
+
+/* Keys are the workers' in turn (the prefill's split): key K belongs to
+ * worker (K / members) mod threads of member K mod members. */
+static uint64_t key_stride(const struct drv *d)
+{
+	return (uint64_t)d->nmembers * d->o.threads;
+}
+
+static uint64_t key_first(const struct drv_worker *w)
+{
+	return w->d->member + (uint64_t)w->idx * w->d->nmembers;
+}
+
+/* The owned key nearest below K (or the first one). */
+static uint64_t key_own(const struct drv_worker *w, uint64_t k)
+{
+	uint64_t s = key_stride(w->d), o = k / s * s + key_first(w);
+	return o < w->d->o.keys ? o : o >= s ? o - s : key_first(w);
+}
+
+/* A write of owned KEY was acknowledged: V (0 for absent) is its value. */
+static void shadow_set(struct drv_worker *w, uint64_t key, uint64_t v)
+{
+	if (w->shadow)
+		w->shadow[key / key_stride(w->d)] = v;
 }
 
 /* ---- writes ------------------------------------------------------------- */
@@ -139,6 +173,8 @@ static int write_op(struct drv_worker *w, struct kv_thread *kt, enum op op,
 		loco_hist_info(kt->thr, hid);
 		return rc;
 	}
+	if (!rc)
+		shadow_set(w, key, op == OP_DELETE ? 0 : v);
 	/* 0: done (true), 1: the key was present/absent (false). */
 	loco_hist_ret(kt->thr, hid, op == OP_PUT ? "[]" : rc ? "[false]" : "[true]");
 	return 0;
@@ -222,6 +258,8 @@ static int op_issue(struct drv_worker *w, struct drv_slot *s)
 	struct drv *d = w->d;
 	enum op op = op_pick(&d->o, &w->rng);
 	uint64_t key = zipf_next(&d->zipf, &w->rng);
+	if (d->o.verify)
+		key = key_own(w, key);
 	if (op == OP_GET)
 		return get_start(w, s, key);
 	uint64_t t0 = loco_now_ns();
@@ -241,6 +279,18 @@ static int wait_some(struct drv_worker *w)
 	return 0;
 }
 
+/* A get failed because the data node died (--data memory): it ends with
+ * an unknown outcome (the history says so); once the node is back the
+ * slot takes new operations. Other errors stay errors. */
+static int get_outage(struct drv_worker *w, struct drv_slot *s, int rc)
+{
+	if (rc != -LOCO_EDOWN || !w->d->o.data_memory)
+		return rc;
+	s->g.busy = false;
+	w->n[X_OUTAGES]++;
+	return loco_peer_wait(w->d->mgr, w->d->kv.cfg.data_node, KV_BACK_MS);
+}
+
 /* One pass over the window: progress the busy slots, refill the free
  * ones unless STOP. *BUSY gets the slots still in flight. */
 static int window_pass(struct drv_worker *w, bool stop, unsigned *busy,
@@ -250,11 +300,11 @@ static int window_pass(struct drv_worker *w, bool stop, unsigned *busy,
 	*busy = 0;
 	for (unsigned i = 0; i < w->d->o.window; i++) {
 		struct drv_slot *s = &w->slot[i];
-		int rc = s->g.busy ? get_poll(w, s) : 1;
+		int rc = s->g.busy ? get_outage(w, s, get_poll(w, s)) : 1;
 		if (rc < 0)
 			return rc;
 		if (rc && !stop && (!max || w->issued < max)) {
-			if ((rc = op_issue(w, s)))
+			if ((rc = get_outage(w, s, op_issue(w, s))))
 				return rc;
 			(*progressed)++;
 			w->issued++;
@@ -278,9 +328,40 @@ static int run(struct drv_worker *w)
 			return rc;
 		if (stop && !busy)
 			return 0;
-		if (!progressed && (rc = wait_some(w)))
+		if (!progressed && (rc = wait_some(w)) && rc != -LOCO_EDOWN)
 			return rc;
 	}
+}
+
+/* --verify: every owned key holds its last acknowledged value (or is
+ * absent if that was a delete), read back with gets after the run. */
+static int verify(struct drv_worker *w)
+{
+	struct drv *d = w->d;
+	struct kv_get *g = &w->slot[0].g;
+	uint32_t size = d->o.value_size, len = 0;
+	int rc = 0;
+	for (uint64_t k = key_first(w); !rc && k < d->o.keys;
+	     k += key_stride(d)) {
+		uint64_t want = w->shadow[k / key_stride(d)], got = 0;
+		rc = kv_get(&w->kt[0], g, k, w->val, &len);
+		if (rc == -LOCO_EDOWN && !(rc = get_outage(w, &w->slot[0], rc))) {
+			k -= key_stride(d);
+			continue;
+		}
+		if (!rc && !value_check(w->val, len, size, &got))
+			got = UINT64_MAX;
+		if (rc == -ENOENT)
+			rc = 0;
+		w->n[X_VERIFIED]++;
+		if (!rc && got != want) {
+			w->n[X_LOST]++;
+			fprintf(stderr, "kvstore: node %u: key %" PRIu64 " holds %"
+				PRIu64 ", its last acknowledged write left %"
+				PRIu64 "\n", d->self, k, got, want);
+		}
+	}
+	return rc;
 }
 
 /* ---- prefill -------------------------------------------------------------- */
@@ -300,6 +381,8 @@ static int load_batch(struct drv_worker *w, const uint64_t *keys, unsigned n,
 		value_fill(vals + (size_t)i * size / 8, size / 8, value_next(w));
 	int rc = kv_load(&w->kt[0], keys, vals, size, n);
 	w->n[X_PREFILL] += rc ? 0 : n;
+	for (unsigned i = 0; !rc && i < n; i++)
+		shadow_set(w, keys[i], vals[(size_t)i * size / 8]);
 	return rc;
 }
 
@@ -347,6 +430,8 @@ void *drv_worker_main(void *arg)
 	pthread_barrier_wait(&d->phase);   /* every node prefilled */
 	if (!w->rc)
 		w->rc = run(w);
+	if (!w->rc && d->o.verify)
+		w->rc = verify(w);
 	if (w->rc)
 		fprintf(stderr, "kvstore: node %u worker %u: %s\n", d->self,
 			w->idx, loco_strerror(w->rc));

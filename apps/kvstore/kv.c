@@ -23,7 +23,8 @@ static uint32_t round8(uint32_t n)
 static int config_check(const struct kv_config *c)
 {
 	if (!c->capacity || c->value_size < 8 || c->value_size > KV_VALUE_MAX ||
-	    !c->nlocks || (c->ring_size && c->ring_size < LOCO_RB_MIN_SIZE))
+	    !c->nlocks || (c->ring_size && c->ring_size < LOCO_RB_MIN_SIZE) ||
+	    (c->remote_data && c->data_node >= LOCO_MAX_NODES))
 		return -EINVAL;
 	uint64_t slot = sizeof(struct kv_slot_hdr) + round8(c->value_size);
 	return c->capacity > UINT64_MAX / slot ? -EINVAL : 0;
@@ -47,8 +48,11 @@ static void members_init(struct kv_store *kv)
 {
 	uint64_t m = kv->base.participants | UINT64_C(1) << kv->self;
 	kv->nmembers = 0;
-	for (; m; m &= m - 1)
-		kv->node[kv->nmembers++] = (uint32_t)__builtin_ctzll(m);
+	for (; m; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		kv->member_of[id] = kv->nmembers;
+		kv->node[kv->nmembers++] = id;
+	}
 }
 
 static int trackers_init(struct kv_store *kv)
@@ -72,8 +76,12 @@ static int trackers_init(struct kv_store *kv)
 static int subs_init(struct kv_store *kv)
 {
 	struct loco_mgr *mgr = kv->base.mgr;
-	int rc = loco_shared_region_init(&kv->data, mgr, &kv->base, "data",
-					 kv->cfg.capacity * kv->slot_len, 0);
+	uint64_t area = kv->cfg.capacity * kv->slot_len;
+	int rc = kv->cfg.remote_data ?
+		 loco_channel_open_hosted(&kv->base, kv->cfg.data_node, "slots",
+					  area * kv->nmembers, &kv->slots) :
+		 loco_shared_region_init(&kv->data, mgr, &kv->base, "data",
+					 area, 0);
 	if (!rc)
 		rc = loco_lock_array_init_ex(&kv->locks, mgr, &kv->base, "locks",
 					     kv->cfg.nlocks, 0,
@@ -244,16 +252,78 @@ static uint32_t slot_image(uint64_t *w, uint64_t key, uint64_t counter,
 	return (uint32_t)sizeof(struct kv_slot_hdr) + round8(len);
 }
 
+/* The node that holds HOST's slots. */
+static uint32_t slot_node(const struct kv_store *kv, uint32_t host)
+{
+	return kv->cfg.remote_data ? kv->cfg.data_node : host;
+}
+
+/* The region holding SLOT of HOST, and its offset there (*OFF). */
+static const struct loco_rregion *slot_rr(struct kv_store *kv, uint32_t host,
+					  uint64_t slot, uint64_t *off)
+{
+	if (kv->cfg.remote_data) {
+		*off = ((uint64_t)kv->member_of[host] * kv->cfg.capacity + slot) *
+		       kv->slot_len;
+		return &kv->slots;
+	}
+	*off = slot * kv->slot_len;
+	return loco_shared_region_at(&kv->data, host);
+}
+
+static int slot_post_write(struct kv_thread *t, uint32_t host, uint64_t slot,
+			   const void *img, uint32_t bytes, struct loco_ack *ack)
+{
+	uint64_t off;
+	const struct loco_rregion *rr = slot_rr(t->kv, host, slot, &off);
+	return rr ? loco_post_write(t->thr, rr, off, img, bytes, ack) : -EINVAL;
+}
+
 /* WRITE the first BYTES of t->wbuf to SLOT of HOST; complete (acked,
- * not necessarily placed) on return. */
+ * not necessarily placed) on return. FULL: the image's whole length
+ * (remote data: what is written again after the data node's death). */
 static int slot_write(struct kv_thread *t, uint32_t host, uint64_t slot,
-		      uint32_t bytes)
+		      uint32_t bytes, uint32_t full)
 {
 	struct loco_ack ack = { 0, 0 };
-	int rc = loco_shared_region_post_write(&t->kv->data, t->thr, host,
-					       slot * t->kv->slot_len, t->wbuf,
-					       bytes, &ack);
-	return rc ? rc : loco_ack_wait(t->thr, &ack, -1);
+	int rc = slot_post_write(t, host, slot, t->wbuf, bytes, &ack);
+	if (!rc)
+		rc = loco_ack_wait(t->thr, &ack, -1);
+	t->redo = t->kv->cfg.remote_data;
+	t->redo_host = host;
+	t->redo_slot = slot;
+	t->redo_full = full;
+	return rc;
+}
+
+/* Remote data whose node died under the open operation: wait for it,
+ * write the operation's slot image again (the restart may have lost it),
+ * and persist. -LOCO_EDOWN again is waited out again. */
+static int slot_redo(struct kv_thread *t, int rc)
+{
+	struct kv_store *kv = t->kv;
+	while (rc == -LOCO_EDOWN && kv->cfg.remote_data) {
+		t->outages++;
+		rc = loco_peer_wait(kv->base.mgr, kv->cfg.data_node, KV_BACK_MS);
+		if (!rc && t->redo)
+			rc = slot_write(t, t->redo_host, t->redo_slot,
+					t->redo_full, t->redo_full);
+		if (!rc)
+			rc = loco_persist(t->thr, kv->cfg.data_node);
+	}
+	return rc;
+}
+
+/* Make the open operation's writes to HOST's slots durable (remote data
+ * on a durable node), else place them: loco_persist is a pair fence on a
+ * node without a durable image. */
+static int slot_persist(struct kv_thread *t, uint32_t host)
+{
+	uint32_t node = slot_node(t->kv, host);
+	int rc = t->kv->cfg.remote_data && !t->kv->cfg.broken_persist ?
+		 loco_persist(t->thr, node) :
+		 loco_fence(t->thr, LOCO_FENCE_PAIR, node);
+	return slot_redo(t, rc);
 }
 
 /* ---- get ---------------------------------------------------------------- */
@@ -271,9 +341,10 @@ static int get_post(struct kv_thread *t, struct kv_get *g)
 	g->slot = loc.slot;
 	g->counter = loc.counter;
 	loco_ack_clear(&g->ack);
-	int rc = loco_shared_region_post_read(&t->kv->data, t->thr, loc.host,
-					      loc.slot * t->kv->slot_len, g->buf,
-					      t->kv->slot_len, &g->ack);
+	uint64_t off;
+	const struct loco_rregion *rr = slot_rr(t->kv, loc.host, loc.slot, &off);
+	int rc = rr ? loco_post_read(t->thr, rr, off, g->buf, t->kv->slot_len,
+				     &g->ack) : -EINVAL;
 	g->busy = !rc;
 	return rc;
 }
@@ -362,16 +433,21 @@ static int lock_key(struct kv_thread *t, uint64_t key)
  * replaces a result (0, -EEXIST, -ENOENT): its writes may not be placed. */
 static int unlock_key(struct kv_thread *t, uint64_t key, uint32_t host, int rc)
 {
+	bool result = !rc || rc == -EEXIST || rc == -ENOENT;
+	/* Remote data: the writes durable (a durable data node) before the
+	 * lock goes, so an acknowledged write survives the node's death. */
+	if (result && t->redo)
+		rc = slot_persist(t, host);
+	t->redo = false;
 	/* The test-only broken variant fences the wrong pair (this node):
 	 * a write to another host may still be unplaced after the unlock. */
-	if (t->kv->cfg.broken_fence)
-		host = t->kv->self;
+	host = t->kv->cfg.broken_fence ? t->kv->self : slot_node(t->kv, host);
 	/* Release: the unlock's fence places the writes before the next
 	 * holder's acquire (see loco_ticket_lock_unlock). */
 	int urc = loco_ticket_lock_unlock(
 		loco_lock_array_for_key(&t->kv->locks, key), t->thr,
 		LOCO_FENCE_PAIR, host);
-	bool result = !rc || rc == -EEXIST || rc == -ENOENT;
+	result = !rc || rc == -EEXIST || rc == -ENOENT;
 	return urc && result ? urc : rc;
 }
 
@@ -385,7 +461,7 @@ static int insert_locked(struct kv_thread *t, uint64_t key, const void *val,
 	if (rc)
 		return rc;
 	uint32_t bytes = slot_image(t->wbuf, key, loc.counter, false, val, len);
-	rc = slot_write(t, kv->self, loc.slot, bytes);
+	rc = slot_redo(t, slot_write(t, kv->self, loc.slot, bytes, bytes));
 	if (!rc)
 		rc = kv_index_put(kv, key, &loc);
 	if (rc) {
@@ -400,7 +476,8 @@ static int insert_locked(struct kv_thread *t, uint64_t key, const void *val,
 	 * slot WRITE, so placed after it); the unlock fences it. */
 	t->wbuf[3] |= KV_META_VALID;
 	t->wbuf[0] = slot_sum(t->wbuf, len);
-	return slot_write(t, kv->self, loc.slot, sizeof(struct kv_slot_hdr));
+	return slot_redo(t, slot_write(t, kv->self, loc.slot,
+				       sizeof(struct kv_slot_hdr), bytes));
 }
 
 /* Delete KEY at LOC (lock held). */
@@ -409,11 +486,12 @@ static int delete_locked(struct kv_thread *t, uint64_t key,
 {
 	struct kv_store *kv = t->kv;
 	uint32_t bytes = slot_image(t->wbuf, key, loc->counter, false, NULL, 0);
-	int rc = slot_write(t, loc->host, loc->slot, bytes);
+	int rc = slot_redo(t, slot_write(t, loc->host, loc->slot, bytes, bytes));
 	/* Release: the cleared valid bit (the linearization point) is placed
-	 * before any node learns of the delete from the tracker. */
+	 * (durable, remote data) before any node learns of the delete from
+	 * the tracker. */
 	if (!rc)
-		rc = loco_fence(t->thr, LOCO_FENCE_PAIR, loc->host);
+		rc = slot_persist(t, loc->host);
 	if (rc)
 		return rc;
 	struct kv_msg m = { KV_MSG_DELETE, key, loc->host, loc->slot,
@@ -433,7 +511,7 @@ static int update_locked(struct kv_thread *t, uint64_t key,
 			 const struct kv_loc *loc, const void *val, uint32_t len)
 {
 	uint32_t bytes = slot_image(t->wbuf, key, loc->counter, true, val, len);
-	return slot_write(t, loc->host, loc->slot, bytes);
+	return slot_redo(t, slot_write(t, loc->host, loc->slot, bytes, bytes));
 }
 
 static bool len_ok(const struct kv_thread *t, uint32_t len)
@@ -494,14 +572,49 @@ int kv_delete(struct kv_thread *t, uint64_t key)
 
 /* ---- bulk load ------------------------------------------------------------ */
 
-/* Write N slot images for KEYS into fresh slots of this node (valid at
- * once) and index them here; *MSGS gets the tracker messages. */
+/* WRITE the N images of IMG (BYTES each) to this node's slots that MSGS
+ * name, then place them (durable with remote data), waiting out the data
+ * node's death (every image written again). */
+static int load_put(struct kv_thread *t, const uint64_t *img, uint32_t bytes,
+		    const struct kv_msg *msgs, unsigned n)
+{
+	struct kv_store *kv = t->kv;
+	int rc;
+	do {
+		struct loco_ack ack = { 0, 0 };
+		rc = 0;
+		for (unsigned i = 0; !rc && i < n; i++)
+			rc = slot_post_write(t, kv->self, msgs[i].slot,
+					     img + (size_t)i * kv->slot_len / 8,
+					     bytes, &ack);
+		int wrc = loco_ack_wait(t->thr, &ack, -1);
+		rc = rc ? rc : wrc;
+		/* Release: the slots are placed before any node can index
+		 * them. */
+		if (!rc)
+			rc = kv->cfg.remote_data ?
+			     loco_persist(t->thr, kv->cfg.data_node) :
+			     loco_fence(t->thr, LOCO_FENCE_PAIR, kv->self);
+		if (rc == -LOCO_EDOWN && kv->cfg.remote_data) {
+			t->outages++;
+			rc = loco_peer_wait(kv->base.mgr, kv->cfg.data_node,
+					    KV_BACK_MS);
+			if (!rc)
+				rc = -LOCO_EDOWN;
+		}
+	} while (rc == -LOCO_EDOWN && kv->cfg.remote_data);
+	return rc;
+}
+
+/* Fill N slot images for KEYS into fresh slots of this node (valid at
+ * once), index them here and write them; *MSGS gets the tracker
+ * messages. */
 static int load_slots(struct kv_thread *t, const uint64_t *keys,
 		      const uint8_t *vals, uint32_t len, unsigned n,
 		      uint64_t *img, struct kv_msg *msgs)
 {
 	struct kv_store *kv = t->kv;
-	struct loco_ack ack = { 0, 0 };
+	uint32_t bytes = 0;
 	int rc = 0;
 	for (unsigned i = 0; !rc && i < n; i++) {
 		struct kv_loc loc = { .host = kv->self };
@@ -509,18 +622,13 @@ static int load_slots(struct kv_thread *t, const uint64_t *keys,
 		rc = slot_alloc(kv, &loc.slot, &loc.counter);
 		if (rc)
 			break;
-		uint32_t bytes = slot_image(w, keys[i], loc.counter, true,
-					    vals + (size_t)i * len, len);
-		rc = loco_shared_region_post_write(&kv->data, t->thr, kv->self,
-						   loc.slot * kv->slot_len, w,
-						   bytes, &ack);
-		if (!rc)
-			rc = kv_index_put(kv, keys[i], &loc);
+		bytes = slot_image(w, keys[i], loc.counter, true,
+				   vals + (size_t)i * len, len);
+		rc = kv_index_put(kv, keys[i], &loc);
 		msgs[i] = (struct kv_msg){ KV_MSG_INSERT, keys[i], kv->self,
 					   loc.slot, loc.counter };
 	}
-	int wrc = loco_ack_wait(t->thr, &ack, -1);
-	return rc ? rc : wrc;
+	return rc ? rc : load_put(t, img, bytes, msgs, n);
 }
 
 int kv_load(struct kv_thread *t, const uint64_t *keys, const void *vals,
@@ -534,9 +642,6 @@ int kv_load(struct kv_thread *t, const uint64_t *keys, const void *vals,
 	int rc = img && msgs ? 0 : -ENOMEM;
 	if (!rc)
 		rc = load_slots(t, keys, vals, len, n, img, msgs);
-	/* Release: the slots are placed before any node can index them. */
-	if (!rc)
-		rc = loco_fence(t->thr, LOCO_FENCE_PAIR, kv->self);
 	if (!rc) {
 			rc = kv_broadcast(kv, msgs, n);
 	}

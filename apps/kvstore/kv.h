@@ -33,6 +33,17 @@
  * Writes, inserts and deletes of one key are ordered by its lock (Lemma
  * C.1); a get's outcome is fixed by the READ it checks (Lemma C.2).
  *
+ * Remote data (kv_config.remote_data): every node's slots live in one
+ * hosted region "<kv>.slots" on memory node data_node instead of in the
+ * nodes' own arenas (AsymNVM's split: data on a passive back end, the
+ * logic, index and locks on the front ends). With a durable data node
+ * every write is persisted before its key's lock is released, so an
+ * acknowledged write survives the node's death (docs/durability.md); a
+ * write whose data node dies meanwhile waits for it (loco_peer_wait) and
+ * writes its whole slot image again, holding the lock, so it completes.
+ * A get may return a value not yet persisted, which a power cut can take
+ * back until the writer's persist (as in AsymNVM §4.1).
+ *
  *	struct kv_store kv;
  *	kv_init(&kv, mgr, NULL, "kv", &cfg);
  *	loco_mgr_wait_ready(mgr, -1);
@@ -58,6 +69,7 @@
 #define KV_VALUE_MAX 4096         /* largest value_size */
 #define KV_RING_DEFAULT (64u << 10)
 #define KV_LOAD_MAX 256           /* keys per kv_load */
+#define KV_BACK_MS 30000          /* wait for a dead data node's return */
 
 /* Remote layout of a slot header; the value follows, padded to 8 bytes. */
 struct kv_slot_hdr {
@@ -88,9 +100,14 @@ struct kv_config {
 	unsigned nlocks;        /* index locks */
 	uint64_t ring_size;     /* bytes of each tracker (0: KV_RING_DEFAULT) */
 	bool hot_locks;         /* lock words in device memory (LOCO_REGION_HOT) */
+	bool remote_data;       /* slots on memory node data_node (above) */
+	uint32_t data_node;
 	/* Tests only: release the key locks without placing the protected
 	 * writes to other hosts (a missing fence, which shm-weak exposes). */
 	bool broken_fence;
+	/* Tests only: remote data placed but not persisted before the
+	 * unlock (a missing persist point, which a power cut exposes). */
+	bool broken_persist;
 };
 
 /* Counters of one node (the monitor's) or one kv_thread (the rest). */
@@ -105,7 +122,9 @@ struct kv_req;
 
 struct kv_store {
 	struct loco_channel base;
-	struct loco_shared_region data;
+	struct loco_shared_region data;  /* the nodes' own slots, or */
+	struct loco_rregion slots;       /* remote_data: all of them */
+	unsigned member_of[LOCO_MAX_NODES]; /* node id -> index in node[] */
 	struct loco_lock_array locks;
 	struct loco_ringbuffer *tr;     /* tr[i]: tracker written by node[i] */
 	uint32_t node[LOCO_MAX_NODES];  /* members in id order */
@@ -136,6 +155,13 @@ struct kv_thread {
 	struct loco_thread *thr;
 	uint64_t *wbuf;                 /* one slot image */
 	struct kv_stats st;
+	/* remote_data: the slot the open operation wrote (t->wbuf holds its
+	 * whole image, FULL bytes): written again if the data node dies
+	 * before the persist. */
+	bool redo;
+	uint32_t redo_host, redo_full;
+	uint64_t redo_slot;
+	uint64_t outages;               /* data node deaths waited out */
 };
 
 /* An asynchronous get (a caller-owned slot of a window). */

@@ -30,7 +30,7 @@ static void usage(FILE *f)
 		"         [--drift-ms D] [--no-opt1] [--prelock] [--touch-pct P]\n"
 		"         [--mem-nodes first|all] [--blocks N]\n"
 		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
-		"         [--seed N] [--reporter ID]\n"
+		"         [--seed N] [--reporter ID] [--count-commits]\n"
 		"         [loco options: --id --hosts --transport ...]\n"
 		"Defaults: 1000 accounts of 1000, amounts 1..100, 5 s, 2 threads,\n"
 		"rtx, drift 8 ms, heartbeat 10 ms, dead after 500 ms without one.\n"
@@ -39,6 +39,12 @@ static void usage(FILE *f)
 		"one-object write set: an OPT1 commit without log).\n"
 		"--blocks: data blocks per hosting node (default 8 per account\n"
 		"there, at least 4096); every node must pass the same.\n"
+		"--count-commits: every transfer also adds one to its thread's\n"
+		"commit counter; the reporter checks that no acknowledged transfer\n"
+		"is missing (after memory nodes' power cuts: docs/durability.md).\n"
+		"A memory node that dies is waited for; the workers go on when it\n"
+		"is back (--no-persist, tests only: rtx without its persistence\n"
+		"points, which a power cut must expose).\n"
 		"Run on every compute node (tools/loco-run -m 1 -n 4 -- " PROG ").\n"
 		"After the run one node repairs what the dead left, audits and\n"
 		"prints the JSON result line: --reporter ID if that node finished,\n"
@@ -97,6 +103,8 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	case 'T': o->timeline = s; return 0;
 	case 'n': o->no_opt1 = true; return 0;
 	case 'P': o->prelock = true; return 0;
+	case 'C': o->count_commits = true; return 0;
+	case 'N': o->no_persist = true; return 0;
 	default: return -1;
 	}
 }
@@ -121,6 +129,8 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 		{ "dead-ms", required_argument, NULL, 'X' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "reporter", required_argument, NULL, 'R' },
+		{ "count-commits", no_argument, NULL, 'C' },
+		{ "no-persist", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct xfer_opts){ .accounts = 1000, .balance = 1000,
@@ -157,23 +167,45 @@ static void mode_close(struct xfer *xf)
 	xf->rtx = NULL;
 }
 
-static int mode_init(struct xfer *xf)
+int xfer_wait_memory(struct xfer *xf)
 {
-	if (xf->o.mode == XFER_LOCK)
-		return xfer_lock_init(xf);
+	int rc = 0;
+	for (uint64_t m = xf->mem | UINT64_C(1) << xf->home; m && !rc; m &= m - 1)
+		rc = loco_peer_wait(xf->mgr, (uint32_t)__builtin_ctzll(m),
+				    XFER_BACK_MS);
+	if (rc)
+		fprintf(stderr, PROG ": node %u: a memory node did not come back: "
+			"%s\n", xf->self, loco_strerror(rc));
+	return rc;
+}
+
+/* Opening balances (idempotent: an account is set only while NULL), again
+ * after a memory node's death interrupted them. */
+static int rtx_init_once(struct xfer *xf)
+{
 	struct loco_rtx_worker *w;
 	struct loco_rtx_stats s;
 	int rc = loco_rtx_worker_create(xf->rtx, xf->thr, &w);
 	if (!rc) {
 		rc = xfer_rtx_init(xf, w);
 		loco_rtx_worker_stats(w, &s);
-		xf->init_repairs = s.repairs;
+		xf->init_repairs += s.repairs;
 		/* Relaxed: a counter for the heartbeats. */
 		atomic_fetch_add_explicit(&xf->live_repairs, s.repairs,
 					  memory_order_relaxed);
 		int drc = loco_rtx_worker_destroy(w);
 		rc = rc ? rc : drc;
 	}
+	return rc;
+}
+
+static int mode_init(struct xfer *xf)
+{
+	if (xf->o.mode == XFER_LOCK)
+		return xfer_lock_init(xf);
+	int rc;
+	while ((rc = rtx_init_once(xf)) == -LOCO_EDOWN && !xfer_wait_memory(xf))
+		;
 	return rc;
 }
 
@@ -193,6 +225,16 @@ static void progress(struct xfer *xf, double t)
 		t, (unsigned long long)ops);
 }
 
+/* Publish this node's record; a memory node's death is waited out. */
+static int publish(struct xfer *xf, enum xfer_state st)
+{
+	int rc;
+	while ((rc = xfer_publish(xf, st)) == -LOCO_EDOWN &&
+	       !(rc = xfer_wait_memory(xf)))
+		;
+	return rc;
+}
+
 /* Heartbeats until the duration is over. */
 static int beat(struct xfer *xf)
 {
@@ -201,7 +243,7 @@ static int beat(struct xfer *xf)
 	int rc = 0;
 	while (!rc && loco_now_ns() < end) {
 		sleep_ms(xf->o.hb_ms);
-		rc = xfer_publish(xf, XFER_RUNNING);
+		rc = publish(xf, XFER_RUNNING);
 		double t = (double)(loco_now_ns() - t0) / 1e9;
 		if (xf->o.duration >= 10 && t >= (double)next_progress) {
 			progress(xf, t);
@@ -219,7 +261,7 @@ static int run_phase(struct xfer *xf)
 						       xfer_lock_worker;
 	loco_mgr_stats(xf->mgr, &xf->st0);
 	unsigned n = 0;
-	int rc = xfer_publish(xf, XFER_RUNNING);
+	int rc = publish(xf, XFER_RUNNING);
 	for (; !rc && n < xf->o.threads; n++) {
 		wa[n] = (struct xfer_warg){ .xf = xf, .idx = n };
 		if (pthread_create(&th[n], NULL, fn, &wa[n]))
@@ -249,6 +291,7 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 	bench_lat_init(&sl, LAT_CAP);
 	r->hb_ms = xfer_realtime_ms();
 	r->ops = r->aborts = r->lock_waits = r->blocked = r->stalls = 0;
+	r->acked = r->unknown = r->outages = 0;
 	r->repair_end_us = 0;
 	r->repairs = xf->init_repairs;
 	for (unsigned i = 0; i < xf->o.threads; i++) {
@@ -259,6 +302,9 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 		r->lock_waits += w->lock_waits;
 		r->blocked += w->blocked;
 		r->stalls += w->stalls;
+		r->acked += w->acked;
+		r->unknown += w->unknown;
+		r->outages += w->outages;
 		r->repair_end_us = xfer_min_set(r->repair_end_us,
 						w->repair_end_us);
 		bench_lat_append(lat, &w->lat);
@@ -328,6 +374,14 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	       per_op(res->st.writes, res->ops), per_op(res->st.cas, res->ops),
 	       per_op(res->st.bytes_read, res->ops),
 	       per_op(res->st.bytes_written, res->ops));
+	printf(",\"outages\":%llu,\"flushes_per_op\":%.3f",
+	       (unsigned long long)res->outages, per_op(res->st.flushes, res->ops));
+	if (xf->o.count_commits)
+		printf(",\"acked\":%llu,\"unknown\":%llu,\"counted\":%llu,"
+		       "\"lost_commits\":%llu", (unsigned long long)res->acked,
+		       (unsigned long long)res->unknown,
+		       (unsigned long long)res->counted,
+		       (unsigned long long)res->lost_commits);
 	bench_json_end(stdout);
 }
 
@@ -347,7 +401,7 @@ static int finish(struct xfer *xf, struct bench_lat *lat, bool *failed)
 	struct xfer_result res = { .expected = (uint64_t)xf->o.accounts *
 					       xf->o.balance };
 	final_rec(xf, lat);
-	int rc = xfer_publish(xf, XFER_DONE);
+	int rc = publish(xf, XFER_DONE);
 	if (!rc)
 		rc = xfer_wait_others(xf, &res);
 	if (rc || reporter_of(xf, res.done) != xf->self)
@@ -359,7 +413,7 @@ static int finish(struct xfer *xf, struct bench_lat *lat, bool *failed)
 	if (!rc) {
 		report(xf, &res, lat);
 		*failed = res.total != res.expected || res.nulls ||
-			  res.locks_held;
+			  res.locks_held || res.lost_commits;
 	}
 	return rc;
 }

@@ -23,6 +23,7 @@
 
 #define XFER_MAX_THREADS 7          /* one rtx slot stays for the reporter */
 #define XFER_TL_SLACK_MS 3000       /* timeline past --duration */
+#define XFER_BACK_MS 30000          /* wait for a dead memory node's return */
 
 enum xfer_mode { XFER_RTX, XFER_LOCK };
 enum xfer_state { XFER_NONE = 0, XFER_RUNNING = 1, XFER_DONE = 2 };
@@ -45,6 +46,9 @@ struct xfer_opts {
 	uint64_t seed;
 	unsigned reporter;          /* --reporter: reports if it finished;
 				     * LOCO_MAX_NODES: none named */
+	bool count_commits;         /* each transfer also counts itself in
+				     * its worker's commit counter object */
+	bool no_persist;            /* tests: rtx without persistence points */
 };
 
 /* Remote record of one compute node (region "xfer-run.ctl"). */
@@ -54,14 +58,18 @@ struct xfer_rec {
 	uint64_t ops, aborts, repairs, lock_waits;
 	/* remote ops of the measured phase (struct loco_stats) */
 	uint64_t reads, writes, cas, faa, bytes_read, bytes_written, rtts;
+	uint64_t flushes;           /* FLUSHes (persists) */
 	uint64_t blocked;           /* transfers that waited on a lock */
 	uint64_t blocked_p99_us, blocked_max_us;
 	uint64_t stalls;            /* transfers that repaired something */
 	uint64_t stall_p50_us, stall_p99_us, stall_max_us;
 	uint64_t repair_end_us;     /* CLOCK_REALTIME us: first repairing transfer done */
-	uint64_t pad[3];
+	uint64_t acked;             /* --count-commits: transfers acknowledged */
+	uint64_t unknown;           /* transfers whose outcome a memory node's
+				     * death left unknown */
+	uint64_t outages;           /* recoveries from a memory node's death */
 };
-static_assert(sizeof(struct xfer_rec) == 192, "remote layout");
+static_assert(sizeof(struct xfer_rec) == 200, "remote layout");
 
 /* Region "xfer-run.ctl": this header, then one record per node id. */
 struct xfer_hdr {
@@ -73,6 +81,7 @@ static_assert(sizeof(struct xfer_hdr) == 128, "remote layout");
 /* Per worker thread. */
 struct xfer_wstats {
 	uint64_t ops, aborts, repairs, lock_waits, blocked, stalls;
+	uint64_t acked, unknown, outages;
 	uint64_t repair_end_us;      /* first transfer that repaired: its end */
 	struct bench_lat lat, blocked_lat, stall_lat;
 };
@@ -99,6 +108,8 @@ struct xfer {
 	/* mode state */
 	struct loco_rtx *rtx;
 	loco_raddr_t *acct;          /* rtx: TXObj of each account */
+	uint64_t mem;                /* the memory nodes it uses */
+	_Atomic uint64_t live_acked, live_unknown, live_outages;
 	struct loco_rregion lk;      /* lock mode: accounts {lock, balance} */
 };
 
@@ -114,6 +125,10 @@ struct xfer_result {
 	uint64_t leaked, lost;
 	uint64_t dead;               /* node ids found dead */
 	uint64_t done;               /* node ids that finished */
+	/* --count-commits: commit counters summed over the workers, and
+	 * acknowledged transfers missing from them (lost after a power cut) */
+	uint64_t acked, unknown, counted, lost_commits;
+	uint64_t outages;            /* recoveries from memory node deaths */
 };
 
 uint64_t xfer_realtime_ms(void);
@@ -127,6 +142,11 @@ static inline uint64_t xfer_min_set(uint64_t a, uint64_t b)
 uint64_t xfer_rng(uint64_t *s);
 /* Record one committed transfer of worker W at CLOCK_REALTIME ms NOW. */
 void xfer_tick(struct xfer *xf, uint64_t now_ms);
+
+/* A memory node died under an operation (-LOCO_EDOWN): wait until every
+ * memory node the run uses is back. 0, or why not (-LOCO_ELOST, a
+ * timeout). */
+int xfer_wait_memory(struct xfer *xf);
 
 /* xfer_ctl.c */
 /* Open region NAME of LEN of the run's channel, hosted on the home node

@@ -127,6 +127,7 @@ void xfer_rec_stats(struct xfer *xf, const struct loco_stats *now)
 	r->bytes_read = now->bytes_read - xf->st0.bytes_read;
 	r->bytes_written = now->bytes_written - xf->st0.bytes_written;
 	r->rtts = now->rtts - xf->st0.rtts;
+	r->flushes = now->flushes - xf->st0.flushes;
 }
 
 /* The record with the current counters (all but the state word), so a
@@ -139,6 +140,11 @@ static void fill_rec(struct xfer *xf)
 	/* Relaxed: counters. */
 	r->ops = atomic_load_explicit(&xf->live_ops, memory_order_relaxed);
 	r->repairs = atomic_load_explicit(&xf->live_repairs,
+					  memory_order_relaxed);
+	r->acked = atomic_load_explicit(&xf->live_acked, memory_order_relaxed);
+	r->unknown = atomic_load_explicit(&xf->live_unknown,
+					  memory_order_relaxed);
+	r->outages = atomic_load_explicit(&xf->live_outages,
 					  memory_order_relaxed);
 	loco_mgr_stats(xf->mgr, &now);
 	xfer_rec_stats(xf, &now);
@@ -157,14 +163,15 @@ int xfer_publish(struct xfer *xf, enum xfer_state st)
 		rc = publish_timeline(xf);
 	if (rc || st != XFER_DONE)
 		return rc;
-	/* Record and timeline placed before the DONE mark. */
-	rc = loco_fence(xf->thr, LOCO_FENCE_PAIR, xf->home);
+	/* Record and timeline placed (durable on a durable home node)
+	 * before the DONE mark. */
+	rc = loco_persist(xf->thr, xf->home);
 	xf->rec.state = XFER_DONE;
 	if (!rc)
 		rc = loco_write(xf->thr, &xf->ctl,
 				rec_off(xf->self) + offsetof(struct xfer_rec, state),
 				&xf->rec.state, 8);
-	return rc ? rc : loco_fence(xf->thr, LOCO_FENCE_PAIR, xf->home);
+	return rc ? rc : loco_persist(xf->thr, xf->home);
 }
 
 /* ---- waiting for the others ---------------------------------------------- */
@@ -187,11 +194,15 @@ static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 	res->st.bytes_read += r->bytes_read;
 	res->st.bytes_written += r->bytes_written;
 	res->st.rtts += r->rtts;
+	res->st.flushes += r->flushes;
 	if (r->blocked_p99_us > res->blocked_p99_us)
 		res->blocked_p99_us = r->blocked_p99_us;
 	if (r->blocked_max_us > res->blocked_max_us)
 		res->blocked_max_us = r->blocked_max_us;
 	res->stalls += r->stalls;
+	res->acked += r->acked;
+	res->unknown += r->unknown;
+	res->outages += r->outages;
 	res->repair_end_us = xfer_min_set(res->repair_end_us, r->repair_end_us);
 	if (r->stall_p50_us > res->stall_p50_us)
 		res->stall_p50_us = r->stall_p50_us;
@@ -235,6 +246,9 @@ int xfer_wait_others(struct xfer *xf, struct xfer_result *res)
 		for (uint64_t m = left; m; m &= m - 1) {
 			uint32_t id = (uint32_t)__builtin_ctzll(m);
 			int rc = watch(xf, id, &pw[id], res);
+			/* The home node died: nobody could beat meanwhile. */
+			if (rc == -LOCO_EDOWN && !(rc = xfer_wait_memory(xf)))
+				memset(pw, 0, sizeof(pw));
 			if (rc)
 				return rc;
 			if (pw[id].settled)

@@ -21,15 +21,35 @@ static uint64_t memory_nodes(struct loco_mgr *mgr)
 	return m;
 }
 
+/* --count-commits: one commit counter object per (node, thread) after
+ * the accounts of the first hosting node. */
+#define COUNTERS (LOCO_MAX_NODES * XFER_MAX_THREADS)
+
+static uint32_t per_node(const struct xfer *xf, unsigned nmem)
+{
+	return (xf->o.accounts + nmem - 1) / nmem;
+}
+
+/* The commit counter of thread IDX of node NODE. */
+static loco_raddr_t counter_obj(const struct xfer *xf, uint32_t node,
+				unsigned idx)
+{
+	uint64_t nodes = loco_rtx_nodes(xf->rtx);
+	unsigned nmem = (unsigned)__builtin_popcountll(nodes);
+	return loco_rtx_obj(xf->rtx, (uint32_t)__builtin_ctzll(nodes),
+			    per_node(xf, nmem) + node * XFER_MAX_THREADS + idx);
+}
+
 int xfer_rtx_open(struct xfer *xf)
 {
 	uint64_t mem = xf->o.all_mem ? memory_nodes(xf->mgr) : 0;
 	unsigned nmem = mem ? (unsigned)__builtin_popcountll(mem) : 1;
 	struct loco_rtx_opts o = {
 		.name = "xfer", .mem_nodes = mem, .data_len = 8,
-		.objects = (xf->o.accounts + nmem - 1) / nmem,
+		.objects = per_node(xf, nmem) +
+			   (xf->o.count_commits ? COUNTERS : 0),
 		.blocks = xf->o.blocks, .drift_ms = xf->o.drift_ms,
-		.no_opt1 = xf->o.no_opt1,
+		.no_opt1 = xf->o.no_opt1, .no_persist = xf->o.no_persist,
 	};
 	int rc = loco_rtx_create(xf->mgr, &o, &xf->rtx);
 	xf->acct = rc ? NULL : calloc(xf->o.accounts, sizeof(*xf->acct));
@@ -37,6 +57,7 @@ int xfer_rtx_open(struct xfer *xf)
 		rc = -ENOMEM;
 	uint64_t nodes = rc ? 0 : loco_rtx_nodes(xf->rtx);
 	uint32_t ids[LOCO_MAX_NODES], n = 0;
+	xf->mem = nodes;
 	for (uint64_t m = nodes; m; m &= m - 1)
 		ids[n++] = (uint32_t)__builtin_ctzll(m);
 	for (uint32_t i = 0; !rc && i < xf->o.accounts; i++)
@@ -78,8 +99,20 @@ int xfer_rtx_init(struct xfer *xf, struct loco_rtx_worker *w)
 	return rc;
 }
 
-static int transfer(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a,
-		    uint32_t b, uint64_t amount)
+/* --count-commits: add one to the worker's commit counter CTR in the
+ * open transaction (CTR is LOCO_RADDR_NULL without the option). */
+static int count_commit(struct loco_rtx_worker *w, loco_raddr_t ctr)
+{
+	const uint64_t *pc;
+	if (ctr == LOCO_RADDR_NULL)
+		return 0;
+	int rc = loco_rtx_read(w, ctr, (const void **)&pc);
+	uint64_t n = (!rc && pc ? *pc : 0) + 1;
+	return rc ? rc : loco_rtx_write(w, ctr, &n);
+}
+
+static int transfer(struct xfer *xf, struct loco_rtx_worker *w,
+		    loco_raddr_t ctr, uint32_t a, uint32_t b, uint64_t amount)
 {
 	int rc;
 	LOCO_RTX_BLOCK(w, rc) {
@@ -90,14 +123,16 @@ static int transfer(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a,
 			continue;
 		uint64_t m = amount < *pa ? amount : *pa;
 		uint64_t na = *pa - m, nb = *pb + m;
-		if (!(rc = loco_rtx_write(w, xf->acct[a], &na)))
-			rc = loco_rtx_write(w, xf->acct[b], &nb);
+		if (!(rc = loco_rtx_write(w, xf->acct[a], &na)) &&
+		    !(rc = loco_rtx_write(w, xf->acct[b], &nb)))
+			rc = count_commit(w, ctr);
 	}
 	return rc;
 }
 
 /* Rewrite account A as it is: a one-object write set (OPT1). */
-static int touch(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a)
+static int touch(struct xfer *xf, struct loco_rtx_worker *w,
+		 loco_raddr_t ctr, uint32_t a)
 {
 	int rc;
 	LOCO_RTX_BLOCK(w, rc) {
@@ -106,7 +141,8 @@ static int touch(struct xfer *xf, struct loco_rtx_worker *w, uint32_t a)
 		    !pa)
 			continue;
 		uint64_t v = *pa;
-		rc = loco_rtx_write(w, xf->acct[a], &v);
+		if (!(rc = loco_rtx_write(w, xf->acct[a], &v)))
+			rc = count_commit(w, ctr);
 	}
 	return rc;
 }
@@ -128,7 +164,7 @@ static uint64_t met_locks(const struct loco_rtx_stats *s)
 
 /* One transfer with its bookkeeping. */
 static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
-		  struct xfer_wstats *ws, uint64_t *rng)
+		  loco_raddr_t ctr, struct xfer_wstats *ws, uint64_t *rng)
 {
 	struct loco_rtx_stats s0, s1;
 	uint32_t n = xf->o.accounts, a = (uint32_t)(xfer_rng(rng) % n);
@@ -138,7 +174,7 @@ static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
 	bool one = xfer_rng(rng) % 100 < xf->o.touch_pct;
 	loco_rtx_worker_stats(w, &s0);
 	uint64_t t0 = loco_now_ns();
-	int rc = one ? touch(xf, w, a) : transfer(xf, w, a, b, amount);
+	int rc = one ? touch(xf, w, ctr, a) : transfer(xf, w, ctr, a, b, amount);
 	uint64_t t1 = loco_now_ns();
 	loco_rtx_worker_stats(w, &s1);
 	ws->aborts += s1.aborts - s0.aborts;
@@ -150,6 +186,10 @@ static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
 	if (rc)
 		return rc;
 	ws->ops++;
+	ws->acked += ctr != LOCO_RADDR_NULL;
+	/* Relaxed: a counter for the heartbeats. */
+	atomic_fetch_add_explicit(&xf->live_acked, ctr != LOCO_RADDR_NULL,
+				  memory_order_relaxed);
 	bench_lat_add(&ws->lat, t1 - t0);
 	if (met_locks(&s1) != met_locks(&s0)) {
 		ws->blocked++;
@@ -166,24 +206,64 @@ static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
 	return 0;
 }
 
+/* A worker for THR (its slot settled: the log repaired, the chunks
+ * adopted), with the run's hooks. */
+static int worker_start(struct xfer *xf, struct loco_thread *thr,
+			struct loco_rtx_worker **w)
+{
+	int rc = loco_rtx_worker_create(xf->rtx, thr, w);
+	if (!rc && xf->o.prelock)
+		loco_rtx_set_hooks(*w, &prelock_hooks, NULL);
+	return rc;
+}
+
+/* A memory node died under the worker: the transfer's outcome is
+ * unknown. Once the node is back, the worker starts over on its slot as
+ * a new incarnation (the repair of its log and the adoption of its chunks
+ * rebuild what it held locally, which the restart may have reverted). */
+static int recover(struct xfer *xf, struct loco_thread *thr,
+		   struct loco_rtx_worker **w, struct xfer_wstats *ws)
+{
+	int rc = 0;
+	ws->unknown++;
+	ws->outages++;
+	/* Relaxed: counters for the heartbeats. */
+	atomic_fetch_add_explicit(&xf->live_unknown, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&xf->live_outages, 1, memory_order_relaxed);
+	do {
+		rc = xfer_wait_memory(xf);
+		/* What it gives back is rescanned first (rtx_pools_release). */
+		if (!rc && *w && loco_rtx_worker_destroy(*w) == -LOCO_EDOWN)
+			rc = -LOCO_EDOWN;
+		if (!rc || rc == -LOCO_EDOWN)
+			*w = NULL;
+		if (!rc)
+			rc = worker_start(xf, thr, w);
+	} while (rc == -LOCO_EDOWN);
+	return rc;
+}
+
 void *xfer_rtx_worker(void *arg)
 {
 	struct xfer_warg *wa = arg;
 	struct xfer *xf = wa->xf;
 	struct xfer_wstats *ws = &xf->ws[wa->idx];
 	struct loco_thread *thr;
-	struct loco_rtx_worker *w;
+	struct loco_rtx_worker *w = NULL;
 	uint64_t rng = xf->o.seed ^ ((uint64_t)xf->self << 32) ^ (wa->idx + 1) *
 		       UINT64_C(0x9e3779b97f4a7c15);
 	wa->rc = loco_thread_create(xf->mgr, &thr);
 	if (wa->rc)
 		return NULL;
-	wa->rc = loco_rtx_worker_create(xf->rtx, thr, &w);
-	if (!wa->rc && xf->o.prelock)
-		loco_rtx_set_hooks(w, &prelock_hooks, NULL);
+	wa->rc = worker_start(xf, thr, &w);
+	loco_raddr_t ctr = xf->o.count_commits ?
+			   counter_obj(xf, xf->self, wa->idx) : LOCO_RADDR_NULL;
 	/* Relaxed: a stop flag; nothing is published with it. */
-	while (!wa->rc && !atomic_load_explicit(&xf->stop, memory_order_relaxed))
-		wa->rc = one_op(xf, w, ws, &rng);
+	while (!wa->rc && !atomic_load_explicit(&xf->stop, memory_order_relaxed)) {
+		wa->rc = one_op(xf, w, ctr, ws, &rng);
+		if (wa->rc == -LOCO_EDOWN)
+			wa->rc = recover(xf, thr, &w, ws);
+	}
 	if (wa->rc)
 		fprintf(stderr, "loco-rtx-transfer: node %u thread %u: %s\n",
 			xf->self, wa->idx, loco_strerror(wa->rc));
@@ -245,6 +325,33 @@ static int sum_all(struct xfer *xf, struct loco_rtx_worker *w,
 	return rc;
 }
 
+/* --count-commits: the commit counters of every compute node's threads
+ * (read-only transactions), against the transfers they acknowledged: an
+ * acknowledged transfer missing from its counter was lost. */
+static int sum_counters(struct xfer *xf, struct loco_rtx_worker *w,
+			struct xfer_result *res)
+{
+	int rc = 0;
+	res->counted = 0;
+	for (uint64_t m = xf->compute; m && !rc; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		uint64_t n = 0;
+		LOCO_RTX_BLOCK(w, rc) {
+			n = 0;
+			for (unsigned t = 0; t < xf->o.threads && !rc; t++) {
+				const uint64_t *p;
+				rc = loco_rtx_read(w, counter_obj(xf, id, t),
+						   (const void **)&p);
+				n += !rc && p ? *p : 0;
+			}
+		}
+		res->counted += n;
+	}
+	res->lost_commits = res->acked > res->counted ?
+			    res->acked - res->counted : 0;
+	return rc;
+}
+
 static int final_steps(struct xfer *xf, struct loco_rtx_worker *w,
 		       struct xfer_result *res)
 {
@@ -262,6 +369,8 @@ static int final_steps(struct xfer *xf, struct loco_rtx_worker *w,
 		res->lost = au.lost;
 		rc = sum_all(xf, w, res);
 	}
+	if (!rc && xf->o.count_commits)
+		rc = sum_counters(xf, w, res);
 	return rc;
 }
 

@@ -3,7 +3,7 @@
 """Run loco-rtx-transfer under tools/loco-run and check its JSON result.
 
 usage: check_transfer.py [--min-dead N] [--max-dead N] [--min-repairs N]
-                         [--tries K]
+                         [--min-outages N] [--tries K]
                          -- LOCO-RUN-ARGS... -- loco-rtx-transfer ARGS...
 
 Everything after the first "--" goes to tools/loco-run as is. The run
@@ -11,7 +11,10 @@ passes when the reporter's JSON line has "conserved": true,
 "locks_held": 0, "leaked_blocks": 0, "lost_blocks": 0, at least
 --min-repairs repairs (default 1) and at least --min-dead dead nodes
 (default 1), and at most --max-dead (default: any; a node that stopped on
-an error, such as a full data pool, never finishes and counts as dead).
+an error, such as a full data pool, never finishes and counts as dead),
+"lost_commits": 0 when the line has it (--count-commits: no acknowledged
+transfer missing after memory nodes' restarts), and at least
+--min-outages recoveries from a memory node's death (default 0).
 A node killed by a crash point makes loco-run exit non-zero, so its
 status is not used; a missing JSON line fails.
 
@@ -30,9 +33,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 
 def parse(argv):
-    opts = {"min_dead": 1, "max_dead": None, "min_repairs": 1, "tries": 1}
+    opts = {"min_dead": 1, "max_dead": None, "min_repairs": 1, "tries": 1,
+            "min_outages": 0}
     keys = {"--min-dead": "min_dead", "--max-dead": "max_dead",
-            "--min-repairs": "min_repairs", "--tries": "tries"}
+            "--min-repairs": "min_repairs", "--tries": "tries",
+            "--min-outages": "min_outages"}
     i = 0
     while i < len(argv) and argv[i] != "--":
         if argv[i] not in keys or i + 1 >= len(argv):
@@ -64,9 +69,12 @@ def problems(res, opts, final):
     bad = []
     if not res["conserved"]:
         bad.append("total %d != %d" % (res["total"], res["expected"]))
-    for key in ("locks_held", "leaked_blocks", "lost_blocks"):
-        if res[key] != 0:
+    for key in ("locks_held", "leaked_blocks", "lost_blocks", "lost_commits"):
+        if res.get(key, 0) != 0:
             bad.append("%s = %d" % (key, res[key]))
+    if res.get("outages", 0) < opts["min_outages"]:
+        bad.append("%d outages, want >= %d" % (res.get("outages", 0),
+                                               opts["min_outages"]))
     if opts["max_dead"] is not None and len(res["dead"]) > opts["max_dead"]:
         bad.append("dead nodes %s, want at most %d" % (res["dead"],
                                                        opts["max_dead"]))

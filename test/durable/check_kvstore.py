@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Run loco-kvstore --verify under tools/loco-run and check its cluster line.
+
+usage: check_kvstore.py [--min-outages N] -- LOCO-RUN-ARGS... -- loco-kvstore ARGS...
+
+Passes when loco-run exits 0 (every node's read-back found the last
+acknowledged write of each of its keys) and the cluster's JSON line says
+"lost_writes": 0, "verified" > 0 and at least --min-outages waits for a
+dead memory node (default 1: the restart happened during the run).
+Exit 0 on success, 1 on failure."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+
+
+def main(argv):
+    min_outages = 1
+    if argv[:1] == ["--min-outages"]:
+        min_outages = int(argv[1])
+        argv = argv[2:]
+    if argv[:1] != ["--"]:
+        sys.exit("check_kvstore: usage: [--min-outages N] -- LOCO-RUN-ARGS")
+    scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
+    p = subprocess.run([os.path.join(REPO, "tools", "loco-run")] + argv[1:],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300 * scale)
+    out = p.stdout.decode(errors="replace")
+    err = p.stderr.decode(errors="replace")
+    res = None
+    for line in out.splitlines():
+        body = line.split("] ", 1)[1] if line.startswith("[n") else line
+        if body.startswith("{") and '"scope":"cluster"' in body:
+            res = json.loads(body)
+    bad = []
+    if p.returncode != 0:
+        bad.append("loco-run exited %d" % p.returncode)
+    if res is None:
+        bad.append("no cluster line")
+    else:
+        print(json.dumps(res))
+        if res.get("lost_writes", 1) != 0 or res.get("verified", 0) == 0:
+            bad.append("verified %s, lost_writes %s" % (
+                res.get("verified"), res.get("lost_writes")))
+        if res.get("outages", 0) < min_outages:
+            bad.append("%d outages, want >= %d" % (res.get("outages", 0),
+                                                   min_outages))
+    if bad:
+        sys.stdout.write(out[-3000:])
+        sys.stderr.write(err[-3000:])
+        print("check_kvstore: FAIL: " + "; ".join(bad))
+        return 1
+    print("check_kvstore: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
