@@ -478,8 +478,11 @@ static bool conn_retry(int rc, const char *msg, uint64_t deadline)
 	       loco_now_ns() + CONNECT_RETRY_MS * 1000000ull < deadline;
 }
 
-/* Connected, authenticated and hello'd; c->lock held. */
-static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
+/* Connected, authenticated and hello'd; c->lock held. QUIET: a failure
+ * is the caller's to report (the peer keeper's tries while a node is
+ * down). */
+static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
+		      bool quiet)
 {
 	struct loco_conn *c = &mgr->out[peer];
 	char msg[192];
@@ -504,8 +507,9 @@ static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
 		close(fd);
 		loco_sess_end(&c->sess);
 	} while (conn_retry(rc, msg, deadline));
-	loco_err("ctrl", "hello with node %u failed: %s%s%s", peer,
-		 loco_strerror(rc), msg[0] ? ": " : "", msg);
+	if (!quiet)
+		loco_err("ctrl", "hello with node %u failed: %s%s%s", peer,
+			 loco_strerror(rc), msg[0] ? ": " : "", msg);
 	return rc;
 }
 
@@ -532,7 +536,8 @@ bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd)
 	return dead;
 }
 
-int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
+static int ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms,
+			bool quiet)
 {
 	if (peer >= LOCO_MAX_NODES || !mgr->hosts.node[peer].present)
 		return -EINVAL;
@@ -542,9 +547,19 @@ int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
 		timeout_ms = mgr->opts.timeout_ms;
 	struct loco_conn *c = &mgr->out[peer];
 	pthread_mutex_lock(&c->lock);
-	int rc = conn_ready(mgr, peer, loco_deadline(timeout_ms));
+	int rc = conn_ready(mgr, peer, loco_deadline(timeout_ms), quiet);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
+{
+	return ctrl_connect(mgr, peer, timeout_ms, false);
+}
+
+int loco_ctrl_reconnect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms)
+{
+	return ctrl_connect(mgr, peer, timeout_ms, true);
 }
 
 int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
@@ -561,7 +576,7 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	struct loco_msg_hdr h;
 	uint8_t *rep = NULL;
 	pthread_mutex_lock(&c->lock);
-	int rc = conn_ready(mgr, peer, deadline);
+	int rc = conn_ready(mgr, peer, deadline, false);
 	if (!rc)
 		rc = msg_send(c->fd, &c->sess, type, payload, len, deadline);
 	if (!rc)

@@ -269,6 +269,8 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
+/* The same, without logging a failure (the peer keeper's tries). */
+int loco_ctrl_reconnect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 /* Whether the connection to PEER, FD, hit its end (the peer's process is
  * gone); if so it is closed. */
 bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd);

@@ -244,7 +244,7 @@ void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer)
 /* One reconnection attempt to DOWN node PEER. */
 static void peer_try(struct loco_mgr *mgr, uint32_t peer)
 {
-	if (loco_ctrl_connect(mgr, peer, CONNECT_TRY_MS))
+	if (loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS))
 		return;
 	pthread_mutex_lock(&mgr->peer_lock);
 	bool back = mgr->peer_back[peer];
