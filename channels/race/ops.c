@@ -185,29 +185,13 @@ static void cb_slot(const struct race_cb *cb, unsigned j, uint32_t *bucket,
 	*v = cb->w[half * 8 + 1 + j % RACE_SLOTS];
 }
 
-/* Visit every distinct slot of subtable T of the view (a bucket shared
- * by both combined buckets once), main bucket first. */
-static unsigned look_slots(const struct race_look *l, unsigned t,
-			   struct race_pos *out)
+/* Bucket B of combined bucket I of subtable T is read twice (the
+ * overflow bucket both combined buckets of one group share): skip it in
+ * the second. */
+static bool cb_skip(const struct race_look *l, unsigned t, unsigned i,
+		    uint32_t b)
 {
-	unsigned n = 0;
-	for (unsigned i = 0; i < 2; i++) {
-		const struct race_cb *cb = &l->cb[t][i];
-		if (cb->dup)
-			continue;
-		for (unsigned half = 0; half < 2; half++) {
-			uint32_t b = cb->b0 + half;
-			/* The overflow bucket both combined buckets share. */
-			if (i == 1 && !l->cb[t][0].dup &&
-			    (b == l->cb[t][0].b0 || b == l->cb[t][0].b0 + 1))
-				continue;
-			for (unsigned j = 0; j < RACE_SLOTS; j++)
-				out[n++] = (struct race_pos){ .t = (uint8_t)t,
-					.bucket = b, .j = (uint8_t)j,
-					.v = cb->w[half * 8 + 1 + j] };
-		}
-	}
-	return n;
+	return i == 1 && (b == l->cb[t][0].b0 || b == l->cb[t][0].b0 + 1);
 }
 
 /* Any frozen slot in subtable T of the view (a word read twice counts
@@ -277,16 +261,19 @@ static unsigned fp_matches(const struct loco_race *r, const struct race_look *l,
 {
 	unsigned n = 0;
 	for (unsigned t = 0; t < l->nst; t++) {
-		struct race_pos p[2 * RACE_CSLOTS];
-		unsigned np = look_slots(l, t, p);
-		for (unsigned i = 0; i < np; i++) {
-			uint64_t v = p[i].v;
-			if (!race_slot_item(v) || race_slot_fp(v) != k->fp ||
-			    bad_slot(r, v) || (ours && v == ours))
-				continue;
-			if (race_slot_tent(v) && !tent)
-				continue;
-			out[n++] = p[i];
+		for (unsigned i = 0; i < 2; i++) {
+			const struct race_cb *cb = &l->cb[t][i];
+			for (unsigned w = 1; !cb->dup && w < 16; w++) {
+				uint64_t v = cb->w[w];
+				uint32_t b = cb->b0 + w / 8;
+				if (race_slot_fp(v) != k->fp || !race_slot_item(v) ||
+				    w == 8 || cb_skip(l, t, i, b) ||
+				    bad_slot(r, v) || (ours && v == ours) ||
+				    (race_slot_tent(v) && !tent))
+					continue;
+				out[n++] = (struct race_pos){ .t = (uint8_t)t,
+					.bucket = b, .j = (uint8_t)(w % 8 - 1), .v = v };
+			}
 		}
 	}
 	return n;
@@ -366,8 +353,9 @@ static int op_start(struct race_op *op, struct loco_race_client *c,
 {
 	if (klen > c->r->o.key_max || (val && vlen > c->r->o.value_max))
 		return -E2BIG;
-	*op = (struct race_op){ .c = c, .deadline = race_deadline(c),
-				.val = val, .vlen = vlen };
+	/* The deadline is taken at the first retry: most operations have
+	 * none, and a clock read per operation shows. */
+	*op = (struct race_op){ .c = c, .val = val, .vlen = vlen };
 	race_key_init(c->r, &op->k, key, klen);
 	return 0;
 }
@@ -376,7 +364,9 @@ static int op_start(struct race_op *op, struct loco_race_client *c,
 static int op_retry(struct race_op *op)
 {
 	RACE_INC(op->c, retries);
-	if (loco_now_ns() > op->deadline)
+	if (!op->deadline)
+		op->deadline = race_deadline(op->c);
+	else if (loco_now_ns() > op->deadline)
 		return -ETIMEDOUT;
 	race_backoff(op->c, &op->tries);
 	return 0;
@@ -393,7 +383,9 @@ static int op_wait(struct race_op *op, const struct race_st *st)
 {
 	if (!op->waits++)
 		RACE_INC(op->c, resize_waits);
-	if (loco_now_ns() > op->deadline)
+	if (!op->deadline)
+		op->deadline = race_deadline(op->c);
+	else if (loco_now_ns() > op->deadline)
 		return -ETIMEDOUT;
 	return race_wait_resize(op->c, st, &op->tries);
 }
