@@ -190,6 +190,15 @@ static void channels_fini(struct loco_race *r)
 	r->mn = NULL;
 }
 
+/* The lease drift of the descriptors' locks: a resize holds its lock
+ * through many round trips and renews it every 2 ms; a resizer stalled
+ * past its lease (taken for dead while alive) may still post a step after
+ * another client took the resize over, which cas mode's moves do not
+ * survive (docs/race.md). So the lease is long: a dead resizer's subtable
+ * waits that long, rare enough, for a stall of that length on a busy host
+ * to be rarer still. */
+#define LEASE_DRIFT_MS 250
+
 static int open_rtx(struct loco_race *r)
 {
 	struct loco_rtx_opts x = {
@@ -197,6 +206,7 @@ static int open_rtx(struct loco_race *r)
 		.mem_nodes = UINT64_C(1) << r->home,
 		.objects = r->ndesc, .data_len = sizeof(struct race_desc),
 		.threads_per_node = r->o.threads_per_node,
+		.drift_ms = LEASE_DRIFT_MS,
 	};
 	return loco_rtx_create(r->base.mgr, &x, &r->rtx);
 }

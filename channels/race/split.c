@@ -374,7 +374,9 @@ static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
 	int rc = ol_run(&l);
 	for (unsigned k = 0; !rc && k < 3; k++)
 		if (m->res[k] != from && m->res[k] != to)
-			rc = -EPROTO;
+			/* Deeper already: this move was finished, and the
+			 * parent split again, by others while we stalled. */
+			rc = race_hdr_ld(m->res[k]) > m->ld + 1 ? -EAGAIN : -EPROTO;
 	return rc;
 }
 
@@ -463,6 +465,8 @@ static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 			if (!race_slot_frozen(v) || !race_slot_item(v) ||
 			    got == 0 || got == v)
 				continue;
+			if (got == race_slot_plain(v))
+				return -EAGAIN;   /* another mover finished it */
 			if (!race_slot_tent(got))
 				return -EPROTO;   /* a closed group holds no item */
 			/* An insert that will see the group closed: clear it. */
