@@ -24,17 +24,36 @@ struct cluster1 {
 	struct loco_mgr *mgr;
 };
 
+/* A loopback port that was free: bind port 0, read it, close. The kernel
+ * may hand out a port it just gave us again (nothing holds it), and two
+ * nodes of one hosts file on one port fail the hosts check: a port this
+ * process already got is kept bound while we ask again, so the ports of
+ * one process are distinct. */
 static inline int free_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len))
+	static int given[256];
+	static unsigned ngiven;
+	int held[16], nheld = 0, port = 0;
+	while (!port && nheld < 16) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(sa);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    getsockname(fd, (struct sockaddr *)&sa, &len))
+			abort();
+		held[nheld++] = fd;
+		port = ntohs(sa.sin_port);
+		for (unsigned i = 0; i < ngiven && i < 256; i++)
+			if (given[i] == port)
+				port = 0;
+	}
+	for (int i = 0; i < nheld; i++)
+		close(held[i]);
+	if (!port)
 		abort();
-	close(fd);
-	return ntohs(sa.sin_port);
+	given[ngiven++ % 256] = port;
+	return port;
 }
 
 static inline int cluster1_start_once(struct cluster1 *c, const char *extra,

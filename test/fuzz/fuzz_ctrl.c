@@ -24,25 +24,13 @@
 #include <unistd.h>
 
 #include "loco/internal.h"
+#include "test/common/cluster1.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct loco_mgr *node[3];
 static char hosts[64], key[64], run_dir[64];
-
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len))
-		abort();
-	close(fd);
-	return ntohs(sa.sin_port);
-}
 
 static void cleanup(void)
 {
