@@ -241,12 +241,13 @@ static inline void loco_hot_add(_Atomic uint64_t *c, uint64_t n)
 			      memory_order_relaxed); /* a counter, orders nothing */
 }
 
-/* The mapped 8-byte aligned word at OFF of RR if THR reaches it directly,
- * else NULL (the caller then takes the out-of-line path). The bounds are
- * those loco_post_* check: inside RR and inside the peer's arena. */
-static inline _Atomic uint64_t *loco_direct_word(struct loco_thread *thr,
+/* The mapped 8-byte aligned words [OFF, OFF + LEN) of RR (LEN a nonzero
+ * multiple of 8) if THR reaches them directly, else NULL (the caller then
+ * takes the out-of-line path). The bounds are those loco_post_* check:
+ * inside RR and inside the peer's arena. */
+static inline _Atomic uint64_t *loco_direct_span(struct loco_thread *thr,
 						 const struct loco_rregion *rr,
-						 uint64_t off)
+						 uint64_t off, uint32_t len)
 {
 	const struct loco_thread_hot *h = loco_thread_hot(thr);
 	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA)
@@ -256,11 +257,17 @@ static inline _Atomic uint64_t *loco_direct_word(struct loco_thread *thr,
 	 * line (as the out-of-line path reads the peer's generation). */
 	uint8_t *base = atomic_load_explicit(&d->base, memory_order_relaxed);
 	uint64_t at = rr->off + off;
-	if (!base || off > rr->len || rr->len - off < 8 || (at & 7) ||
-	    at - LOCO_ARENA_FIRST > d->lim)
+	if (!base || off > rr->len || rr->len - off < len || (at & 7) ||
+	    len - 8 > d->lim || at - LOCO_ARENA_FIRST > d->lim - (len - 8))
 		return NULL;
 	return (_Atomic uint64_t *)(void *)(base + at);
 }
+
+/* LEN bytes (a multiple of 8, more than 8) between words W and LOCAL, as
+ * the transport moves them: acquire loads (READ) or release stores
+ * (WRITE) of 8 bytes each, in address order. */
+void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
+		      uint32_t len);
 
 /* A direct op (OPCODE, enum loco_opcode) to PEER executed. A WRITE leaves
  * an unplaced WRITE on its QP (fences post the same READs on every
@@ -310,19 +317,30 @@ static inline void loco_direct_exec(_Atomic uint64_t *w, unsigned opcode,
 	memcpy(local, &v, 8);
 }
 
-/* One 8-byte op through the inline path: true if it ran (counted, and
- * added to ACK if not NULL), false if the out-of-line path must take it.
- * WAITED: a synchronous op. */
+/* One op through the inline path: true if it ran (counted, and added to
+ * ACK if not NULL), false if the out-of-line path must take it. LEN: 8,
+ * or for a READ or WRITE any nonzero multiple of 8. WAITED: a
+ * synchronous op. */
 static inline bool loco_direct_op(struct loco_thread *thr,
 				  const struct loco_rregion *rr, uint64_t off,
-				  unsigned opcode, void *local, uint64_t compare,
-				  uint64_t operand, bool waited,
-				  struct loco_ack *ack)
+				  unsigned opcode, void *local, uint32_t len,
+				  uint64_t compare, uint64_t operand,
+				  bool waited, struct loco_ack *ack)
 {
-	_Atomic uint64_t *w = loco_direct_word(thr, rr, off);
+	if (!len || (len & 7))
+		return false;
+	_Atomic uint64_t *w = loco_direct_span(thr, rr, off, len);
 	if (!w)
 		return false;
-	loco_direct_exec(w, opcode, local, compare, operand);
+	if (len == 8) {
+		loco_direct_exec(w, opcode, local, compare, operand);
+	} else {
+		struct loco_thread_hot *h = loco_thread_hot(thr);
+		loco_direct_copy(w, opcode, local, len);
+		/* The counter below counts 8 bytes. */
+		loco_hot_add(opcode == LOCO_BATCH_READ ? &h->bytes_read :
+			     &h->bytes_written, len - 8);
+	}
 	loco_direct_count(thr, rr->node, opcode, waited);
 	if (ack)
 		ack->peers |= UINT64_C(1) << rr->node;
@@ -417,8 +435,8 @@ static inline int loco_post_read(struct loco_thread *thr,
 				 const struct loco_rregion *rr, uint64_t off,
 				 void *dst, uint32_t len, struct loco_ack *ack)
 {
-	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, 0, 0,
-				       false, ack))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, len, 0, 0, false,
+			   ack))
 		return 0;
 	return loco_post_read_slow(thr, rr, off, dst, len, ack);
 }
@@ -428,8 +446,8 @@ static inline int loco_post_write(struct loco_thread *thr,
 				  const void *src, uint32_t len,
 				  struct loco_ack *ack)
 {
-	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE,
-				       (void *)src, 0, 0, false, ack))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE, (void *)src, len, 0,
+			   0, false, ack))
 		return 0;
 	return loco_post_write_slow(thr, rr, off, src, len, ack);
 }
@@ -440,7 +458,7 @@ static inline int loco_post_cas(struct loco_thread *thr,
 				uint64_t expect, uint64_t desired, uint64_t *old,
 				struct loco_ack *ack)
 {
-	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, expect, desired,
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, 8, expect, desired,
 			   false, ack))
 		return 0;
 	return loco_post_cas_slow(thr, rr, off, expect, desired, old, ack);
@@ -451,7 +469,8 @@ static inline int loco_post_faa(struct loco_thread *thr,
 				const struct loco_rregion *rr, uint64_t off,
 				uint64_t add, uint64_t *old, struct loco_ack *ack)
 {
-	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 0, add, false, ack))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 8, 0, add, false,
+			   ack))
 		return 0;
 	return loco_post_faa_slow(thr, rr, off, add, old, ack);
 }
@@ -465,8 +484,8 @@ static inline int loco_read(struct loco_thread *thr,
 			    const struct loco_rregion *rr, uint64_t off,
 			    void *dst, uint32_t len)
 {
-	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, 0, 0,
-				       true, NULL))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_READ, dst, len, 0, 0, true,
+			   NULL))
 		return 0;
 	return loco_read_slow(thr, rr, off, dst, len);
 }
@@ -475,8 +494,8 @@ static inline int loco_write(struct loco_thread *thr,
 			     const struct loco_rregion *rr, uint64_t off,
 			     const void *src, uint32_t len)
 {
-	if (len == 8 && loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE,
-				       (void *)src, 0, 0, true, NULL))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_WRITE, (void *)src, len, 0,
+			   0, true, NULL))
 		return 0;
 	return loco_write_slow(thr, rr, off, src, len);
 }
@@ -485,7 +504,7 @@ static inline int loco_cas(struct loco_thread *thr,
 			   const struct loco_rregion *rr, uint64_t off,
 			   uint64_t expect, uint64_t desired, uint64_t *old)
 {
-	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, expect, desired,
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_CAS, old, 8, expect, desired,
 			   true, NULL))
 		return 0;
 	return loco_cas_slow(thr, rr, off, expect, desired, old);
@@ -495,7 +514,8 @@ static inline int loco_faa(struct loco_thread *thr,
 			   const struct loco_rregion *rr, uint64_t off,
 			   uint64_t add, uint64_t *old)
 {
-	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 0, add, true, NULL))
+	if (loco_direct_op(thr, rr, off, LOCO_BATCH_FAA, old, 8, 0, add, true,
+			   NULL))
 		return 0;
 	return loco_faa_slow(thr, rr, off, add, old);
 }
@@ -544,13 +564,13 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 			 uint64_t off, const struct loco_batch_op *op);
 
 /* Add OP (opcode, local, len, compare, operand) at OFF of RR: inline when
- * the target is a direct 8-byte word. */
+ * the target is direct 8-byte words. */
 static inline void loco_batch_add(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  struct loco_batch_op op)
 {
-	if (op.len == 8 && !b->err && b->n < LOCO_BATCH_MAX &&
-	    loco_direct_word(b->thr, rr, off)) {
+	if (op.len && !(op.len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
+	    loco_direct_span(b->thr, rr, off, op.len)) {
 		op.space = LOCO_SPACE_ARENA;
 		op.peer = rr->node;
 		op.arena_off = rr->off + off;

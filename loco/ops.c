@@ -889,6 +889,28 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	o->arena_off = wr.remote_off;
 }
 
+void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
+		      uint32_t len)
+{
+	uint8_t *l = local;
+	if (opcode == LOCO_OP_READ) {
+		for (uint32_t i = 0; i < len / 8; i++) {
+			/* Acquire: as the transport's READ (pairs with a
+			 * WRITE's release stores). */
+			uint64_t v = atomic_load_explicit(&w[i],
+							  memory_order_acquire);
+			memcpy(l + 8 * i, &v, 8);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < len / 8; i++) {
+		uint64_t v;
+		memcpy(&v, l + 8 * i, 8);
+		/* Release: as the transport's WRITE (pairs with a READ's). */
+		atomic_store_explicit(&w[i], v, memory_order_release);
+	}
+}
+
 /* Every op added inline (a direct word, checked then; so a sync
  * transport): execute them in the order added (each peer's in post
  * order), one doorbell per peer, as the transport would. */
@@ -908,9 +930,14 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		const struct loco_batch_op *op = &b->op[i];
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
 			(base[i] + op->arena_off);
-		loco_direct_exec(w, op->opcode, op->local, op->compare,
-				 op->operand);
-		loco_hot_add(&h->batched_ops[op->opcode], 1);
+		if (op->len == 8) {
+			loco_direct_exec(w, op->opcode, op->local, op->compare,
+					 op->operand);
+			loco_hot_add(&h->batched_ops[op->opcode], 1);
+		} else {
+			loco_direct_copy(w, op->opcode, op->local, op->len);
+			count_op(h, op->opcode, op->len);
+		}
 		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
 		peers |= UINT64_C(1) << op->peer;
 	}

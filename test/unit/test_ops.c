@@ -317,6 +317,64 @@ START_TEST(exact_stats)
 }
 END_TEST
 
+/* The inline path (8-byte words and longer aligned spans on shm, once the
+ * QP is open) and the out-of-line one (a misaligned READ, an odd length)
+ * give the same results and count the same verbs, bytes, doorbells and
+ * round trips; a WRITE leaves one fence READ to post, a READ after it
+ * none. */
+START_TEST(inline_path_stats)
+{
+	struct loco_stats s0, s1;
+	uint64_t v = 11, r[4] = { 0 }, w3[3] = { 1, 2, 3 }, old = 0;
+	struct loco_ack ack = { 0, 0 };
+	struct loco_batch b;
+	ck_assert_int_eq(loco_write(thr, &rr, 0, &v, 8), 0);  /* QP open */
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_write(thr, &rr, 8, w3, 24), 0);
+	ck_assert_int_eq(loco_read(thr, &rr, 0, r, 16), 0);
+	ck_assert_uint_eq(r[0], 11);
+	ck_assert_uint_eq(r[1], 1);
+	ck_assert_int_eq(loco_read(thr, &rr, 4, r, 8), 0);     /* misaligned */
+	ck_assert_int_eq(loco_read(thr, &rr, 8, r, 10), 0);    /* odd length */
+	ck_assert_uint_eq(r[0], 1);
+	ck_assert_int_eq(loco_cas(thr, &rr, 0, 11, 12, &old), 0);
+	ck_assert_uint_eq(old, 11);
+	ck_assert_int_eq(loco_post_faa(thr, &rr, 0, 3, &old, &ack), 0);
+	ck_assert_int_eq(loco_post_write(thr, &rr, 16, &v, 8, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+	ck_assert_uint_eq(old, 12);
+	loco_thread_stats(thr, &s1);
+	ck_assert_uint_eq(s1.writes - s0.writes, 2);
+	ck_assert_uint_eq(s1.bytes_written - s0.bytes_written, 32);
+	ck_assert_uint_eq(s1.reads - s0.reads, 3);
+	ck_assert_uint_eq(s1.bytes_read - s0.bytes_read, 34);
+	ck_assert_uint_eq(s1.cas - s0.cas, 1);
+	ck_assert_uint_eq(s1.faa - s0.faa, 1);
+	ck_assert_uint_eq(s1.doorbells - s0.doorbells, 7);
+	ck_assert_uint_eq(s1.rtts - s0.rtts, 6);
+	/* The posted WRITE is the QP's last op: one fence READ. */
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
+	loco_batch_init(&b, thr);
+	loco_batch_read(&b, &rr, 0, r, 32);
+	loco_batch_write(&b, &rr, 24, &v, 8);
+	loco_batch_read(&b, &rr, 24, &r[3], 8);
+	ck_assert_int_eq(loco_batch_post(&b, &ack), 0);
+	ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+	ck_assert_uint_eq(r[0], 15);
+	ck_assert_uint_eq(r[3], 11);
+	/* The batch ended with a READ: nothing left to place. */
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_uint_eq(s0.reads - s1.reads, 3);
+	ck_assert_uint_eq(s0.bytes_read - s1.bytes_read, 40);
+	ck_assert_uint_eq(s0.writes - s1.writes, 1);
+	ck_assert_uint_eq(s0.doorbells - s1.doorbells, 2);
+	/* One wait covered the fence READ and the batch. */
+	ck_assert_uint_eq(s0.rtts - s1.rtts, 1);
+	ck_assert_uint_eq(s0.fences - s1.fences, 2);
+}
+END_TEST
+
 START_TEST(arena_file_private)
 {
 	struct stat st;
@@ -424,6 +482,7 @@ int main(void)
 	tcase_add_test(tc, fence_scopes);
 	tcase_add_test(tc, fence_global_other_thread);
 	tcase_add_test(tc, exact_stats);
+	tcase_add_test(tc, inline_path_stats);
 	tcase_add_test(tc, arena_file_private);
 	tcase_add_test(tc, wait_ready_without_channels);
 	suite_add_tcase(s, tc);
