@@ -3,17 +3,17 @@
  * owners and repairers.
  *
  * Logged commit, per round trip:
- *   1  new data WRITEs + log WRITE (INIT) [+ thread fence if the objects
- *      are not all on the log's node: the log and data must be placed
- *      before any lock names them]
- *   2  lock CASes, each followed on its QP by a 16-byte READ of the TXObj
- *      (the data pointer is current while we hold the lock); the read set
- *      validation READs ride along when every object is on one node,
- *      since the QP then orders them after the locks
- *  (2b read set validation when objects span nodes: after all locks)
- *   3  CAS INIT -> DOING: the commit point; a repairer that CASes
+ *   1  new data WRITEs + log WRITE (INIT) and, in the same doorbell when
+ *      every object is on the log's node (one QP places the log and data
+ *      before any lock names them), the lock CASes, each followed on its
+ *      QP by a 16-byte READ of the TXObj (the data pointer is current
+ *      while we hold the lock); the read set validation READs ride along
+ *      too, since the QP orders them after the locks. Objects on other
+ *      nodes: the WRITEs are posted and thread-fenced first.
+ *  (1b read set validation when objects span nodes: after all locks)
+ *   2  CAS INIT -> DOING: the commit point; a repairer that CASes
  *      INIT -> ABORT first wins, and the owner aborts
- *   4  install CASes, release CASes, CAS DOING -> DONE (one batch when
+ *   3  install CASes, release CASes, CAS DOING -> DONE (one batch when
  *      everything is on one node: the QP orders them; otherwise one round
  *      each, in that order)
  *
@@ -26,10 +26,11 @@
  * the requests of its QP), releases and DONE before the commit returns.
  * A power cut then leaves every transaction whole or absent, and every
  * committed one whole. Aborts need none: a lost abort is redone by a
- * repairer from the durable INIT log.
+ * repairer from the durable INIT log. (Round 1's data and log WRITEs
+ * then take their own doorbell, their persist behind them.)
  *
- * No-log commit (OPT1, one written object): data WRITE; lock CAS + READ;
- * install CAS + release CAS. A repairer steals such a lock and switches
+ * No-log commit (OPT1, one written object): data WRITE, lock CAS + READ
+ * (one doorbell); install CAS + release CAS. A repairer steals such a lock and switches
  * the object to a copy, so the owner's install succeeds (and survives)
  * or fails (and the transaction aborts): never half of a transaction.
  *
@@ -309,16 +310,17 @@ static bool locks_check(struct loco_rtx_worker *w, uint64_t *acquired)
 	return ok;
 }
 
-/* Lock the write set and validate the read set. */
-static int lock_and_validate(struct loco_rtx_worker *w, uint64_t *acquired,
-			     bool *ok)
+/* Lock the write set and validate the read set, the lock CASes added to
+ * BT behind whatever the commit put there already (its data and log
+ * WRITEs, when one QP orders them before the locks). */
+static int lock_and_validate(struct loco_rtx_worker *w, struct rtx_batch *bt0,
+			     uint64_t *acquired, bool *ok)
 {
 	struct rtx_batch bt;
-	bt_init(&bt, w, &w->ack);
-	post_locks(w, &bt);
+	post_locks(w, bt0);
 	if (w->single_node)
-		post_validation(w, &bt);
-	int rc = bt_run_durable(&bt, w);
+		post_validation(w, bt0);
+	int rc = bt_run_durable(bt0, w);
 	if (rc)
 		return rc;
 	*ok = locks_check(w, acquired);
@@ -641,8 +643,29 @@ static int owner_exec(struct loco_rtx_worker *w, uint64_t doing,
 	return rc ? rc : rc2;
 }
 
-/* Blocks, tag, data and log WRITEs (round trip 1). */
-static int prepare_logged(struct loco_rtx_worker *w)
+/* The data (and log) WRITEs in BT share the lock CASes' doorbell unless
+ * SPLIT (objects on other nodes than the log's: posted and fenced now,
+ * or a crash point between them armed) or the hosting nodes are durable
+ * (posted now with their persists behind them, which the locking round's
+ * wait completes): one QP places them before any lock names them. */
+static int writes_before_locks(struct loco_rtx_worker *w, struct rtx_batch *bt,
+			       bool split)
+{
+	if (!split && !rtx_durable(w))
+		return 0;
+	int rc = bt_post(bt);
+	/* Completes with the locking round's wait. */
+	if (!rc)
+		rc = rtx_persist_post(w, &w->ack);
+	if (!rc && need_fence(w))
+		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
+	bt_init(bt, w, &w->ack);
+	return rc;
+}
+
+/* Blocks, tag, data and log WRITEs into BT (round trip 1, shared with
+ * the locks when writes_before_locks allows). */
+static int prepare_logged(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	uint64_t tag;
 	int rc = alloc_blocks(w);
@@ -654,30 +677,25 @@ static int prepare_logged(struct loco_rtx_worker *w)
 	}
 	w->lockv = loco_lllock_make(tag, w->slot, false);
 	w->seq = (w->seq + 1) & LOCO_RTX_LOG_SEQ_MASK;
-	struct rtx_batch bt;
-	bt_init(&bt, w, &w->ack);
-	post_data(w, &bt);
-	post_log(w, &bt);
-	rc = bt_post(&bt);
-	/* Completes with the locking round's wait. */
-	if (!rc)
-		rc = rtx_persist_post(w, &w->ack);
-	if (!rc && need_fence(w))
-		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
-	return rc;
+	post_data(w, bt);
+	post_log(w, bt);
+	return writes_before_locks(w, bt, need_fence(w) ||
+				   loco_crash_armed("rtx.after_log"));
 }
 
 int rtx_commit_logged(struct loco_rtx_worker *w)
 {
 	uint64_t acquired = 0, doing = 0, doing_ns = 0;
 	bool ok = false;
-	int rc = prepare_logged(w);
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	int rc = prepare_logged(w, &bt);
 	if (rc) {
 		rtx_release_prelocks(w);
 		return rc;
 	}
 	loco_crash_point("rtx.after_log");
-	rc = lock_and_validate(w, &acquired, &ok);
+	rc = lock_and_validate(w, &bt, &acquired, &ok);
 	if (!rc && ok) {
 		loco_crash_point("rtx.after_validate");
 		rc = go_doing(w, &doing, &doing_ns);
@@ -694,7 +712,9 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 
 /* ---- no-log commit (OPT1) ------------------------------------------------ */
 
-static int prepare_nolog(struct loco_rtx_worker *w)
+/* Blocks, tag and the data WRITE into BT, whose lock CAS follows on the
+ * same QP (the object's node), so one doorbell carries both. */
+static int prepare_nolog(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	struct rtx_rent *r = &w->rs[w->ws[0].ri];
 	int rc = alloc_blocks(w);
@@ -711,12 +731,8 @@ static int prepare_nolog(struct loco_rtx_worker *w)
 		}
 		w->lockv = loco_lllock_make(tag, w->slot, true);
 	}
-	struct rtx_batch bt;
-	bt_init(&bt, w, &w->ack);
-	post_data(w, &bt);
-	rc = bt_post(&bt);
-	/* Completes with the locking round's wait. */
-	return rc ? rc : rtx_persist_post(w, &w->ack);
+	post_data(w, bt);
+	return writes_before_locks(w, bt, false);
 }
 
 /* Install CAS, then (same QP, so after it) the release CAS. If the
@@ -756,12 +772,14 @@ int rtx_commit_nolog(struct loco_rtx_worker *w)
 {
 	uint64_t acquired = 0;
 	bool ok = false, installed = false;
-	int rc = prepare_nolog(w);
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	int rc = prepare_nolog(w, &bt);
 	if (rc) {
 		rtx_release_prelocks(w);
 		return rc;
 	}
-	rc = lock_and_validate(w, &acquired, &ok);
+	rc = lock_and_validate(w, &bt, &acquired, &ok);
 	if (rc || !ok) {
 		int rc2 = release_acquired(w, acquired);
 		free_blocks(w);

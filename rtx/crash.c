@@ -51,15 +51,18 @@ struct crash_arm {
 	_Atomic long hits;
 };
 
+enum { CRASH_UNREAD, CRASH_NONE, CRASH_SOME };
+
 static struct {
 	pthread_once_t once;
+	_Atomic int state;          /* enum: whether any point is armed here */
 	unsigned n;
 	struct crash_arm arm[CRASH_MAX];
 	/* Plain on purpose: set while no transaction runs (see internal.h),
 	 * read on every crash point without a barrier. */
 	rtx_crash_hook hook;
 	void *hook_arg;
-} crash = { .once = PTHREAD_ONCE_INIT };
+} crash = { .once = PTHREAD_ONCE_INIT, .state = CRASH_UNREAD };
 
 void rtx_crash_set_hook(rtx_crash_hook fn, void *arg)
 {
@@ -166,11 +169,29 @@ static void crash_init(void)
 			arm_one(p, len);
 		p = comma ? comma + 1 : p + len;
 	}
+	/* Release: pairs with crash_some's acquire; the table is complete. */
+	atomic_store_explicit(&crash.state, crash.n ? CRASH_SOME : CRASH_NONE,
+			      memory_order_release);
+}
+
+/* Whether any point is armed on this node: after the first call, one
+ * load (a point costs next to nothing when crash tests are off). */
+static bool crash_some(void)
+{
+	/* Acquire: pairs with crash_init's release. */
+	int st = atomic_load_explicit(&crash.state, memory_order_acquire);
+	if (st == CRASH_UNREAD) {
+		pthread_once(&crash.once, crash_init);
+		/* Acquire: as above (pthread_once orders it too). */
+		st = atomic_load_explicit(&crash.state, memory_order_acquire);
+	}
+	return st == CRASH_SOME;
 }
 
 static struct crash_arm *armed(const char *name)
 {
-	pthread_once(&crash.once, crash_init);
+	if (!crash_some())
+		return NULL;
 	for (unsigned i = 0; i < crash.n; i++)
 		if (!strcmp(crash.arm[i].point, name))
 			return &crash.arm[i];

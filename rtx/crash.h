@@ -14,8 +14,7 @@
  *   LOCO_CRASH_STAMP=FILE   write the CLOCK_REALTIME ns of the crash to FILE
  *                           just before the kill (for recovery timing)
  * Each armed point counts its own hits. An unknown point name is reported
- * (loco_warn) and ignored. When off, a point costs a short scan of the
- * armed entries (none). */
+ * (loco_warn) and ignored. When off, a point costs one load. */
 #ifndef LOCO_RTX_CRASH_H
 #define LOCO_RTX_CRASH_H
 

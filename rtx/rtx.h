@@ -333,7 +333,8 @@ int loco_rtx_audit(struct loco_rtx_worker *w, struct loco_rtx_audit *out);
 
 /* Run the block as a transaction until it commits, retrying (with
  * backoff) while it fails with -EAGAIN or -EBUSY, for at most the
- * manager's timeout. The block sets RC (an int) to 0 or an error and ends
+ * manager's timeout from the first failure (a block that commits at once
+ * reads no clock). The block sets RC (an int) to 0 or an error and ends
  * an attempt with `continue` or by falling off its end; `break` and
  * `return` are not allowed. After the loop RC is 0 (committed) or the
  * error that ended it (-ETIMEDOUT after too many retries). */

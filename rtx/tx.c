@@ -421,7 +421,7 @@ static void backoff(struct loco_rtx_worker *w)
 
 int loco_rtx_block_start_(struct loco_rtx_worker *w, int *rc)
 {
-	w->block_t0 = loco_now_ns();
+	w->block_t0 = 0;  /* the first failure reads the clock */
 	w->block_tries = 0;
 	w->wake_lease = 0;
 	*rc = loco_rtx_begin(w);
@@ -437,7 +437,10 @@ int loco_rtx_block_next_(struct loco_rtx_worker *w, int *rc)
 	if (*rc != -EAGAIN && *rc != -EBUSY)
 		return 0;
 	uint64_t limit = (uint64_t)loco_mgr_timeout_ms(w->x->base.mgr) * 1000000u;
-	if (loco_now_ns() - w->block_t0 > limit) {
+	uint64_t now = loco_now_ns();
+	if (!w->block_t0)
+		w->block_t0 = now;
+	if (now - w->block_t0 > limit) {
 		*rc = -ETIMEDOUT;
 		return 0;
 	}

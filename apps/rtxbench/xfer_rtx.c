@@ -162,21 +162,23 @@ static uint64_t met_locks(const struct loco_rtx_stats *s)
 	return s->lock_waits + s->repair_waits + s->repairs;
 }
 
-/* One transfer with its bookkeeping. */
+/* One transfer with its bookkeeping. *S0: the worker's counters before
+ * it, then after it (the next one's before). */
 static int one_op(struct xfer *xf, struct loco_rtx_worker *w,
-		  loco_raddr_t ctr, struct xfer_wstats *ws, uint64_t *rng)
+		  loco_raddr_t ctr, struct xfer_wstats *ws, uint64_t *rng,
+		  struct loco_rtx_stats *s0_)
 {
-	struct loco_rtx_stats s0, s1;
+	struct loco_rtx_stats s0 = *s0_, s1;
 	uint32_t n = xf->o.accounts, a = (uint32_t)(xfer_rng(rng) % n);
 	uint32_t b = (uint32_t)(xfer_rng(rng) % (n - 1));
 	b += b >= a;
 	uint64_t amount = 1 + xfer_rng(rng) % xf->o.max_amount;
 	bool one = xfer_rng(rng) % 100 < xf->o.touch_pct;
-	loco_rtx_worker_stats(w, &s0);
 	uint64_t t0 = loco_now_ns();
 	int rc = one ? touch(xf, w, ctr, a) : transfer(xf, w, ctr, a, b, amount);
 	uint64_t t1 = loco_now_ns();
 	loco_rtx_worker_stats(w, &s1);
+	*s0_ = s1;
 	ws->aborts += s1.aborts - s0.aborts;
 	ws->lock_waits += s1.lock_waits - s0.lock_waits;
 	ws->repairs += s1.repairs - s0.repairs;
@@ -258,11 +260,17 @@ void *xfer_rtx_worker(void *arg)
 	wa->rc = worker_start(xf, thr, &w);
 	loco_raddr_t ctr = xf->o.count_commits ?
 			   counter_obj(xf, xf->self, wa->idx) : LOCO_RADDR_NULL;
+	struct loco_rtx_stats st;
+	if (!wa->rc)
+		loco_rtx_worker_stats(w, &st);
 	/* Relaxed: a stop flag; nothing is published with it. */
 	while (!wa->rc && !atomic_load_explicit(&xf->stop, memory_order_relaxed)) {
-		wa->rc = one_op(xf, w, ctr, ws, &rng);
-		if (wa->rc == -LOCO_EDOWN)
+		wa->rc = one_op(xf, w, ctr, ws, &rng, &st);
+		if (wa->rc == -LOCO_EDOWN) {
 			wa->rc = recover(xf, thr, &w, ws);
+			if (!wa->rc)
+				loco_rtx_worker_stats(w, &st);
+		}
 	}
 	if (wa->rc)
 		fprintf(stderr, "loco-rtx-transfer: node %u thread %u: %s\n",
