@@ -554,29 +554,48 @@ struct loco_batch {
 	uint32_t n;
 	int err; /* first error from an add; reported by post */
 	uint32_t slow;  /* ops added out of line (not all direct words) */
+	uint64_t peers; /* peers of the ops added */
 	struct loco_batch_op op[LOCO_BATCH_MAX];
 };
 
-void loco_batch_init(struct loco_batch *b, struct loco_thread *thr);
+static inline void loco_batch_init(struct loco_batch *b,
+				   struct loco_thread *thr)
+{
+	b->thr = thr;
+	b->n = 0;
+	b->err = 0;
+	b->slow = 0;
+	b->peers = 0;
+}
 /* Out-of-line add: checks OP's target (OFF of RR), fills its peer, space
  * and offset, records an error in b->err. */
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 			 uint64_t off, const struct loco_batch_op *op);
 
-/* Add OP (opcode, local, len, compare, operand) at OFF of RR: inline when
- * the target is direct 8-byte words. */
+/* Add an op (OPCODE, LOCAL, LEN, COMPARE, OPERAND) at OFF of RR: inline
+ * when the target is direct 8-byte words. */
 static inline void loco_batch_add(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
-				  struct loco_batch_op op)
+				  uint8_t opcode, void *local, uint32_t len,
+				  uint64_t compare, uint64_t operand)
 {
-	if (op.len && !(op.len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
-	    loco_direct_span(b->thr, rr, off, op.len)) {
-		op.space = LOCO_SPACE_ARENA;
-		op.peer = rr->node;
-		op.arena_off = rr->off + off;
-		b->op[b->n++] = op;
+	if (len && !(len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
+	    loco_direct_span(b->thr, rr, off, len)) {
+		struct loco_batch_op *o = &b->op[b->n++];
+		o->opcode = opcode;
+		o->space = LOCO_SPACE_ARENA;
+		o->peer = rr->node;
+		o->arena_off = rr->off + off;
+		o->local = local;
+		o->len = len;
+		o->compare = compare;
+		o->operand = operand;
+		b->peers |= UINT64_C(1) << rr->node;
 		return;
 	}
+	struct loco_batch_op op = { .opcode = opcode, .local = local,
+				    .len = len, .compare = compare,
+				    .operand = operand };
 	loco_batch_add_slow(b, rr, off, &op);
 }
 
@@ -585,16 +604,14 @@ static inline void loco_batch_read(struct loco_batch *b,
 				   const struct loco_rregion *rr, uint64_t off,
 				   void *dst, uint32_t len)
 {
-	loco_batch_add(b, rr, off, (struct loco_batch_op){
-		.opcode = LOCO_BATCH_READ, .local = dst, .len = len });
+	loco_batch_add(b, rr, off, LOCO_BATCH_READ, dst, len, 0, 0);
 }
 
 static inline void loco_batch_write(struct loco_batch *b,
 				    const struct loco_rregion *rr, uint64_t off,
 				    const void *src, uint32_t len)
 {
-	loco_batch_add(b, rr, off, (struct loco_batch_op){
-		.opcode = LOCO_BATCH_WRITE, .local = (void *)src, .len = len });
+	loco_batch_add(b, rr, off, LOCO_BATCH_WRITE, (void *)src, len, 0, 0);
 }
 
 static inline void loco_batch_cas(struct loco_batch *b,
@@ -602,18 +619,14 @@ static inline void loco_batch_cas(struct loco_batch *b,
 				  uint64_t expect, uint64_t desired,
 				  uint64_t *old)
 {
-	loco_batch_add(b, rr, off, (struct loco_batch_op){
-		.opcode = LOCO_BATCH_CAS, .local = old, .len = 8,
-		.compare = expect, .operand = desired });
+	loco_batch_add(b, rr, off, LOCO_BATCH_CAS, old, 8, expect, desired);
 }
 
 static inline void loco_batch_faa(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint64_t add, uint64_t *old)
 {
-	loco_batch_add(b, rr, off, (struct loco_batch_op){
-		.opcode = LOCO_BATCH_FAA, .local = old, .len = 8,
-		.operand = add });
+	loco_batch_add(b, rr, off, LOCO_BATCH_FAA, old, 8, 0, add);
 }
 
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack);

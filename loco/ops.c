@@ -858,14 +858,6 @@ int loco_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 
 /* ---- batches ------------------------------------------------------------ */
 
-void loco_batch_init(struct loco_batch *b, struct loco_thread *thr)
-{
-	b->thr = thr;
-	b->n = 0;
-	b->err = 0;
-	b->slow = 0;
-}
-
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 			 uint64_t off, const struct loco_batch_op *op)
 {
@@ -887,6 +879,7 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	o->space = wr.space;
 	o->peer = rr->node;
 	o->arena_off = wr.remote_off;
+	b->peers |= UINT64_C(1) << rr->node;
 }
 
 void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
@@ -917,19 +910,19 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
-	uint8_t *base[LOCO_BATCH_MAX];
-	uint64_t peers = 0;
-	for (unsigned i = 0; i < b->n; i++) {
-		/* Relaxed: see loco_direct_word. */
-		base[i] = atomic_load_explicit(&h->direct[b->op[i].peer].base,
-					       memory_order_relaxed);
-		if (!base[i])  /* its peer restarted since the add */
-			return loco_batch_post_slow(b, ack);
-	}
+	unsigned doorbells = 0;
+	for (uint64_t m = b->peers; m; m &= m - 1, doorbells++)
+		/* Relaxed: see loco_direct_span. */
+		if (!atomic_load_explicit(&h->direct[__builtin_ctzll(m)].base,
+					  memory_order_relaxed))
+			return loco_batch_post_slow(b, ack);  /* a peer restarted */
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
+		/* Relaxed: as above. */
+		uint8_t *base = atomic_load_explicit(&h->direct[op->peer].base,
+						     memory_order_relaxed);
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(base[i] + op->arena_off);
+			(base + op->arena_off);
 		if (op->len == 8) {
 			loco_direct_exec(w, op->opcode, op->local, op->compare,
 					 op->operand);
@@ -939,16 +932,13 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 			count_op(h, op->opcode, op->len);
 		}
 		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
-		peers |= UINT64_C(1) << op->peer;
 	}
-	unsigned doorbells = 0;
-	for (uint64_t m = peers; m; m &= m - 1)
-		doorbells++;
 	loco_hot_add(&h->doorbells, doorbells);
 	h->unwaited = true;
 	if (ack)
-		ack->peers |= peers;
+		ack->peers |= b->peers;
 	b->n = 0;
+	b->peers = 0;
 	return 0;
 }
 
@@ -983,6 +973,7 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->n = 0;
 	b->err = 0;
 	b->slow = 0;
+	b->peers = 0;
 	return rc;
 }
 

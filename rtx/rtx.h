@@ -218,6 +218,18 @@ int loco_rtx_begin(struct loco_rtx_worker *w);
 int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
 		  const void **val);
 
+/* Read N objects (N <= LOCO_RTX_READ_MANY) as loco_rtx_read does, each
+ * into VALS[i], in two round trips for all: one batch of TXObj READs,
+ * then one of data READs (an object found locked goes through
+ * loco_rtx_read's repair path on its own). Returns as loco_rtx_read (the
+ * first error; VALS are set only on 0).
+ * Ordering: as loco_rtx_read, per object.
+ * Completion: synchronous.
+ * Caller: the worker's thread, inside a transaction. */
+#define LOCO_RTX_READ_MANY 8
+int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
+		       const loco_raddr_t *objs, const void **vals);
+
 /* Set OBJ to VAL (data_len bytes, copied) at commit; reads OBJ first if
  * the transaction has not. Returns as loco_rtx_read, or -E2BIG (write set
  * full).

@@ -108,6 +108,120 @@ static int fetch(struct loco_rtx_worker *w, loco_raddr_t obj, bool write,
 	return rc;
 }
 
+/* A new read-set entry for OBJ at rs[w->nr + K] (not counted yet). */
+static int rent_new(struct loco_rtx_worker *w, loco_raddr_t obj, unsigned k,
+		    struct rtx_rent **out)
+{
+	uint32_t ni, idx;
+	if (rtx_locate(w->x, obj, &ni, &idx))
+		return -EINVAL;
+	if (w->nr + k >= w->x->o.max_reads)
+		return -E2BIG;
+	struct rtx_rent *r = &w->rs[w->nr + k];
+	*r = (struct rtx_rent){ .obj = obj, .ni = ni, .idx = idx, .wi = -1,
+				.data = r->data };
+	*out = r;
+	return 0;
+}
+
+/* Post batch B and wait for everything the worker posted. */
+static int batch_run(struct loco_rtx_worker *w, struct loco_batch *b)
+{
+	int rc = loco_batch_post(b, &w->ack);
+	return rc ? rc : rtx_wait(w, &w->ack);
+}
+
+/* The entries R[0..N) (new, at rs[nr..nr+N)) got their TXObj words in
+ * META: READ the data of the unlocked ones in one batch; a locked one
+ * (LOCKED[i]) is left for fetch(). */
+static int read_many_data(struct loco_rtx_worker *w, struct rtx_rent **r,
+			  unsigned n, uint64_t (*meta)[2], bool *locked)
+{
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	for (unsigned i = 0; i < n; i++) {
+		locked[i] = loco_lllock_is_locked(meta[i][0]);
+		if (locked[i])
+			continue;
+		r[i]->lock = meta[i][0];
+		r[i]->dptr = meta[i][1];
+		uint64_t block = loco_rtx_dptr_block(r[i]->dptr);
+		r[i]->null = block == 0;
+		if (r[i]->null) {
+			memset(r[i]->data, 0, w->x->block_len);
+			continue;
+		}
+		if (block >= w->x->nblocks)
+			return -EIO;
+		loco_batch_read(&b, &w->x->node[r[i]->ni].data,
+				block * w->x->block_len, r[i]->data,
+				w->x->o.data_len);
+	}
+	return batch_run(w, &b);
+}
+
+/* Count the entries read_many fetched (at rs[nr..nr+N), those not
+ * LOCKED) into the read set, in order. Entries are swapped, not copied:
+ * each owns its data buffer. */
+static int read_many_keep(struct loco_rtx_worker *w, unsigned n,
+			  const bool *locked)
+{
+	unsigned first = w->nr;
+	int rc = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (locked[i])
+			continue;
+		if (first + i != w->nr) {
+			struct rtx_rent t = w->rs[w->nr];
+			w->rs[w->nr] = w->rs[first + i];
+			w->rs[first + i] = t;
+		}
+		struct rtx_rent *r = &w->rs[w->nr];
+		r->cc = (uint8_t)classify(w, r->obj, false);
+		if (w->nr && w->rs[0].ni != r->ni)
+			w->single_node = false;
+		w->nr++;
+		if (!rc && r->cc == LOCO_RTX_CC_PRELOCK)
+			rc = prelock(w, r);
+	}
+	return rc;
+}
+
+int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
+		       const loco_raddr_t *objs, const void **vals)
+{
+	struct rtx_rent *r[LOCO_RTX_READ_MANY];
+	uint64_t meta[LOCO_RTX_READ_MANY][2];
+	bool locked[LOCO_RTX_READ_MANY];
+	unsigned k = 0;
+	if (!w->active || n > LOCO_RTX_READ_MANY)
+		return -EINVAL;
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	for (unsigned i = 0; i < n; i++) {
+		bool seen = rs_find(w, objs[i]) != NULL;
+		for (unsigned j = 0; j < k && !seen; j++)
+			seen = r[j]->obj == objs[i];
+		if (seen)
+			continue;
+		int rc = rent_new(w, objs[i], k, &r[k]);
+		if (rc)
+			return rc;
+		loco_batch_read(&b, rtx_meta(w->x, r[k]->ni),
+				(uint64_t)r[k]->idx * RTX_META_LEN, meta[k],
+				RTX_META_LEN);
+		k++;
+	}
+	int rc = k ? batch_run(w, &b) : 0;
+	if (!rc && k)
+		rc = read_many_data(w, r, k, meta, locked);
+	if (!rc && k)
+		rc = read_many_keep(w, k, locked);
+	for (unsigned i = 0; !rc && i < n; i++)
+		rc = loco_rtx_read(w, objs[i], &vals[i]);
+	return rc;
+}
+
 static const void *rent_value(struct loco_rtx_worker *w,
 			      const struct rtx_rent *r)
 {

@@ -115,12 +115,12 @@ static int transfer(struct xfer *xf, struct loco_rtx_worker *w,
 		    loco_raddr_t ctr, uint32_t a, uint32_t b, uint64_t amount)
 {
 	int rc;
+	loco_raddr_t obj[2] = { xf->acct[a], xf->acct[b] };
 	LOCO_RTX_BLOCK(w, rc) {
-		const uint64_t *pa, *pb;
-		if ((rc = loco_rtx_read(w, xf->acct[a], (const void **)&pa)) ||
-		    (rc = loco_rtx_read(w, xf->acct[b], (const void **)&pb)) ||
-		    !pa || !pb)
+		const void *v[2];
+		if ((rc = loco_rtx_read_many(w, 2, obj, v)) || !v[0] || !v[1])
 			continue;
+		const uint64_t *pa = v[0], *pb = v[1];
 		uint64_t m = amount < *pa ? amount : *pa;
 		uint64_t na = *pa - m, nb = *pb + m;
 		if (!(rc = loco_rtx_write(w, xf->acct[a], &na)) &&

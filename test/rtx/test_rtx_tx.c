@@ -292,6 +292,54 @@ START_TEST(logged_transfer)
 }
 END_TEST
 
+/* read_many: objects 0..3 (3 never written, 1 twice, 0 already read)
+ * in two round trips for the new ones, the values right; then a transfer
+ * through it commits; and an object under an expired ghost lock among
+ * them is repaired on the way (loco_rtx_read's path). */
+START_TEST(read_many_two_rounds)
+{
+	const void *v[5];
+	const uint64_t *p;
+	struct loco_stats s0, s1;
+	put(0, 10);
+	put(1, 11);
+	put(2, 12);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(0), (const void **)&p), 0);
+	loco_raddr_t o[5] = { obj(1), obj(0), obj(2), obj(3), obj(1) };
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_read_many(w, 5, o, v), 0);
+	loco_thread_stats(thr, &s1);
+	ck_assert_uint_eq(*(const uint64_t *)v[0], 11);
+	ck_assert_uint_eq(*(const uint64_t *)v[1], 10);
+	ck_assert_uint_eq(*(const uint64_t *)v[2], 12);
+	ck_assert_ptr_null(v[3]);
+	ck_assert_ptr_eq(v[4], v[0]);
+	ck_assert_uint_eq(s1.rtts - s0.rtts, 2);
+	ck_assert_uint_eq(s1.reads - s0.reads, 5);  /* 3 TXObjs, 2 blocks */
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(loco_rtx_read_many(w, 2, o, v), -EINVAL);  /* no tx */
+	set_word(2, RTX_LOCK_OFF, ghost_lockv(-100, true));
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		if ((rc = loco_rtx_read_many(w, 3, o, v)))
+			continue;
+		uint64_t a = *(const uint64_t *)v[0] - 1;
+		uint64_t b = *(const uint64_t *)v[2] + 1;
+		if (!(rc = loco_rtx_write(w, obj(1), &a)))
+			rc = loco_rtx_write(w, obj(2), &b);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(get(1), 10);
+	ck_assert_int_eq(get(2), 13);
+	ck_assert_uint_eq(stats().steals, 1);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_many(w, LOCO_RTX_READ_MANY + 1, o, v),
+			 -EINVAL);
+	loco_rtx_abort(w);
+}
+END_TEST
+
 START_TEST(conflict_aborts)
 {
 	struct loco_thread *t2;
@@ -1083,6 +1131,7 @@ static Suite *suite(void)
 	tcase_add_test(t, basic_read_write);
 	tcase_add_test(t, read_your_writes_and_cache);
 	tcase_add_test(t, logged_transfer);
+	tcase_add_test(t, read_many_two_rounds);
 	tcase_add_test(t, conflict_aborts);
 	tcase_add_test(t, limits);
 	tcase_add_test(t, concurrent_counters);
