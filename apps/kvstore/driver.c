@@ -37,7 +37,8 @@ static const char usage[] =
 "  --window W        operations in flight per thread, 1..128 (default 1)\n"
 "  --duration S      seconds of the measured phase (default 5)\n"
 "  --ops N           stop each thread after N operations (default: no limit)\n"
-"  --locks L         index locks (default 64)\n"
+"  --locks L         index locks (default 64 rounded up to a multiple of the\n"
+"                    nodes, so a key's lock lives where the key is prefilled)\n"
 "  --hot-locks       lock words in the NIC's device memory (verbs; falls back\n"
 "                    to host memory with a warning, always on shm)\n"
 "  --seed S          seed of the key and op choices (default 1)\n"
@@ -143,9 +144,22 @@ static void member_rank(struct drv *d)
 						   ((UINT64_C(1) << d->self) - 1));
 }
 
+/* The default lock count: 64 rounded up to a multiple of the nodes, so
+ * that key I's lock (I mod L, hosted at member I mod L mod P) lives with
+ * its prefilled slot (at member I mod P), and an update's slot WRITE and
+ * lock release share one QP (kv.c). */
+static unsigned default_locks(unsigned members)
+{
+	return (64 + members - 1) / members * members;
+}
+
 static int setup(struct drv *d)
 {
 	int mem = loco_mgr_first_memnode(d->mgr);
+	d->self = loco_mgr_id(d->mgr);
+	member_rank(d);
+	if (!d->o.locks)
+		d->o.locks = default_locks(d->nmembers);
 	struct kv_config cfg = {
 		.capacity = d->o.keys, .value_size = d->o.value_size,
 		.nlocks = d->o.locks, .broken_fence = d->o.broken_fence,
@@ -153,8 +167,6 @@ static int setup(struct drv *d)
 		.broken_persist = d->o.broken_persist,
 		.data_node = mem >= 0 ? (uint32_t)mem : 0,
 	};
-	d->self = loco_mgr_id(d->mgr);
-	member_rank(d);
 	if (d->o.data_memory && mem < 0) {
 		fprintf(stderr, "loco-kvstore: --data memory: the hosts file "
 			"has no memory node\n");
@@ -329,7 +341,7 @@ int main(int argc, char **argv)
 		return 1;
 	d->o = (struct drv_opts){ .keys = 100000, .value_size = 64, .read = 0.9,
 				  .insert = 0.02, .threads = 1, .window = 1,
-				  .locks = 64, .duration = 5, .fill = 0.8,
+				  .locks = 0, .duration = 5, .fill = 0.8,
 				  .seed = 1 };
 	int rc = local_node_start(&ln, &argc, argv, "loco-kvstore", "shm");
 	if (rc) {
