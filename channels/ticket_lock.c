@@ -693,8 +693,10 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 				 struct loco_thread *thr,
 				 struct loco_tl_acquire *a, int rc)
 {
-	if (a->held)
+	if (a->held) {
+		a->host_early = true;
 		return 1;
+	}
 	if (rc) {
 		local_pass(l);
 		return rc;
@@ -709,6 +711,10 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	 * release we saw and our FAA (a holder of that ticket would have
 	 * made our FAA return more). */
 	bool early = a->ticket == a->guess;
+	/* The READ of serving executed after the FAA, and the caller's ops
+	 * to the host after it, on one QP: served then, they ran under the
+	 * lock. */
+	a->host_early = early || (a->read && a->serving == a->ticket);
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
 	rc = ticket_wait(l, thr, a->ticket, s, &dl);

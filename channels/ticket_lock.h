@@ -139,7 +139,10 @@ struct loco_tl_acquire {
 	bool held;          /* held at post (handover, or acquired there) */
 	bool speculate;     /* READs added to the batch now probably run under
 			     * the lock: held, or this node released it last */
-	bool read;          /* a READ of serving rides behind the FAA */
+	bool read;          /* a READ of serving rides behind the FAA: READs
+			     * added now to the lock's host run after it */
+	bool host_early;    /* set by finish: the lock was held before the
+			     * batch's later ops to the lock's host ran */
 	uint64_t guess;     /* serving as this node last saw it */
 	uint64_t ticket;    /* the FAA's result */
 	uint64_t serving;   /* the READ's result */
@@ -222,7 +225,9 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
  * posting or waiting for B): wait until the ticket is served, as lock
  * does. Returns 1 (held, and the lock was this node's before B's later
  * ops executed: the READs added after lock_post saw the protected data
- * under the lock), 0 (held now: READ again), or an error as lock returns
+ * under the lock), 0 (held now: READ again; but if A->host_early, the
+ * READs to the lock's host did run under it: the READ of serving ahead of
+ * them on that QP found the ticket served), or an error as lock returns
  * (not held; on RC != 0, RC).
  * Ordering: an acquire, as lock (on 1 it covers the READs in B).
  * Completion: synchronous.

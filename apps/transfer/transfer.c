@@ -302,11 +302,11 @@ static void teardown(struct xf *x)
  * A transfer in three doorbell rounds (one round trip each), batching the
  * locks' atomics with the accounts' ops:
  *   1  FAA next of the lower lock (the ticket), plus a READ of serving
- *      when another node released it last; when one lock guards both
- *      accounts and this node released it last, the two balance READs
- *      ride along;
- *   2  (two locks) FAA next of the higher lock, with the balance READs
- *      when this node released it last (the lower one is held already);
+ *      when another node released it last, and the READs of the balances
+ *      it guards: they run under the lock if this node released it last,
+ *      or if that READ of serving, ahead of them on the same QP (a lock
+ *      lives where its accounts do, below), finds the ticket served;
+ *   2  (two locks) the same for the higher lock and its balance;
  *      any READ that ran before its lock was ours is repeated;
  *   3  the two balance CASes and the two release FAAs: a lock and the
  *      accounts it guards here live on one node (lock I mod L at member
@@ -314,7 +314,8 @@ static void teardown(struct xf *x)
  *      each release follows its account's CAS on one QP; when they do not
  *      (--locks not a multiple of the nodes) the releases take a round of
  *      their own after the CASes completed.
- * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6). */
+ * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6);
+ * between nodes, uncontended, a READ of serving more per lock. */
 
 /* A transfer's accounts (A from, B to) and the locks that guard them. */
 struct xfer_op {
@@ -343,23 +344,38 @@ static void read_guarded(struct xfer_op *op, struct loco_batch *b,
 			loco_batch_read(b, op->rr[i], op->off[i], &op->bal[i], 8);
 }
 
+/* Whether the accounts L guards live at L's host (each lock's FAA and
+ * its accounts' ops then share a QP). */
+static bool guarded_at_host(const struct xfer_op *op,
+			    const struct loco_ticket_lock *l)
+{
+	for (unsigned i = 0; i < 2; i++)
+		if (op->lock[i] == l && op->rr[i]->node != loco_ticket_lock_host(l))
+			return false;
+	return true;
+}
+
 /* Acquire L in one round with the READs of its accounts when they will
- * probably run under it, else READ them once L is held. */
+ * probably run under it: this node released L last, or a READ of serving
+ * rides ahead of them on the same QP (the lock's host holds them), which
+ * tells whether they ran after L was ours. Else READ them once L is held. */
 static int acquire(struct xfer_op *op, struct loco_thread *thr,
 		   struct loco_ticket_lock *l)
 {
 	struct loco_tl_acquire a;
 	struct loco_batch b;
+	bool at_host = guarded_at_host(op, l);
 	loco_batch_init(&b, thr);
 	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, -1);
 	if (rc)
 		return rc;
-	if (a.speculate)
+	bool spec = a.speculate || (a.read && at_host);
+	if (spec)
 		read_guarded(op, &b, l);
 	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
 	if (rc < 0)
 		return rc;
-	if (rc == 1 && a.speculate)
+	if (spec && (rc == 1 || (a.host_early && at_host)))
 		return 0;
 	loco_batch_init(&b, thr);
 	read_guarded(op, &b, l);
