@@ -317,6 +317,22 @@ START_TEST(exact_stats)
 }
 END_TEST
 
+/* The counters moved from A to B by exactly D (verbs, bytes, doorbells,
+ * round trips, fences). */
+static void stats_moved(const struct loco_stats *a, const struct loco_stats *b,
+			struct loco_stats d)
+{
+	ck_assert_uint_eq(b->reads - a->reads, d.reads);
+	ck_assert_uint_eq(b->writes - a->writes, d.writes);
+	ck_assert_uint_eq(b->cas - a->cas, d.cas);
+	ck_assert_uint_eq(b->faa - a->faa, d.faa);
+	ck_assert_uint_eq(b->bytes_read - a->bytes_read, d.bytes_read);
+	ck_assert_uint_eq(b->bytes_written - a->bytes_written, d.bytes_written);
+	ck_assert_uint_eq(b->doorbells - a->doorbells, d.doorbells);
+	ck_assert_uint_eq(b->rtts - a->rtts, d.rtts);
+	ck_assert_uint_eq(b->fences - a->fences, d.fences);
+}
+
 /* The inline path (8-byte words and longer aligned spans on shm, once the
  * QP is open) and the out-of-line one (a misaligned READ, an odd length)
  * give the same results and count the same verbs, bytes, doorbells and
@@ -344,14 +360,9 @@ START_TEST(inline_path_stats)
 	ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
 	ck_assert_uint_eq(old, 12);
 	loco_thread_stats(thr, &s1);
-	ck_assert_uint_eq(s1.writes - s0.writes, 2);
-	ck_assert_uint_eq(s1.bytes_written - s0.bytes_written, 32);
-	ck_assert_uint_eq(s1.reads - s0.reads, 3);
-	ck_assert_uint_eq(s1.bytes_read - s0.bytes_read, 34);
-	ck_assert_uint_eq(s1.cas - s0.cas, 1);
-	ck_assert_uint_eq(s1.faa - s0.faa, 1);
-	ck_assert_uint_eq(s1.doorbells - s0.doorbells, 7);
-	ck_assert_uint_eq(s1.rtts - s0.rtts, 6);
+	stats_moved(&s0, &s1, (struct loco_stats){ .reads = 3, .writes = 2,
+		.cas = 1, .faa = 1, .bytes_read = 34, .bytes_written = 32,
+		.doorbells = 7, .rtts = 6 });
 	/* The posted WRITE is the QP's last op: one fence READ. */
 	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
 	loco_batch_init(&b, thr);
@@ -365,13 +376,10 @@ START_TEST(inline_path_stats)
 	/* The batch ended with a READ: nothing left to place. */
 	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
 	loco_thread_stats(thr, &s0);
-	ck_assert_uint_eq(s0.reads - s1.reads, 3);
-	ck_assert_uint_eq(s0.bytes_read - s1.bytes_read, 40);
-	ck_assert_uint_eq(s0.writes - s1.writes, 1);
-	ck_assert_uint_eq(s0.doorbells - s1.doorbells, 2);
 	/* One wait covered the fence READ and the batch. */
-	ck_assert_uint_eq(s0.rtts - s1.rtts, 1);
-	ck_assert_uint_eq(s0.fences - s1.fences, 2);
+	stats_moved(&s1, &s0, (struct loco_stats){ .reads = 3, .writes = 1,
+		.bytes_read = 40, .bytes_written = 8, .doorbells = 2,
+		.rtts = 1, .fences = 2 });
 }
 END_TEST
 
