@@ -121,15 +121,16 @@ static int hosted_find(const struct loco_channel *ch, const char *name)
 	return -1;
 }
 
-int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
-			     const char *name, uint64_t len,
-			     struct loco_rregion *out)
+int loco_channel_open_hosted_ex(struct loco_channel *ch, uint32_t node,
+				const char *name, uint64_t len, unsigned flags,
+				struct loco_rregion *out)
 {
 	if (ch->core->nhosted == LOCO_CHAN_HOSTED || !name_ok(name) ||
-	    strlen(name) >= LOCO_REGION_NAME_MAX || !len) {
-		loco_err(ch->name, "hosted region '%s' of %lu bytes: bad name "
-			 "or size, or more than %d", name, (unsigned long)len,
-			 LOCO_CHAN_HOSTED);
+	    strlen(name) >= LOCO_REGION_NAME_MAX || !len ||
+	    (flags & ~LOCO_REGION_HOT)) {
+		loco_err(ch->name, "hosted region '%s' of %lu bytes: bad name, "
+			 "size or flags, or more than %d", name,
+			 (unsigned long)len, LOCO_CHAN_HOSTED);
 		return -EINVAL;
 	}
 	if (local_find(ch, name) >= 0 || hosted_find(ch, name) >= 0) {
@@ -143,16 +144,19 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 	if (node == ch->mgr->id) {
 		char msg[LOCO_NAME_MAX + 96];
 		uint64_t off;
-		rc = loco_arena_hold(ch->mgr, full, len, &off, msg, sizeof(msg));
+		uint32_t space;
+		rc = loco_region_hold(ch->mgr, full, len, flags, &space, &off,
+				      msg, sizeof(msg));
 		if (rc) {
 			loco_err(ch->name, "%s", msg);
 			return rc;
 		}
-		h->rr = (struct loco_rregion){ .node = node, .off = off,
-					       .len = len };
+		h->rr = (struct loco_rregion){ .node = node, .space = space,
+					       .off = off, .len = len };
 		h->held = true;
 	} else {
-		rc = loco_region_open(ch->mgr, node, full, len, &h->rr); /* logs */
+		rc = loco_region_open_ex(ch->mgr, node, full, len, flags,
+					 &h->rr); /* logs */
 		if (rc)
 			return rc;
 		h->held = false;
@@ -161,6 +165,13 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 	ch->core->nhosted++;
 	*out = h->rr;
 	return 0;
+}
+
+int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
+			     const char *name, uint64_t len,
+			     struct loco_rregion *out)
+{
+	return loco_channel_open_hosted_ex(ch, node, name, len, 0, out);
 }
 
 const struct loco_region *loco_channel_local(const struct loco_channel *ch,
@@ -700,7 +711,8 @@ void loco_channel_fini(struct loco_channel *ch)
 		loco_region_free(mgr, &ch->core->local[i]);
 	for (unsigned i = 0; i < ch->core->nhosted; i++)
 		if (ch->core->hosted[i].held)
-			loco_arena_unhold(mgr, ch->core->hosted[i].rr.off);
+			loco_region_unhold(mgr, ch->core->hosted[i].rr.space,
+					   ch->core->hosted[i].rr.off);
 	free(ch->core);
 	ch->core = NULL;
 	ch->mgr = NULL;

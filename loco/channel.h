@@ -127,6 +127,17 @@ int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 			     const char *name, uint64_t len,
 			     struct loco_rregion *out);
 
+/* As loco_channel_open_hosted with region FLAGS: 0 or LOCO_REGION_HOT,
+ * which puts a region that does not exist yet in NODE's device memory
+ * while it has room (lock tables, counters), else in its arena with one
+ * warning on NODE; OUT->space says where it is. An existing region is
+ * opened wherever it is, whatever FLAGS say. A region in device memory
+ * is reached only through remote operations, on NODE too, and does not
+ * outlive a restart of NODE (a durable node keeps arena regions only). */
+int loco_channel_open_hosted_ex(struct loco_channel *ch, uint32_t node,
+				const char *name, uint64_t len, unsigned flags,
+				struct loco_rregion *out);
+
 /* Register the endpoint and start joining. Returns 0, -EEXIST (a channel
  * of this full name is registered on this node already) or -ENOMEM; after
  * a failure CH is still a channel: loco_channel_fini it. */

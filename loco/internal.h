@@ -243,14 +243,17 @@ struct loco_mgr {
 int loco_regions_load(struct loco_mgr *mgr);
 /* Write the table after a durable region came or went (alloc_lock held). */
 int loco_regions_save(struct loco_mgr *mgr);
-/* Create-or-open NAME (LEN bytes) in this node's arena for a channel's
- * hosted region and count one hold on it. -LOCO_EMISMATCH if it exists
- * with another size, -EEXIST if it is a private region (loco_region_alloc);
- * MSG (if not NULL) explains an error. */
-int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
-		    uint64_t *off, char *msg, size_t msglen);
-/* Drop a hold; the last one frees the region. */
-void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off);
+/* Create-or-open NAME (LEN bytes) for a channel's hosted region on this
+ * node, in device memory for a new region with LOCO_REGION_HOT in FLAGS
+ * that finds room there, else in the arena; count one hold on it. *SPACE
+ * and *OFF: where it is. -LOCO_EMISMATCH if it exists with another size,
+ * -EEXIST if it is a private region (loco_region_alloc); MSG (if not NULL)
+ * explains an error. */
+int loco_region_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     unsigned flags, uint32_t *space, uint64_t *off, char *msg,
+		     size_t msglen);
+/* Drop a hold of the region at OFF in SPACE; the last one frees it. */
+void loco_region_unhold(struct loco_mgr *mgr, uint32_t space, uint64_t off);
 void loco_arena_free_all(struct loco_mgr *mgr);
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,

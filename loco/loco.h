@@ -103,11 +103,17 @@ void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used);
 /* Create-or-open region NAME of LEN bytes on node NODE (usually a memory
  * node; this node's own id works too, without a message): the first
- * caller gets a zeroed region, later callers the same one. Always in the
- * node's arena. -LOCO_EMISMATCH if it exists with another size;
- * -ETIMEDOUT if the node does not answer. */
+ * caller gets a zeroed region, later callers the same one. In the node's
+ * arena (device memory: loco_region_open_ex). -LOCO_EMISMATCH if it
+ * exists with another size; -ETIMEDOUT if the node does not answer. */
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out);
+/* As loco_region_open with FLAGS: 0 or LOCO_REGION_HOT, which places a
+ * region that does not exist yet in NODE's device memory when it has room
+ * (else its arena, warned once on NODE); an existing one is opened where
+ * it is. OUT->space says which. -EINVAL for an unknown flag. */
+int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
+			uint64_t len, unsigned flags, struct loco_rregion *out);
 
 /* loco_region_drop: also every region of channel NAME's tree, NAME.* and
  * NAME/... (a channel's hosted regions and its sub-channels'). */

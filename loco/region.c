@@ -133,17 +133,57 @@ static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
 	return rc;
 }
 
-/* Reserve LEN zeroed bytes of SPACE under NAME; *OFF: where. */
-static int space_alloc(struct loco_mgr *mgr, uint32_t space, const char *name,
-		       uint64_t len, uint64_t *off)
+/* Device memory in use (alloc_lock held). */
+static uint64_t dm_used_locked(struct loco_mgr *mgr)
 {
-	struct loco_alloc *rec;
-	pthread_mutex_lock(&mgr->alloc_lock);
-	int rc = space_alloc_locked(mgr, space, name, len, &rec);
+	uint64_t n = 0;
+	for (struct loco_alloc *a = mgr->dm_allocs; a; a = a->next)
+		n += align_up(a->len, DM_ALIGN);
+	return n;
+}
+
+/* A hot region went to the arena: say so once per node, with why
+ * (alloc_lock held). */
+static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
+			      uint64_t len, int why)
+{
+	/* Relaxed: a once-flag; nothing is published with it. */
+	if (atomic_exchange_explicit(&mgr->hot_warned, true, memory_order_relaxed))
+		return;
+	if (!mgr->dm_len)
+		loco_warn("region", "hot region %s (%lu bytes) is in host memory: transport "
+			  "%s offers no device memory (verbs: LOCO_VERBS_DM_BYTES); later "
+			  "hot regions of this node fall back silently", name,
+			  (unsigned long)len, mgr->tp_ops->name);
+	else
+		loco_warn("region", "hot region %s (%lu bytes) is in host memory: device "
+			  "memory %s (%lu of %lu bytes in use); later hot regions of this "
+			  "node fall back silently", name, (unsigned long)len,
+			  why == -ENOMEM ? "is full" : loco_strerror(why),
+			  (unsigned long)dm_used_locked(mgr),
+			  (unsigned long)mgr->dm_len);
+}
+
+/* A new region of LEN bytes under NAME (alloc_lock held): with
+ * LOCO_REGION_HOT in device memory, else (no device memory, or full:
+ * warned once) in the arena; without it in the arena. *OUT: its record,
+ * *SPACE: where it went. Errors that are the caller's (-EEXIST, -EINVAL)
+ * come back as they are. */
+static int region_new_locked(struct loco_mgr *mgr, const char *name,
+			     uint64_t len, unsigned flags,
+			     struct loco_alloc **out, uint32_t *space)
+{
+	*space = LOCO_SPACE_ARENA;
+	if (!(flags & LOCO_REGION_HOT))
+		return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
+	int rc = mgr->dm_len ?
+		 space_alloc_locked(mgr, LOCO_SPACE_DM, name, len, out) : -ENODEV;
 	if (!rc)
-		*off = rec->off;
-	pthread_mutex_unlock(&mgr->alloc_lock);
-	return rc;
+		*space = LOCO_SPACE_DM;
+	if (rc == -EEXIST || rc == -EINVAL || !rc)
+		return rc;
+	hot_fallback_warn(mgr, name, len, rc);
+	return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
 }
 
 /* A new create-or-open region of a durable node: its zeros reach the
@@ -160,26 +200,33 @@ static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
 	return rc;
 }
 
-/* Create-or-open NAME in the arena (alloc_lock held by the caller, so that
- * lookup and creation are one step): a new region is zeroed and marked
- * shared; with DURABLE on a durable node, recorded in its region table.
- * *OUT: its record, also when it exists with another size (the caller
- * names the mismatch); -EEXIST if it exists as a private region and
- * PRIVATE_OK is false. */
-static int arena_open_locked(struct loco_mgr *mgr, const char *name,
-			     uint64_t len, bool private_ok, bool durable,
-			     struct loco_alloc **out)
+/* Create-or-open NAME (alloc_lock held by the caller, so that lookup and
+ * creation are one step) in either space: an existing region is found
+ * whatever FLAGS say; a new one goes where FLAGS (LOCO_REGION_HOT) put it
+ * and is zeroed and marked shared; with DURABLE on a durable node, a new
+ * arena region is recorded in its region table (device memory does not
+ * outlive a restart). *OUT: its record, also when it exists with another
+ * size (the caller names the mismatch), *SPACE its space; -EEXIST if it
+ * exists as a private region and PRIVATE_OK is false. */
+static int shared_open_locked(struct loco_mgr *mgr, const char *name,
+			      uint64_t len, unsigned flags, bool private_ok,
+			      bool durable, struct loco_alloc **out,
+			      uint32_t *space)
 {
 	struct loco_alloc *a = alloc_find(mgr->allocs, name);
+	*space = LOCO_SPACE_ARENA;
+	if (!a && (a = alloc_find(mgr->dm_allocs, name)))
+		*space = LOCO_SPACE_DM;
 	if (a) {
 		*out = a;
 		return a->shared || private_ok ? 0 : -EEXIST;
 	}
-	int rc = space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, &a);
+	int rc = region_new_locked(mgr, name, len, flags, &a, space);
 	if (rc)
 		return rc;
 	a->shared = true;
-	if (durable && mgr->opts.durable_dir[0] && (rc = durable_record(mgr, a)))
+	if (durable && *space == LOCO_SPACE_ARENA && mgr->opts.durable_dir[0] &&
+	    (rc = durable_record(mgr, a)))
 		return rc;
 	*out = a;
 	return 0;
@@ -189,12 +236,14 @@ static int arena_open_locked(struct loco_mgr *mgr, const char *name,
  * REGION_OPEN, but counted, so that the region goes with the last channel
  * of this process holding it (a later channel of that name starts from
  * zeroed memory) instead of living as long as the manager. */
-int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
-		    uint64_t *off, char *msg, size_t msglen)
+int loco_region_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
+		     unsigned flags, uint32_t *space, uint64_t *off, char *msg,
+		     size_t msglen)
 {
 	struct loco_alloc *a = NULL;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	int rc = arena_open_locked(mgr, name, len, false, false, &a);
+	int rc = shared_open_locked(mgr, name, len, flags, false, false, &a,
+				    space);
 	if (!rc && a->len != len)
 		rc = -LOCO_EMISMATCH;
 	if (!rc) {
@@ -212,10 +261,11 @@ int loco_arena_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 	return rc;
 }
 
-void loco_arena_unhold(struct loco_mgr *mgr, uint64_t off)
+void loco_region_unhold(struct loco_mgr *mgr, uint32_t space, uint64_t off)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc **pp = &mgr->allocs; *pp; pp = &(*pp)->next) {
+	for (struct loco_alloc **pp = space_of(mgr, space).list; *pp;
+	     pp = &(*pp)->next) {
 		if ((*pp)->off != off)
 			continue;
 		/* A region of the durable table outlives its holders. */
@@ -234,54 +284,17 @@ void loco_arena_free_all(struct loco_mgr *mgr)
 			alloc_remove(lists[i]);
 }
 
-/* A hot region went to the arena: say so once per node, with why. */
-static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
-			      uint64_t len, int why)
-{
-	/* Relaxed: a once-flag; nothing is published with it. */
-	if (atomic_exchange_explicit(&mgr->hot_warned, true, memory_order_relaxed))
-		return;
-	uint64_t total, used;
-	loco_mgr_dm_usage(mgr, &total, &used);
-	if (!total)
-		loco_warn("region", "hot region %s (%lu bytes) is in host memory: transport "
-			  "%s offers no device memory (verbs: LOCO_VERBS_DM_BYTES); later "
-			  "hot regions of this node fall back silently", name,
-			  (unsigned long)len, mgr->tp_ops->name);
-	else
-		loco_warn("region", "hot region %s (%lu bytes) is in host memory: device "
-			  "memory %s (%lu of %lu bytes in use); later hot regions of this "
-			  "node fall back silently", name, (unsigned long)len,
-			  why == -ENOMEM ? "is full" : loco_strerror(why),
-			  (unsigned long)used, (unsigned long)total);
-}
-
-/* A hot region: in device memory, else (no device memory, or full:
- * warned once) in the arena; *SPACE: where it went. Errors that are the
- * caller's (-EEXIST, -EINVAL) come back as they are. */
-static int hot_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
-		     uint64_t *off, uint32_t *space)
-{
-	*space = LOCO_SPACE_DM;
-	int rc = mgr->dm_len ? space_alloc(mgr, LOCO_SPACE_DM, name, len, off) :
-			       -ENODEV;
-	if (rc == -EEXIST || rc == -EINVAL || !rc)
-		return rc;
-	hot_fallback_warn(mgr, name, len, rc);
-	*space = LOCO_SPACE_ARENA;
-	return space_alloc(mgr, LOCO_SPACE_ARENA, name, len, off);
-}
-
 int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 			 unsigned flags, struct loco_region *out)
 {
 	if (flags & ~LOCO_REGION_HOT)
 		return -EINVAL;
-	uint32_t space = LOCO_SPACE_ARENA;
-	uint64_t off;
-	int rc = flags & LOCO_REGION_HOT ?
-		 hot_alloc(mgr, name, len, &off, &space) :
-		 space_alloc(mgr, LOCO_SPACE_ARENA, name, len, &off);
+	uint32_t space;
+	struct loco_alloc *rec;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	int rc = region_new_locked(mgr, name, len, flags, &rec, &space);
+	uint64_t off = rc ? 0 : rec->off;
+	pthread_mutex_unlock(&mgr->alloc_lock);
 	if (rc)
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", name);
@@ -311,10 +324,8 @@ void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg)
 
 void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used)
 {
-	uint64_t n = 0;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc *a = mgr->dm_allocs; a; a = a->next)
-		n += align_up(a->len, DM_ALIGN);
+	uint64_t n = dm_used_locked(mgr);
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	*total = mgr->dm_len;
 	*used = n;
@@ -330,8 +341,10 @@ void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 }
 
 /* ---- create-or-open on a memory node ------------------------------------
- * REGION_OPEN: str name, u64 len.
- * REGION_ACK:  u32 status (negated errno), str message, u64 off, u64 len. */
+ * REGION_OPEN: str name, u64 len[, u32 flags].
+ * REGION_ACK:  u32 status (negated errno), str message, u64 off, u64 len
+ *              [, u64 space: when the request had flags].
+ * The optional fields keep a plain open byte for byte what it was. */
 
 /* A reply of REGION_OPEN or REGION_DROP: status, message, N values (what
  * region_call reads). */
@@ -345,9 +358,10 @@ static void region_reply(struct loco_wbuf *reply, int status, const char *msg,
 }
 
 static void region_ack(struct loco_wbuf *reply, int status, const char *msg,
-		       uint64_t off, uint64_t len)
+		       uint64_t off, uint64_t len, uint32_t space, bool flagged)
 {
-	region_reply(reply, status, msg, (const uint64_t[]){ off, len }, 2);
+	region_reply(reply, status, msg,
+		     (const uint64_t[]){ off, len, space }, flagged ? 3 : 2);
 }
 
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
@@ -359,14 +373,20 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	loco_rbuf_init(&r, req, len);
 	loco_get_str(&r, name, sizeof(name));
 	uint64_t want = loco_get_u64(&r);
-	if (loco_rbuf_done(&r) || !name[0] || !want) {
-		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", 0, 0);
+	bool flagged = !r.err && r.pos < r.len;
+	uint32_t flags = flagged ? loco_get_u32(&r) : 0;
+	if (loco_rbuf_done(&r) || !name[0] || !want ||
+	    (flags & ~LOCO_REGION_HOT)) {
+		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", 0, 0, 0,
+			   flagged);
 		return;
 	}
 	uint64_t off = 0, have = 0;
+	uint32_t space = LOCO_SPACE_ARENA;
 	struct loco_alloc *a;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	int rc = arena_open_locked(mgr, name, want, true, true, &a);
+	int rc = shared_open_locked(mgr, name, want, flags, true, true, &a,
+				    &space);
 	if (!rc) {
 		off = a->off;
 		have = a->len;
@@ -377,11 +397,11 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			 "node %u asked for %lu", name, (unsigned long)have, from,
 			 (unsigned long)want);
 		loco_err("region", "%s", msg);
-		region_ack(reply, -LOCO_EMISMATCH, msg, 0, 0);
+		region_ack(reply, -LOCO_EMISMATCH, msg, 0, 0, 0, flagged);
 		return;
 	}
 	snprintf(msg, sizeof(msg), "%s", rc ? loco_strerror(rc) : "");
-	region_ack(reply, rc, msg, off, have);
+	region_ack(reply, rc, msg, off, have, space, flagged);
 }
 
 typedef void region_handler(struct loco_mgr *mgr, uint32_t from,
@@ -466,48 +486,64 @@ static int region_node_gone(struct loco_mgr *mgr, uint32_t node)
 	return st == LOCO_PEER_DOWN ? -LOCO_EDOWN : 0;
 }
 
-/* REGION_OPEN NAME (LEN bytes) on NODE: V gets offset and length. */
+/* REGION_OPEN NAME (LEN bytes, FLAGS) on NODE: V gets offset, length
+ * and space (the arena's when FLAGS is 0: the reply then has no space). */
 static int region_open_call(struct loco_mgr *mgr, uint32_t node,
-			    const char *name, uint64_t len, uint64_t v[2])
+			    const char *name, uint64_t len, unsigned flags,
+			    uint64_t v[3])
 {
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u64(&w, len);
+	if (flags)
+		loco_put_u32(&w, flags);
+	v[2] = LOCO_SPACE_ARENA;
 	int rc = region_call(mgr, node, "open", name, LOCO_MSG_REGION_OPEN,
 			     LOCO_MSG_REGION_ACK, loco_region_handle_open, &w,
-			     v, 2);
-	return !rc && v[1] != len ? -LOCO_EPROTO : rc;
+			     v, flags ? 3 : 2);
+	return !rc && (v[1] != len || v[2] > LOCO_SPACE_DM) ? -LOCO_EPROTO : rc;
 }
 
 int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
 		       uint64_t len, uint64_t *off)
 {
-	uint64_t v[2] = { 0, 0 };   /* offset, length */
-	int rc = region_open_call(mgr, node, name, len, v);
+	uint64_t v[3] = { 0, 0, 0 };   /* offset, length, space */
+	int rc = region_open_call(mgr, node, name, len, 0, v);
 	if (!rc)
 		*off = v[0];
 	return rc;
 }
 
-int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
-		     uint64_t len, struct loco_rregion *out)
+int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
+			uint64_t len, unsigned flags, struct loco_rregion *out)
 {
-	if (!region_target_ok(mgr, node, name) || !len)
+	if (!region_target_ok(mgr, node, name) || !len ||
+	    (flags & ~LOCO_REGION_HOT))
 		return -EINVAL;
 	int rc = region_node_gone(mgr, node);
-	uint64_t v[2] = { 0, 0 };   /* offset, length */
+	uint64_t v[3] = { 0, 0, 0 };   /* offset, length, space */
 	if (!rc)
-		rc = region_open_call(mgr, node, name, len, v);
+		rc = region_open_call(mgr, node, name, len, flags, v);
 	if (rc)
 		return rc;
 	loco_peer_fresh(mgr, node);
-	if (loco_peer_span(mgr, node, LOCO_SPACE_ARENA, v[0], v[1]))
+	uint32_t space = (uint32_t)v[2];
+	if (loco_peer_span(mgr, node, space, v[0], v[1]))
 		return -LOCO_EPROTO;
-	if (node != mgr->id)
+	/* Reopened after the node's restart: arena regions only (device
+	 * memory does not outlive it). */
+	if (node != mgr->id && space == LOCO_SPACE_ARENA)
 		loco_ropen_add(mgr, node, name, v[0], v[1]);
-	*out = (struct loco_rregion){ .node = node, .off = v[0], .len = v[1] };
+	*out = (struct loco_rregion){ .node = node, .space = space,
+				      .off = v[0], .len = v[1] };
 	return 0;
+}
+
+int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
+		     uint64_t len, struct loco_rregion *out)
+{
+	return loco_region_open_ex(mgr, node, name, len, 0, out);
 }
 
 /* ---- drop on a memory node ----------------------------------------------
@@ -523,19 +559,21 @@ static bool drop_matches(const char *rname, const char *name, unsigned flags)
 	       (rname[n] == '.' || rname[n] == '/');
 }
 
-/* Arena regions NAME matches (alloc_lock held): *FREE of them may go,
- * *BUSY are held by this process's channels or private to one. */
+/* Regions NAME matches, in both spaces (alloc_lock held): *FREE of them
+ * may go, *BUSY are held by this process's channels or private to one. */
 static void drop_count(struct loco_mgr *mgr, const char *name, unsigned flags,
 		       unsigned *free_n, unsigned *busy)
 {
 	*free_n = *busy = 0;
-	for (struct loco_alloc *a = mgr->allocs; a; a = a->next)
-		if (drop_matches(a->name, name, flags)) {
-			if (a->shared && !a->holds)
-				(*free_n)++;
-			else
-				(*busy)++;
-		}
+	struct loco_alloc *lists[] = { mgr->allocs, mgr->dm_allocs };
+	for (unsigned i = 0; i < 2; i++)
+		for (struct loco_alloc *a = lists[i]; a; a = a->next)
+			if (drop_matches(a->name, name, flags)) {
+				if (a->shared && !a->holds)
+					(*free_n)++;
+				else
+					(*busy)++;
+			}
 }
 
 /* Free what NAME matches; a durable node's table forgets them (a crash
@@ -543,15 +581,17 @@ static void drop_count(struct loco_mgr *mgr, const char *name, unsigned flags,
 static int drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 {
 	bool durable = false;
-	for (struct loco_alloc **pp = &mgr->allocs; *pp;) {
-		struct loco_alloc *a = *pp;
-		if (drop_matches(a->name, name, flags)) {
-			durable |= a->durable;
-			alloc_remove(pp);
-		} else {
-			pp = &a->next;
+	struct loco_alloc **lists[] = { &mgr->allocs, &mgr->dm_allocs };
+	for (unsigned i = 0; i < 2; i++)
+		for (struct loco_alloc **pp = lists[i]; *pp;) {
+			struct loco_alloc *a = *pp;
+			if (drop_matches(a->name, name, flags)) {
+				durable |= a->durable;
+				alloc_remove(pp);
+			} else {
+				pp = &a->next;
+			}
 		}
-	}
 	return durable ? loco_regions_save(mgr) : 0;
 }
 

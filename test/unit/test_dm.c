@@ -345,6 +345,102 @@ START_TEST(join_carries_the_space)
 }
 END_TEST
 
+/* Hosted hot regions: create-or-open with LOCO_REGION_HOT puts a new
+ * region in device memory, both through a channel's hold on its own node
+ * and through the REGION_OPEN handler (the optional flags field, answered
+ * with the space); an existing region is opened where it is; the last
+ * hold frees it; drop reaches device memory too. */
+static void region_open_req(const char *name, uint64_t len, bool flagged,
+			    uint32_t flags, struct loco_rbuf *r,
+			    struct loco_wbuf *reply)
+{
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_str(&w, name);
+	loco_put_u64(&w, len);
+	if (flagged)
+		loco_put_u32(&w, flags);
+	ck_assert_int_eq(w.err, 0);
+	loco_wbuf_init(reply);
+	loco_region_handle_open(cl.mgr, 1, w.p, w.len, reply);
+	loco_wbuf_fini(&w);
+	ck_assert_int_eq(reply->err, 0);
+	loco_rbuf_init(r, reply->p, reply->len);
+}
+
+START_TEST(hosted_hot_regions)
+{
+	struct loco_mgr *m = cl.mgr;
+	struct loco_channel a;
+	struct loco_rregion ra, rb, rp;
+	uint64_t total, used;
+	ck_assert_int_eq(loco_channel_init(&a, m, NULL, "t", UINT64_C(1), NULL),
+			 0);
+	ck_assert_int_eq(loco_channel_open_hosted_ex(&a, 0, "locks", 16,
+						     LOCO_REGION_HOT, &ra), 0);
+	ck_assert_uint_eq(ra.space, LOCO_SPACE_DM);
+	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "plain", 16, &rp), 0);
+	ck_assert_uint_eq(rp.space, LOCO_SPACE_ARENA);
+	ck_assert_int_eq(loco_channel_open_hosted_ex(&a, 0, "bad", 8, 0x2, &rb),
+			 -EINVAL);
+	uint64_t v = 0, w = 77;
+	ck_assert_int_eq(loco_write(thr, &ra, 8, &w, 8), 0);
+	ck_assert_int_eq(memcmp(dm_mem[0] + ra.off + 8, &w, 8), 0);
+	/* Another hold of the name opens the same device memory, flags or
+	 * not; a mismatched size is refused. */
+	uint32_t space;
+	uint64_t off;
+	ck_assert_int_eq(loco_region_hold(m, "t.locks", 16, 0, &space, &off,
+					  NULL, 0), 0);
+	ck_assert_uint_eq(space, LOCO_SPACE_DM);
+	ck_assert_uint_eq(off, ra.off);
+	ck_assert_int_eq(loco_region_hold(m, "t.locks", 24, LOCO_REGION_HOT,
+					  &space, &off, NULL, 0), -LOCO_EMISMATCH);
+	ck_assert_int_eq(loco_read(thr, &ra, 8, &v, 8), 0);
+	ck_assert_uint_eq(v, 77);
+	loco_region_unhold(m, LOCO_SPACE_DM, ra.off);
+	loco_mgr_dm_usage(m, &total, &used);
+	ck_assert_uint_eq(used, 16);              /* a's hold keeps it */
+	loco_channel_fini(&a);
+	loco_mgr_dm_usage(m, &total, &used);
+	ck_assert_uint_eq(used, 0);               /* the last hold freed it */
+
+	/* REGION_OPEN with flags, as a peer sends it: the reply has the space. */
+	struct loco_rbuf r;
+	struct loco_wbuf reply;
+	char msg[256];
+	region_open_req("p.hot", 8, true, LOCO_REGION_HOT, &r, &reply);
+	ck_assert_uint_eq(loco_get_u32(&r), 0);
+	loco_get_str(&r, msg, sizeof(msg));
+	uint64_t hot_off = loco_get_u64(&r);
+	ck_assert_uint_eq(loco_get_u64(&r), 8);
+	ck_assert_uint_eq(loco_get_u64(&r), LOCO_SPACE_DM);
+	ck_assert_int_eq(loco_rbuf_done(&r), 0);
+	loco_wbuf_fini(&reply);
+	/* Without flags, the same region, and the reply as it always was. */
+	region_open_req("p.hot", 8, false, 0, &r, &reply);
+	ck_assert_uint_eq(loco_get_u32(&r), 0);
+	loco_get_str(&r, msg, sizeof(msg));
+	ck_assert_uint_eq(loco_get_u64(&r), hot_off);
+	ck_assert_uint_eq(loco_get_u64(&r), 8);
+	ck_assert_int_eq(loco_rbuf_done(&r), 0);
+	loco_wbuf_fini(&reply);
+	/* An unknown flag is a malformed request. */
+	region_open_req("p.odd", 8, true, 0x4, &r, &reply);
+	ck_assert_uint_eq(loco_get_u32(&r), LOCO_EPROTO);
+	loco_get_str(&r, msg, sizeof(msg));
+	ck_assert_str_eq(msg, "malformed REGION_OPEN");
+	loco_wbuf_fini(&reply);
+	/* Drop frees device memory too. */
+	unsigned n = 0;
+	ck_assert_int_eq(loco_region_drop(m, 0, "p.hot", 0, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	loco_mgr_dm_usage(m, &total, &used);
+	ck_assert_uint_eq(used, 0);
+	ck_assert_int_eq(loco_region_open_ex(m, 0, "p.x", 8, 0x2, &rp), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dm");
@@ -355,6 +451,7 @@ int main(void)
 	tcase_add_test(t, ops_routed_by_space);
 	tcase_add_test(t, hot_atomic_var_on_device_memory);
 	tcase_add_test(t, join_carries_the_space);
+	tcase_add_test(t, hosted_hot_regions);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
