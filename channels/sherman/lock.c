@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: MIT */
+/* HOCL, the hierarchical lock (Sherman §4.3), and locked write-backs
+ * (plain mode).
+ *
+ * Global lock words: "locks" on every hosting node (device memory where
+ * it has room), a node's lock at hash(address) mod locks. 0 is free; a
+ * held word is an LLLock word (<loco/rtx/lllock.h>): the holder's slot
+ * and a tag of lease (ms) and sequence, unique per acquisition and
+ * increasing per slot, so that a release (CAS word -> 0) can only undo
+ * its own acquisition.
+ *
+ * Local lock table (one per process, one entry per global word): a
+ * thread that finds the entry owned by another local thread queues behind
+ * it (FIFO) and makes no remote op. A releaser with local waiters hands
+ * the lock over with the global word still held (at most handover_max
+ * times in a row, then it goes back to the global table so other nodes
+ * get their turn); the receiver renews the word to its own (one CAS,
+ * batched with its node READ), so the word always names the slot whose
+ * redo record matters.
+ *
+ * Command combination (§4.5): a write-back is one batch on the node's
+ * QP: redo record, seq odd, the bytes, seq even, then the release CAS,
+ * or (handing over) an 8-byte READ that places the writes before the
+ * next local holder reads them on its own QP. The QP places them in
+ * order, so a released lock means a complete write.
+ *
+ * Crashes: a lock whose lease is over is stolen (CAS old -> ours); the
+ * thief reads the holder's redo record and, if it was written under the
+ * stolen word, writes its bytes again (with its own redo record first):
+ * a write-back torn by its writer's death is completed, and a seq left
+ * odd made even. Since the redo record precedes the bytes on one QP, a
+ * record that is not complete means nothing after it was placed. A live
+ * holder renews its lease before a write-back when less than half of it
+ * is left (sh_lock_keep): stealing needs a lease over, so its posted
+ * write-back lands long before (the assumption, as rTX's, is that a
+ * posted batch is placed within half a lease). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include <loco/wait.h>
+
+#include "channels/sherman/internal.h"
+
+struct sh_waiter {
+	struct sh_waiter *next;
+	_Atomic int granted;
+	bool global;
+	uint64_t word;
+};
+
+int sh_llt_init(struct loco_sherman *t)
+{
+	t->llt = calloc((size_t)t->nparts * t->o.locks, sizeof(*t->llt));
+	if (!t->llt)
+		return -ENOMEM;
+	for (unsigned i = 0; i < SH_STRIPES; i++)
+		pthread_mutex_init(&t->stripe[i], NULL);
+	return 0;
+}
+
+void sh_llt_fini(struct loco_sherman *t)
+{
+	if (!t->llt)
+		return;
+	for (unsigned i = 0; i < SH_STRIPES; i++)
+		pthread_mutex_destroy(&t->stripe[i]);
+	free(t->llt);
+	t->llt = NULL;
+}
+
+uint32_t sh_lock_index(const struct loco_sherman *t, loco_raddr_t a)
+{
+	return (uint32_t)(((a * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % t->o.locks);
+}
+
+static struct sh_llock *llock(struct loco_sherman *t, const struct sh_held *h,
+			      pthread_mutex_t **mu)
+{
+	size_t i = (size_t)h->pi * t->o.locks + h->idx;
+	*mu = &t->stripe[i % SH_STRIPES];
+	return &t->llt[i];
+}
+
+static const struct loco_rregion *locks_of(const struct loco_sherman *t,
+					   const struct sh_held *h)
+{
+	return &t->part[h->pi].locks;
+}
+
+/* A fresh word for an acquisition by this worker: tag strictly above the
+ * last one, lease lease_ms from now. */
+static uint64_t new_word(struct loco_sherman_worker *w)
+{
+	uint64_t tag = loco_lllock_tag_of(sh_now_ms(w->t) + w->t->o.lease_ms, 0);
+	if (tag <= w->tag)
+		tag = w->tag + 1;
+	w->tag = tag;
+	return loco_lllock_make(tag, w->slot, false);
+}
+
+static bool expired(const struct loco_sherman *t, uint64_t word)
+{
+	return loco_lllock_expired(word, sh_now_ms(t));
+}
+
+/* ---- writes ---------------------------------------------------------------- */
+
+uint64_t sh_redo_check(const struct sh_redo *r, const void *data)
+{
+	return XXH3_64bits_withSeed(data, r->len,
+				    r->word ^ r->target * 31 ^ r->len * 977);
+}
+
+/* Add to B the write of LEN bytes of DATA at offset OFF of node A (part
+ * PI, region offset NOFF) under H, whose seq word was SEQ: redo record,
+ * seq odd, data, seq even. */
+static void add_writes(struct loco_sherman_worker *w, struct loco_batch *b,
+		       const struct sh_held *h, loco_raddr_t a, uint32_t pi,
+		       uint64_t noff, uint64_t seq, uint32_t off,
+		       const void *data, uint32_t len)
+{
+	struct loco_sherman *t = w->t;
+	const struct sh_part *p = &t->part[pi];
+	struct sh_redo *r = (struct sh_redo *)w->redo;
+	*r = (struct sh_redo){ .word = h->word, .target = a + off, .len = len };
+	memcpy(r + 1, data, len);
+	r->check = sh_redo_check(r, data);
+	loco_batch_write(b, &p->redo, (uint64_t)w->slot * t->redo_len, r,
+			 (uint32_t)sizeof(*r) + len);
+	w->seqw[0] = seq | 1;
+	w->seqw[1] = (seq | 1) + 1;
+	if (!(seq & 1))
+		loco_batch_write(b, &p->nodes, noff + SH_SEQ_OFF, &w->seqw[0], 8);
+	loco_batch_write(b, &p->nodes, noff + off, data, len);
+	loco_batch_write(b, &p->nodes, noff + SH_SEQ_OFF, &w->seqw[1], 8);
+}
+
+static int post_wait(struct loco_sherman_worker *w, struct loco_batch *b)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	return rc ? rc : sh_wait(w, &ack);
+}
+
+int sh_write_placed(struct loco_sherman_worker *w, struct sh_held *h,
+		    loco_raddr_t a, uint64_t seq, uint32_t off,
+		    const void *data, uint32_t len)
+{
+	uint32_t pi;
+	uint64_t noff;
+	int rc = sh_locate(w->t, a, &pi, &noff);
+	if (rc)
+		return rc;
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
+	/* Ordering: a READ on the same QP completes after the WRITEs before
+	 * it are placed (docs/ordering.md rule 3). */
+	loco_batch_read(&b, &w->t->part[pi].nodes, noff + SH_SEQ_OFF,
+			&w->cas_old, 8);
+	return post_wait(w, &b);
+}
+
+/* ---- the local lock table ------------------------------------------------- */
+
+static void grant(struct sh_llock *ll, bool global, uint64_t word)
+{
+	struct sh_waiter *wt = ll->head;
+	ll->head = wt->next;
+	if (!ll->head)
+		ll->tail = NULL;
+	wt->global = global;
+	wt->word = word;
+	ll->streak = global ? ll->streak + 1 : 0;
+	/* Release: pairs with the waiter's acquire load of granted; it reads
+	 * global and word after. */
+	atomic_store_explicit(&wt->granted, 1, memory_order_release);
+}
+
+/* Our lock was taken over while we held it: our lease ran out (a stall
+ * longer than the lease assumption allows, docs/sherman.md "Leases"). */
+static void lost(struct loco_sherman_worker *w, const struct sh_held *h,
+		 const char *when)
+{
+	SH_INC(w, lost_locks);
+	loco_warn(w->t->base.name, "slot %u: lock %u:%u taken over %s (lease "
+		  "over)", w->slot, h->pi, h->idx, when);
+}
+
+static int release_global(struct loco_sherman_worker *w, struct sh_held *h)
+{
+	uint64_t old = 0;
+	int rc = loco_cas(w->thr, locks_of(w->t, h), (uint64_t)h->idx * 8,
+			  h->word, 0, &old);
+	if (!rc && old != h->word)
+		lost(w, h, "before its release");
+	return rc;
+}
+
+/* After our use: hand the lock to the first local waiter (with the
+ * global word if GLOBAL_HELD), or leave it. A handover that finds the
+ * queue empty after all releases the global word first. */
+static void local_pass(struct loco_sherman_worker *w, struct sh_held *h,
+		       bool global_held)
+{
+	struct loco_sherman *t = w->t;
+	if (!h->local)
+		return;
+	pthread_mutex_t *mu;
+	struct sh_llock *ll = llock(t, h, &mu);
+	pthread_mutex_lock(mu);
+	if (ll->head) {
+		grant(ll, global_held, h->word);
+		pthread_mutex_unlock(mu);
+		return;
+	}
+	if (!global_held) {
+		ll->owned = false;
+		ll->streak = 0;
+		pthread_mutex_unlock(mu);
+		return;
+	}
+	pthread_mutex_unlock(mu);
+	release_global(w, h);
+	pthread_mutex_lock(mu);
+	if (ll->head) {
+		grant(ll, false, 0);
+	} else {
+		ll->owned = false;
+		ll->streak = 0;
+	}
+	pthread_mutex_unlock(mu);
+}
+
+/* Whether a release now should hand over (a local waiter, streak left). */
+static bool want_handover(struct loco_sherman_worker *w, struct sh_held *h)
+{
+	struct loco_sherman *t = w->t;
+	if (!h->local || t->o.handover_max == ~0u)
+		return false;
+	pthread_mutex_t *mu;
+	struct sh_llock *ll = llock(t, h, &mu);
+	pthread_mutex_lock(mu);
+	bool hand = ll->head && ll->streak < t->o.handover_max;
+	pthread_mutex_unlock(mu);
+	return hand;
+}
+
+/* ---- acquiring --------------------------------------------------------------- */
+
+static int redo(struct loco_sherman_worker *w, struct sh_held *h, uint64_t old);
+
+/* Batch a lock CAS (EXPECT -> WORD) with a READ of node A into IMG behind
+ * it on the same QP: if the CAS won, the READ saw the node after the last
+ * holder's release (it placed the writes before it). */
+static int cas_and_read(struct loco_sherman_worker *w, struct sh_held *h,
+			uint64_t expect, uint64_t word, loco_raddr_t a,
+			void *img, uint64_t *old)
+{
+	uint32_t pi;
+	uint64_t noff;
+	int rc = sh_locate(w->t, a, &pi, &noff);
+	if (rc)
+		return rc;
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	loco_batch_cas(&b, locks_of(w->t, h), (uint64_t)h->idx * 8, expect,
+		       word, old);
+	loco_batch_read(&b, &w->t->part[pi].nodes, noff, img, w->t->o.node_size);
+	return post_wait(w, &b);
+}
+
+/* The node read under the lock: the batch's copy if it is whole, else
+ * read again (a node torn under a held lock can only be a writer that
+ * lost its lock mid-way; sh_read_node waits it out). */
+static int locked_image(struct loco_sherman_worker *w, struct sh_held *h,
+			loco_raddr_t a, void *img, bool have)
+{
+	if (have && (h->raw || sh_node_ok(w->t, img, a)))
+		return 0;
+	if (!h->raw)
+		return sh_read_node(w, a, img);
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_post_read_raddr(w->thr, a, img, w->t->o.node_size, &ack);
+	return rc ? rc : sh_wait(w, &ack);
+}
+
+/* Take the expired word OLD of H over: CAS OLD -> MINE; on success
+ * complete what its holder left (redo) and read node A. *WON: whether the
+ * CAS won. */
+static int steal(struct loco_sherman_worker *w, struct sh_held *h,
+		 uint64_t old, uint64_t mine, loco_raddr_t a, void *img,
+		 bool *won)
+{
+	uint64_t got = 0;
+	int rc = loco_cas(w->thr, locks_of(w->t, h), (uint64_t)h->idx * 8, old,
+			  mine, &got);
+	*won = !rc && got == old;
+	if (!*won)
+		return rc;
+	h->word = mine;
+	SH_INC(w, steals);
+	rc = redo(w, h, old);
+	if (!rc)
+		rc = locked_image(w, h, a, img, false);
+	if (rc)
+		release_global(w, h);
+	return rc;
+}
+
+/* The global word of H for node A: CAS 0 -> ours (the first try batched
+ * with the node READ), stealing it once its lease is over. */
+static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
+			  loco_raddr_t a, void *img)
+{
+	struct loco_sherman *t = w->t;
+	uint64_t old = 0;
+	struct loco_wait wait;
+	loco_wait_init(&wait, t->base.mgr, -1);
+	for (bool first = true;; first = false) {
+		uint64_t mine = new_word(w);
+		int rc = first ? cas_and_read(w, h, 0, mine, a, img, &old) :
+			 loco_cas(w->thr, locks_of(t, h), (uint64_t)h->idx * 8,
+				  0, mine, &old);
+		if (rc)
+			return rc;
+		if (!old) {
+			h->word = mine;
+			rc = locked_image(w, h, a, img, first);
+			if (rc)
+				release_global(w, h);
+			return rc;
+		}
+		if (expired(t, old)) {
+			bool won;
+			rc = steal(w, h, old, mine, a, img, &won);
+			if (won || rc)
+				return rc;
+		}
+		SH_INC(w, lock_fails);
+		if (loco_wait_step(&wait)) {
+			loco_err(t->base.name, "lock %u:%u held by slot %u past "
+				 "the timeout", h->pi, h->idx,
+				 loco_lllock_owner(old));
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+/* Wait in the local queue of H's entry until granted, or time out. */
+static int local_wait(struct loco_sherman_worker *w, struct sh_llock *ll,
+		      pthread_mutex_t *mu, struct sh_waiter *wt)
+{
+	struct loco_wait wait;
+	loco_wait_init(&wait, w->t->base.mgr, -1);
+	/* Acquire: pairs with the release store in grant(). */
+	while (!atomic_load_explicit(&wt->granted, memory_order_acquire)) {
+		if (loco_wait_step(&wait)) {
+			pthread_mutex_lock(mu);
+			/* Relaxed: under the mutex grant() sets it under. */
+			bool got = atomic_load_explicit(&wt->granted,
+							memory_order_relaxed);
+			if (!got) {
+				struct sh_waiter **pp = &ll->head, *prev = NULL;
+				while (*pp != wt) {
+					prev = *pp;
+					pp = &(*pp)->next;
+				}
+				*pp = wt->next;
+				if (ll->tail == wt)
+					ll->tail = prev;
+			}
+			pthread_mutex_unlock(mu);
+			if (!got)
+				return -ETIMEDOUT;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Take the lock handed over with the global word WORD: renew it to ours
+ * (batched with the node READ). *WON: false if it was taken from the
+ * node meanwhile (lease over): then acquire it anew. */
+static int take_handed(struct loco_sherman_worker *w, struct sh_held *h,
+		       uint64_t word, loco_raddr_t a, void *img, bool *won)
+{
+	uint64_t mine = new_word(w), old = 0;
+	int rc = cas_and_read(w, h, word, mine, a, img, &old);
+	*won = !rc && old == word;
+	if (!*won)
+		return rc;
+	h->word = mine;
+	SH_INC(w, handovers);
+	rc = locked_image(w, h, a, img, true);
+	if (rc)
+		release_global(w, h);
+	return rc;
+}
+
+int sh_lock_node(struct loco_sherman_worker *w, loco_raddr_t a, void *img,
+		 struct sh_held *h)
+{
+	struct loco_sherman *t = w->t;
+	uint64_t noff;
+	int rc = sh_locate(t, a, &h->pi, &noff);
+	if (rc)
+		return rc;
+	h->idx = sh_lock_index(t, a);
+	h->local = t->llt != NULL;
+	if (!h->local)
+		return acquire_global(w, h, a, img);
+	pthread_mutex_t *mu;
+	struct sh_llock *ll = llock(t, h, &mu);
+	struct sh_waiter wt = { .next = NULL };
+	pthread_mutex_lock(mu);
+	bool queued = ll->owned;
+	if (queued) {
+		if (ll->tail)
+			ll->tail->next = &wt;
+		else
+			ll->head = &wt;
+		ll->tail = &wt;
+	}
+	ll->owned = true;
+	pthread_mutex_unlock(mu);
+	if (queued && (rc = local_wait(w, ll, mu, &wt)))
+		return rc;
+	bool won = false;
+	if (queued && wt.global)
+		rc = take_handed(w, h, wt.word, a, img, &won);
+	if (!rc && !won)
+		rc = acquire_global(w, h, a, img);
+	if (rc)
+		local_pass(w, h, false);
+	return rc;
+}
+
+int sh_lock_keep(struct loco_sherman_worker *w, struct sh_held *h)
+{
+	struct loco_sherman *t = w->t;
+	if (loco_lllock_lease(h->word) > sh_now_ms(t) + t->o.lease_ms / 2)
+		return 0;
+	uint64_t mine = new_word(w), old = 0;
+	int rc = loco_cas(w->thr, locks_of(t, h), (uint64_t)h->idx * 8, h->word,
+			  mine, &old);
+	if (rc)
+		return rc;
+	if (old != h->word) {
+		lost(w, h, "before its write-back");
+		local_pass(w, h, false);
+		return -EAGAIN;
+	}
+	h->word = mine;
+	return 0;
+}
+
+/* ---- releasing --------------------------------------------------------------- */
+
+void sh_unlock(struct loco_sherman_worker *w, struct sh_held *h)
+{
+	if (want_handover(w, h)) {
+		local_pass(w, h, true);
+		return;
+	}
+	release_global(w, h);
+	local_pass(w, h, false);
+}
+
+int sh_write_release(struct loco_sherman_worker *w, struct sh_held *h,
+		     loco_raddr_t a, uint64_t seq, uint32_t off,
+		     const void *data, uint32_t len)
+{
+	return sh_write_release_pre(w, h, a, seq, off, data, len, 0, NULL);
+}
+
+int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
+			 loco_raddr_t a, uint64_t seq, uint32_t off,
+			 const void *data, uint32_t len, loco_raddr_t pre,
+			 const void *pre_img)
+{
+	struct loco_sherman *t = w->t;
+	uint32_t pi;
+	uint64_t noff;
+	int rc = sh_locate(t, a, &pi, &noff);
+	if (rc) {
+		sh_unlock(w, h);
+		return rc;
+	}
+	if ((rc = sh_lock_keep(w, h)))
+		return rc;   /* lost: nothing written, nothing held */
+	bool hand = want_handover(w, h);
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	uint32_t ppi;
+	uint64_t pnoff;
+	if (pre && !(rc = sh_locate(t, pre, &ppi, &pnoff)) && ppi == pi)
+		/* Ordering: placed before the node that will point to it, by
+		 * the QP's order. */
+		loco_batch_write(&b, &t->part[pi].nodes, pnoff, pre_img,
+				 t->o.node_size);
+	else if (pre)
+		rc = rc ? rc : -EINVAL;
+	if (rc) {
+		sh_unlock(w, h);
+		return rc;
+	}
+	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
+	if (hand)
+		/* Ordering: placed before the next local holder's READ on its
+		 * own QP (a READ completes after earlier WRITEs are placed).
+		 * The READ is of our lock word: still ours, or lost. */
+		loco_batch_read(&b, &t->part[pi].locks, (uint64_t)h->idx * 8,
+				&w->cas_old, 8);
+	else if (!t->o.no_combine)
+		/* Ordering: the release follows the writes on one QP, which
+		 * places them first (command combination). */
+		loco_batch_cas(&b, &t->part[pi].locks, (uint64_t)h->idx * 8,
+			       h->word, 0, &w->cas_old);
+	rc = post_wait(w, &b);
+	if (!rc && !hand && t->o.no_combine) {
+		rc = release_global(w, h);
+	} else if (!rc && w->cas_old != h->word) {
+		lost(w, h, "before its release");
+		hand = false;
+	}
+	local_pass(w, h, hand && !rc);
+	return rc;
+}
+
+/* ---- crash recovery ------------------------------------------------------------ */
+
+/* The node holding TARGET and TARGET's offset in it, if TARGET..+LEN lies
+ * inside one node's body of part PI. */
+static bool redo_target(const struct loco_sherman *t, uint32_t pi,
+			const struct sh_redo *r, loco_raddr_t *node,
+			uint32_t *off)
+{
+	uint32_t p;
+	uint64_t o;
+	if (sh_locate(t, r->target, &p, &o) || p != pi)
+		return false;
+	*off = (uint32_t)(o % t->o.node_size);
+	*node = r->target - *off;
+	return *off >= 8 && r->len && r->len <= t->o.node_size - *off;
+}
+
+/* Complete what the holder of the stolen word OLD left (H is ours now):
+ * its redo record, if written under OLD, is written again. */
+static int redo(struct loco_sherman_worker *w, struct sh_held *h, uint64_t old)
+{
+	struct loco_sherman *t = w->t;
+	const struct sh_part *p = &t->part[h->pi];
+	uint32_t owner = loco_lllock_owner(old);
+	if (owner >= t->nslots)
+		return 0;
+	int rc = loco_read(w->thr, &p->redo, (uint64_t)owner * t->redo_len,
+			   w->redo, t->redo_len);
+	if (rc)
+		return rc;
+	const struct sh_redo *r = (const struct sh_redo *)w->redo;
+	loco_raddr_t node;
+	uint32_t off;
+	if (r->word != old || !redo_target(t, h->pi, r, &node, &off) ||
+	    r->check != sh_redo_check(r, r + 1))
+		return 0;   /* nothing of its write-back was placed */
+	uint8_t *data = w->nb[5];
+	uint32_t len = (uint32_t)r->len;
+	memcpy(data, r + 1, len);
+	uint64_t seq = 0, noff = 0;
+	rc = sh_locate(t, node, &(uint32_t){ 0 }, &noff);
+	if (!rc)
+		rc = loco_read(w->thr, &p->nodes, noff + SH_SEQ_OFF, &seq, 8);
+	if (!rc)
+		rc = sh_write_placed(w, h, node, seq, off, data, len);
+	if (!rc)
+		SH_INC(w, redos);
+	return rc;
+}
+
+/* Settle one held word WORD at index IDX of part PI: wait for its lease,
+ * steal, redo, release. Returns 0 (settled or moved on) or -EBUSY (still
+ * held at the deadline). */
+static int settle_one(struct loco_sherman_worker *w, uint32_t pi, uint32_t idx,
+		      uint64_t word, uint64_t deadline)
+{
+	struct loco_sherman *t = w->t;
+	struct sh_held h = { .pi = pi, .idx = idx };
+	for (;;) {
+		if (!loco_lllock_is_locked(word))
+			return 0;
+		if (expired(t, word)) {
+			uint64_t mine = new_word(w), got = 0;
+			int rc = loco_cas(w->thr, &t->part[pi].locks,
+					  (uint64_t)idx * 8, word, mine, &got);
+			if (rc)
+				return rc;
+			if (got == word) {
+				h.word = mine;
+				SH_INC(w, steals);
+				rc = redo(w, &h, word);
+				int rc2 = release_global(w, &h);
+				return rc ? rc : rc2;
+			}
+			word = got;
+			continue;
+		}
+		if (loco_now_ns() > deadline)
+			return -EBUSY;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+		int rc = loco_read(w->thr, &t->part[pi].locks, (uint64_t)idx * 8,
+				   &word, 8);
+		if (rc)
+			return rc;
+	}
+}
+
+static int settle_part(struct loco_sherman_worker *w, uint32_t pi,
+		       uint32_t slot, uint64_t deadline, uint64_t *held)
+{
+	struct loco_sherman *t = w->t;
+	uint64_t *buf = malloc(SH_READ_MAX);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	uint64_t len = (uint64_t)t->o.locks * 8;
+	for (uint64_t at = 0; at < len && !rc; at += SH_READ_MAX) {
+		uint32_t n = (uint32_t)(len - at < SH_READ_MAX ? len - at : SH_READ_MAX);
+		rc = loco_read(w->thr, &t->part[pi].locks, at, buf, n);
+		for (uint32_t i = 0; i < n / 8 && !rc; i++) {
+			uint64_t word = buf[i];
+			if (!loco_lllock_is_locked(word) ||
+			    (slot != ~0u && loco_lllock_owner(word) != slot))
+				continue;
+			rc = settle_one(w, pi, (uint32_t)(at / 8) + i, word,
+					deadline);
+			if (rc == -EBUSY) {
+				(*held)++;
+				rc = 0;
+			}
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot,
+		    int timeout_ms, uint64_t *held)
+{
+	struct loco_sherman *t = w->t;
+	if (timeout_ms < 0)
+		timeout_ms = loco_mgr_timeout_ms(t->base.mgr);
+	uint64_t deadline = loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t n = 0;
+	int rc = 0;
+	for (uint32_t pi = 0; pi < t->nparts && !rc; pi++)
+		rc = settle_part(w, pi, slot, deadline, &n);
+	if (!rc && held)
+		*held = n;
+	return rc;
+}
+
+int sh_lock_repair(struct loco_sherman_worker *w, loco_raddr_t a)
+{
+	struct loco_sherman *t = w->t;
+	uint32_t pi, idx = sh_lock_index(t, a);
+	uint64_t noff, word = 0;
+	int rc = sh_locate(t, a, &pi, &noff);
+	if (!rc)
+		rc = loco_read(w->thr, &t->part[pi].locks, (uint64_t)idx * 8,
+			       &word, 8);
+	if (rc || !loco_lllock_is_locked(word) || !expired(t, word))
+		return rc;
+	rc = settle_one(w, pi, idx, word, 0);
+	return rc == -EBUSY ? 0 : rc;
+}

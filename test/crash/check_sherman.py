@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Run loco-sherman-crash under tools/loco-run and check its JSON line.
+
+usage: check_sherman.py [--min-dead N] [--min-repairs N] [--min-links N]
+                        [--tries K]
+                        -- LOCO-RUN-ARGS... -- loco-sherman-crash ARGS...
+
+Everything after the first "--" goes to tools/loco-run as is. Every run
+must report "missing", "wrong", "scan_mismatch", "verify_errors" and
+"locks_held" 0 (the reporter repaired every lock a dead client held,
+verified every level of the tree, and found every acknowledged key with
+its value). A run also needs at least --min-dead dead nodes (default 1),
+--min-repairs repairs (default 1: a dead client left a lock a survivor
+had to take over) and --min-links links (default 0: parent entries a
+dead splitter left missing that survivors added); one that has fewer (a kill that landed
+between two operations, a crash point reached by a client that was then
+not the last to hold anything) is repeated, up to --tries K times, with
+the hard checks above made on every attempt. A node killed by a crash
+point makes loco-run exit non-zero, so its status is not used; a missing
+JSON line fails. Exit status 0 on success, 1 on failure."""
+
+import json
+import sys
+
+import crashrun
+
+HARD = ("missing", "wrong", "scan_mismatch", "verify_errors", "locks_held")
+
+
+def parse(argv):
+    return crashrun.parse(argv, "check_sherman",
+                          {"min_dead": 1, "min_repairs": 1, "min_links": 0,
+                           "tries": 1},
+                          {"--min-dead": "min_dead",
+                           "--min-repairs": "min_repairs",
+                           "--min-links": "min_links", "--tries": "tries"})
+
+
+def run_once(run_args):
+    return crashrun.run_once(run_args, '"sherman-crash"')
+
+
+def main(argv):
+    opts, run_args = parse(argv)
+    for attempt in range(1, opts["tries"] + 1):
+        res, out, err = run_once(run_args)
+        if res is None:
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            print("check_sherman: no result line")
+            return 1
+        print(json.dumps(res))
+        hard = ["%s = %d" % (k, res[k]) for k in HARD if res[k] != 0]
+        if hard:
+            sys.stderr.write(err)
+            print("check_sherman: FAIL: " + "; ".join(hard))
+            return 1
+        soft = []
+        if res["dead"] < opts["min_dead"]:
+            soft.append("%d dead, want >= %d" % (res["dead"], opts["min_dead"]))
+        if res["repairs"] < opts["min_repairs"]:
+            soft.append("%d repairs, want >= %d" % (res["repairs"],
+                                                    opts["min_repairs"]))
+        if res["links"] < opts["min_links"]:
+            soft.append("%d links, want >= %d" % (res["links"],
+                                                 opts["min_links"]))
+        if not soft:
+            print("check_sherman: ok (attempt %d)" % attempt)
+            return 0
+        print("check_sherman: attempt %d: %s" % (attempt, "; ".join(soft)))
+    print("check_sherman: FAIL after %d attempts" % opts["tries"])
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

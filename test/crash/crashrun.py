@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: MIT
+"""What the crash checkers share (check_transfer.py, check_sherman.py):
+their own options before a "--", and one tools/loco-run of a cluster
+whose reporter prints a JSON result line."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))))
+
+
+def parse(argv, prog, opts, keys):
+    """Integer options KEYS (flag -> name in OPTS) before the first "--";
+    the rest (loco-run's arguments) is returned with OPTS."""
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] not in keys or i + 1 >= len(argv):
+            sys.exit("%s: bad argument %s" % (prog, argv[i]))
+        opts[keys[argv[i]]] = int(argv[i + 1])
+        i += 2
+    if i >= len(argv):
+        sys.exit("%s: no loco-run arguments after --" % prog)
+    return opts, argv[i + 1:]
+
+
+def run_once(run_args, marker):
+    """Run loco-run with RUN_ARGS; the first JSON line holding MARKER
+    (None if there is none), stdout and stderr."""
+    cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
+    # loco-run's own --timeout ends a hung cluster first; this is a backstop
+    # (scaled like loco-run's in sanitizer builds).
+    scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300 * scale)
+    out = p.stdout.decode(errors="replace")
+    err = p.stderr.decode(errors="replace")
+    for line in out.splitlines():
+        body = line.split("] ", 1)[1] if line.startswith("[n") else line
+        if body.startswith("{") and marker in body:
+            return json.loads(body), out, err
+    return None, out, err
