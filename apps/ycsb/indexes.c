@@ -12,6 +12,7 @@ const struct ycsb_index_ops *const ycsb_indexes[] = {
 	&ycsb_ix_local_ordered,
 	&ycsb_ix_kvstore,
 	&ycsb_ix_race,
+	&ycsb_ix_sherman,
 	NULL,
 };
 
