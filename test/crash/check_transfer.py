@@ -24,45 +24,22 @@ is repeated up to K times; every run must still be conserved with no
 lock held. Exit status 0 on success, 1 on failure."""
 
 import json
-import os
-import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.realpath(__file__))))
+import crashrun
 
 
 def parse(argv):
-    opts = {"min_dead": 1, "max_dead": None, "min_repairs": 1, "tries": 1,
-            "min_outages": 0}
-    keys = {"--min-dead": "min_dead", "--max-dead": "max_dead",
-            "--min-repairs": "min_repairs", "--tries": "tries",
-            "--min-outages": "min_outages"}
-    i = 0
-    while i < len(argv) and argv[i] != "--":
-        if argv[i] not in keys or i + 1 >= len(argv):
-            sys.exit("check_transfer: bad argument %s" % argv[i])
-        opts[keys[argv[i]]] = int(argv[i + 1])
-        i += 2
-    if i >= len(argv):
-        sys.exit("check_transfer: no loco-run arguments after --")
-    return opts, argv[i + 1:]
+    return crashrun.parse(argv, "check_transfer",
+                          {"min_dead": 1, "max_dead": None, "min_repairs": 1,
+                           "tries": 1, "min_outages": 0},
+                          {"--min-dead": "min_dead", "--max-dead": "max_dead",
+                           "--min-repairs": "min_repairs", "--tries": "tries",
+                           "--min-outages": "min_outages"})
 
 
 def run_once(run_args):
-    cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
-    # loco-run's own --timeout ends a hung cluster first; this is a backstop
-    # (scaled like loco-run's in sanitizer builds).
-    scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=300 * scale)
-    out = p.stdout.decode(errors="replace")
-    err = p.stderr.decode(errors="replace")
-    for line in out.splitlines():
-        body = line.split("] ", 1)[1] if line.startswith("[n") else line
-        if body.startswith("{") and '"conserved"' in body:
-            return json.loads(body), out, err
-    return None, out, err
+    return crashrun.run_once(run_args, '"conserved"')
 
 
 def problems(res, opts, final):
