@@ -3,7 +3,8 @@
 # `meson install` into a scratch DESTDIR, then, as an outside user would:
 # every installed header compiles on its own (included as <loco/...>), a
 # program built with `pkg-config --cflags --libs loco-race` (which pulls
-# in loco-rtx and loco) links and runs,
+# in loco-rtx and loco) links and runs, one built with `pkg-config
+# loco-sherman` (which requires loco-rtx) too,
 # and the channel of docs/write-your-own-channel.md (docs/examples) builds
 # with `pkg-config loco` alone, warnings as errors.
 #   install_test.sh BUILDDIR [SANITIZE [SRCDIR]]
@@ -23,6 +24,7 @@ pc=$(dirname "$(find "$dest" -name loco.pc | head -n1)")
 [ -f "$pc/loco.pc" ] || { echo "install_test: no loco.pc installed"; exit 1; }
 [ -f "$pc/loco-rtx.pc" ] || { echo "install_test: no loco-rtx.pc installed"; exit 1; }
 [ -f "$pc/loco-race.pc" ] || { echo "install_test: no loco-race.pc installed"; exit 1; }
+[ -f "$pc/loco-sherman.pc" ] || { echo "install_test: no loco-sherman.pc installed"; exit 1; }
 export PKG_CONFIG_PATH=$pc PKG_CONFIG_SYSROOT_DIR=$dest
 cflags=$(pkg-config --cflags loco-race)
 libs=$(pkg-config --libs loco-race)
@@ -79,10 +81,34 @@ libdir=$(dirname "$(find "$dest" -name 'libloco.so' | head -n1)")
 out=$(LD_LIBRARY_PATH=$libdir "$dest/user")
 [ -n "$out" ] || { echo "install_test: the program printed nothing"; exit 1; }
 
+# Sherman: its header under <loco/channels/sherman/>, its pkg-config file
+# pulling in loco-rtx and loco.
+[ -f "$inc/channels/sherman/sherman.h" ] ||
+	{ echo "install_test: <loco/channels/sherman/sherman.h> not installed"; exit 1; }
+cat >"$dest/tree.c" <<'C'
+#include <stdio.h>
+#include <loco/channels/sherman/sherman.h>
+
+int main(void)
+{
+	struct loco_sherman_opts o = { .node_size = 1024 };
+	int (*create)(struct loco_mgr *, const struct loco_sherman_opts *,
+		      struct loco_sherman **) = loco_sherman_create;
+	printf("%u %d\n", o.node_size / LOCO_SHERMAN_NODE_MIN, create != NULL);
+	return 0;
+}
+C
+cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $sanflags \
+	$(pkg-config --cflags loco-sherman) "$dest/tree.c" -o "$dest/tree" \
+	$(pkg-config --libs loco-sherman) ||
+	{ echo "install_test: a pkg-config loco-sherman build fails"; exit 1; }
+[ "$(LD_LIBRARY_PATH=$libdir "$dest/tree")" = "8 1" ] ||
+	{ echo "install_test: the loco-sherman program does not run"; exit 1; }
+
 # The guide's channel, from the installed headers only.
 cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $sanflags \
 	$(pkg-config --cflags loco) "$src/docs/examples/my_flag.c" \
 	"$src/docs/examples/my_flag_main.c" -o "$dest/my-flag-pingpong" \
 	$(pkg-config --libs loco) ||
 	{ echo "install_test: docs/examples does not build against the installed headers"; exit 1; }
-echo "install_test: $n headers compile alone; a pkg-config build links and runs ($out); docs/examples builds"
+echo "install_test: $n headers compile alone; pkg-config builds (loco-race, loco-sherman) link and run ($out); docs/examples builds"
