@@ -57,6 +57,7 @@ struct ack {
 struct opts {
 	double duration;
 	unsigned threads, keys, node, reporter, dead_ms, vlen, lease_ms;
+	unsigned first, hold_ms;
 	bool rtx;
 };
 
@@ -126,6 +127,8 @@ static const char usage[] =
 "  --value-size B   value bytes, 8..256 (8)\n"
 "  --rtx            split mode rtx (default plain)\n"
 "  --lease-ms MS    plain mode lock lease (default the tree's)\n"
+"  --first ID --hold-ms MS  the other nodes start writing MS later (node\n"
+"                   ID alone grows the young tree: its root splits)\n"
 "  --reporter ID    the node that checks, if it finishes (default: the\n"
 "                   lowest that does)\n"
 "  --dead-ms MS     heartbeat silence that makes a node dead (500)\n";
@@ -146,6 +149,9 @@ static int opt_one(void *p, int c, const char *arg, char *expect)
 	case 'D': return bench_parse_uint(arg, 50, 600000, &o->dead_ms, expect);
 	case 'x': o->rtx = true; return 0;
 	case 'l': return bench_parse_uint(arg, 2, 60000, &o->lease_ms, expect);
+	case 'f': return bench_parse_uint(arg, 0, LOCO_MAX_NODES - 1, &o->first,
+					  expect);
+	case 'H': return bench_parse_uint(arg, 0, 60000, &o->hold_ms, expect);
 	default: return -1;
 	}
 }
@@ -160,6 +166,8 @@ static int parse(int argc, char **argv, struct loco_opts *lo, struct opts *o)
 		{ "value-size", required_argument, NULL, 'v' },
 		{ "rtx", no_argument, NULL, 'x' },
 		{ "lease-ms", required_argument, NULL, 'l' },
+		{ "first", required_argument, NULL, 'f' },
+		{ "hold-ms", required_argument, NULL, 'H' },
 		{ "reporter", required_argument, NULL, 'r' },
 		{ "dead-ms", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
@@ -298,6 +306,11 @@ static int run_writers(struct node *n)
 	pthread_t th[MAX_THREADS];
 	struct thr t[MAX_THREADS];
 	int rc = 0;
+	if (n->self != n->o.first && n->o.hold_ms) {
+		struct timespec ts = { n->o.hold_ms / 1000,
+				       (long)(n->o.hold_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	n->t0_ns = loco_now_ns();
 	for (unsigned i = 0; i < n->o.threads; i++) {
 		t[i] = (struct thr){ .n = n, .idx = i,
