@@ -54,7 +54,7 @@ int loco_lock_array_init_ex(struct loco_lock_array *a, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    unsigned n, uint64_t participants, unsigned flags)
 {
-	if (!n || (flags & ~LOCO_REGION_HOT))
+	if (!n || (flags & ~(LOCO_REGION_HOT | LOCO_TICKET_LOCK_SOLO)))
 		return -EINVAL;
 	int rc = loco_channel_init(&a->base, mgr, parent, name, participants,
 				   &lock_array_ops);

@@ -37,10 +37,12 @@ int loco_lock_array_init(struct loco_lock_array *a, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 unsigned n, uint64_t participants);
 
-/* As loco_lock_array_init with FLAGS: 0 or LOCO_REGION_HOT, each lock's
- * two words in its host's device memory while there is room (the lock
- * table of a kvstore is the classic use), the rest in the arena with one
- * warning per node. Every member should pass the same FLAGS. */
+/* As loco_lock_array_init with FLAGS: LOCO_REGION_HOT, each lock's two
+ * words in its host's device memory while there is room (the lock table
+ * of a kvstore is the classic use), the rest in the arena with one
+ * warning per node; LOCO_TICKET_LOCK_SOLO, every lock used by one thread
+ * context of this node (ticket_lock.h); or 0. Every member should pass
+ * the same LOCO_REGION_HOT. */
 int loco_lock_array_init_ex(struct loco_lock_array *a, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    unsigned n, uint64_t participants, unsigned flags);

@@ -81,6 +81,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->next_rr = l->serving_rr = l->skip_rr = NULL;
 	pthread_mutex_init(&l->mu, NULL);
 	atomic_init(&l->lstate, 0);
+	atomic_init(&l->solo, NULL);
 	/* No ticket held yet: serving starts at ticket + 1 = 0, so a first
 	 * split attempt speculates, as after this node's own release. */
 	l->ticket = UINT64_MAX;
@@ -130,20 +131,22 @@ int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			     struct loco_channel *parent, const char *name,
 			     uint32_t host, uint64_t participants, unsigned flags)
 {
-	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
+	if (host >= LOCO_MAX_NODES ||
+	    (flags & ~(LOCO_REGION_HOT | LOCO_TICKET_LOCK_SOLO)))
 		return -EINVAL;
 	int rc = loco_channel_init(&l->base, mgr, parent, name, participants,
 				   &ticket_lock_ops);
 	if (rc)
 		return rc;
 	local_init(l, host);
+	l->solo_mode = flags & LOCO_TICKET_LOCK_SOLO;
 	if (host != loco_channel_self(&l->base) &&
 	    !(l->base.participants & UINT64_C(1) << host))
 		rc = -EINVAL;
 	if (!rc)
 		rc = skip_add(l);
 	if (!rc)
-		rc = words_init(l, mgr, flags);
+		rc = words_init(l, mgr, flags & LOCO_REGION_HOT);
 	if (!rc)
 		rc = loco_channel_join(&l->base);
 	if (rc)
@@ -277,6 +280,8 @@ static void grant(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 static void local_pass(struct loco_ticket_lock *l)
 {
 	uint64_t owned = LS_OWNED;
+	if (l->solo_mode)
+		return;
 	/* Release: pairs with the acquire CAS of the next local owner, who
 	 * then sees this owner's ticket, streak and abandoned mark. */
 	if (atomic_compare_exchange_strong_explicit(&l->lstate, &owned, 0,
@@ -332,11 +337,32 @@ static int waiter_wait(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 	return s == TL_WAITING ? -ETIMEDOUT : s;
 }
 
+/* A LOCO_TICKET_LOCK_SOLO endpoint: THR is its one user (TL_OWNER), or
+ * -EPERM. */
+static int solo_take(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	struct loco_thread *none = NULL;
+	/* Relaxed: only the one user finds its own pointer there. */
+	if (atomic_load_explicit(&l->solo, memory_order_relaxed) == thr)
+		return TL_OWNER;
+	/* Acq_rel: the first user claims the endpoint once. */
+	if (atomic_compare_exchange_strong_explicit(&l->solo, &none, thr,
+						    memory_order_acq_rel,
+						    memory_order_relaxed))
+		return TL_OWNER;
+	loco_err(l->base.name, "a second thread context uses a lock made "
+		 "LOCO_TICKET_LOCK_SOLO");
+	return -EPERM;
+}
+
 /* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
- * -ETIMEDOUT. Nobody local in the way: one CAS. */
-static int local_acquire(struct loco_ticket_lock *l, struct loco_wait *dl)
+ * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS. */
+static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
+			 struct loco_wait *dl)
 {
 	uint64_t free_ = 0;
+	if (l->solo_mode)
+		return solo_take(l, thr);
 	/* Acquire: pairs with local_pass's release CAS. */
 	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
 						    memory_order_acquire,
@@ -388,7 +414,8 @@ static bool handover(struct loco_ticket_lock *l)
 {
 	/* Relaxed: a hint; a waiter that arrives later is found by
 	 * local_pass's CAS failing. */
-	if (atomic_load_explicit(&l->lstate, memory_order_relaxed) == LS_OWNED)
+	if (l->solo_mode ||
+	    atomic_load_explicit(&l->lstate, memory_order_relaxed) == LS_OWNED)
 		return false;
 	bool done = false;
 	pthread_mutex_lock(&l->mu);
@@ -637,7 +664,7 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, timeout_ms);
-	int rc = local_acquire(l, &dl);
+	int rc = local_acquire(l, thr, &dl);
 	if (rc == TL_HELD)
 		return 0;
 	if (rc == TL_OWNER) {
@@ -657,7 +684,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, timeout_ms);
 	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
-	int rc = local_acquire(l, &dl);
+	int rc = local_acquire(l, thr, &dl);
 	if (rc == TL_HELD) {
 		a->held = a->speculate = true;
 		return 0;
@@ -731,11 +758,15 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 			     struct loco_thread *thr)
 {
 	uint64_t free_ = 0;
+	if (l->solo_mode) {
+		if (solo_take(l, thr) < 0)
+			return -EPERM;
 	/* Acquire: pairs with local_pass's release CAS. */
-	if (!atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
-						     memory_order_acquire,
-						     memory_order_relaxed))
+	} else if (!atomic_compare_exchange_strong_explicit(
+			   &l->lstate, &free_, LS_OWNED, memory_order_acquire,
+			   memory_order_relaxed)) {
 		return -EBUSY;
+	}
 	int rc = global_try(l, thr);
 	if (rc)
 		local_pass(l);
@@ -762,8 +793,10 @@ int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
 				 struct loco_tl_release *r)
 {
 	(void)thr;
-	r->handover = atomic_load_explicit(&l->lstate, memory_order_relaxed) !=
-		      LS_OWNED; /* a hint, rechecked at finish */
+	/* Relaxed: a hint, rechecked at finish. */
+	r->handover = !l->solo_mode &&
+		      atomic_load_explicit(&l->lstate, memory_order_relaxed) !=
+		      LS_OWNED;
 	if (r->handover)
 		return 0;
 	loco_batch_faa(b, l->serving_rr, 0, 1, &r->old);

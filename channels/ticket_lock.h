@@ -87,6 +87,12 @@
 #define LOCO_TICKET_LOCK_SLOTS 256
 static_assert(LOCO_MAX_NODES <= LOCO_TICKET_LOCK_SLOTS,
 	      "every endpoint's ticket has a skip slot of its own");
+/* Init flag (with LOCO_REGION_HOT or alone): one thread context of this
+ * node uses the endpoint (the first to call lock, trylock or lock_post),
+ * so it skips the local queue and its atomics; another thread context
+ * gets -EPERM. For single-threaded nodes (loco-transfer --threads 1). */
+#define LOCO_TICKET_LOCK_SOLO 0x100u
+
 /* Default bound on consecutive local handovers. */
 #define LOCO_TICKET_LOCK_HANDOVER_MAX 16
 
@@ -118,6 +124,8 @@ struct loco_ticket_lock {
 	 * without MU while nobody waits. Under MU: the queue, the waiters'
 	 * count, handover_max and the stats (but acquires). */
 	_Atomic uint64_t lstate;
+	bool solo_mode;                  /* LOCO_TICKET_LOCK_SOLO */
+	struct loco_thread *_Atomic solo; /* its one user, once known */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;               /* local waiters sleep here */
 	/* The local owner's (ownership passes by the CAS or under mu): the
@@ -163,8 +171,9 @@ int loco_ticket_lock_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			  struct loco_channel *parent, const char *name,
 			  uint32_t host, uint64_t participants);
 
-/* As loco_ticket_lock_init with FLAGS: 0 or LOCO_REGION_HOT (next and
- * serving in the host's device memory if it has room, see above). */
+/* As loco_ticket_lock_init with FLAGS: LOCO_REGION_HOT (next and serving
+ * in the host's device memory if it has room, see above) and
+ * LOCO_TICKET_LOCK_SOLO (see there), or 0. */
 int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 			     struct loco_channel *parent, const char *name,
 			     uint32_t host, uint64_t participants, unsigned flags);
@@ -193,8 +202,9 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
  * the deadline, and the lock is not held), -ENOTCONN before the host
  * joined, -LOCO_EPROTO if the lock's words break the protocol (e.g. more
  * tickets outstanding than skip slots, which only endpoints that died
- * holding tickets can cause), or an op error (the host failed; the lock
- * may then stay taken).
+ * holding tickets can cause), -EPERM (a LOCO_TICKET_LOCK_SOLO endpoint
+ * called from a second thread context), or an op error (the host failed;
+ * the lock may then stay taken).
  * Ordering: an acquire: remote reads after the return see every write the
  *   previous holder made before its release (its fence placed them before
  *   serving advanced or before the local handover).
@@ -209,8 +219,9 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
  * to B) or add the ticket FAA to batch B, with a READ of serving behind it
  * when this node did not release the lock last. A->speculate says whether
  * READs the caller adds to B after this call will probably run under the
- * lock. Returns 0, -ETIMEDOUT (local queue), -ENOTCONN, or B's error
- * (B full); on an error the lock is not held and nothing was added.
+ * lock. Returns 0, -ETIMEDOUT (local queue), -ENOTCONN, -EPERM (as
+ * lock), or B's error (B full); on an error the lock is not held and
+ * nothing was added.
  * Ordering: none yet; see lock_finish.
  * Completion: the caller posts B and waits for its ack, then calls
  *   loco_ticket_lock_lock_finish with the result.
@@ -240,7 +251,8 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
  * value of serving (plus a READ of serving when that guess is stale).
  * Returns 0 (held), -EBUSY (held, or another thread of this node owns or
  * is acquiring it: the lock may have been free at that instant, as C++
- * try_lock allows), -ENOTCONN or an op error. Never waits for a peer.
+ * try_lock allows), -ENOTCONN, -EPERM (as lock) or an op error. Never
+ * waits for a peer.
  * Ordering: on 0, an acquire as for loco_ticket_lock_lock.
  * Completion: synchronous.
  * Caller: the thread owning THR; it must not hold the lock already. */

@@ -263,9 +263,12 @@ static int setup(struct xf *x)
 	rc = accounts_init(x);
 	if (rc)
 		goto fini_base;
+	/* One worker a node: its locks need no local queue. */
 	rc = loco_lock_array_init_ex(&x->locks, x->mgr, &x->base, "locks",
 				     x->o.locks, 0,
-				     x->o.hot_locks ? LOCO_REGION_HOT : 0);
+				     (x->o.hot_locks ? LOCO_REGION_HOT : 0) |
+				     (x->o.threads == 1 ? LOCO_TICKET_LOCK_SOLO :
+				      0));
 	if (rc)
 		goto fini_accounts;
 	rc = cl_run_init(&x->run, x->mgr, "xferrun");

@@ -534,6 +534,35 @@ START_TEST(threads_exclusive_with_handovers)
 }
 END_TEST
 
+/* LOCO_TICKET_LOCK_SOLO: one worker per node (every other section in
+ * the split form) excludes the others and counts exactly, with no local
+ * queue (no handover); then another thread context of a node gets -EPERM
+ * from every acquire, and the lock is still free for the worker's kind. */
+START_TEST(solo_excludes_and_refuses_others)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_ticket_lock_stats s;
+	struct loco_tl_acquire a;
+	struct loco_batch b;
+	lock_flags = LOCO_TICKET_LOCK_SOLO;
+	regions_init(sr);
+	ck_assert_int_eq(run_workers(sr, 1, 500, LONG_MS, 0), 2 * 500);
+	ck_assert_uint_eq(counter(sr), 1000);
+	ck_assert_uint_eq(overlaps, 0);
+	loco_ticket_lock_stats(&lk[0], &s);
+	ck_assert_uint_eq(s.handovers, 0);
+	ck_assert_uint_eq(s.acquires, 500);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 100), -EPERM);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[0], cl.thr[0]), -EPERM);
+	loco_batch_init(&b, cl.thr[0]);
+	ck_assert_int_eq(loco_ticket_lock_lock_post(&lk[0], cl.thr[0], &b, &a,
+						    100), -EPERM);
+	ck_assert_uint_eq(b.n, 0);
+	regions_fini(sr);
+	lock_flags = 0;
+}
+END_TEST
+
 /* Where a hot lock's words went, seen from the host HOST_LK and from
  * another member OTHER: device memory if the host's transport has some,
  * else the arena (shm, shm-weak). */
@@ -869,6 +898,7 @@ int main(void)
 	tcase_add_test(tc, threads_exclusive_with_handovers);
 	tcase_add_test(tc, no_handover_when_bound_is_zero);
 	tcase_add_test(tc, hot_words_exclusive);
+	tcase_add_test(tc, solo_excludes_and_refuses_others);
 	suite_add_tcase(s, tc);
 	TCase *t3 = tcase_create("three_nodes");
 	tcase_add_checked_fixture(t3, setup3, teardown);
