@@ -190,6 +190,12 @@ struct sh_kv {
  * (leaf_slots + 1 of them); returns their number. */
 unsigned sh_leaf_entries(const struct loco_sherman *t, void *img, uint64_t key,
 			 const void *val, struct sh_kv *e);
+/* The separators of full internal IMG plus {KEY, CHILD}, copied into ALL
+ * (a node buffer); E[i] = {separator i, its child in ALL}. Returns their
+ * number; the leftmost child stays sh_int_child(ALL, 0). */
+unsigned sh_int_entries(const struct loco_sherman *t, const void *img,
+			uint64_t key, loco_raddr_t child, uint8_t *all,
+			struct sh_kv *e);
 /* Leaf slots 0..N-1 from E, then seal; internal pairs from E, then seal. */
 void sh_leaf_fill(const struct loco_sherman *t, void *img,
 		  const struct sh_kv *e, unsigned n);

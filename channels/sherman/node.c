@@ -232,6 +232,19 @@ unsigned sh_leaf_entries(const struct loco_sherman *t, void *img, uint64_t key,
 	return n;
 }
 
+unsigned sh_int_entries(const struct loco_sherman *t, const void *img,
+			uint64_t key, loco_raddr_t child, uint8_t *all,
+			struct sh_kv *e)
+{
+	memcpy(all, img, t->o.node_size);
+	sh_int_insert(all, key, child);
+	unsigned n = sh_count((const struct sh_hdr *)all);
+	for (unsigned i = 0; i < n; i++)
+		e[i] = (struct sh_kv){ sh_int_key(all, i + 1),
+				    all + SH_HDR + 8 + (size_t)i * 16 + 8 };
+	return n;
+}
+
 void sh_leaf_fill(const struct loco_sherman *t, void *img,
 		  const struct sh_kv *e, unsigned n)
 {

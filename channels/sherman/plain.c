@@ -185,13 +185,8 @@ static int split_internal(struct loco_sherman_worker *w, struct sh_held *h,
 	const struct sh_hdr *p = img;
 	unsigned lv = sh_level(p);
 	uint8_t *all = w->nb[4];
-	memcpy(all, img, t->o.node_size);
-	sh_int_insert(all, key, child);
-	unsigned n = sh_count((struct sh_hdr *)all), mid = n / 2;
 	struct sh_kv *e = w->kv;
-	for (unsigned i = 0; i < n; i++)
-		e[i] = (struct sh_kv){ sh_int_key(all, i + 1),
-				    all + SH_HDR + 8 + (size_t)i * 16 + 8 };
+	unsigned n = sh_int_entries(t, img, key, child, all, e), mid = n / 2;
 	loco_crash_point("sherman.split_locked");
 	loco_raddr_t left = sh_int_child(all, 0);
 	int rc;
