@@ -601,16 +601,48 @@ static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
 }
 
 /* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
+/* Add the ticket's FAA to B and, unless this node released last (its
+ * hint then still is serving), a READ of serving behind it on the same
+ * QP, which the wait starts from: A's guess, speculate, read. */
+static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
+			struct loco_tl_acquire *a)
+{
+	a->guess = seen_get(l);
+	a->speculate = a->guess == l->ticket + 1;
+	a->read = !a->speculate;
+	loco_batch_faa(b, l->next_rr, 0, 1, &a->ticket);
+	if (a->read)
+		loco_batch_read(b, l->serving_rr, 0, &a->serving, 8);
+}
+
+/* After ticket_post's batch completed: the value of serving to wait from. */
+static uint64_t ticket_seen(struct loco_ticket_lock *l,
+			    const struct loco_tl_acquire *a)
+{
+	if (!a->read)
+		return a->guess;
+	seen_set(l, a->serving);
+	return a->serving;
+}
+
 static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  struct loco_wait *dl)
 {
-	uint64_t t;
+	struct loco_tl_acquire a = { 0 };
+	struct loco_ack ack = { 0, 0 };
+	struct loco_batch b;
+	uint64_t t = 0;
 	int rc = words_rr(l);
-	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 0)
-		rc = loco_faa(thr, l->next_rr, 0, 1, &t);
-	if (rc < 0)
+	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 1)
+		return ticket_wait(l, thr, t, seen_get(l), dl);
+	if (rc)
 		return rc;
-	return ticket_wait(l, thr, t, seen_get(l), dl);
+	loco_batch_init(&b, thr);
+	ticket_post(l, &b, &a);
+	rc = loco_batch_post(&b, &ack);
+	if (!rc)
+		rc = loco_ack_wait(thr, &ack, -1);
+	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), dl);
 }
 
 /* Take ticket S if next == S; serving <= next and serving >= S (a value
@@ -690,7 +722,8 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 		return 0;
 	}
 	if (rc < 0) {
-		count(l, &l->st.timeouts);
+		if (rc == -ETIMEDOUT)
+			count(l, &l->st.timeouts);
 		return rc;
 	}
 	rc = words_rr(l);
@@ -699,14 +732,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 		rc = global_acquire(l, thr, &dl);
 		a->held = a->speculate = !rc;
 	} else if (!rc) {
-		a->guess = seen_get(l);
-		/* Whether this node released last: serving then still is
-		 * the guess, and so is next, unless another node came. */
-		a->speculate = a->guess == l->ticket + 1;
-		a->read = !a->speculate;
-		loco_batch_faa(b, l->next_rr, 0, 1, &a->ticket);
-		if (a->read)
-			loco_batch_read(b, l->serving_rr, 0, &a->serving, 8);
+		ticket_post(l, b, a);
 		rc = b->err;
 	}
 	if (rc == -ETIMEDOUT)
@@ -728,11 +754,7 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 		local_pass(l);
 		return rc;
 	}
-	uint64_t s = a->guess;
-	if (a->read) {
-		s = a->serving;
-		seen_set(l, s);
-	}
+	uint64_t s = ticket_seen(l, a);
 	/* Held before the batch's later ops ran iff serving was already at
 	 * our ticket when we posted: nobody could hold the lock between the
 	 * release we saw and our FAA (a holder of that ticket would have

@@ -191,11 +191,12 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 			    struct loco_ticket_lock_stats *out);
 
 /* Acquire: join the local queue if another thread of this node owns the
- * lock (handover without remote ops), else take a ticket (FAA next; after
- * a timeout, first a CAS taking back the abandoned ticket) and wait until
- * serving reaches it (READs of serving, none if this node released last:
- * the next in line spins briefly, then yields; the others yield; a ticket
- * ahead found abandoned is passed). Returns 0 (held; also when the ticket
+ * lock (handover without remote ops), else take a ticket (FAA next, with
+ * a READ of serving behind it in the same doorbell unless this node
+ * released last; after a timeout, first a CAS taking back the abandoned
+ * ticket) and wait until serving reaches it (more READs of serving while
+ * it has not: the next in line spins briefly, then yields; the others
+ * yield; a ticket ahead found abandoned is passed). Returns 0 (held; also when the ticket
  * turns out to be served while a timed-out attempt leaves it),
  * -ETIMEDOUT after TIMEOUT_MS (< 0: the manager default; the ticket is
  * given back or abandoned, see above, with at most four remote ops after
