@@ -198,13 +198,16 @@ static void qp_retire(struct loco_qp *qp, uint64_t ticket, int status)
 	}
 }
 
-/* A FLUSH found PEER dead or restarted (-LOCO_EDOWN): it is down now,
- * whether or not the keeper noticed yet, so that loco_peer_wait waits for
- * its return. */
-static void op_failed(struct loco_thread *thr, uint32_t peer, int status)
+static uint32_t peer_gen(struct loco_mgr *mgr, uint32_t peer);
+
+/* A FLUSH on QP found its peer dead or restarted (-LOCO_EDOWN): it is
+ * down now, whether or not the keeper noticed yet, so that loco_peer_wait
+ * waits for its return; unless the manager already knows a newer
+ * incarnation (the QP is of an older one: its ops are being drained). */
+static void op_failed(struct loco_thread *thr, struct loco_qp *qp, int status)
 {
-	if (status == -LOCO_EDOWN)
-		loco_peer_down(thr->mgr, peer, "a FLUSH found it gone");
+	if (status == -LOCO_EDOWN && qp->gen == peer_gen(thr->mgr, qp->peer))
+		loco_peer_down(thr->mgr, qp->peer, "a FLUSH found it gone");
 }
 
 static int progress_locked(struct loco_thread *thr)
@@ -217,7 +220,7 @@ static int progress_locked(struct loco_thread *thr)
 		if (qp)
 			qp_retire(qp, cqe[i].wr_id, cqe[i].status);
 		if (qp && cqe[i].status)
-			op_failed(thr, qp->peer, cqe[i].status);
+			op_failed(thr, qp, cqe[i].status);
 	}
 	return n < 0 ? n : 0;
 }
@@ -670,7 +673,7 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 	assign_tickets(thr, wr, n);
 	int rc = thr->mgr->tp_ops->post(qp->tp, wr, n);
 	if (rc) {
-		op_failed(thr, peer, rc);
+		op_failed(thr, qp, rc);
 		return rc;
 	}
 	sync_placed(thr, peer, wr[n - 1].opcode == LOCO_OP_WRITE);
