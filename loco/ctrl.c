@@ -36,7 +36,8 @@
 #define MAX_CLIENTS 256
 #define SERVER_MSG_TIMEOUT_MS 1000  /* a started message must finish */
 #define HANDSHAKE_MS 900            /* accept to authenticated HELLO */
-#define PREAUTH_MAX 1024            /* largest payload before that */
+/* Largest payload before that: a HELLO with the largest arena descriptor. */
+#define PREAUTH_MAX (LOCO_DESC_MAX + 1024)
 #define LOGGED_MAX 64               /* addresses whose refusal was logged */
 #define CONNECT_RETRY_MS 20
 

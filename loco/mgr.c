@@ -139,8 +139,9 @@ static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 	loco_log_set_node(opts->node_id);
 	mgr->tp_ops = loco_transport_find(opts->transport);
 	if (!mgr->tp_ops) {
-		loco_err("mgr", "transport '%s' is not available in this build",
-			 opts->transport);
+		const char *why = loco_transport_absent(opts->transport);
+		loco_err("mgr", "transport '%s' is not available: %s",
+			 opts->transport, why ? why : "not in this build");
 		return -EPROTONOSUPPORT;
 	}
 	run_dir_pick(mgr);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The interface every backend implements (shm, shm-weak, verbs). The core
+/* The interface every backend implements (shm, shm-weak, verbs, ucx). The core
  * has already bounds-checked every work request against the target's
  * registration; a transport only moves bytes and reports completions.
  *
@@ -26,7 +26,8 @@
 #include <loco/hosts.h>
 #include <loco/raddr.h>
 
-#define LOCO_DESC_MAX 256   /* transport's arena descriptor blob */
+/* Transport's arena descriptor blob: room for a UCP worker address. */
+#define LOCO_DESC_MAX 3072
 #define LOCO_QP_DEPTH 256   /* max outstanding work requests per QP */
 
 enum loco_opcode {
@@ -147,8 +148,14 @@ struct loco_transport_ops {
 extern const struct loco_transport_ops loco_shm_ops;
 extern const struct loco_transport_ops loco_shm_weak_ops;
 extern const struct loco_transport_ops loco_verbs_ops;
+#ifdef LOCO_HAVE_UCX
+extern const struct loco_transport_ops loco_ucx_ops;
+#endif
 
-/* The backend called NAME ("shm", "shm-weak", "verbs"), or NULL. */
+/* The backend called NAME ("shm", "shm-weak", "verbs", "ucx"), or NULL. */
 const struct loco_transport_ops *loco_transport_find(const char *name);
+/* Why this build has no backend NAME although loco knows it (verbs or ucx
+ * left out at meson setup), or NULL. */
+const char *loco_transport_absent(const char *name);
 
 #endif

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* The ucx transport's arena descriptor: what a peer needs to reach this
+ * node's arena, sent in the control plane's HELLO (docs/formats.md).
+ * Little-endian, through loco/wire.h:
+ *
+ *   u32 magic "UCXL"   u16 version   u16 reserved (0)
+ *   u32 node id        u64 arena address (the rkey's virtual address)
+ *   u64 arena length
+ *   bytes packed rkey (ucp_rkey_pack; u16 length first)
+ *   bytes UCP worker address of the node's target worker (u16 length first)
+ *
+ * Internal to the library: every symbol here is hidden. */
+#ifndef LOCO_TRANSPORT_UCX_DESC_H
+#define LOCO_TRANSPORT_UCX_DESC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loco/transport/transport.h"
+
+#pragma GCC visibility push(hidden)
+
+#define UCX_DESC_MAGIC 0x4c584355u   /* "UCXL" */
+#define UCX_DESC_VERSION 1
+#define UCX_DESC_FIXED 32            /* bytes before the rkey's length */
+#define UCX_RKEY_MAX 512
+#define UCX_ADDR_MAX (LOCO_DESC_MAX - UCX_DESC_FIXED - 4 - UCX_RKEY_MAX)
+_Static_assert(UCX_ADDR_MAX >= 1024, "room for a worker address");
+
+struct ucx_desc {
+	uint32_t node;
+	uint64_t arena_addr;
+	uint64_t arena_len;
+	uint16_t rkey_len, addr_len;
+	uint8_t rkey[UCX_RKEY_MAX];
+	uint8_t addr[UCX_ADDR_MAX];
+};
+
+/* Encode D into BUF (CAP bytes); *LEN gets the length. -EMSGSIZE if the
+ * rkey or address is longer than this format carries or the whole does
+ * not fit CAP, -EINVAL for an empty rkey, address or arena. */
+int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len);
+/* Decode LEN bytes: 0, or -LOCO_EPROTO (wrong magic or version, bad
+ * lengths, an empty arena or one that wraps the address space). */
+int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* ucx transport internals shared by ucx.c (context, arena, workers,
+ * endpoints, data path), ucx_progress.c (the node's progress thread) and
+ * ucx_api.c (libucp loaded at run time). How it maps loco's model onto
+ * UCX: docs/ucx.md. Internal to the library: every symbol here is hidden.
+ *
+ * Threads: an application thread owns its CQ (a UCP worker) and QPs (UCP
+ * endpoints); the core serialises post, poll and abort on them, and this
+ * transport adds the CQ's own mutex so that the progress thread can also
+ * progress an idle CQ's worker (see ucx_progress.c). The progress thread
+ * alone progresses the node's target worker, whose address peers connect
+ * to; the control-plane thread calls peer_add (peer table under
+ * peer_lock). */
+#ifndef LOCO_TRANSPORT_UCX_INT_H
+#define LOCO_TRANSPORT_UCX_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include <loco/hosts.h>
+#include "loco/transport/transport.h"
+#include "loco/transport/ucx_api.h"
+#include "loco/transport/ucx_desc.h"
+#include "loco/transport/ucx_sq.h"
+
+#pragma GCC visibility push(hidden)
+
+#define UCX_LOG "ucx"
+
+struct loco_tp_cq;
+
+struct loco_tp {
+	const struct ucx_api *api;
+	uint32_t self;
+	const struct loco_hosts *hosts;
+	int timeout_ms;
+	ucp_context_h ctx;
+	/* target side: peers' endpoints connect to this worker */
+	ucp_worker_h target;
+	ucp_address_t *target_addr;
+	size_t target_addr_len;
+	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
+	 * UCX_TLS offers it), rkey packed once */
+	ucp_mem_h arena_memh;
+	uint8_t *arena;
+	uint64_t arena_len;
+	void *rkey_buf;
+	size_t rkey_len;
+	/* peers' arena descriptors */
+	pthread_mutex_t peer_lock;
+	bool peer_known[LOCO_MAX_NODES];
+	struct ucx_desc peer[LOCO_MAX_NODES];
+	/* CQs, for the progress thread's safety net */
+	pthread_mutex_t cq_lock;
+	struct loco_tp_cq *cqs;
+	/* the progress thread (ucx_progress.c) */
+	pthread_t progress;
+	bool progress_started;
+	int wake_fd;                 /* eventfd: written once, to stop it */
+	int epoll_fd;                /* the target worker's efd and WAKE_FD */
+	_Atomic bool stopping;
+	uint64_t spin_ns;            /* busy-poll after activity (LOCO_UCX_SPIN_US) */
+};
+
+struct loco_tp_cq {
+	struct loco_tp *tp;
+	ucp_worker_h worker;
+	/* Held around every call into WORKER (post, poll, QP set-up and
+	 * tear-down by the owner; progress by the progress thread). */
+	pthread_mutex_t lock;
+	bool fence_due;              /* an op was issued since the last fence */
+	struct loco_tp_qp *qps;      /* this CQ's QPs */
+	/* Hints for the progress thread, read without the lock (relaxed):
+	 * the owner's last progress and post, and whether requests are
+	 * outstanding. */
+	_Atomic uint64_t polled_ns;
+	_Atomic uint64_t posted_ns;
+	_Atomic bool busy;
+	struct ucx_grave *graves;    /* buffers UCX may still touch */
+	struct loco_tp_cq *next;     /* tp->cqs */
+};
+
+struct loco_tp_qp {
+	struct loco_tp_cq *cq;
+	uint32_t peer;
+	ucp_ep_h ep;                 /* NULL once closed (aborted) */
+	ucp_rkey_h rkey;
+	uint64_t remote_base;        /* the peer's arena address */
+	uint64_t remote_len;         /* and length */
+	int ep_status;               /* -errno once UCX reported the endpoint failed */
+	struct ucx_sq sq;
+	struct loco_tp_qp *next;     /* cq->qps */
+};
+
+/* Memory a request UCX has not finished with may still write: kept until
+ * the worker is destroyed. */
+struct ucx_grave {
+	void *mem;
+	struct ucx_grave *next;
+};
+
+/* ucx.c */
+
+/* -errno for a UCX status (0 for UCS_OK). */
+int ucx_errno(ucs_status_t st);
+/* Nanoseconds on CLOCK_MONOTONIC. */
+uint64_t ucx_now_ns(void);
+
+/* ucx_progress.c */
+
+/* Start the progress thread (TP->target must exist). Logs and returns
+ * -errno on failure. */
+int ucx_progress_start(struct loco_tp *tp);
+/* Stop and join it (a no-op if it never started). */
+void ucx_progress_stop(struct loco_tp *tp);
+
+#pragma GCC visibility pop
+
+#endif
