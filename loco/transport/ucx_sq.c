@@ -74,22 +74,25 @@ static int bounce_take(const struct ucx_bounce *b, uint64_t *head,
 	return 0;
 }
 
-/* Local memory for S (the request W needs LEN bytes). */
+/* LEN bytes of local memory for S: from the bounce ring, or a buffer of
+ * its own when the request is big or the ring, empty when the batch
+ * began, cannot take the whole batch (so that retiring cannot help). */
 static int slot_memory(struct ucx_sq *sq, struct ucx_slot *s, uint32_t len,
 		       uint64_t *bhead)
 {
-	if (len > UCX_BOUNCE_MAX_OP) {
-		s->buf = malloc(len);
-		if (!s->buf)
-			return -ENOMEM;
-		s->heap = 1;
+	int rc = len > UCX_BOUNCE_MAX_OP ? -EMSGSIZE :
+		 bounce_take(&sq->bounce, bhead, len, &s->buf);
+	if (!rc) {
+		s->uses_bounce = 1;
+		s->bounce_end = *bhead;
 		return 0;
 	}
-	int rc = bounce_take(&sq->bounce, bhead, len, &s->buf);
-	if (rc)
+	if (rc == -EAGAIN && sq->bounce.tail != sq->bounce.head)
 		return rc;
-	s->uses_bounce = 1;
-	s->bounce_end = *bhead;
+	s->buf = malloc(len);
+	if (!s->buf)
+		return -ENOMEM;
+	s->heap = 1;
 	return 0;
 }
 
@@ -148,8 +151,6 @@ int ucx_sq_stage(struct ucx_sq *sq, const struct loco_wr *wr, unsigned n,
 		uint32_t len = local_bytes(w);
 		if (!rc && len)
 			rc = slot_memory(sq, s, len, &bhead);
-		if (rc == -EAGAIN && sq->bounce.tail == sq->bounce.head)
-			rc = -EMSGSIZE; /* the batch alone overflows the empty buffer */
 		if (rc) {
 			unstage(sq, 0, i);
 			return rc;

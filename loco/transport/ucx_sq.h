@@ -31,7 +31,8 @@ _Static_assert(UCX_RING_SLOTS >= UCX_SQ_DEPTH &&
 	       (UCX_RING_SLOTS & (UCX_RING_SLOTS - 1)) == 0,
 	       "ring must hold the send queue and be a power of two");
 #define UCX_BOUNCE_BYTES (64u * 1024)
-/* A request with more local bytes than this gets a buffer of its own. */
+/* A request with more local bytes than this gets a buffer of its own
+ * (so does one of a batch that overflows the empty ring). */
 #define UCX_BOUNCE_MAX_OP (UCX_BOUNCE_BYTES / 4)
 /* Local bytes of an atomic: operand (compare for CAS) at 0, the reply
  * buffer (swap value in, old value out) at 8. */
@@ -108,9 +109,9 @@ static inline uint64_t ucx_sq_outstanding(const struct ucx_sq *sq)
  * the peer's arena of ARENA_LEN bytes; CAS and FAA 8 bytes and aligned),
  * give it local memory and copy WRITE data and atomic operands into it,
  * filling slots HEAD..HEAD+N-1 without committing them. Returns 0;
- * -EINVAL (malformed or out of bounds), -EMSGSIZE, -ENOMEM, or -EAGAIN
- * (ring or bounce buffer busy: retire, then retry). On failure nothing
- * is staged. */
+ * -EINVAL (malformed or out of bounds, or N > UCX_SQ_DEPTH), -ENOMEM, or
+ * -EAGAIN (ring or bounce buffer busy: retire, then retry). On failure
+ * nothing is staged. */
 int ucx_sq_stage(struct ucx_sq *sq, const struct loco_wr *wr, unsigned n,
 		 uint64_t arena_len, uint64_t *bounce_head);
 /* Slot of the I-th staged request. */

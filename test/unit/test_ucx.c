@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: MIT */
+/* ucx transport: the arena descriptor's wire format, the per-QP ring
+ * (transport-owned local memory, in-order retirement of requests UCX
+ * completes in any order, the failure rules, orphans), the status
+ * mapping; then the ops table on this machine over UCX_TLS=tcp and sm:
+ * every opcode, a fence READ, batches, bounds, abort, and open failing
+ * with one clear message when libucp is missing or UCX_TLS names nothing
+ * usable. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <loco/error.h>
+#include <loco/hosts.h>
+#include <loco/log.h>
+#include "loco/transport/transport.h"
+#include "loco/transport/ucx_desc.h"
+#include "loco/transport/ucx_int.h"
+#include "loco/transport/ucx_sq.h"
+#include "test/common/capture.h"
+
+/* ---- descriptor ---------------------------------------------------------- */
+
+static struct ucx_desc desc_sample(void)
+{
+	struct ucx_desc d = { .node = 7, .arena_addr = 0x7f0000001000,
+			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116 };
+	for (unsigned i = 0; i < d.rkey_len; i++)
+		d.rkey[i] = (uint8_t)(i * 3 + 1);
+	for (unsigned i = 0; i < d.addr_len; i++)
+		d.addr[i] = (uint8_t)(i * 5 + 2);
+	return d;
+}
+
+START_TEST(desc_roundtrip)
+{
+	struct ucx_desc d = desc_sample(), out;
+	uint8_t buf[LOCO_DESC_MAX];
+	size_t len;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, UCX_DESC_FIXED + 4 + d.rkey_len + d.addr_len);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+	ck_assert_uint_eq(out.node, 7);
+	ck_assert_uint_eq(out.arena_addr, d.arena_addr);
+	ck_assert_uint_eq(out.arena_len, d.arena_len);
+	ck_assert_uint_eq(out.rkey_len, d.rkey_len);
+	ck_assert_uint_eq(out.addr_len, d.addr_len);
+	ck_assert_mem_eq(out.rkey, d.rkey, d.rkey_len);
+	ck_assert_mem_eq(out.addr, d.addr, d.addr_len);
+	/* The largest descriptor fits LOCO_DESC_MAX exactly. */
+	d.rkey_len = UCX_RKEY_MAX;
+	d.addr_len = UCX_ADDR_MAX;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, LOCO_DESC_MAX);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+}
+END_TEST
+
+START_TEST(desc_pack_refuses)
+{
+	struct ucx_desc d = desc_sample();
+	uint8_t buf[LOCO_DESC_MAX];
+	size_t len;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, 100, &len), -EMSGSIZE);
+	d.addr_len = UCX_ADDR_MAX + 1;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EMSGSIZE);
+	d = desc_sample();
+	d.rkey_len = 0;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
+	d = desc_sample();
+	d.arena_len = 0;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
+}
+END_TEST
+
+/* Byte OFF of a good encoding changed to V, or the encoding cut or
+ * extended: unpack refuses. */
+static int unpack_mutated(size_t off, int v, int dlen)
+{
+	struct ucx_desc d = desc_sample(), out;
+	uint8_t buf[LOCO_DESC_MAX + 1];
+	size_t len;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, LOCO_DESC_MAX, &len), 0);
+	if (v >= 0)
+		buf[off] = (uint8_t)v;
+	return ucx_desc_unpack(buf, (size_t)((int)len + dlen), &out);
+}
+
+START_TEST(desc_unpack_refuses)
+{
+	ck_assert_int_eq(unpack_mutated(0, 'X', 0), -LOCO_EPROTO);   /* magic */
+	ck_assert_int_eq(unpack_mutated(4, 9, 0), -LOCO_EPROTO);     /* version */
+	ck_assert_int_eq(unpack_mutated(6, 1, 0), -LOCO_EPROTO);     /* reserved */
+	ck_assert_int_eq(unpack_mutated(12, 1, 0), -LOCO_EPROTO);    /* padding */
+	ck_assert_int_eq(unpack_mutated(0, -1, -1), -LOCO_EPROTO);   /* cut short */
+	ck_assert_int_eq(unpack_mutated(0, -1, 1), -LOCO_EPROTO);    /* trailing byte */
+	ck_assert_int_eq(unpack_mutated(0, -1, -150), -LOCO_EPROTO); /* address cut */
+	/* A wrapping arena, an empty one. */
+	struct ucx_desc d = desc_sample(), out;
+	uint8_t buf[LOCO_DESC_MAX];
+	size_t len;
+	d.arena_addr = UINT64_MAX - 100;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
+	d = desc_sample();
+	d.arena_addr = 0;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
+}
+END_TEST
+
+/* ---- the ring, with fake UCX requests ------------------------------------ */
+
+struct fake_req {
+	int done;
+	int status;
+	int freed;
+};
+
+static int fake_check(void *ctx, void *req, int *status)
+{
+	(void)ctx;
+	struct fake_req *r = req;
+	ck_assert(!r->freed);
+	if (!r->done)
+		return 0;
+	*status = r->status;
+	return 1;
+}
+
+static void fake_free(void *ctx, void *req)
+{
+	(void)ctx;
+	struct fake_req *r = req;
+	ck_assert(!r->freed);
+	r->freed = 1;
+}
+
+static const struct ucx_req_ops fake_ops = { fake_check, fake_free, NULL };
+static struct ucx_sq sq;
+#define ARENA (1u << 20)
+
+static struct loco_wr wr_read(uint64_t id, uint64_t off, void *dst, uint32_t len)
+{
+	return (struct loco_wr){ .opcode = LOCO_OP_READ, .len = len, .remote_off = off,
+				 .local = dst, .wr_id = id };
+}
+
+static struct loco_wr wr_write(uint64_t id, uint64_t off, void *src, uint32_t len)
+{
+	return (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = len, .remote_off = off,
+				 .local = src, .wr_id = id };
+}
+
+/* Stage and commit N requests, attaching REQ[i] (NULL: done at once). */
+static void post(struct loco_wr *w, unsigned n, struct fake_req **req)
+{
+	uint64_t bhead;
+	ck_assert_int_eq(ucx_sq_stage(&sq, w, n, ARENA, &bhead), 0);
+	for (unsigned i = 0; i < n; i++)
+		ucx_sq_staged(&sq, i)->req = req ? req[i] : NULL;
+	ucx_sq_commit(&sq, n, bhead);
+}
+
+START_TEST(sq_retire_in_order)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 3), 0);
+	uint64_t a = 0, b = 0, src = 0x1122334455667788;
+	struct fake_req r[3] = { { 0 } };
+	struct fake_req *req[3] = { &r[0], &r[1], &r[2] };
+	struct loco_wr w[3] = { wr_read(1, 64, &a, 8), wr_write(2, 72, &src, 8),
+				wr_read(3, 80, &b, 8) };
+	w[0].signaled = w[2].signaled = 1;
+	post(w, 3, req);
+	src = 0; /* WRITE data was copied at post */
+	struct loco_cqe c[4];
+	/* UCX completes the later READ first: nothing may be reported. */
+	memcpy(sq.slot[2].buf, "\x02\0\0\0\0\0\0\0", 8);
+	r[2].done = 1;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 0);
+	ck_assert_uint_eq(b, 0);
+	memcpy(sq.slot[0].buf, "\x01\0\0\0\0\0\0\0", 8);
+	r[0].done = 1;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 1);
+	ck_assert_uint_eq(c[0].wr_id, 1);
+	ck_assert_uint_eq(c[0].peer, 3);
+	ck_assert_uint_eq(a, 1);
+	ck_assert_uint_eq(b, 0);
+	uint64_t sent;
+	memcpy(&sent, sq.slot[1].buf, 8);
+	ck_assert_uint_eq(sent, 0x1122334455667788);
+	r[1].done = 1;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 1);
+	ck_assert_uint_eq(c[0].wr_id, 3);
+	ck_assert_uint_eq(b, 2);
+	ck_assert(r[0].freed && r[1].freed && r[2].freed);
+	ck_assert_uint_eq(ucx_sq_outstanding(&sq), 0);
+	ck_assert_uint_eq(sq.bounce.tail, sq.bounce.head);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(sq_atomic_layout)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 0), 0);
+	uint64_t old = 99, fold = 99;
+	struct loco_wr w[2] = {
+		{ .opcode = LOCO_OP_CAS, .len = 8, .remote_off = 8, .local = &old,
+		  .compare = 5, .operand = 6, .wr_id = 1, .signaled = 1 },
+		{ .opcode = LOCO_OP_FAA, .len = 8, .remote_off = 16, .local = &fold,
+		  .operand = 10, .wr_id = 2, .signaled = 1 },
+	};
+	post(w, 2, NULL);
+	uint64_t v[2];
+	memcpy(v, sq.slot[0].buf, 16);
+	ck_assert_uint_eq(v[0], 5);  /* compare: the operand buffer */
+	ck_assert_uint_eq(v[1], 6);  /* swap value in the reply buffer */
+	memcpy(v, sq.slot[1].buf, 16);
+	ck_assert_uint_eq(v[0], 10); /* addend */
+	v[0] = 5;                    /* what UCX returns: the old values */
+	memcpy(sq.slot[0].buf + 8, v, 8);
+	v[0] = 40;
+	memcpy(sq.slot[1].buf + 8, v, 8);
+	struct loco_cqe c[2];
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 2), 2);
+	ck_assert_uint_eq(old, 5);
+	ck_assert_uint_eq(fold, 40);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(sq_checks)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 0), 0);
+	uint64_t x = 0, bhead;
+	struct loco_wr bad[] = {
+		wr_read(1, ARENA - 4, &x, 8),                /* past the arena */
+		wr_read(1, 0, NULL, 8),                      /* no buffer */
+		{ .opcode = LOCO_OP_CAS, .len = 8, .remote_off = 12, .local = &x }, /* unaligned */
+		{ .opcode = LOCO_OP_FAA, .len = 4, .remote_off = 8, .local = &x },
+		{ .opcode = 9, .len = 8, .local = &x },
+		{ .opcode = LOCO_OP_READ, .space = LOCO_SPACE_DM, .len = 8, .local = &x },
+	};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(ucx_sq_stage(&sq, &bad[i], 1, ARENA, &bhead), -EINVAL);
+	/* A bad request second in a batch: nothing staged, nothing leaked. */
+	uint8_t *big = calloc(1, 100000);
+	struct loco_wr two[2] = { wr_write(1, 0, big, 100000), bad[0] };
+	ck_assert_int_eq(ucx_sq_stage(&sq, two, 2, ARENA, &bhead), -EINVAL);
+	ck_assert_uint_eq(ucx_sq_outstanding(&sq), 0);
+	/* A zero-length READ (the fence READ) needs no memory. */
+	struct loco_wr f = wr_read(2, 0, NULL, 0);
+	f.signaled = 1;
+	post(&f, 1, NULL);
+	ck_assert_ptr_null(sq.slot[0].buf);
+	struct loco_cqe c;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, &c, 1), 1);
+	free(big);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(sq_memory)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 0), 0);
+	static uint8_t src[UCX_BOUNCE_BYTES];
+	struct fake_req r = { 0 };
+	struct fake_req *req[8] = { &r };
+	uint64_t bhead;
+	/* Big requests get their own buffer. */
+	struct loco_wr big = wr_write(1, 0, src, UCX_BOUNCE_MAX_OP + 8);
+	post(&big, 1, req);
+	ck_assert(sq.slot[0].heap && !sq.slot[0].uses_bounce);
+	/* The ring busy with one 16 KiB request: a batch needing 64 KiB more
+	 * must wait (-EAGAIN) for retirement... */
+	struct loco_wr w[5];
+	for (unsigned i = 0; i < 5; i++)
+		w[i] = wr_write(2 + i, 0, src, UCX_BOUNCE_MAX_OP);
+	post(w, 1, req + 1);
+	ck_assert(sq.slot[1].uses_bounce);
+	ck_assert_int_eq(ucx_sq_stage(&sq, w + 1, 4, ARENA, &bhead), -EAGAIN);
+	struct loco_cqe c[8];
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 8), 0);
+	r.done = 1;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 8), 0); /* unsignaled */
+	ck_assert_uint_eq(ucx_sq_outstanding(&sq), 0);
+	/* ...and then goes in whole: what the empty ring cannot take gets
+	 * buffers of its own. */
+	post(w, 5, NULL);
+	unsigned heap = 0;
+	for (uint64_t s = sq.head - 5; s < sq.head; s++)
+		heap += sq.slot[s % UCX_RING_SLOTS].heap;
+	ck_assert_uint_eq(heap, 1);
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 8), 0);
+	ck_assert_uint_eq(sq.bounce.tail, sq.bounce.head);
+	/* The ring of slots is bounded too. */
+	struct loco_wr one = wr_read(9, 0, src, 8);
+	for (unsigned i = 0; i < UCX_SQ_DEPTH; i++)
+		post(&one, 1, NULL);
+	ck_assert_int_eq(ucx_sq_stage(&sq, &one, 1, ARENA, &bhead), -EAGAIN);
+	ck_assert_int_eq(ucx_sq_stage(&sq, w, UCX_SQ_DEPTH + 1, ARENA, &bhead), -EINVAL);
+	while (ucx_sq_outstanding(&sq))
+		ucx_sq_drain(&sq, &fake_ops, c, 8);
+	ck_assert_uint_eq(sq.bounce.tail, sq.bounce.head);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(sq_failure_rules)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 1), 0);
+	uint64_t dst[4] = { 7, 7, 7, 7 };
+	struct fake_req r[4] = { { 0 } };
+	struct fake_req *req[4] = { &r[0], &r[1], &r[2], &r[3] };
+	struct loco_wr w[4];
+	for (unsigned i = 0; i < 4; i++) {
+		w[i] = wr_read(10 + i, 8 * i, &dst[i], 8);
+		w[i].signaled = i != 1;
+	}
+	post(w, 4, req);
+	for (unsigned i = 0; i < 4; i++)
+		memset(sq.slot[i].buf, 0, 8);
+	r[0].done = 1;
+	r[1].done = 1;
+	r[1].status = -ECONNRESET; /* unsignaled request fails */
+	struct loco_cqe c[4];
+	/* Request 2 still runs, but the QP failed: it becomes an orphan. */
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 3);
+	ck_assert_uint_eq(c[0].wr_id, 10);
+	ck_assert_int_eq(c[0].status, 0);
+	ck_assert_uint_eq(c[1].wr_id, 12);
+	ck_assert_int_eq(c[1].status, -ECONNRESET); /* first signalled after it */
+	ck_assert_uint_eq(c[2].wr_id, 13);
+	ck_assert_int_eq(c[2].status, -LOCO_EQP);
+	ck_assert_uint_eq(dst[0], 0);
+	ck_assert(dst[1] == 7 && dst[2] == 7 && dst[3] == 7); /* never copied out */
+	ck_assert_uint_eq(sq.orphans, 2);
+	ck_assert_uint_eq(ucx_sq_reap(&sq, &fake_ops), 2);
+	r[2].done = r[3].done = 1;
+	ck_assert_uint_eq(ucx_sq_reap(&sq, &fake_ops), 0);
+	ck_assert(r[2].freed && r[3].freed);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(sq_refused_batch)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 2), 0);
+	uint64_t x = 0, bhead;
+	uint8_t *big = calloc(1, 100000);
+	struct fake_req r = { 0 };
+	struct loco_wr w[3] = { wr_read(1, 0, &x, 8), wr_read(2, 8, &x, 8),
+				wr_write(3, 0, big, 100000) };
+	w[2].signaled = 1;
+	ck_assert_int_eq(ucx_sq_stage(&sq, w, 3, ARENA, &bhead), 0);
+	ucx_sq_staged(&sq, 0)->req = &r; /* issued; the second one refused */
+	ucx_sq_refused(&sq, 1, 3, bhead, -EIO);
+	ck_assert(ucx_sq_failed(&sq));
+	ck_assert_uint_eq(ucx_sq_outstanding(&sq), 1);
+	struct loco_cqe c[2];
+	/* The issued request is silent: the caller saw the batch refused. */
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 2), 0);
+	ck_assert_uint_eq(sq.orphans, 1);
+	r.done = 1;
+	ck_assert_uint_eq(ucx_sq_reap(&sq, &fake_ops), 0);
+	free(big);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
+START_TEST(status_map)
+{
+	ck_assert_int_eq(ucx_errno(UCS_OK), 0);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_CONNECTION_RESET), -ECONNRESET);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_ENDPOINT_TIMEOUT), -ETIMEDOUT);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_UNREACHABLE), -EHOSTUNREACH);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_CANCELED), -ECANCELED);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_REJECTED), -ECONNREFUSED);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_UNSUPPORTED), -EOPNOTSUPP);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_FIRST_LINK_FAILURE), -ENETDOWN);
+	for (int s = UCS_ERR_NO_MESSAGE; s > UCS_ERR_LAST; s--)
+		ck_assert_int_lt(ucx_errno((ucs_status_t)s), 0);
+}
+END_TEST
+
+/* ---- the ops table on this machine ---------------------------------------- */
+
+static struct loco_hosts hosts;
+
+static struct loco_tp_config one_node(void)
+{
+	memset(&hosts, 0, sizeof(hosts));
+	hosts.node[0] = (struct loco_host){ .id = 0, .port = 7000, .present = 1,
+					    .host = "127.0.0.1" };
+	hosts.count = 1;
+	return (struct loco_tp_config){ .node_id = 0, .arena_bytes = 1 << 20,
+					.hosts = &hosts, .timeout_ms = 5000 };
+}
+
+static const struct loco_transport_ops *ops = &loco_ucx_ops;
+static struct loco_tp *tp;
+static struct loco_tp_cq *cq;
+static struct loco_tp_qp *qp;
+static const char *const tls[] = { "tcp", "sm" };
+
+/* Open a one-node transport over UCX_TLS=TLS with a QP to itself. */
+static void node_open(const char *t)
+{
+	struct loco_tp_config cfg = one_node();
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t len = sizeof(desc);
+	setenv("UCX_TLS", t, 1);
+	ck_assert_int_eq(ops->open(&cfg, &tp), 0);
+	ck_assert_uint_eq(ops->arena_len(tp), 1 << 20);
+	ck_assert_uint_eq(ops->dm_len(tp), 0);
+	ck_assert_int_eq(ops->dm_zero(tp, 0, 8), -EOPNOTSUPP);
+	ck_assert_int_eq(ops->arena_desc(tp, desc, &len), 0);
+	ck_assert_int_eq(ops->peer_add(tp, 0, desc, len, 1 << 20, 0), 0);
+	ck_assert_int_eq(ops->cq_create(tp, &cq), 0);
+	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &qp), 0);
+}
+
+static void node_close(void)
+{
+	ops->qp_destroy(qp);
+	ops->cq_destroy(cq);
+	ops->close(tp);
+}
+
+/* Post N requests, the last signalled, and wait for that completion. */
+static int run(struct loco_wr *w, unsigned n)
+{
+	static uint64_t id;
+	for (unsigned i = 0; i < n; i++) {
+		w[i].wr_id = ++id;
+		w[i].signaled = i + 1 == n;
+	}
+	int rc = ops->post(qp, w, n);
+	if (rc)
+		return rc;
+	struct loco_cqe c;
+	for (unsigned spins = 0; spins < 10000000; spins++) {
+		int k = ops->poll(cq, &c, 1);
+		ck_assert_int_ge(k, 0);
+		if (k) {
+			ck_assert_uint_eq(c.wr_id, id);
+			ck_assert_uint_eq(c.peer, 0);
+			return c.status;
+		}
+	}
+	ck_abort_msg("no completion");
+	return -1;
+}
+
+START_TEST(ops_every_opcode)
+{
+	node_open(tls[_i]);
+	uint8_t *arena = ops->arena_base(tp);
+	uint64_t data[8], back[8] = { 0 }, old = 1, zero = 0;
+	for (unsigned i = 0; i < 8; i++)
+		data[i] = 0x0101010101010101ull * (i + 1);
+	/* WRITE, then READ on the same QP sees it (no fence in between). */
+	struct loco_wr w[3] = {
+		{ .opcode = LOCO_OP_WRITE, .len = 64, .remote_off = 128, .local = data },
+		{ .opcode = LOCO_OP_READ, .len = 64, .remote_off = 128, .local = back },
+	};
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_mem_eq(back, data, 64);
+	ck_assert_mem_eq(arena + 128, data, 64);
+	/* CAS that succeeds, one that fails, FAA. */
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_CAS, .len = 8, .remote_off = 256,
+				 .local = &old, .compare = 0, .operand = 5 };
+	ck_assert_int_eq(run(w, 1), 0);
+	ck_assert_uint_eq(old, 0);
+	w[0].operand = 9;
+	ck_assert_int_eq(run(w, 1), 0);
+	ck_assert_uint_eq(old, 5);
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_FAA, .len = 8, .remote_off = 256,
+				 .local = &old, .operand = 3 };
+	ck_assert_int_eq(run(w, 1), 0);
+	ck_assert_uint_eq(old, 5);
+	/* A WRITE and the fence READ (zero length) in one batch: placed. */
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 264,
+				 .local = &data[3] };
+	w[1] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 0,
+				 .remote_off = 64 };
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_mem_eq(arena + 264, &data[3], 8);
+	ck_assert_mem_eq(arena + 256, &(uint64_t){ 8 }, 8);
+	/* The WRITE's source may change right after post: its bytes were taken. */
+	uint64_t src = 77;
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 272,
+				 .local = &src };
+	w[1] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 8, .remote_off = 272,
+				 .local = &zero };
+	for (unsigned i = 0; i < 2; i++)
+		w[i].wr_id = 1000 + i;
+	w[1].signaled = 1;
+	ck_assert_int_eq(ops->post(qp, w, 2), 0);
+	src = 78;
+	struct loco_cqe c;
+	while (ops->poll(cq, &c, 1) == 0)
+		;
+	ck_assert_uint_eq(zero, 77);
+	node_close();
+}
+END_TEST
+
+START_TEST(ops_large_and_bounds)
+{
+	node_open(tls[_i]);
+	size_t n = 200 * 1024;
+	uint8_t *src = malloc(n), *dst = calloc(1, n);
+	for (size_t i = 0; i < n; i++)
+		src[i] = (uint8_t)(i * 7);
+	struct loco_wr w[2] = {
+		{ .opcode = LOCO_OP_WRITE, .len = (uint32_t)n, .remote_off = 4096, .local = src },
+		{ .opcode = LOCO_OP_READ, .len = (uint32_t)n, .remote_off = 4096, .local = dst },
+	};
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_mem_eq(dst, src, n);
+	/* Outside the peer's arena: refused at post, nothing issued. */
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 16,
+				 .remote_off = (1 << 20) - 8, .local = dst };
+	ck_assert_int_eq(ops->post(qp, w, 1), -EINVAL);
+	w[0].remote_off = 0;
+	ck_assert_int_eq(run(w, 1), 0);
+	free(src);
+	free(dst);
+	node_close();
+}
+END_TEST
+
+START_TEST(ops_abort)
+{
+	node_open(tls[_i]);
+	uint64_t x = 0;
+	struct loco_wr w = { .opcode = LOCO_OP_READ, .len = 8, .remote_off = 64,
+			     .local = &x, .signaled = 1, .wr_id = 5 };
+	ops->qp_abort(qp);
+	ops->qp_abort(qp); /* twice is harmless */
+	ck_assert_int_eq(ops->post(qp, &w, 1), -LOCO_EQP);
+	struct loco_cqe c;
+	ck_assert_int_eq(ops->poll(cq, &c, 1), 0);
+	node_close();
+}
+END_TEST
+
+START_TEST(peer_add_refuses)
+{
+	node_open("tcp");
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t len = sizeof(desc);
+	char log[2048];
+	struct capture cap;
+	ck_assert_int_eq(ops->arena_desc(tp, desc, &len), 0);
+	capture_start(&cap);
+	int wrong_node = ops->peer_add(tp, 1, desc, len, 1 << 20, 0);
+	int wrong_len = ops->peer_add(tp, 0, desc, len, 1 << 19, 0);
+	int with_dm = ops->peer_add(tp, 0, desc, len, 1 << 20, 64);
+	int garbage = ops->peer_add(tp, 0, "nonsense", 8, 1 << 20, 0);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(wrong_node, -LOCO_EPROTO);
+	ck_assert_int_eq(wrong_len, -LOCO_EPROTO);
+	ck_assert_int_eq(with_dm, -LOCO_EPROTO);
+	ck_assert_int_eq(garbage, -LOCO_EPROTO);
+	ck_assert_msg(count_substr(log, "sent a bad ucx arena descriptor") == 4, "log: %s", log);
+	struct loco_tp_qp *q2;
+	ck_assert_int_eq(ops->qp_create(tp, cq, 1, &q2), -EINVAL); /* not in hosts */
+	node_close();
+}
+END_TEST
+
+static int open_captured(char *log, size_t len)
+{
+	struct loco_tp_config cfg = one_node();
+	struct capture cap;
+	loco_log_set_level(LOCO_LOG_INFO);
+	capture_start(&cap);
+	int r = ops->open(&cfg, &tp);
+	capture_end(&cap, log, len);
+	return r;
+}
+
+START_TEST(open_library_missing)
+{
+	char log[4096];
+	setenv("LOCO_UCX_LIB", "/nonexistent/libucp.so.0", 1);
+	ck_assert_int_eq(open_captured(log, sizeof(log)), -ELIBACC);
+	ck_assert_msg(strstr(log, "cannot load UCX (/nonexistent/libucp.so.0)") &&
+		      strstr(log, "apt-get install libucx0"), "log: %s", log);
+	ck_assert_uint_eq(count_substr(log, "loco "), 1);
+	/* Later opens fail the same way without logging again. */
+	ck_assert_int_eq(open_captured(log, sizeof(log)), -ELIBACC);
+	ck_assert_uint_eq(count_substr(log, "loco "), 0);
+}
+END_TEST
+
+START_TEST(open_no_usable_transport)
+{
+	char log[4096];
+	setenv("UCX_TLS", "nosuchtransport", 1);
+	ck_assert_int_eq(open_captured(log, sizeof(log)), -ENODEV);
+	ck_assert_msg(strstr(log, "UCX found no usable transport (UCX_TLS=nosuchtransport"),
+		      "log: %s", log);
+}
+END_TEST
+
+static Suite *ucx_suite(void)
+{
+	Suite *s = suite_create("ucx");
+	TCase *t = tcase_create("wire");
+	tcase_add_test(t, desc_roundtrip);
+	tcase_add_test(t, desc_pack_refuses);
+	tcase_add_test(t, desc_unpack_refuses);
+	tcase_add_test(t, status_map);
+	suite_add_tcase(s, t);
+	t = tcase_create("ring");
+	tcase_add_test(t, sq_retire_in_order);
+	tcase_add_test(t, sq_atomic_layout);
+	tcase_add_test(t, sq_checks);
+	tcase_add_test(t, sq_memory);
+	tcase_add_test(t, sq_failure_rules);
+	tcase_add_test(t, sq_refused_batch);
+	suite_add_tcase(s, t);
+	t = tcase_create("ops");
+	tcase_set_timeout(t, 60);
+	tcase_add_loop_test(t, ops_every_opcode, 0, 2);
+	tcase_add_loop_test(t, ops_large_and_bounds, 0, 2);
+	tcase_add_loop_test(t, ops_abort, 0, 2);
+	tcase_add_test(t, peer_add_refuses);
+	tcase_add_test(t, open_library_missing);
+	tcase_add_test(t, open_no_usable_transport);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(ucx_suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
