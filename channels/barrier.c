@@ -87,6 +87,12 @@ int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 	loco_wait_init(&w, b->base.mgr, timeout_ms);
 	bool pushed = false;
 	for (;;) {
+		/* Every member arrived: the round is over for this node
+		 * whatever became of its push. A member that saw every count
+		 * may already have left (exited, on a transport where its
+		 * memory goes with it), failing the push's placing READ. */
+		if (all_arrived(b))
+			break;
 		if (!pushed) {
 			/* Polls the push: an error (a failed peer) ends the
 			 * wait, and a retired placing READ spares the next
@@ -96,8 +102,6 @@ int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 				return rc;
 			pushed = rc == 1;
 		}
-		if (all_arrived(b))
-			break;
 		int rc = loco_wait_step(&w);
 		if (rc)
 			return rc;

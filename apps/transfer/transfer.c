@@ -589,6 +589,10 @@ static int finish(struct xf *x, struct loco_thread *thr, struct cl_row *row,
 	int rc = cl_run_publish(&x->run, thr, row, FINAL_MS);
 	if (!rc)
 		rc = accounts_total(x, thr, &final);
+	/* No node leaves before every node read the accounts: on a transport
+	 * whose memory leaves with its process the last reads would fail. */
+	if (!rc)
+		rc = cl_run_sync(&x->run, thr, FINAL_MS);
 	if (rc)
 		return rc;
 	uint64_t spread[2];
