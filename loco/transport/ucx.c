@@ -56,8 +56,10 @@ int ucx_errno(ucs_status_t st)
 	case UCS_ERR_NO_DEVICE: return -ENODEV;
 	case UCS_ERR_BUSY: return -EBUSY;
 	case UCS_ERR_CANCELED: return -ECANCELED;
-	case UCS_ERR_TIMED_OUT:
-	case UCS_ERR_ENDPOINT_TIMEOUT: return -ETIMEDOUT;
+	case UCS_ERR_TIMED_OUT: return -ETIMEDOUT;
+	/* UCX's verdict on an endpoint whose peer went away (TCP: the
+	 * connection closed; keepalive: the process is gone). */
+	case UCS_ERR_ENDPOINT_TIMEOUT: return -ECONNRESET;
 	case UCS_ERR_UNSUPPORTED:
 	case UCS_ERR_NOT_IMPLEMENTED: return -EOPNOTSUPP;
 	case UCS_ERR_REJECTED: return -ECONNREFUSED;
@@ -512,8 +514,17 @@ static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 	if (q->ep_status)
 		return;
 	q->ep_status = ucx_errno(status) ? ucx_errno(status) : -EIO;
-	loco_err(UCX_LOG, "endpoint to node %u failed: %s; its requests fail", q->peer,
-		 q->cq->tp->api->status_string(status));
+	/* Requests lost: an error. None: the peer may just have left (a
+	 * cluster's last barrier), and a later post reports the failure. */
+	if (ucx_sq_outstanding(&q->sq))
+		loco_err(UCX_LOG, "endpoint to node %u failed (%s): its %" PRIu64
+			 " outstanding requests fail", q->peer,
+			 q->cq->tp->api->status_string(status),
+			 ucx_sq_outstanding(&q->sq));
+	else
+		loco_info(UCX_LOG, "endpoint to node %u closed (%s): the node left or "
+			  "the connection broke", q->peer,
+			  q->cq->tp->api->status_string(status));
 }
 
 static int peer_desc(struct loco_tp *tp, uint32_t peer, struct ucx_desc *out)

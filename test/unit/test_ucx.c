@@ -375,7 +375,8 @@ START_TEST(status_map)
 {
 	ck_assert_int_eq(ucx_errno(UCS_OK), 0);
 	ck_assert_int_eq(ucx_errno(UCS_ERR_CONNECTION_RESET), -ECONNRESET);
-	ck_assert_int_eq(ucx_errno(UCS_ERR_ENDPOINT_TIMEOUT), -ETIMEDOUT);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_ENDPOINT_TIMEOUT), -ECONNRESET);
+	ck_assert_int_eq(ucx_errno(UCS_ERR_TIMED_OUT), -ETIMEDOUT);
 	ck_assert_int_eq(ucx_errno(UCS_ERR_UNREACHABLE), -EHOSTUNREACH);
 	ck_assert_int_eq(ucx_errno(UCS_ERR_CANCELED), -ECANCELED);
 	ck_assert_int_eq(ucx_errno(UCS_ERR_REJECTED), -ECONNREFUSED);
