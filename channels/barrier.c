@@ -73,6 +73,25 @@ static bool all_arrived(struct loco_barrier *b)
 	return true;
 }
 
+/* The push failed: its error to a member whose count has not reached us
+ * (gone or cut off mid-round); 0 if every member it failed to has
+ * arrived: one that saw every count may have left already (exited, on a
+ * transport whose memory goes with its process). */
+static int push_failed(struct loco_barrier *b, struct loco_thread *thr)
+{
+	for (uint64_t m = b->ack.peers; m; m &= m - 1) {
+		uint32_t p = (uint32_t)__builtin_ctzll(m);
+		struct loco_ack one = { UINT64_C(1) << p, b->ack.ticket };
+		uint64_t c = 0;
+		int rc = loco_ack_test(thr, &one);
+		/* Acquire (in loco_sst_load): pairs with P's fence before
+		 * its push, as in all_arrived. */
+		if (rc < 0 && (loco_sst_load(&b->sst, p, &c) || c < b->count))
+			return rc;
+	}
+	return 0;
+}
+
 int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 		      int timeout_ms)
 {
@@ -87,21 +106,24 @@ int loco_barrier_wait(struct loco_barrier *b, struct loco_thread *thr,
 	loco_wait_init(&w, b->base.mgr, timeout_ms);
 	bool pushed = false;
 	for (;;) {
-		/* Every member arrived: the round is over for this node
-		 * whatever became of its push. A member that saw every count
-		 * may already have left (exited, on a transport where its
-		 * memory goes with it), failing the push's placing READ. */
-		if (all_arrived(b))
-			break;
 		if (!pushed) {
-			/* Polls the push: an error (a failed peer) ends the
-			 * wait, and a retired placing READ spares the next
-			 * global fence its own READ. */
+			/* Polls the push: an error (a failed peer that has
+			 * not arrived) ends the wait, and a retired placing
+			 * READ spares the next global fence its own READ. */
 			int rc = loco_ack_test(thr, &b->ack);
-			if (rc < 0)
-				return rc;
+			if (rc < 0) {
+				int err = push_failed(b, thr);
+				if (err)
+					return err;
+				rc = 1; /* failed only to members that arrived */
+			}
 			pushed = rc == 1;
 		}
+		/* Our count placed at every member still there before we
+		 * leave: one that left right after would otherwise take
+		 * the push with it, and those still waiting would wait on. */
+		if (pushed && all_arrived(b))
+			break;
 		int rc = loco_wait_step(&w);
 		if (rc)
 			return rc;
