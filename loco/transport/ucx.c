@@ -676,8 +676,8 @@ static void ucx_qp_abort(struct loco_tp_qp *q)
 {
 	pthread_mutex_lock(&q->cq->lock);
 	if (q->ep) {
-		loco_err(UCX_LOG, "giving up on the requests to node %u: endpoint closed",
-			 q->peer);
+		loco_err(UCX_LOG, "no answer from node %u in time: its requests fail "
+			 "and the endpoint is closed", q->peer);
 		ucx_sq_fail(&q->sq, -ETIMEDOUT);
 		ep_close(q);
 	}

@@ -97,22 +97,22 @@ def expect_fail(name, argv, says, e=None, rc_want=None):
 # ---- a running cluster: memory node 0, compute ids 1 and 2 -------------------
 
 class Cluster:
-    def __init__(self, key=KEY):
+    def __init__(self, key=KEY, **extra):
         self.ports = free_ports(3)
         self.hosts = path("hosts-%d" % self.ports[0],
                           "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n"
                           "2 127.0.0.1:%d compute\n" % tuple(self.ports))
         self.log = open(path("memnode-%d.log" % self.ports[0]), "w+b")
         self.e = env(LOCO_HOSTS=self.hosts, LOCO_CLUSTER_KEY=key,
-                     LOCO_RUN_DIR=path("run-%d" % self.ports[0]))
+                     LOCO_RUN_DIR=path("run-%d" % self.ports[0]), **extra)
         self.mem = subprocess.Popen([MEMNODE, "--id", "0"], env=self.e,
                                     stdin=subprocess.DEVNULL,
                                     stdout=self.log, stderr=self.log)
         self.seed = random.randrange(1, 2**40)
 
-    def probe(self, what, node=1, timeout_ms=3000):
+    def probe(self, what, node=1, timeout_ms=3000, args=(), **extra):
         return run([PROBE, "--id", str(node), "--timeout-ms", str(timeout_ms),
-                    what, str(self.seed)], self.e)
+                    what, str(self.seed)] + list(args), dict(self.e, **extra))
 
     def memlog(self):
         self.log.flush()
@@ -550,6 +550,90 @@ def cluster_cases():
             cl.stop()
 
 
+# ---- the ucx transport (when built): UCX missing or unusable, no
+# transport in common with a peer, a memory node dying or stopping under a
+# busy client (docs/ucx.md) -------------------------------------------------
+
+UCX = {"LOCO_TRANSPORT": "ucx", "UCX_TLS": "tcp"}
+
+
+def ucx_fault(name, cl, fault, says):
+    """A client busy reading the memory node (loco-probe loop) while FAULT
+    hits the node: it must end non-zero within the hang limit, saying SAYS."""
+    p = subprocess.Popen([PROBE, "--id", "1", "--timeout-ms", "1000", "loop",
+                          str(cl.seed), "30"], env=cl.e,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    time.sleep(0.5)
+    fault(cl)
+    t0 = time.monotonic()
+    try:
+        out = p.communicate(timeout=HANG_S)[0].decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return record(name, False, "client still running %g s after the "
+                      "fault" % HANG_S)
+    t = time.monotonic() - t0
+    ok = p.returncode not in (None, 0) and says in out and \
+        not any(s in out for s in SAN)
+    record(name, ok, "exit %s after %.1f s: %s" % (p.returncode, t, out[-400:]))
+
+
+def ucx_cases():
+    if not os.path.exists(os.path.join(B, "test/unit/test_ucx")):
+        print("(no ucx transport in this build: its cases skipped)")
+        return
+    hosts = path("hosts-ucx", "0 127.0.0.1:%d memory\n" % free_ports(1)[0])
+    base = [MEMNODE, "--id", "0", "--hosts", hosts, "--transport", "ucx"]
+    expect_fail("ucx: libucp missing", base, "cannot load UCX",
+                e=env(LOCO_UCX_LIB="/nonexistent/libucp.so.0"))
+    expect_fail("ucx: UCX_TLS with nothing usable", base,
+                "UCX found no usable transport (UCX_TLS=nosuchtransport",
+                e=env(UCX_TLS="nosuchtransport"))
+    if ONLY in "ucx: no transport in common with a peer":
+        cl = Cluster(**UCX)
+        try:
+            rc, out, _ = cl.probe("write", UCX_TLS="sm")
+            record("ucx: no transport in common with a peer",
+                   rc not in (None, 0) and "no UCX path to node 0" in out and
+                   not any(s in out for s in SAN), "exit %s: %s" % (rc, out[-400:]))
+        finally:
+            cl.stop()
+    # The memory node killed under a busy client: the client's endpoint
+    # fails at once (TCP: the connection closes).
+    if ONLY in "ucx: memory node killed under a client":
+        cl = Cluster(**UCX)
+        try:
+            if cl.probe("write", timeout_ms=5000)[0] == 0:
+                ucx_fault("ucx: memory node killed under a client", cl,
+                          lambda c: c.mem.kill(), "op to node 0 failed")
+            else:
+                record("ucx: memory node killed under a client", False,
+                       "the cluster did not start")
+        finally:
+            cl.stop()
+    # Stopped (SIGSTOP): the client's read times out (--timeout-ms 1000),
+    # its QP is aborted; the node, resumed, still has its data intact.
+    if ONLY in "ucx: memory node stopped under a client":
+        cl = Cluster(**UCX)
+        try:
+            if cl.probe("write", timeout_ms=5000)[0] == 0:
+                ucx_fault("ucx: memory node stopped under a client", cl,
+                          lambda c: c.mem.send_signal(signal.SIGSTOP),
+                          "no answer from node 0 in time")
+                cl.mem.send_signal(signal.SIGCONT)
+                rc, out, _ = cl.probe("check", timeout_ms=5000)
+                record("ucx: stopped memory node intact after", rc == 0,
+                       out[-300:])
+            else:
+                record("ucx: memory node stopped under a client", False,
+                       "the cluster did not start")
+        finally:
+            cl.mem.send_signal(signal.SIGCONT)
+            cl.stop()
+
+
 def main():
     try:
         hosts_cases()
@@ -559,6 +643,7 @@ def main():
         ycsb_cases()
         history_cases()
         cluster_cases()
+        ucx_cases()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     failed = sum(1 for _, ok in results if not ok)

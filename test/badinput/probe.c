@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* loco-probe (tests only): `write SEED` fills region "probe.data" on the
  * first memory node with a pattern made from SEED; `check SEED` reads it
- * back and exits 1 unless it is intact. Node options as every program. */
+ * back and exits 1 unless it is intact; `loop SEED SECS` checks it again
+ * and again for SECS seconds (a client busy with the memory node while a
+ * fault hits it). Node options as every program. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +22,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loco-probe: %s\n", err);
 		return 2;
 	}
-	if (argc != 3 || (strcmp(argv[1], "write") && strcmp(argv[1], "check"))) {
-		fprintf(stderr, "usage: loco-probe write|check SEED (plus node options)\n");
+	bool loop = argc == 4 && !strcmp(argv[1], "loop");
+	if (!loop && (argc != 3 || (strcmp(argv[1], "write") && strcmp(argv[1], "check")))) {
+		fprintf(stderr, "usage: loco-probe write|check SEED | loop SEED SECS "
+			"(plus node options)\n");
 		return 2;
 	}
+	uint64_t until = loop ? loco_now_ns() + (uint64_t)(atof(argv[3]) * 1e9) : 0;
 	uint64_t seed = strtoull(argv[2], NULL, 0), want[WORDS], got[WORDS];
 	for (unsigned i = 0; i < WORDS; i++)
 		want[i] = (seed + i) * 0x9e3779b97f4a7c15ull;
@@ -38,13 +44,15 @@ int main(int argc, char **argv)
 				      sizeof(want), &rr);
 	if (!rc && argv[1][0] == 'w')
 		rc = loco_write(thr, &rr, 0, want, sizeof(want));
-	if (!rc && argv[1][0] == 'c') {
+	do {
+		if (rc || argv[1][0] == 'w')
+			break;
 		rc = loco_read(thr, &rr, 0, got, sizeof(got));
 		if (!rc && memcmp(got, want, sizeof(got))) {
 			fprintf(stderr, "loco-probe: probe.data is not intact\n");
 			rc = 1;
 		}
-	}
+	} while (!rc && loco_now_ns() < until);
 	if (rc < 0)
 		fprintf(stderr, "loco-probe: %s\n", loco_strerror(rc));
 	if (thr)
