@@ -416,7 +416,8 @@ static const struct opt_def {
 	[OPT_POWER_CUT] = { .flag = "--power-cut", .env = "LOCO_POWER_CUT", .bare = true },
 };
 
-static const char *const transports[] = { "shm", "shm-weak", "verbs", "ucx" };
+static const char *const transports[] = { "shm", "shm-weak", "verbs", "ucx",
+					     "ucx-tcp", "ucx-sm" };
 
 #define ARENA_MB_MAX (UINT64_MAX >> 20)
 
@@ -510,7 +511,7 @@ static int opt_transport(const char *src, const char *s, char *dst, size_t len,
 		return 0;
 	}
 	set_err(err, errlen,
-		"%s: unknown transport '%s' (expected shm, shm-weak, verbs or ucx)",
+		"%s: unknown transport '%s' (expected shm, shm-weak, verbs, ucx, ucx-tcp or ucx-sm)",
 		src, s);
 	return -EINVAL;
 }

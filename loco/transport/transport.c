@@ -11,6 +11,8 @@ static const struct loco_transport_ops *const transports[] = {
 #endif
 #ifdef LOCO_HAVE_UCX
 	&loco_ucx_ops,    /* built with -Ducx */
+	&loco_ucx_tcp_ops,
+	&loco_ucx_sm_ops,
 #endif
 };
 
@@ -32,7 +34,7 @@ const char *loco_transport_absent(const char *name)
 		       "--reconfigure -Dverbs=enabled)";
 #endif
 #ifndef LOCO_HAVE_UCX
-	if (strcmp(name, "ucx") == 0)
+	if (strncmp(name, "ucx", 3) == 0)
 		return "this loco was built without UCX (libucx-dev was missing "
 		       "at meson setup, or -Ducx=disabled: install it and "
 		       "reconfigure with meson setup --reconfigure -Ducx=enabled)";

@@ -149,10 +149,13 @@ extern const struct loco_transport_ops loco_shm_ops;
 extern const struct loco_transport_ops loco_shm_weak_ops;
 extern const struct loco_transport_ops loco_verbs_ops;
 #ifdef LOCO_HAVE_UCX
-extern const struct loco_transport_ops loco_ucx_ops;
+extern const struct loco_transport_ops loco_ucx_ops;      /* UCX_TLS from the environment */
+extern const struct loco_transport_ops loco_ucx_tcp_ops;  /* UCX_TLS=tcp */
+extern const struct loco_transport_ops loco_ucx_sm_ops;   /* UCX_TLS=sm */
 #endif
 
-/* The backend called NAME ("shm", "shm-weak", "verbs", "ucx"), or NULL. */
+/* The backend called NAME ("shm", "shm-weak", "verbs", "ucx", "ucx-tcp",
+ * "ucx-sm"), or NULL. */
 const struct loco_transport_ops *loco_transport_find(const char *name);
 /* Why this build has no backend NAME although loco knows it (verbs or ucx
  * left out at meson setup), or NULL. */

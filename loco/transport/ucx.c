@@ -12,14 +12,18 @@
  * - A worker per application thread (the CQ) and an endpoint per (thread,
  *   peer) with the peer's rkey unpacked on it (the QP).
  * - The model's per-QP order (docs/ordering.md): a ucp_worker_fence
- *   between any two operations of a thread; a zero-length READ is a
- *   ucp_ep_flush_nbx, which completes once every earlier operation of the
- *   endpoint is complete at the target. */
+ *   between any two operations of a thread; a zero-length READ and a
+ *   FLUSH are a ucp_ep_flush_nbx, which completes once every earlier
+ *   operation of the endpoint is complete at the target.
+ * - Names: "ucx" takes UCX_TLS from the environment; "ucx-tcp" and
+ *   "ucx-sm" fix it (and a cluster whose nodes name different ones is
+ *   refused at HELLO, as for any two transports). */
 #include "loco/transport/ucx_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +38,10 @@
 /* Allocation methods for the arena, all of which hand out zeroed memory:
  * UCX's default list ends in "md:*" and "heap", which need not. */
 #define UCX_ALLOC_PRIO "md:sysv,md:posix,huge,thp,mmap"
+/* UCX's keepalive period: how soon an endpoint to a dead process fails
+ * where no connection closes to say so (shared memory: UCX checks the
+ * peer's pid). UCX's default is 20 s; a loco wait gives up after 10. */
+#define UCX_KEEPALIVE "1s"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -70,10 +78,26 @@ int ucx_errno(ucs_status_t st)
 	}
 }
 
+/* -LOCO_EDOWN where UCX says the peer went away (its endpoint closed, the
+ * connection reset, keepalive missed, the link lost), else ucx_errno. */
+static int peer_errno(ucs_status_t st)
+{
+	if (st == UCS_ERR_ENDPOINT_TIMEOUT || st == UCS_ERR_CONNECTION_RESET ||
+	    UCS_IS_ENDPOINT_ERROR(st) || UCS_IS_LINK_ERROR(st))
+		return -LOCO_EDOWN;
+	return ucx_errno(st);
+}
+
 static const char *env_or(const char *name, const char *dflt)
 {
 	const char *v = getenv(name);
 	return v && *v ? v : dflt;
+}
+
+/* The UCX_TLS in force: the transport name's, else the environment's. */
+static const char *tls_of(const struct loco_tp *tp)
+{
+	return tp->tls ? tp->tls : env_or("UCX_TLS", "all");
 }
 
 /* Whether UCX_TLS may select UCX's shared-memory transports (mm). */
@@ -94,12 +118,15 @@ static bool tls_may_use_mm(const char *tls)
 
 /* ---- open / close ------------------------------------------------------- */
 
-/* UCX's configuration from the environment, with two defaults of our own
- * (each only where the user set nothing): shared-memory transports that
- * can report a dead peer (endpoints use peer error handling, which UCX's
- * mm transports otherwise refuse), and an arena allocated zeroed. */
-static int config_get(const struct ucx_api *api, ucp_config_t **out)
+/* UCX's configuration from the environment, with UCX_TLS fixed by the
+ * transport's name (ucx-tcp, ucx-sm) and three defaults of our own (each
+ * only where the user set nothing): shared-memory transports that can
+ * report a dead peer (endpoints use peer error handling, which UCX's mm
+ * transports otherwise refuse), an arena allocated zeroed, and a
+ * keepalive that notices a dead peer within a second or two. */
+static int config_get(const struct loco_tp *tp, ucp_config_t **out)
 {
+	const struct ucx_api *api = tp->api;
 	ucp_config_t *c = NULL;
 	ucs_status_t st = api->config_read(NULL, NULL, &c);
 	if (st != UCS_OK) {
@@ -107,12 +134,16 @@ static int config_get(const struct ucx_api *api, ucp_config_t **out)
 			 api->status_string(st));
 		return ucx_errno(st);
 	}
-	if (tls_may_use_mm(env_or("UCX_TLS", "all")) &&
+	if (tp->tls)
+		st = api->config_modify(c, "TLS", tp->tls);
+	if (st == UCS_OK && tls_may_use_mm(tls_of(tp)) &&
 	    !getenv("UCX_MM_ERROR_HANDLING") && !getenv("UCX_POSIX_ERROR_HANDLING") &&
 	    !getenv("UCX_SYSV_ERROR_HANDLING"))
 		st = api->config_modify(c, "MM_ERROR_HANDLING", "y");
 	if (st == UCS_OK && !getenv("UCX_ALLOC_PRIO"))
 		st = api->config_modify(c, "ALLOC_PRIO", UCX_ALLOC_PRIO);
+	if (st == UCS_OK && !getenv("UCX_KEEPALIVE_INTERVAL"))
+		st = api->config_modify(c, "KEEPALIVE_INTERVAL", UCX_KEEPALIVE);
 	if (st != UCS_OK) {
 		loco_err(UCX_LOG, "setting UCX's configuration: %s", api->status_string(st));
 		api->config_release(c);
@@ -126,7 +157,7 @@ static int context_open(struct loco_tp *tp)
 {
 	const struct ucx_api *api = tp->api;
 	ucp_config_t *c = NULL;
-	int rc = config_get(api, &c);
+	int rc = config_get(tp, &c);
 	if (rc)
 		return rc;
 	ucp_params_t p = {
@@ -141,7 +172,7 @@ static int context_open(struct loco_tp *tp)
 	if (st != UCS_OK) {
 		loco_err(UCX_LOG, "UCX found no usable transport (UCX_TLS=%s, "
 			 "UCX_NET_DEVICES=%s): ucp_init: %s; `ucx_info -d` lists what "
-			 "this host offers", env_or("UCX_TLS", "all"),
+			 "this host offers", tls_of(tp),
 			 env_or("UCX_NET_DEVICES", "all"), api->status_string(st));
 		return st == UCS_ERR_NO_MEMORY ? -ENOMEM : -ENODEV;
 	}
@@ -157,7 +188,7 @@ static int worker_new(struct loco_tp *tp, ucp_worker_h *out)
 	ucs_status_t st = tp->api->worker_create(tp->ctx, &wp, out);
 	if (st != UCS_OK) {
 		loco_err(UCX_LOG, "ucp_worker_create: %s (UCX_TLS=%s)",
-			 tp->api->status_string(st), env_or("UCX_TLS", "all"));
+			 tp->api->status_string(st), tls_of(tp));
 		return ucx_errno(st) ? ucx_errno(st) : -EIO;
 	}
 	return 0;
@@ -192,15 +223,51 @@ static void target_close(struct loco_tp *tp)
 	tp->api->worker_destroy(tp->target);
 }
 
-static int arena_open(struct loco_tp *tp, uint64_t bytes)
+/* A durable arena is the shared mapping of its image (durable.h), as on
+ * verbs: a placed WRITE is in the image's page cache (or, on a DAX file
+ * system, the persistence domain itself), which survives the node's
+ * process; persist and a clean stop msync it. The FLUSH a peer sends is a
+ * ucp_ep_flush_nbx and needs no code here. */
+static int arena_durable(struct loco_tp *tp, const struct loco_tp_config *cfg)
+{
+	if (cfg->power_cut) {
+		loco_err(UCX_LOG, "--power-cut emulates a power cut on the shm "
+			 "transports only; on ucx the machine decides what a "
+			 "power cut loses");
+		return -EOPNOTSUPP;
+	}
+	int rc = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
+			       cfg->image_id, &tp->img);
+	if (!rc)
+		rc = loco_dimg_ready(&tp->img);
+	if (rc) {
+		loco_dimg_close(&tp->img);
+		return rc;
+	}
+	tp->durable = true;
+	return 0;
+}
+
+static void arena_durable_close(struct loco_tp *tp)
+{
+	if (!tp->durable)
+		return;
+	if (msync(tp->img.map, tp->img.len, MS_SYNC))
+		loco_err(UCX_LOG, "msync of the durable arena: %s", strerror(errno));
+	loco_dimg_close(&tp->img);
+}
+
+/* ucp_mem_map the arena: allocated by UCX (zeroed: UCX_ALLOC_PRIO), or a
+ * durable arena's image mapping, registered. */
+static int arena_map(struct loco_tp *tp, uint64_t bytes)
 {
 	const struct ucx_api *api = tp->api;
 	ucp_mem_map_params_t mp = {
 		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
 			      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
-		.address = NULL,
+		.address = tp->durable ? tp->img.map : NULL,
 		.length = bytes,
-		.flags = UCP_MEM_MAP_ALLOCATE,
+		.flags = tp->durable ? 0 : UCP_MEM_MAP_ALLOCATE,
 	};
 	ucs_status_t st = api->mem_map(tp->ctx, &mp, &tp->arena_memh);
 	if (st != UCS_OK) {
@@ -233,10 +300,19 @@ static int arena_open(struct loco_tp *tp, uint64_t bytes)
 	return 0;
 }
 
+static int arena_open(struct loco_tp *tp, const struct loco_tp_config *cfg)
+{
+	int rc = cfg->durable_dir ? arena_durable(tp, cfg) : 0;
+	if (!rc && (rc = arena_map(tp, cfg->arena_bytes)))
+		arena_durable_close(tp);
+	return rc;
+}
+
 static void arena_close(struct loco_tp *tp)
 {
 	tp->api->rkey_buffer_release(tp->rkey_buf);
 	tp->api->mem_unmap(tp->ctx, tp->arena_memh);
+	arena_durable_close(tp);
 }
 
 static int config_check(const struct loco_tp_config *cfg)
@@ -251,12 +327,13 @@ static int config_check(const struct loco_tp_config *cfg)
 }
 
 static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
-				const struct ucx_api *api)
+				const struct ucx_api *api, const char *tls)
 {
 	struct loco_tp *tp = calloc(1, sizeof(*tp));
 	if (!tp)
 		return NULL;
 	tp->api = api;
+	tp->tls = tls;
 	tp->self = cfg->node_id;
 	tp->hosts = cfg->hosts;
 	tp->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
@@ -273,7 +350,9 @@ static void tp_free(struct loco_tp *tp)
 	free(tp);
 }
 
-static int ucx_open(const struct loco_tp_config *cfg, struct loco_tp **out)
+/* Open with UCX_TLS fixed to TLS (NULL: the environment's). */
+static int open_tls(const struct loco_tp_config *cfg, const char *tls,
+		    struct loco_tp **out)
 {
 	const struct ucx_api *api;
 	int rc = config_check(cfg);
@@ -281,7 +360,7 @@ static int ucx_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 		rc = ucx_api_get(&api);
 	if (rc)
 		return rc;
-	struct loco_tp *tp = tp_alloc(cfg, api);
+	struct loco_tp *tp = tp_alloc(cfg, api, tls);
 	if (!tp)
 		return -ENOMEM;
 	rc = context_open(tp);
@@ -290,16 +369,16 @@ static int ucx_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 	rc = target_open(tp);
 	if (rc)
 		goto cleanup;
-	rc = arena_open(tp, cfg->arena_bytes);
+	rc = arena_open(tp, cfg);
 	if (rc)
 		goto close_target;
 	rc = ucx_progress_start(tp);
 	if (rc)
 		goto close_arena;
-	loco_info(UCX_LOG, "UCX %s (%s), UCX_TLS=%s: arena %" PRIu64 " MiB, worker address "
-		  "%zu bytes, rkey %zu bytes", api->get_version_string(), api->path,
-		  env_or("UCX_TLS", "all"), UCX_MIB(tp->arena_len), tp->target_addr_len,
-		  tp->rkey_len);
+	loco_info(UCX_LOG, "UCX %s (%s), UCX_TLS=%s: %sarena %" PRIu64 " MiB, worker "
+		  "address %zu bytes, rkey %zu bytes", api->get_version_string(),
+		  api->path, tls_of(tp), tp->durable ? "durable " : "",
+		  UCX_MIB(tp->arena_len), tp->target_addr_len, tp->rkey_len);
 	*out = tp;
 	return 0;
 close_arena:
@@ -311,6 +390,21 @@ cleanup:
 free_tp:
 	tp_free(tp);
 	return rc;
+}
+
+static int ucx_open(const struct loco_tp_config *cfg, struct loco_tp **out)
+{
+	return open_tls(cfg, NULL, out);
+}
+
+static int ucx_open_tcp(const struct loco_tp_config *cfg, struct loco_tp **out)
+{
+	return open_tls(cfg, "tcp", out);
+}
+
+static int ucx_open_sm(const struct loco_tp_config *cfg, struct loco_tp **out)
+{
+	return open_tls(cfg, "sm", out);
 }
 
 /* Caller: every QP and CQ of TP destroyed first. */
@@ -393,6 +487,13 @@ static int ucx_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 	return -EOPNOTSUPP;
 }
 
+/* msync [OFF, OFF+LEN) of a durable arena's image (0 without one). */
+static int ucx_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
+{
+	struct loco_drange rg = { off, len };
+	return tp->durable && len ? loco_dimg_flush(&tp->img, tp->img.map, &rg, 1) : 0;
+}
+
 /* ---- requests ----------------------------------------------------------- */
 
 static int req_check(void *ctx, void *req, int *status)
@@ -401,7 +502,7 @@ static int req_check(void *ctx, void *req, int *status)
 	ucs_status_t st = api->request_check_status(req);
 	if (st == UCS_INPROGRESS)
 		return 0;
-	*status = ucx_errno(st);
+	*status = peer_errno(st);
 	return 1;
 }
 
@@ -513,7 +614,7 @@ static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 	(void)ep;
 	if (q->ep_status)
 		return;
-	q->ep_status = ucx_errno(status) ? ucx_errno(status) : -EIO;
+	q->ep_status = peer_errno(status) ? peer_errno(status) : -EIO;
 	/* Requests lost: an error. None: the peer may just have left (a
 	 * cluster's last barrier), and a later post reports the failure. */
 	if (ucx_sq_outstanding(&q->sq))
@@ -561,7 +662,7 @@ static int ep_open(struct loco_tp_qp *q, const struct ucx_desc *d)
 	ucs_status_t st = api->ep_create(q->cq->worker, &ep, &q->ep);
 	if (st != UCS_OK) {
 		loco_err(UCX_LOG, "no UCX path to node %u (UCX_TLS=%s): ucp_ep_create: %s", q->peer,
-			 env_or("UCX_TLS", "all"), api->status_string(st));
+			 tls_of(q->cq->tp), api->status_string(st));
 		return ucx_errno(st);
 	}
 	st = api->ep_rkey_unpack(q->ep, d->rkey, &q->rkey);
@@ -624,7 +725,7 @@ static void ep_close(struct loco_tp_qp *q)
 		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 		.flags = UCP_EP_CLOSE_FLAG_FORCE });
 	int rc = req_wait(q->cq, r, UCX_CLOSE_MS);
-	if (rc && rc != -ECONNRESET && rc != -ECANCELED)
+	if (rc && rc != -ECONNRESET && rc != -ECANCELED && rc != -LOCO_EDOWN)
 		loco_warn(UCX_LOG, "closing the endpoint to node %u: %s", q->peer,
 			  loco_strerror(rc));
 	q->ep = NULL;
@@ -698,8 +799,12 @@ static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
 	switch (w->opcode) {
+	case LOCO_OP_FLUSH:
+		/* Every earlier request complete at the target: placed in its
+		 * arena, which on a durable node is its image's mapping. */
+		return api->ep_flush_nbx(q->ep, &p);
 	case LOCO_OP_READ:
-		if (!w->len) /* the fence READ: every earlier request complete at the target */
+		if (!w->len) /* the fence READ: as a FLUSH */
 			return api->ep_flush_nbx(q->ep, &p);
 		return api->get_nbx(q->ep, s->buf, w->len, raddr, q->rkey, &p);
 	case LOCO_OP_WRITE:
@@ -717,9 +822,9 @@ static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
 static void post_log(const struct loco_tp_qp *q, const struct loco_wr *w,
 		     unsigned i, unsigned n, int rc)
 {
-	static const char *const names[] = { "READ", "WRITE", "CAS", "FAA" };
+	static const char *const names[] = { "READ", "WRITE", "CAS", "FAA", "FLUSH" };
 	loco_err(UCX_LOG, "node %u: request %u of %u (%s %" PRIu32 " bytes at offset %"
-		 PRIu64 ") refused: %s", q->peer, i, n, w->opcode < 4 ?
+		 PRIu64 ") refused: %s", q->peer, i, n, w->opcode <= LOCO_OP_FLUSH ?
 		 names[w->opcode] : "opcode?", w->len, w->remote_off, loco_strerror(rc));
 }
 
@@ -795,21 +900,28 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 	return (int)n;
 }
 
-const struct loco_transport_ops loco_ucx_ops = {
-	.name = "ucx",
-	.open = ucx_open,
-	.close = ucx_close,
-	.arena_base = ucx_arena_base,
-	.arena_len = ucx_arena_len,
-	.arena_desc = ucx_arena_desc,
-	.peer_add = ucx_peer_add,
-	.dm_len = ucx_dm_len,
-	.dm_zero = ucx_dm_zero,
-	.cq_create = ucx_cq_create,
-	.cq_destroy = ucx_cq_destroy,
-	.qp_create = ucx_qp_create,
-	.qp_destroy = ucx_qp_destroy,
-	.post = ucx_post,
-	.poll = ucx_poll,
-	.qp_abort = ucx_qp_abort,
-};
+/* The ops of every name: they differ only in the name and in open. */
+#define UCX_OPS(NAME, OPEN)                  \
+	{                                    \
+		.name = NAME,                \
+		.open = OPEN,                \
+		.close = ucx_close,          \
+		.arena_base = ucx_arena_base, \
+		.arena_len = ucx_arena_len,  \
+		.arena_desc = ucx_arena_desc, \
+		.peer_add = ucx_peer_add,    \
+		.dm_len = ucx_dm_len,        \
+		.dm_zero = ucx_dm_zero,      \
+		.persist = ucx_persist,      \
+		.cq_create = ucx_cq_create,  \
+		.cq_destroy = ucx_cq_destroy, \
+		.qp_create = ucx_qp_create,  \
+		.qp_destroy = ucx_qp_destroy, \
+		.post = ucx_post,            \
+		.poll = ucx_poll,            \
+		.qp_abort = ucx_qp_abort,    \
+	}
+
+const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open);
+const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp);
+const struct loco_transport_ops loco_ucx_sm_ops = UCX_OPS("ucx-sm", ucx_open_sm);

@@ -22,6 +22,7 @@
 #include <ucp/api/ucp.h>
 
 #include <loco/hosts.h>
+#include "loco/transport/durable.h"
 #include "loco/transport/transport.h"
 #include "loco/transport/ucx_api.h"
 #include "loco/transport/ucx_desc.h"
@@ -35,6 +36,7 @@ struct loco_tp_cq;
 
 struct loco_tp {
 	const struct ucx_api *api;
+	const char *tls;             /* UCX_TLS the transport's name fixes, or NULL */
 	uint32_t self;
 	const struct loco_hosts *hosts;
 	int timeout_ms;
@@ -44,10 +46,13 @@ struct loco_tp {
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
-	 * UCX_TLS offers it), rkey packed once */
+	 * UCX_TLS offers it; a durable arena is its image's mapping,
+	 * registered), rkey packed once */
 	ucp_mem_h arena_memh;
 	uint8_t *arena;
 	uint64_t arena_len;
+	bool durable;
+	struct loco_dimg img;
 	void *rkey_buf;
 	size_t rkey_len;
 	/* peers' arena descriptors */

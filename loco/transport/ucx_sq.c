@@ -31,9 +31,11 @@ void *ucx_sq_fini(struct ucx_sq *sq, bool keep)
 	return NULL;
 }
 
-/* Bytes of local memory a request needs. */
+/* Bytes of local memory a request needs (a FLUSH: none). */
 static uint32_t local_bytes(const struct loco_wr *w)
 {
+	if (w->opcode == LOCO_OP_FLUSH)
+		return 0;
 	return w->opcode == LOCO_OP_CAS || w->opcode == LOCO_OP_FAA ?
 	       UCX_ATOMIC_BYTES : w->len;
 }
@@ -43,16 +45,20 @@ static int wr_check(const struct loco_wr *w, uint64_t arena_len)
 	switch (w->opcode) {
 	case LOCO_OP_READ:
 	case LOCO_OP_WRITE:
+		if (w->len && !w->local)
+			return -EINVAL;
+		break;
+	case LOCO_OP_FLUSH:
 		break;
 	case LOCO_OP_CAS:
 	case LOCO_OP_FAA:
-		if (w->len != 8 || w->remote_off % 8)
+		if (w->len != 8 || w->remote_off % 8 || !w->local)
 			return -EINVAL;
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (w->space != LOCO_SPACE_ARENA || (w->len && !w->local) ||
+	if (w->space != LOCO_SPACE_ARENA ||
 	    w->remote_off > arena_len || w->len > arena_len - w->remote_off)
 		return -EINVAL;
 	return 0;

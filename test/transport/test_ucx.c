@@ -2,12 +2,13 @@
 /* ucx transport: the arena descriptor's wire format, the per-QP ring
  * (transport-owned local memory, in-order retirement of requests UCX
  * completes in any order, the failure rules, orphans), the status
- * mapping; then the ops table on this machine over UCX_TLS=tcp and sm:
- * every opcode, a fence READ, batches, bounds, abort, and open failing
- * with one clear message when libucp is missing or UCX_TLS names nothing
- * usable. */
+ * mapping; then the ops table on this machine over UCX_TLS=tcp and sm
+ * (the ucx-tcp and ucx-sm names): every opcode, a fence READ, a FLUSH,
+ * batches, bounds, abort, a durable arena, and open failing with one clear
+ * message when libucp is missing or UCX_TLS names nothing usable. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,16 +406,18 @@ static const struct loco_transport_ops *ops = &loco_ucx_ops;
 static struct loco_tp *tp;
 static struct loco_tp_cq *cq;
 static struct loco_tp_qp *qp;
-static const char *const tls[] = { "tcp", "sm" };
+/* ucx-tcp and ucx-sm: the names that fix UCX_TLS. */
+static const struct loco_transport_ops *const named[] = { &loco_ucx_tcp_ops,
+							   &loco_ucx_sm_ops };
 
-/* Open a one-node transport over UCX_TLS=TLS with a QP to itself. */
-static void node_open(const char *t)
+/* Open a one-node transport (CFG) with a QP to itself. */
+static void node_open_cfg(const struct loco_transport_ops *o,
+			  const struct loco_tp_config *cfg)
 {
-	struct loco_tp_config cfg = one_node();
 	uint8_t desc[LOCO_DESC_MAX];
 	size_t len = sizeof(desc);
-	setenv("UCX_TLS", t, 1);
-	ck_assert_int_eq(ops->open(&cfg, &tp), 0);
+	ops = o;
+	ck_assert_int_eq(ops->open(cfg, &tp), 0);
 	ck_assert_uint_eq(ops->arena_len(tp), 1 << 20);
 	ck_assert_uint_eq(ops->dm_len(tp), 0);
 	ck_assert_int_eq(ops->dm_zero(tp, 0, 8), -EOPNOTSUPP);
@@ -422,6 +425,12 @@ static void node_open(const char *t)
 	ck_assert_int_eq(ops->peer_add(tp, 0, desc, len, 1 << 20, 0), 0);
 	ck_assert_int_eq(ops->cq_create(tp, &cq), 0);
 	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &qp), 0);
+}
+
+static void node_open(const struct loco_transport_ops *o)
+{
+	struct loco_tp_config cfg = one_node();
+	node_open_cfg(o, &cfg);
 }
 
 static void node_close(void)
@@ -458,7 +467,7 @@ static int run(struct loco_wr *w, unsigned n)
 
 START_TEST(ops_every_opcode)
 {
-	node_open(tls[_i]);
+	node_open(named[_i]);
 	uint8_t *arena = ops->arena_base(tp);
 	uint64_t data[8], back[8] = { 0 }, old = 1, zero = 0;
 	for (unsigned i = 0; i < 8; i++)
@@ -491,6 +500,13 @@ START_TEST(ops_every_opcode)
 	ck_assert_int_eq(run(w, 2), 0);
 	ck_assert_mem_eq(arena + 264, &data[3], 8);
 	ck_assert_mem_eq(arena + 256, &(uint64_t){ 8 }, 8);
+	/* A WRITE and a FLUSH of its range: complete once placed. */
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 280,
+				 .local = &data[4] };
+	w[1] = (struct loco_wr){ .opcode = LOCO_OP_FLUSH, .len = 8, .remote_off = 280 };
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_mem_eq(arena + 280, &data[4], 8);
+	ck_assert_int_eq(ops->persist(tp, 280, 8), 0); /* no image: nothing to do */
 	/* The WRITE's source may change right after post: its bytes were taken. */
 	uint64_t src = 77;
 	w[0] = (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 272,
@@ -512,7 +528,7 @@ END_TEST
 
 START_TEST(ops_large_and_bounds)
 {
-	node_open(tls[_i]);
+	node_open(named[_i]);
 	size_t n = 200 * 1024;
 	uint8_t *src = malloc(n), *dst = calloc(1, n);
 	for (size_t i = 0; i < n; i++)
@@ -537,7 +553,7 @@ END_TEST
 
 START_TEST(ops_abort)
 {
-	node_open(tls[_i]);
+	node_open(named[_i]);
 	uint64_t x = 0;
 	struct loco_wr w = { .opcode = LOCO_OP_READ, .len = 8, .remote_off = 64,
 			     .local = &x, .signaled = 1, .wr_id = 5 };
@@ -550,9 +566,45 @@ START_TEST(ops_abort)
 }
 END_TEST
 
+/* A durable arena (--durable DIR): the image's mapping, registered with
+ * UCX; a WRITE then a FLUSH land in the image, persist syncs it; a power
+ * cut cannot be emulated on ucx. */
+START_TEST(ops_durable)
+{
+	char dir[] = "/tmp/loco-test-ucx-XXXXXX", img[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(img, sizeof(img), "%s/arena.img", dir);
+	struct loco_tp_config cfg = one_node();
+	cfg.durable_dir = dir;
+	cfg.image_id = 0x1234;
+	cfg.power_cut = true;
+	ck_assert_int_eq(loco_ucx_tcp_ops.open(&cfg, &tp), -EOPNOTSUPP);
+	cfg.power_cut = false;
+	node_open_cfg(named[_i], &cfg);
+	uint64_t v = 0xfeedfacecafebeef, got = 0;
+	struct loco_wr w[2] = {
+		{ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 4096, .local = &v },
+		{ .opcode = LOCO_OP_FLUSH, .len = 8, .remote_off = 4096 },
+	};
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_int_eq(ops->persist(tp, 4096, 8), 0);
+	int fd = open(img, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &got, 8, 4096), 8);
+	close(fd);
+	ck_assert_uint_eq(got, v);
+	node_close();
+	unlink(img);
+	char regions[64];
+	snprintf(regions, sizeof(regions), "%s/regions", dir);
+	unlink(regions);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(peer_add_refuses)
 {
-	node_open("tcp");
+	node_open(&loco_ucx_tcp_ops);
 	uint8_t desc[LOCO_DESC_MAX];
 	size_t len = sizeof(desc);
 	char log[2048];
@@ -632,6 +684,7 @@ static Suite *ucx_suite(void)
 	tcase_add_loop_test(t, ops_every_opcode, 0, 2);
 	tcase_add_loop_test(t, ops_large_and_bounds, 0, 2);
 	tcase_add_loop_test(t, ops_abort, 0, 2);
+	tcase_add_loop_test(t, ops_durable, 0, 2);
 	tcase_add_test(t, peer_add_refuses);
 	tcase_add_test(t, open_library_missing);
 	tcase_add_test(t, open_no_usable_transport);
