@@ -12,6 +12,7 @@
 
 #include <loco/error.h>
 #include <loco/log.h>
+#include "loco/transport/transport.h"
 #include "loco/transport/shm.h"
 
 #define DIMG_MAGIC UINT64_C(0x676d692d6f636f6c) /* "loco-img" */
@@ -205,6 +206,25 @@ int loco_dimg_ready(struct loco_dimg *d)
 	int rc = ofd_lock(d->fd, F_UNLCK, LOCO_DIMG_HDR, d->len - LOCO_DIMG_HDR,
 			  false);
 	return rc ? rc : ofd_lock(d->fd, F_RDLCK, 0, ALIVE_LEN, false);
+}
+
+int loco_dimg_arena_open(const struct loco_tp_config *cfg, const char *who,
+			 struct loco_dimg *out)
+{
+	if (cfg->power_cut) {
+		loco_err(who, "--power-cut emulates a power cut on the shm "
+			 "transports only; on %s the hardware decides what a "
+			 "power cut loses", who);
+		return -EOPNOTSUPP;
+	}
+	int rc = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
+			       cfg->image_id, out);
+	if (rc)
+		return rc;  /* *OUT untouched */
+	rc = loco_dimg_ready(out);
+	if (rc)
+		loco_dimg_close(out);
+	return rc;
 }
 
 int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,

@@ -73,6 +73,15 @@ int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
 /* End of the start: release the start lock, keep the liveness lock. */
 int loco_dimg_ready(struct loco_dimg *d);
 
+struct loco_tp_config;
+/* The start of a transport whose arena is the image's mapping itself
+ * (verbs, ucx: registered with the NIC or UCX): refuses --power-cut (only
+ * the shm transports emulate one; WHO names the transport in the
+ * message, -EOPNOTSUPP), then loco_dimg_own and loco_dimg_ready for
+ * CFG's durable directory, arena length, sync mode and image identity. */
+int loco_dimg_arena_open(const struct loco_tp_config *cfg, const char *who,
+			 struct loco_dimg *out);
+
 /* Map a peer's image at PATH (its length LEN) to flush into it; its
  * header must carry IMAGE_ID and EPOCH (else -ESTALE: the peer moved on). */
 int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,

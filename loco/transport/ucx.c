@@ -230,20 +230,9 @@ static void target_close(struct loco_tp *tp)
  * ucp_ep_flush_nbx and needs no code here. */
 static int arena_durable(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
-	if (cfg->power_cut) {
-		loco_err(UCX_LOG, "--power-cut emulates a power cut on the shm "
-			 "transports only; on ucx the machine decides what a "
-			 "power cut loses");
-		return -EOPNOTSUPP;
-	}
-	int rc = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
-			       cfg->image_id, &tp->img);
-	if (!rc)
-		rc = loco_dimg_ready(&tp->img);
-	if (rc) {
-		loco_dimg_close(&tp->img);
+	int rc = loco_dimg_arena_open(cfg, UCX_LOG, &tp->img);
+	if (rc)
 		return rc;
-	}
 	tp->durable = true;
 	return 0;
 }

@@ -68,20 +68,9 @@ static int verbs_arena_map(struct loco_tp *tp, uint64_t bytes)
  * FLUSH a peer sends is a READ (verbs_wr.c) and needs no code here. */
 static int verbs_arena_durable(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
-	if (cfg->power_cut) {
-		loco_err(VERBS_LOG, "--power-cut emulates a power cut on the shm "
-			 "transports only; on verbs the hardware decides what a "
-			 "power cut loses");
-		return -EOPNOTSUPP;
-	}
-	int r = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
-			      cfg->image_id, &tp->img);
-	if (!r)
-		r = loco_dimg_ready(&tp->img);
-	if (r) {
-		loco_dimg_close(&tp->img);
+	int r = loco_dimg_arena_open(cfg, VERBS_LOG, &tp->img);
+	if (r)
 		return r;
-	}
 	tp->durable = true;
 	tp->arena = tp->img.map;
 	tp->map_len = cfg->arena_bytes;

@@ -557,31 +557,51 @@ def cluster_cases():
 UCX = {"LOCO_TRANSPORT": "ucx", "UCX_TLS": "tcp"}
 
 
-def ucx_fault(name, cl, fault, says):
-    """A client busy reading the memory node (loco-probe loop) while FAULT
-    hits the node: it must end non-zero within the hang limit, saying SAYS."""
-    p = subprocess.Popen([PROBE, "--id", "1", "--timeout-ms", "1000", "loop",
-                          str(cl.seed), "30"], env=cl.e,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT)
-    time.sleep(0.5)
-    fault(cl)
-    t0 = time.monotonic()
+def ucx_fault(name, fault, says, after=None):
+    """A ucx-tcp cluster whose memory node holds the probe's pattern; a
+    client busy reading it (loco-probe loop) while FAULT hits the node
+    must end non-zero within the hang limit, saying SAYS. AFTER(cl), if
+    given, then checks the node."""
+    if ONLY not in name:
+        return
+    cl = Cluster(**UCX)
     try:
-        out = p.communicate(timeout=HANG_S)[0].decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        return record(name, False, "client still running %g s after the "
-                      "fault" % HANG_S)
-    t = time.monotonic() - t0
-    ok = p.returncode not in (None, 0) and says in out and \
-        not any(s in out for s in SAN)
-    record(name, ok, "exit %s after %.1f s: %s" % (p.returncode, t, out[-400:]))
+        if cl.probe("write", timeout_ms=5000)[0] != 0:
+            return record(name, False, "the cluster did not start")
+        p = subprocess.Popen([PROBE, "--id", "1", "--timeout-ms", "1000",
+                              "loop", str(cl.seed), "30"], env=cl.e,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        time.sleep(0.5)
+        fault(cl)
+        t0 = time.monotonic()
+        try:
+            out = p.communicate(timeout=HANG_S)[0].decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            return record(name, False, "client still running %g s after the "
+                          "fault" % HANG_S)
+        t = time.monotonic() - t0
+        ok = p.returncode not in (None, 0) and says in out and \
+            not any(s in out for s in SAN)
+        record(name, ok, "exit %s after %.1f s: %s" % (p.returncode, t,
+                                                      out[-400:]))
+        if after:
+            after(cl)
+    finally:
+        cl.mem.send_signal(signal.SIGCONT)
+        cl.stop()
+
+
+def ucx_stopped_intact(cl):
+    cl.mem.send_signal(signal.SIGCONT)
+    rc, out, _ = cl.probe("check", timeout_ms=5000)
+    record("ucx: stopped memory node intact after", rc == 0, out[-300:])
 
 
 def ucx_cases():
-    if not os.path.exists(os.path.join(B, "test/unit/test_ucx")):
+    if not os.path.exists(os.path.join(B, "test/transport/test_ucx")):
         print("(no ucx transport in this build: its cases skipped)")
         return
     hosts = path("hosts-ucx", "0 127.0.0.1:%d memory\n" % free_ports(1)[0])
@@ -602,36 +622,13 @@ def ucx_cases():
             cl.stop()
     # The memory node killed under a busy client: the client's endpoint
     # fails at once (TCP: the connection closes).
-    if ONLY in "ucx: memory node killed under a client":
-        cl = Cluster(**UCX)
-        try:
-            if cl.probe("write", timeout_ms=5000)[0] == 0:
-                ucx_fault("ucx: memory node killed under a client", cl,
-                          lambda c: c.mem.kill(), "op to node 0 failed")
-            else:
-                record("ucx: memory node killed under a client", False,
-                       "the cluster did not start")
-        finally:
-            cl.stop()
+    ucx_fault("ucx: memory node killed under a client",
+              lambda c: c.mem.kill(), "op to node 0 failed")
     # Stopped (SIGSTOP): the client's read times out (--timeout-ms 1000),
     # its QP is aborted; the node, resumed, still has its data intact.
-    if ONLY in "ucx: memory node stopped under a client":
-        cl = Cluster(**UCX)
-        try:
-            if cl.probe("write", timeout_ms=5000)[0] == 0:
-                ucx_fault("ucx: memory node stopped under a client", cl,
-                          lambda c: c.mem.send_signal(signal.SIGSTOP),
-                          "no answer from node 0 in time")
-                cl.mem.send_signal(signal.SIGCONT)
-                rc, out, _ = cl.probe("check", timeout_ms=5000)
-                record("ucx: stopped memory node intact after", rc == 0,
-                       out[-300:])
-            else:
-                record("ucx: memory node stopped under a client", False,
-                       "the cluster did not start")
-        finally:
-            cl.mem.send_signal(signal.SIGCONT)
-            cl.stop()
+    ucx_fault("ucx: memory node stopped under a client",
+              lambda c: c.mem.send_signal(signal.SIGSTOP),
+              "no answer from node 0 in time", ucx_stopped_intact)
 
 
 def main():

@@ -22,6 +22,7 @@
 #include "loco/transport/ucx_int.h"
 #include "loco/transport/ucx_sq.h"
 #include "test/common/capture.h"
+#include "test/common/tp_node.h"
 
 /* ---- descriptor ---------------------------------------------------------- */
 
@@ -392,16 +393,6 @@ END_TEST
 
 static struct loco_hosts hosts;
 
-static struct loco_tp_config one_node(void)
-{
-	memset(&hosts, 0, sizeof(hosts));
-	hosts.node[0] = (struct loco_host){ .id = 0, .port = 7000, .present = 1,
-					    .host = "127.0.0.1" };
-	hosts.count = 1;
-	return (struct loco_tp_config){ .node_id = 0, .arena_bytes = 1 << 20,
-					.hosts = &hosts, .timeout_ms = 5000 };
-}
-
 static const struct loco_transport_ops *ops = &loco_ucx_ops;
 static struct loco_tp *tp;
 static struct loco_tp_cq *cq;
@@ -429,7 +420,7 @@ static void node_open_cfg(const struct loco_transport_ops *o,
 
 static void node_open(const struct loco_transport_ops *o)
 {
-	struct loco_tp_config cfg = one_node();
+	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
 	node_open_cfg(o, &cfg);
 }
 
@@ -574,7 +565,7 @@ START_TEST(ops_durable)
 	char dir[] = "/tmp/loco-test-ucx-XXXXXX", img[64];
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(img, sizeof(img), "%s/arena.img", dir);
-	struct loco_tp_config cfg = one_node();
+	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
 	cfg.durable_dir = dir;
 	cfg.image_id = 0x1234;
 	cfg.power_cut = true;
@@ -629,7 +620,7 @@ END_TEST
 
 static int open_captured(char *log, size_t len)
 {
-	struct loco_tp_config cfg = one_node();
+	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
 	struct capture cap;
 	loco_log_set_level(LOCO_LOG_INFO);
 	capture_start(&cap);

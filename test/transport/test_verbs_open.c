@@ -15,6 +15,7 @@
 #include <loco/log.h>
 #include "loco/transport/transport.h"
 #include "test/common/capture.h"
+#include "test/common/tp_node.h"
 
 /* ---- the ops table on this machine -------------------------------------- */
 
@@ -30,16 +31,6 @@ START_TEST(ops_table)
 END_TEST
 
 static struct loco_hosts hosts;
-
-static struct loco_tp_config one_node(void)
-{
-	memset(&hosts, 0, sizeof(hosts));
-	hosts.node[0] = (struct loco_host){ .id = 0, .port = 7000, .present = 1,
-					    .host = "127.0.0.1" };
-	hosts.count = 1;
-	return (struct loco_tp_config){ .node_id = 0, .arena_bytes = 1 << 20,
-					.hosts = &hosts };
-}
 
 static bool have_rdma_device(void)
 {
@@ -65,7 +56,7 @@ START_TEST(open_without_device)
 {
 	if (have_rdma_device())
 		return; /* covered by the device tests */
-	struct loco_tp_config cfg = one_node();
+	struct loco_tp_config cfg = tp_one_node(&hosts, 0);
 	struct loco_tp *tp = NULL;
 	char log[2048];
 	loco_log_set_level(LOCO_LOG_INFO);
@@ -84,7 +75,7 @@ END_TEST
 
 START_TEST(open_bad_env)
 {
-	struct loco_tp_config cfg = one_node();
+	struct loco_tp_config cfg = tp_one_node(&hosts, 0);
 	struct loco_tp *tp = NULL;
 	char log[2048];
 	setenv("LOCO_VERBS_MTU", "3000", 1);
