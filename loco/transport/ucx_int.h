@@ -69,6 +69,7 @@ struct loco_tp {
 	int epoll_fd;                /* the target worker's efd and WAKE_FD */
 	_Atomic bool stopping;
 	uint64_t spin_ns;            /* busy-poll after activity (LOCO_UCX_SPIN_US) */
+	_Atomic uint64_t served_ns;  /* the target worker's last event */
 };
 
 struct loco_tp_cq {
@@ -120,7 +121,10 @@ uint64_t ucx_now_ns(void);
 /* Start the progress thread (TP->target must exist). Logs and returns
  * -errno on failure. */
 int ucx_progress_start(struct loco_tp *tp);
-/* Stop and join it (a no-op if it never started). */
+/* Stop and join it (a no-op if it never started), once the target worker
+ * has been quiet for a while: requests peers sent before this node left
+ * (a barrier's placing READs) are answered, as a NIC finishes what is
+ * in flight, instead of failing on the peers as -LOCO_EDOWN. */
 void ucx_progress_stop(struct loco_tp *tp);
 
 #pragma GCC visibility pop

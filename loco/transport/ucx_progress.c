@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <loco/error.h>
@@ -31,6 +32,8 @@
 #define WATCH_NS 1000000000u     /* a CQ is watched this long after a post */
 #define IDLE_SLEEP_MS 100        /* nothing watched: sleep at most this */
 #define SPIN_US_DEFAULT 20
+#define QUIET_NS 100000000u      /* stop: the target quiet this long, */
+#define LINGER_NS 1000000000u    /* but at most this long */
 
 /* A CQ whose owner posted within WATCH_NS or has requests outstanding, and
  * has not progressed it for a tick. Relaxed: hints only; the CQ's lock
@@ -105,6 +108,8 @@ static void *progress_main(void *arg)
 		}
 		if (did) {
 			last_work = now;
+			/* Relaxed: a hint for ucx_progress_stop. */
+			atomic_store_explicit(&tp->served_ns, now, memory_order_relaxed);
 			continue;
 		}
 		if (now < last_work + tp->spin_ns) {
@@ -163,6 +168,7 @@ int ucx_progress_start(struct loco_tp *tp)
 	if (!rc)
 		rc = epoll_add(tp->epoll_fd, tp->wake_fd);
 	atomic_init(&tp->stopping, false);
+	atomic_init(&tp->served_ns, ucx_now_ns());
 	if (!rc)
 		rc = -pthread_create(&tp->progress, NULL, progress_main, tp);
 	if (rc) {
@@ -174,10 +180,28 @@ int ucx_progress_start(struct loco_tp *tp)
 	return 0;
 }
 
+/* Wait (at most LINGER_NS) until the target worker served nothing for
+ * QUIET_NS. */
+static void linger(struct loco_tp *tp)
+{
+	uint64_t end = ucx_now_ns() + LINGER_NS;
+	for (;;) {
+		uint64_t now = ucx_now_ns();
+		/* Relaxed: a hint; a late event only lengthens the wait. */
+		uint64_t served = atomic_load_explicit(&tp->served_ns,
+						       memory_order_relaxed);
+		if (now >= end || now >= served + QUIET_NS)
+			return;
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 void ucx_progress_stop(struct loco_tp *tp)
 {
 	if (!tp->progress_started)
 		return;
+	linger(tp);
 	/* Release: pairs with the acquire in progress_main. */
 	atomic_store_explicit(&tp->stopping, true, memory_order_release);
 	uint64_t one = 1;
