@@ -142,6 +142,25 @@ static int publish_half(struct loco_sherman_worker *w, struct sh_held *h,
 	return rc;
 }
 
+/* After a published half split: separator SEP of new node S into LEVEL
+ * (HINT: the node there the descent saw). The split, and the write that
+ * made it, are done whatever comes of this: a missing parent entry is a
+ * valid B-link state (readers and writers reach S from its left
+ * sibling) that the next writer walking to a leaf adds, or verify with
+ * fix for any level. So a failure is warned about, not returned (the
+ * write's caller would take it for the write's, and a write run again
+ * would find its own key). */
+static void link_split(struct loco_sherman_worker *w, unsigned level,
+		       uint64_t sep, loco_raddr_t s, loco_raddr_t hint)
+{
+	int rc = sh_plain_link(w, level, sep, s, hint);
+	if (rc)
+		loco_warn(w->t->base.name, "node %#llx (level %u, low %llu) "
+			  "split off, its parent entry not added: %s",
+			  (unsigned long long)s, level - 1,
+			  (unsigned long long)sep, loco_strerror(rc));
+}
+
 /* Split full leaf A (locked by H, image IMG) adding {KEY, VAL}; then put
  * the separator into the parent (HINT: the parent the descent saw). */
 static int split_leaf(struct loco_sherman_worker *w, struct sh_held *h,
@@ -170,7 +189,8 @@ static int split_leaf(struct loco_sherman_worker *w, struct sh_held *h,
 	if (rc)
 		return rc;
 	loco_crash_point("sherman.split_half");
-	return sh_plain_link(w, 1, sep, s, hint);
+	link_split(w, 1, sep, s, hint);
+	return 0;
 }
 
 /* ---- separators into internal nodes ------------------------------------------ */
@@ -207,7 +227,8 @@ static int split_internal(struct loco_sherman_worker *w, struct sh_held *h,
 	if (rc)
 		return rc;
 	loco_crash_point("sherman.split_half");
-	return sh_plain_link(w, lv + 1, sep, q, hint);
+	link_split(w, lv + 1, sep, q, hint);
+	return 0;
 }
 
 /* One attempt at the separator insert at LEVEL, starting from *A. */

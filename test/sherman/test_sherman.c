@@ -1109,6 +1109,83 @@ START_TEST(link_of_a_leftmost_child_is_a_noop)
 }
 END_TEST
 
+/* A thief at sherman.split_parent_locked: it takes the lock the
+ * splitter's link has just taken (and lets it go), and the splitter
+ * stalls past half its lease, so the link loses its lock at the
+ * write-back, every attempt. */
+struct link_thief {
+	struct loco_sherman_worker *w;
+	unsigned hits;
+};
+
+static void link_thief_hook(const char *name, void *arg)
+{
+	struct link_thief *lt = arg;
+	if (strcmp(name, "sherman.split_parent_locked"))
+		return;
+	struct loco_sherman_worker *w = lt->w;
+	struct loco_sherman *t = w->t;
+	uint64_t *words = malloc((size_t)t->o.locks * 8), got = 0;
+	ck_assert_ptr_nonnull(words);
+	ck_assert_int_eq(loco_read(w->thr, &t->part[0].locks, 0, words,
+				   t->o.locks * 8), 0);
+	for (uint32_t i = 0; i < t->o.locks; i++)
+		if (loco_lllock_is_locked(words[i]) &&
+		    loco_lllock_owner(words[i]) == w->slot)
+			ck_assert_int_eq(loco_cas(w->thr, &t->part[0].locks,
+						  (uint64_t)i * 8, words[i], 0,
+						  &got), 0);
+	free(words);
+	lt->hits++;
+	usleep((t->o.lease_ms / 2 + 2) * 1000);
+}
+
+/* An insert whose leaf split is published is done, whatever becomes of
+ * the parent entry (a missing one is a valid B-link state that verify,
+ * or the next writer walking to the leaf, adds): every attempt of its
+ * link losing its lock must not make the insert fail, nor run it again
+ * (it would find its own key: -EEXIST). */
+START_TEST(split_done_when_its_link_fails)
+{
+	struct loco_sherman_opts o = tiny(false);
+	o.lease_ms = 10;
+	struct loco_sherman *t = make(0, o);
+	struct loco_sherman_worker *w = worker(t, cl.thr[0]);
+	for (uint64_t key = 0; key < 60; key += 10) {
+		uint64_t v = val_of(key);
+		ck_assert_int_eq(loco_sherman_insert(w, key, &v), 0);
+	}
+	uint8_t img[LOCO_SHERMAN_NODE_MAX];
+	loco_raddr_t a = leaf_of(w, 60, img);
+	ck_assert_uint_ne(a, t->root);
+	ck_assert_int_lt(sh_leaf_find(t, img, 60, NULL), 0);
+	int fs;
+	sh_leaf_find(t, img, 60, &fs);
+	ck_assert_int_lt(fs, 0);                      /* full: 60 splits it */
+	struct link_thief lt = { .w = w };
+	struct loco_sherman_stats s0, s1;
+	loco_sherman_worker_stats(w, &s0);
+	rtx_crash_set_hook(link_thief_hook, &lt);
+	uint64_t v = val_of(60), got = 0;
+	int rc = loco_sherman_insert(w, 60, &v);
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	loco_sherman_worker_stats(w, &s1);
+	ck_assert_uint_ge(lt.hits, 2);
+	ck_assert_uint_eq(s1.lost_locks - s0.lost_locks, lt.hits);
+	ck_assert_int_eq(loco_sherman_lookup(w, 60, &got), 0);
+	ck_assert_uint_eq(got, v);
+	struct loco_sherman_verify r;
+	ck_assert_int_eq(loco_sherman_verify(w, true, &r), 0);
+	ck_assert_msg(r.errors == 0, "verify: %s", r.first_error);
+	ck_assert_uint_ge(r.unlinked, 1);
+	ck_assert_uint_eq(r.linked, r.unlinked);
+	check_tree(w, 7);
+	loco_sherman_worker_destroy(w);
+	loco_sherman_destroy(t);
+}
+END_TEST
+
 /* A broken tree: a sealed leaf with a key outside its fences. */
 START_TEST(verify_finds_a_broken_tree)
 {
@@ -1371,6 +1448,7 @@ int main(void)
 	tcase_add_test(t, slot_settled_and_locks_audited);
 	tcase_add_test(t, link_of_a_leftmost_child_is_a_noop);
 	tcase_add_test(t, verify_finds_a_broken_tree);
+	tcase_add_test(t, split_done_when_its_link_fails);
 	tcase_add_test(t, stalled_half_split_linked_by_others);
 	tcase_add_test(t, stalled_rtx_split_repaired);
 	t = tc(s, "two", setup2, 60);
