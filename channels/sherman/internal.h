@@ -196,6 +196,21 @@ unsigned sh_leaf_entries(const struct loco_sherman *t, void *img, uint64_t key,
 unsigned sh_int_entries(const struct loco_sherman *t, const void *img,
 			uint64_t key, loco_raddr_t child, uint8_t *all,
 			struct sh_kv *e);
+/* The halves of a split of full node IMG whose entries, with the new
+ * one, are E[0..N) (sorted; internal: LEFT its leftmost child): LO, node
+ * LO_SELF at version LO_NV, takes IMG's low fence and E[0..N/2); HI, new
+ * node HI_SELF, takes the rest (internal: E[N/2] moves up, its child
+ * leading HI), IMG's high fence and sibling, and is LO's sibling.
+ * Returns the separator, HI's low fence. A root split passes a new node
+ * as LO_SELF (the root's address stays the root's: sh_root_image). */
+uint64_t sh_split_halves(const struct loco_sherman *t, const void *img,
+			 const struct sh_kv *e, unsigned n, loco_raddr_t left,
+			 loco_raddr_t lo_self, uint64_t lo_nv, void *lo,
+			 loco_raddr_t hi_self, void *hi);
+/* Into OUT the split root ROOT (image) as the parent of its halves LO
+ * and HI, separated at SEP: one level up, version + 1. */
+void sh_root_image(const struct loco_sherman *t, const void *root,
+		   uint64_t sep, loco_raddr_t lo, loco_raddr_t hi, void *out);
 /* Leaf slots 0..N-1 from E, then seal; internal pairs from E, then seal. */
 void sh_leaf_fill(const struct loco_sherman *t, void *img,
 		  const struct sh_kv *e, unsigned n);

@@ -263,3 +263,38 @@ void sh_int_fill(const struct loco_sherman *t, void *img,
 	}
 	sh_seal(t, img);
 }
+
+uint64_t sh_split_halves(const struct loco_sherman *t, const void *img,
+			 const struct sh_kv *e, unsigned n, loco_raddr_t left,
+			 loco_raddr_t lo_self, uint64_t lo_nv, void *lo,
+			 loco_raddr_t hi_self, void *hi)
+{
+	const struct sh_hdr *h = img;
+	unsigned lv = sh_level(h), mid = n / 2;
+	uint64_t sep = e[mid].key;
+	if (!lv) {
+		sh_leaf_init(t, hi, hi_self, sep, h->high, h->sibling, 1);
+		sh_leaf_fill(t, hi, e + mid, n - mid);
+		sh_leaf_init(t, lo, lo_self, h->low, sep, hi_self, lo_nv);
+		sh_leaf_fill(t, lo, e, mid);
+		return sep;
+	}
+	/* Internal: separator MID moves up, its child leads HI. */
+	uint64_t mc;
+	memcpy(&mc, e[mid].val, 8);
+	sh_int_init(t, hi, hi_self, lv, sep, h->high, h->sibling, 1, mc);
+	sh_int_fill(t, hi, e + mid + 1, n - mid - 1);
+	sh_int_init(t, lo, lo_self, lv, h->low, sep, hi_self, lo_nv, left);
+	sh_int_fill(t, lo, e, mid);
+	return sep;
+}
+
+void sh_root_image(const struct loco_sherman *t, const void *root,
+		   uint64_t sep, loco_raddr_t lo, loco_raddr_t hi, void *out)
+{
+	const struct sh_hdr *r = root;
+	sh_int_init(t, out, r->self, sh_level(r) + 1, r->low, SH_INF, 0,
+		    r->nv + 1, lo);
+	sh_int_insert(out, sep, hi);
+	sh_seal(t, out);
+}

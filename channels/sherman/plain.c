@@ -60,20 +60,17 @@ static int lock_covering(struct loco_sherman_worker *w, unsigned level,
 	}
 }
 
-/* ---- leaf splits -------------------------------------------------------------- */
+/* ---- splits --------------------------------------------------------------------- */
 
-/* Internal image halves: pairs E[0..n) (E[i].val points at the child)
- * with leftmost child LEFT. */
-/* Split the root R (locked by H, image IMG, level LV) whose entries
- * (sorted, N of them) are E, LEFT its leftmost child if internal: two
- * new children A and B take the halves, R becomes their parent. */
+/* Split the root R (locked by H, image IMG) whose entries (sorted, N of
+ * them) are E, LEFT its leftmost child if internal: two new children
+ * take the halves, R becomes their parent. */
 static int split_root(struct loco_sherman_worker *w, struct sh_held *h,
 		      const void *img, const struct sh_kv *e, unsigned n,
 		      loco_raddr_t left)
 {
 	struct loco_sherman *t = w->t;
 	const struct sh_hdr *r = img;
-	unsigned lv = sh_level(r), mid = n / 2;
 	loco_raddr_t ab[2];
 	int rc = sh_alloc(w, &ab[0]);
 	if (!rc)
@@ -83,23 +80,10 @@ static int split_root(struct loco_sherman_worker *w, struct sh_held *h,
 		return rc;
 	}
 	void *im[2] = { w->nb[2], w->nb[3] };
-	uint64_t sep = e[mid].key, rc_child = 0;
-	if (!lv) {
-		sh_leaf_init(t, im[0], ab[0], r->low, sep, ab[1], 1);
-		sh_leaf_init(t, im[1], ab[1], sep, SH_INF, 0, 1);
-		sh_leaf_fill(t, im[0], e, mid);
-		sh_leaf_fill(t, im[1], e + mid, n - mid);
-	} else {
-		memcpy(&rc_child, e[mid].val, 8);
-		sh_int_init(t, im[0], ab[0], lv, r->low, sep, ab[1], 1, left);
-		sh_int_init(t, im[1], ab[1], lv, sep, SH_INF, 0, 1, rc_child);
-		sh_int_fill(t, im[0], e, mid);
-		sh_int_fill(t, im[1], e + mid + 1, n - mid - 1);
-	}
+	uint64_t sep = sh_split_halves(t, img, e, n, left, ab[0], 1, im[0],
+				       ab[1], im[1]);
 	uint8_t *nr = w->nb[6];
-	sh_int_init(t, nr, r->self, lv + 1, r->low, SH_INF, 0, r->nv + 1, ab[0]);
-	sh_int_insert(nr, sep, ab[1]);
-	sh_seal(t, nr);
+	sh_root_image(t, img, sep, ab[0], ab[1], nr);
 	rc = write_new(w, 2, ab, im);
 	if (rc) {
 		sh_unlock(w, h);
@@ -161,74 +145,55 @@ static void link_split(struct loco_sherman_worker *w, unsigned level,
 			  (unsigned long long)sep, loco_strerror(rc));
 }
 
-/* Split full leaf A (locked by H, image IMG) adding {KEY, VAL}; then put
- * the separator into the parent (HINT: the parent the descent saw). */
-static int split_leaf(struct loco_sherman_worker *w, struct sh_held *h,
-		      void *img, uint64_t key, const void *val,
-		      loco_raddr_t hint)
+/* Split full node IMG (locked by H) whose entries, with the new one,
+ * are E[0..N) (internal: LEFT its leftmost child): the root in place,
+ * any other node B-link style, then its separator into the level above
+ * (HINT: the node there the descent saw). */
+static int split_node(struct loco_sherman_worker *w, struct sh_held *h,
+		      const void *img, const struct sh_kv *e, unsigned n,
+		      loco_raddr_t left, loco_raddr_t hint)
 {
 	struct loco_sherman *t = w->t;
-	const struct sh_hdr *l = img;
-	struct sh_kv *e = w->kv;
-	loco_crash_point("sherman.split_locked");
-	unsigned n = sh_leaf_entries(t, img, key, val, e), mid = n / 2;
-	uint64_t sep = e[mid].key;
-	int rc = 0;
-	if (l->self == t->root)
-		return split_root(w, h, img, e, n, 0);
+	const struct sh_hdr *o = img;
+	if (o->self == t->root)
+		return split_root(w, h, img, e, n, left);
 	loco_raddr_t s;
-	if ((rc = sh_alloc(w, &s))) {
+	int rc = sh_alloc(w, &s);
+	if (rc) {
 		sh_unlock(w, h);
 		return rc;
 	}
-	sh_leaf_init(t, w->nb[2], s, sep, l->high, l->sibling, 1);
-	sh_leaf_fill(t, w->nb[2], e + mid, n - mid);
-	sh_leaf_init(t, w->nb[3], l->self, l->low, sep, s, l->nv + 1);
-	sh_leaf_fill(t, w->nb[3], e, mid);
+	uint64_t sep = sh_split_halves(t, img, e, n, left, o->self, o->nv + 1,
+				       w->nb[3], s, w->nb[2]);
 	rc = publish_half(w, h, img, w->nb[3], s, w->nb[2]);
 	if (rc)
 		return rc;
 	loco_crash_point("sherman.split_half");
-	link_split(w, 1, sep, s, hint);
+	link_split(w, sh_level(o) + 1, sep, s, hint);
 	return 0;
+}
+
+/* Split full leaf IMG (locked by H) adding {KEY, VAL}. */
+static int split_leaf(struct loco_sherman_worker *w, struct sh_held *h,
+		      void *img, uint64_t key, const void *val,
+		      loco_raddr_t hint)
+{
+	loco_crash_point("sherman.split_locked");
+	unsigned n = sh_leaf_entries(w->t, img, key, val, w->kv);
+	return split_node(w, h, img, w->kv, n, 0, hint);
 }
 
 /* ---- separators into internal nodes ------------------------------------------ */
 
-/* Split full internal node IMG (locked by H) adding {KEY, CHILD}; the
- * promoted separator then goes one level up. */
+/* Split full internal node IMG (locked by H) adding {KEY, CHILD}. */
 static int split_internal(struct loco_sherman_worker *w, struct sh_held *h,
 			  void *img, uint64_t key, loco_raddr_t child,
 			  loco_raddr_t hint)
 {
-	struct loco_sherman *t = w->t;
-	const struct sh_hdr *p = img;
-	unsigned lv = sh_level(p);
 	uint8_t *all = w->nb[4];
-	struct sh_kv *e = w->kv;
-	unsigned n = sh_int_entries(t, img, key, child, all, e), mid = n / 2;
+	unsigned n = sh_int_entries(w->t, img, key, child, all, w->kv);
 	loco_crash_point("sherman.split_locked");
-	loco_raddr_t left = sh_int_child(all, 0);
-	int rc;
-	if (p->self == t->root)
-		return split_root(w, h, img, e, n, left);
-	uint64_t sep = e[mid].key, mc;
-	memcpy(&mc, e[mid].val, 8);
-	loco_raddr_t q;
-	if ((rc = sh_alloc(w, &q))) {
-		sh_unlock(w, h);
-		return rc;
-	}
-	sh_int_init(t, w->nb[2], q, lv, sep, p->high, p->sibling, 1, mc);
-	sh_int_fill(t, w->nb[2], e + mid + 1, n - mid - 1);
-	sh_int_init(t, w->nb[3], p->self, lv, p->low, sep, q, p->nv + 1, left);
-	sh_int_fill(t, w->nb[3], e, mid);
-	rc = publish_half(w, h, img, w->nb[3], q, w->nb[2]);
-	if (rc)
-		return rc;
-	loco_crash_point("sherman.split_half");
-	link_split(w, lv + 1, sep, q, hint);
-	return 0;
+	return split_node(w, h, img, w->kv, n, sh_int_child(all, 0), hint);
 }
 
 /* One attempt at the separator insert at LEVEL, starting from *A. */

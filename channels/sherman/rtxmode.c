@@ -79,15 +79,14 @@ static int tx_covering(struct loco_sherman_worker *w, unsigned level,
 	return -EAGAIN;
 }
 
-/* Root split in the transaction: halves E[0..mid) and E[mid..n) (leaf)
- * or around E[mid] (internal, LEFT the leftmost child) into two new
- * nodes; the root becomes their parent. */
+/* Root split in the transaction: the halves of the root IMG (entries E,
+ * LEFT its leftmost child if internal) into two new nodes; the root
+ * becomes their parent. */
 static int tx_split_root(struct loco_sherman_worker *w, const void *img,
 			 const struct sh_kv *e, unsigned n, loco_raddr_t left)
 {
 	struct loco_sherman *t = w->t;
 	const struct sh_hdr *r = img;
-	unsigned lv = sh_level(r), mid = n / 2;
 	loco_raddr_t a, b;
 	int rc = tx_alloc(w, &a);
 	if (!rc)
@@ -95,22 +94,8 @@ static int tx_split_root(struct loco_sherman_worker *w, const void *img,
 	if (rc)
 		return rc;
 	uint8_t *ia = w->nb[2], *ib = w->nb[3], *nr = w->nb[6];
-	uint64_t sep = e[mid].key, mc = 0;
-	if (!lv) {
-		sh_leaf_init(t, ia, a, r->low, sep, b, 1);
-		sh_leaf_init(t, ib, b, sep, SH_INF, 0, 1);
-		sh_leaf_fill(t, ia, e, mid);
-		sh_leaf_fill(t, ib, e + mid, n - mid);
-	} else {
-		memcpy(&mc, e[mid].val, 8);
-		sh_int_init(t, ia, a, lv, r->low, sep, b, 1, left);
-		sh_int_init(t, ib, b, lv, sep, SH_INF, 0, 1, mc);
-		sh_int_fill(t, ia, e, mid);
-		sh_int_fill(t, ib, e + mid + 1, n - mid - 1);
-	}
-	sh_int_init(t, nr, r->self, lv + 1, r->low, SH_INF, 0, r->nv + 1, a);
-	sh_int_insert(nr, sep, b);
-	sh_seal(t, nr);
+	uint64_t sep = sh_split_halves(t, img, e, n, left, a, 1, ia, b, ib);
+	sh_root_image(t, img, sep, a, b, nr);
 	if ((rc = loco_rtx_write(w->xw, a, ia)) || (rc = loco_rtx_write(w->xw, b, ib)))
 		return rc;
 	loco_crash_point("sherman.split_root");
@@ -123,38 +108,31 @@ static int tx_split_root(struct loco_sherman_worker *w, const void *img,
 static int tx_link(struct loco_sherman_worker *w, unsigned level, uint64_t key,
 		   loco_raddr_t child, const struct sh_path *path);
 
-/* Split internal node IMG (pre-locked) adding {KEY, CHILD}. */
-static int tx_split_internal(struct loco_sherman_worker *w, const void *img,
-			     uint64_t key, loco_raddr_t child,
-			     const struct sh_path *path)
+/* Split full node IMG (pre-locked) whose entries, with the new one, are
+ * E[0..N) (internal: LEFT its leftmost child), in the transaction: the
+ * root in place, any other node into itself and a new sibling, whose
+ * separator goes into the level above. */
+static int tx_split_node(struct loco_sherman_worker *w, const void *img,
+			 const struct sh_kv *e, unsigned n, loco_raddr_t left,
+			 const struct sh_path *path)
 {
 	struct loco_sherman *t = w->t;
-	const struct sh_hdr *p = img;
-	unsigned lv = sh_level(p);
-	uint8_t *all = w->nb[4];
-	struct sh_kv *e = w->kv;
-	unsigned n = sh_int_entries(t, img, key, child, all, e), mid = n / 2;
-	loco_crash_point("sherman.split_locked");
+	const struct sh_hdr *o = img;
 	SH_INC(w, splits);
-	if (p->self == t->root)
-		return tx_split_root(w, img, e, n, sh_int_child(all, 0));
-	uint64_t sep = e[mid].key, mc;
-	memcpy(&mc, e[mid].val, 8);
-	loco_raddr_t q;
-	int rc = tx_alloc(w, &q);
+	if (o->self == t->root)
+		return tx_split_root(w, img, e, n, left);
+	loco_raddr_t s;
+	int rc = tx_alloc(w, &s);
 	if (rc)
 		return rc;
-	sh_int_init(t, w->nb[2], q, lv, sep, p->high, p->sibling, 1, mc);
-	sh_int_fill(t, w->nb[2], e + mid + 1, n - mid - 1);
-	sh_int_init(t, w->nb[3], p->self, lv, p->low, sep, q, p->nv + 1,
-		    sh_int_child(all, 0));
-	sh_int_fill(t, w->nb[3], e, mid);
-	if ((rc = loco_rtx_write(w->xw, q, w->nb[2])))
+	uint64_t sep = sh_split_halves(t, img, e, n, left, o->self, o->nv + 1,
+				       w->nb[3], s, w->nb[2]);
+	if ((rc = loco_rtx_write(w->xw, s, w->nb[2])))
 		return rc;
 	loco_crash_point("sherman.split_sibling");
-	if ((rc = loco_rtx_write(w->xw, p->self, w->nb[3])))
+	if ((rc = loco_rtx_write(w->xw, o->self, w->nb[3])))
 		return rc;
-	return tx_link(w, lv + 1, sep, q, path);
+	return tx_link(w, sh_level(o) + 1, sep, s, path);
 }
 
 /* Separator KEY -> CHILD into LEVEL, in the transaction. */
@@ -177,43 +155,18 @@ static int tx_link(struct loco_sherman_worker *w, unsigned level, uint64_t key,
 	loco_crash_point("sherman.split_parent_locked");
 	if (sh_int_linked(img, key))
 		return 0;
-	if (sh_count((const struct sh_hdr *)img) >= t->int_cap)
-		return tx_split_internal(w, img, key, child, path);
+	if (sh_count((const struct sh_hdr *)img) >= t->int_cap) {
+		/* Split it with the new pair. */
+		uint8_t *all = w->nb[4];
+		unsigned n = sh_int_entries(t, img, key, child, all, w->kv);
+		loco_crash_point("sherman.split_locked");
+		return tx_split_node(w, img, w->kv, n, sh_int_child(all, 0),
+				     path);
+	}
 	sh_int_insert(img, key, child);
 	((struct sh_hdr *)img)->nv++;
 	sh_seal(t, img);
 	return loco_rtx_write(w->xw, a, img);
-}
-
-/* Split full leaf IMG (pre-locked) adding {KEY, VAL}: leaf, sibling and
- * parent in this transaction. */
-static int tx_split_leaf(struct loco_sherman_worker *w, void *img, uint64_t key,
-			 const void *val, const struct sh_path *path)
-{
-	struct loco_sherman *t = w->t;
-	const struct sh_hdr *l = img;
-	struct sh_kv *e = w->kv;
-	unsigned n = sh_leaf_entries(t, img, key, val, e);
-	loco_crash_point("sherman.split_locked");
-	SH_INC(w, splits);
-	if (l->self == t->root)
-		return tx_split_root(w, img, e, n, 0);
-	unsigned mid = n / 2;
-	uint64_t sep = e[mid].key;
-	loco_raddr_t s;
-	int rc = tx_alloc(w, &s);
-	if (rc)
-		return rc;
-	sh_leaf_init(t, w->nb[2], s, sep, l->high, l->sibling, 1);
-	sh_leaf_fill(t, w->nb[2], e + mid, n - mid);
-	sh_leaf_init(t, w->nb[3], l->self, l->low, sep, s, l->nv + 1);
-	sh_leaf_fill(t, w->nb[3], e, mid);
-	if ((rc = loco_rtx_write(w->xw, s, w->nb[2])))
-		return rc;
-	loco_crash_point("sherman.split_sibling");
-	if ((rc = loco_rtx_write(w->xw, l->self, w->nb[3])))
-		return rc;
-	return tx_link(w, 1, sep, s, path);
 }
 
 /* The leaf the attempt locked does not hold KEY: a split moved KEY right
@@ -264,7 +217,9 @@ static int attempt(struct loco_sherman_worker *w, enum sh_op op, uint64_t key,
 	if (op != SH_INSERT && i < 0)
 		return -ENOENT;
 	if (op == SH_INSERT && fs < 0) {
-		rc = tx_split_leaf(w, img, key, val, &path);
+		unsigned n = sh_leaf_entries(t, img, key, val, w->kv);
+		loco_crash_point("sherman.split_locked");
+		rc = tx_split_node(w, img, w->kv, n, 0, &path);
 		return rc == -ESTALE ? -EAGAIN : rc;
 	}
 	sh_leaf_set(t, img, (unsigned)(op == SH_INSERT ? fs : i), key,
