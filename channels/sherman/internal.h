@@ -332,6 +332,13 @@ int sh_locate(const struct loco_sherman *t, loco_raddr_t a, uint32_t *pi,
 /* A fresh node address (round robin over the parts): 0 or -ENOSPC. */
 int sh_alloc(struct loco_sherman_worker *w, loco_raddr_t *out);
 int sh_wait(struct loco_sherman_worker *w, struct loco_ack *ack);
+/* Plain mode: node A's part *PI and offset *NOFF in the part's node
+ * pool, and batch B started (the ops of B to that part share a QP, so
+ * it places them in the order added). 0 or -EINVAL (not a node). */
+int sh_node_batch(struct loco_sherman_worker *w, loco_raddr_t a,
+		  struct loco_batch *b, uint32_t *pi, uint64_t *noff);
+/* Post batch B and wait for it. */
+int sh_batch_wait(struct loco_sherman_worker *w, struct loco_batch *b);
 
 /* ---- read.c: node reads and descents --------------------------------------- */
 

@@ -138,30 +138,22 @@ static void add_writes(struct loco_sherman_worker *w, struct loco_batch *b,
 	loco_batch_write(b, &p->nodes, noff + SH_SEQ_OFF, &w->seqw[1], 8);
 }
 
-static int post_wait(struct loco_sherman_worker *w, struct loco_batch *b)
-{
-	struct loco_ack ack = { 0, 0 };
-	int rc = loco_batch_post(b, &ack);
-	return rc ? rc : sh_wait(w, &ack);
-}
-
 int sh_write_placed(struct loco_sherman_worker *w, struct sh_held *h,
 		    loco_raddr_t a, uint64_t seq, uint32_t off,
 		    const void *data, uint32_t len)
 {
 	uint32_t pi;
 	uint64_t noff;
-	int rc = sh_locate(w->t, a, &pi, &noff);
+	struct loco_batch b;
+	int rc = sh_node_batch(w, a, &b, &pi, &noff);
 	if (rc)
 		return rc;
-	struct loco_batch b;
-	loco_batch_init(&b, w->thr);
 	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
 	/* Ordering: a READ on the same QP completes after the WRITEs before
 	 * it are placed (docs/ordering.md rule 3). */
 	loco_batch_read(&b, &w->t->part[pi].nodes, noff + SH_SEQ_OFF,
 			&w->cas_old, 8);
-	return post_wait(w, &b);
+	return sh_batch_wait(w, &b);
 }
 
 /* ---- the local lock table ------------------------------------------------- */
@@ -262,15 +254,14 @@ static int cas_and_read(struct loco_sherman_worker *w, struct sh_held *h,
 {
 	uint32_t pi;
 	uint64_t noff;
-	int rc = sh_locate(w->t, a, &pi, &noff);
+	struct loco_batch b;
+	int rc = sh_node_batch(w, a, &b, &pi, &noff);
 	if (rc)
 		return rc;
-	struct loco_batch b;
-	loco_batch_init(&b, w->thr);
 	loco_batch_cas(&b, locks_of(w->t, h), (uint64_t)h->idx * 8, expect,
 		       word, old);
 	loco_batch_read(&b, &w->t->part[pi].nodes, noff, img, w->t->o.node_size);
-	return post_wait(w, &b);
+	return sh_batch_wait(w, &b);
 }
 
 /* The node read under the lock: the batch's copy if it is whole, else
@@ -485,7 +476,8 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 	struct loco_sherman *t = w->t;
 	uint32_t pi;
 	uint64_t noff;
-	int rc = sh_locate(t, a, &pi, &noff);
+	struct loco_batch b;
+	int rc = sh_node_batch(w, a, &b, &pi, &noff);
 	if (rc) {
 		sh_unlock(w, h);
 		return rc;
@@ -493,8 +485,6 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 	if ((rc = sh_lock_keep(w, h)))
 		return rc;   /* lost: nothing written, nothing held */
 	bool hand = want_handover(w, h);
-	struct loco_batch b;
-	loco_batch_init(&b, w->thr);
 	uint32_t ppi;
 	uint64_t pnoff;
 	if (pre && !(rc = sh_locate(t, pre, &ppi, &pnoff)) && ppi == pi)
@@ -520,7 +510,7 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 		 * places them first (command combination). */
 		loco_batch_cas(&b, &t->part[pi].locks, (uint64_t)h->idx * 8,
 			       h->word, 0, &w->cas_old);
-	rc = post_wait(w, &b);
+	rc = sh_batch_wait(w, &b);
 	if (!rc && !hand && t->o.no_combine) {
 		rc = release_global(w, h);
 	} else if (!rc && w->cas_old != h->word) {

@@ -78,24 +78,19 @@ static int plain_snapshot(struct loco_sherman_worker *w, loco_raddr_t a,
 		return sh_read_node(w, a, img);
 	uint32_t pi;
 	uint64_t noff, s2 = 0;
-	int rc = sh_locate(t, a, &pi, &noff);
-	if (rc)
-		return rc;
 	struct loco_wait wait;
 	unsigned tries = 0;
 	loco_wait_init(&wait, t->base.mgr, -1);
 	for (;;) {
 		struct loco_batch b;
-		struct loco_ack ack = { 0, 0 };
-		loco_batch_init(&b, w->thr);
+		int rc = sh_node_batch(w, a, &b, &pi, &noff);
+		if (rc)
+			return rc;
 		/* Ordering: one QP executes the three READs in order. */
 		loco_batch_read(&b, &t->part[pi].nodes, noff + SH_SEQ_OFF, seq, 8);
 		loco_batch_read(&b, &t->part[pi].nodes, noff, img, t->o.node_size);
 		loco_batch_read(&b, &t->part[pi].nodes, noff + SH_SEQ_OFF, &s2, 8);
-		rc = loco_batch_post(&b, &ack);
-		if (!rc)
-			rc = sh_wait(w, &ack);
-		if (rc)
+		if ((rc = sh_batch_wait(w, &b)))
 			return rc;
 		if (*seq == s2 && !(s2 & 1) && sh_node_ok(t, img, a))
 			return 0;
@@ -128,7 +123,6 @@ static int prefetch(struct loco_sherman_worker *w, const void *p, uint64_t lo,
 	if (w->pf_n < 2)
 		return w->pf_n = 0;
 	struct loco_batch b;
-	struct loco_ack ack = { 0, 0 };
 	loco_batch_init(&b, w->thr);
 	for (unsigned i = 0; i < w->pf_n; i++) {
 		uint32_t pi;
@@ -145,8 +139,7 @@ static int prefetch(struct loco_sherman_worker *w, const void *p, uint64_t lo,
 		loco_batch_read(&b, &t->part[pi].nodes, noff + SH_SEQ_OFF,
 				&w->pf_s2[i], 8);
 	}
-	int rc = loco_batch_post(&b, &ack);
-	return rc ? rc : sh_wait(w, &ack);
+	return sh_batch_wait(w, &b);
 }
 
 /* The prefetched snapshot of leaf A into IMG if it is the next one and

@@ -400,6 +400,22 @@ int sh_wait(struct loco_sherman_worker *w, struct loco_ack *ack)
 	return rc;
 }
 
+int sh_node_batch(struct loco_sherman_worker *w, loco_raddr_t a,
+		  struct loco_batch *b, uint32_t *pi, uint64_t *noff)
+{
+	int rc = sh_locate(w->t, a, pi, noff);
+	if (!rc)
+		loco_batch_init(b, w->thr);
+	return rc;
+}
+
+int sh_batch_wait(struct loco_sherman_worker *w, struct loco_batch *b)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	return rc ? rc : sh_wait(w, &ack);
+}
+
 /* ---- workers ------------------------------------------------------------- */
 
 static void worker_free(struct loco_sherman_worker *w)
