@@ -116,7 +116,7 @@ struct sh_cache {
 int sh_cache_init(struct sh_cache *c, uint32_t node_size, uint64_t bytes);
 void sh_cache_fini(struct sh_cache *c);
 /* Copy into OUT the lowest-level cached internal node whose fences hold
- * KEY, at a level above MIN_LEVEL (>= 1). Returns true on a hit. */
+ * KEY, at level MIN_LEVEL (>= 1) or above. Returns true on a hit. */
 bool sh_cache_find(struct sh_cache *c, uint64_t key, unsigned min_level,
 		   void *out);
 /* Cache internal node IMG (replacing entries of its level that overlap). */

@@ -122,11 +122,12 @@ int sh_descend(struct loco_sherman_worker *w, uint64_t key, unsigned level,
 			*out = child;
 			return 0;
 		}
+		uint64_t low = h->low;   /* IMG gets the child */
 		rc = sh_read_covering(w, key, &child, img);
 		if (rc == -ESTALE && cached) {
 			/* The cached parent led below the key: stale. */
 			SH_INC(w, cache_stale);
-			sh_cache_drop(&t->cache, lv, h->low);
+			sh_cache_drop(&t->cache, lv, low);
 		}
 		cached = false;
 	}
