@@ -116,6 +116,18 @@ static uint64_t ack_off(const struct node *n, uint32_t node, unsigned t,
 	       sizeof(struct ack);
 }
 
+/* The record index (ack_off / sizeof(struct ack)) of KEY, key_of's
+ * inverse; false if no thread's keys hold it. */
+static bool rec_of(const struct node *n, uint64_t key, size_t *k)
+{
+	uint64_t owners = (uint64_t)LOCO_MAX_NODES * MAX_THREADS;
+	uint64_t x = (key - 1) / 7, i = x / owners;
+	if (key % 7 != 1 || i >= n->o.keys)
+		return false;
+	*k = (size_t)((x % owners) * n->o.keys + i);
+	return true;
+}
+
 /* ---- options -------------------------------------------------------------- */
 
 static const char usage[] =
@@ -397,9 +409,10 @@ static int check_key(struct loco_sherman_worker *w,
 	return 0;
 }
 
-/* Every key of every node read back; then the whole key space scanned
- * and compared with the reads (sorted by key: FOUND[] is in key order
- * of (i, node, thread)). */
+/* Every key of every node read back (FOUND[] gets the value id read, 0:
+ * absent); then the whole key space scanned: each pair must be a key a
+ * read found, with the value it found, and every key found must come
+ * (scan_mismatch: the pairs that are not, and the keys missing). */
 static int check_keys(struct node *n, struct loco_sherman_worker *w,
 		      struct loco_thread *thr, struct result *res)
 {
@@ -422,22 +435,32 @@ static int check_keys(struct node *n, struct loco_sherman_worker *w,
 				rc = check_key(w, id, t, i, &a[k], res,
 					       &found[k]);
 			}
-	uint64_t keys[SCAN_CHUNK], from = 0, seen = 0, want = 0;
+	uint64_t keys[SCAN_CHUNK], from = 0, seen = 0, same = 0, want = 0;
 	static uint64_t vals[SCAN_CHUNK * LOCO_SHERMAN_VALUE_MAX / 8];
 	for (size_t k = 0; k < per; k++)
 		want += found[k] != 0;
 	for (unsigned got = SCAN_CHUNK; !rc && got == SCAN_CHUNK;) {
 		rc = loco_sherman_scan(w, from, LOCO_SHERMAN_KEY_MAX, SCAN_CHUNK,
 				       keys, vals, &got);
-		for (unsigned j = 0; !rc && j < got; j++)
-			seen++;
+		for (unsigned j = 0; !rc && j < got; j++) {
+			size_t k;
+			uint64_t id = vals[(size_t)j * n->o.vlen / 8] ^ keys[j];
+			if (rec_of(n, keys[j], &k) && found[k] && found[k] == id)
+				same++;
+			else
+				fprintf(stderr, PROG ": the scan found key %" PRIu64
+					" with %#" PRIx64 ", the reads did not\n",
+					keys[j], id);
+		}
+		seen += got;
 		if (got)
 			from = keys[got - 1] + 1;
 	}
-	if (!rc && seen != want) {
-		res->scan_mismatch = seen > want ? seen - want : want - seen;
-		fprintf(stderr, PROG ": the scan found %" PRIu64 " keys, the "
-			"reads %" PRIu64 "\n", seen, want);
+	if (!rc && (seen != same || same != want)) {
+		res->scan_mismatch = (seen - same) + (want - same);
+		fprintf(stderr, PROG ": the scan found %" PRIu64 " keys, %" PRIu64
+			" of them as read; the reads %" PRIu64 "\n", seen, same,
+			want);
 	}
 	free(a);
 	free(found);
