@@ -20,7 +20,6 @@ the hard checks above made on every attempt. A node killed by a crash
 point makes loco-run exit non-zero, so its status is not used; a missing
 JSON line fails. Exit status 0 on success, 1 on failure."""
 
-import json
 import sys
 
 import crashrun
@@ -37,40 +36,21 @@ def parse(argv):
                            "--min-links": "min_links", "--tries": "tries"})
 
 
-def run_once(run_args):
-    return crashrun.run_once(run_args, '"sherman-crash"')
+def problems(res, opts, final):
+    bad = ["%s = %d" % (k, res[k]) for k in HARD if res[k] != 0]
+    if not final:
+        return bad
+    for key, least in (("dead", "min_dead"), ("repairs", "min_repairs"),
+                       ("links", "min_links")):
+        if res[key] < opts[least]:
+            bad.append("%d %s, want >= %d" % (res[key], key, opts[least]))
+    return bad
 
 
 def main(argv):
     opts, run_args = parse(argv)
-    for attempt in range(1, opts["tries"] + 1):
-        res, out, err = run_once(run_args)
-        if res is None:
-            sys.stdout.write(out)
-            sys.stderr.write(err)
-            print("check_sherman: no result line")
-            return 1
-        print(json.dumps(res))
-        hard = ["%s = %d" % (k, res[k]) for k in HARD if res[k] != 0]
-        if hard:
-            sys.stderr.write(err)
-            print("check_sherman: FAIL: " + "; ".join(hard))
-            return 1
-        soft = []
-        if res["dead"] < opts["min_dead"]:
-            soft.append("%d dead, want >= %d" % (res["dead"], opts["min_dead"]))
-        if res["repairs"] < opts["min_repairs"]:
-            soft.append("%d repairs, want >= %d" % (res["repairs"],
-                                                    opts["min_repairs"]))
-        if res["links"] < opts["min_links"]:
-            soft.append("%d links, want >= %d" % (res["links"],
-                                                 opts["min_links"]))
-        if not soft:
-            print("check_sherman: ok (attempt %d)" % attempt)
-            return 0
-        print("check_sherman: attempt %d: %s" % (attempt, "; ".join(soft)))
-    print("check_sherman: FAIL after %d attempts" % opts["tries"])
-    return 1
+    return crashrun.attempts("check_sherman", opts, run_args,
+                             '"sherman-crash"', problems)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ is possible for a plain --kill to land between transactions: repairs 0)
 is repeated up to K times; every run must still be conserved with no
 lock held. Exit status 0 on success, 1 on failure."""
 
-import json
 import sys
 
 import crashrun
@@ -36,10 +35,6 @@ def parse(argv):
                           {"--min-dead": "min_dead", "--max-dead": "max_dead",
                            "--min-repairs": "min_repairs", "--tries": "tries",
                            "--min-outages": "min_outages"})
-
-
-def run_once(run_args):
-    return crashrun.run_once(run_args, '"conserved"')
 
 
 def problems(res, opts, final):
@@ -66,26 +61,8 @@ def problems(res, opts, final):
 
 def main(argv):
     opts, run_args = parse(argv)
-    for attempt in range(1, opts["tries"] + 1):
-        res, out, err = run_once(run_args)
-        if res is None:
-            sys.stdout.write(out)
-            sys.stderr.write(err)
-            print("check_transfer: no result line")
-            return 1
-        print(json.dumps(res))
-        hard = problems(res, opts, False)
-        if hard:
-            sys.stderr.write(err)
-            print("check_transfer: FAIL: " + "; ".join(hard))
-            return 1
-        soft = problems(res, opts, True)
-        if not soft:
-            print("check_transfer: ok (attempt %d)" % attempt)
-            return 0
-        print("check_transfer: attempt %d: %s" % (attempt, "; ".join(soft)))
-    print("check_transfer: FAIL after %d attempts" % opts["tries"])
-    return 1
+    return crashrun.attempts("check_transfer", opts, run_args, '"conserved"',
+                             problems)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """What the crash checkers share (check_transfer.py, check_sherman.py):
-their own options before a "--", and one tools/loco-run of a cluster
-whose reporter prints a JSON result line."""
+their own options before a "--", one tools/loco-run of a cluster whose
+reporter prints a JSON result line, and the attempts at it."""
 
 import json
 import os
@@ -42,3 +42,31 @@ def run_once(run_args, marker):
         if body.startswith("{") and marker in body:
             return json.loads(body), out, err
     return None, out, err
+
+
+def attempts(prog, opts, run_args, marker, problems):
+    """Run the cluster (RUN_ARGS) up to OPTS["tries"] times and judge its
+    result line: PROBLEMS(res, opts, final) lists what is wrong with it,
+    the hard problems (FINAL false) failing the run at once, the rest
+    (FINAL true) making another attempt. Prints each line and the
+    verdict as PROG; returns the exit status (0: passed)."""
+    for attempt in range(1, opts["tries"] + 1):
+        res, out, err = run_once(run_args, marker)
+        if res is None:
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            print("%s: no result line" % prog)
+            return 1
+        print(json.dumps(res))
+        hard = problems(res, opts, False)
+        if hard:
+            sys.stderr.write(err)
+            print("%s: FAIL: %s" % (prog, "; ".join(hard)))
+            return 1
+        soft = problems(res, opts, True)
+        if not soft:
+            print("%s: ok (attempt %d)" % (prog, attempt))
+            return 0
+        print("%s: attempt %d: %s" % (prog, attempt, "; ".join(soft)))
+    print("%s: FAIL after %d attempts" % (prog, opts["tries"]))
+    return 1
