@@ -293,11 +293,32 @@ uint32_t race_node_for(const struct loco_race *r, uint32_t suffix);
 void race_backoff(struct loco_race_client *c, unsigned *tries);
 uint64_t race_rand(struct loco_race_client *c);
 uint64_t race_deadline(const struct loco_race_client *c);
-/* Wait for the async frees, if any (before touching their buffers). */
+/* Wait for the client's asynchronous ops (c->pend: frees, READs ahead,
+ * posted lists), if any, before touching their buffers. The set is
+ * cleared only when the wait returns 0. */
 int race_pend_wait(struct loco_race_client *c);
-/* Post batch B and wait for it together with the async frees (one round
- * trip); ACK collects it. */
+/* Post batch B into the asynchronous set and wait for all of it: one
+ * round trip. */
 int race_run(struct loco_race_client *c, struct loco_batch *b);
+
+/* Any number of ops, posted into the client's asynchronous set in batches
+ * of LOCO_BATCH_MAX (a doorbell each) as they are added; race_ops_run
+ * waits for all of them at once: one round trip. */
+struct race_ops {
+	struct loco_race_client *c;
+	struct loco_batch b;
+	int rc;                  /* first error of a post */
+};
+void race_ops_init(struct race_ops *l, struct loco_race_client *c);
+void race_ops_read(struct race_ops *l, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len);
+void race_ops_cas(struct race_ops *l, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old);
+/* Post what is left, no wait (the client's next wait covers it); the
+ * list is empty again. 0 or the first error. */
+int race_ops_post(struct race_ops *l);
+/* Post what is left and wait for everything: 0 or the first error. */
+int race_ops_run(struct race_ops *l);
 
 /* ---- ops.c ------------------------------------------------------------------ */
 /* Checksum of the LEN bytes of KV block BLK, with word 2 zero and DEAD

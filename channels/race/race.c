@@ -569,22 +569,62 @@ int race_pend_wait(struct loco_race_client *c)
 	if (!c->pend.peers)
 		return 0;
 	int rc = loco_ack_wait(c->thr, &c->pend, -1);
-	loco_ack_clear(&c->pend);
-	c->npend = 0;
-	return rc;
-}
-
-int race_run(struct loco_race_client *c, struct loco_batch *b)
-{
-	struct loco_ack ack = c->pend;
-	int rc = loco_batch_post(b, &ack);
-	if (!rc && ack.peers)
-		rc = loco_ack_wait(c->thr, &ack, -1);
+	/* After a failed wait the ops may still complete: they stay in the
+	 * set, their buffers reserved, until a wait returns 0. */
 	if (!rc) {
 		loco_ack_clear(&c->pend);
 		c->npend = 0;
 	}
 	return rc;
+}
+
+int race_run(struct loco_race_client *c, struct loco_batch *b)
+{
+	int rc = loco_batch_post(b, &c->pend);
+	return rc ? rc : race_pend_wait(c);
+}
+
+void race_ops_init(struct race_ops *l, struct loco_race_client *c)
+{
+	l->c = c;
+	l->rc = 0;
+	loco_batch_init(&l->b, c->thr);
+}
+
+/* A full batch goes out before the next op is added. */
+static void ops_room(struct race_ops *l)
+{
+	if (l->b.n == LOCO_BATCH_MAX && !l->rc)
+		l->rc = loco_batch_post(&l->b, &l->c->pend);
+}
+
+void race_ops_read(struct race_ops *l, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len)
+{
+	ops_room(l);
+	loco_batch_read(&l->b, rr, off, dst, len);
+}
+
+void race_ops_cas(struct race_ops *l, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+	ops_room(l);
+	loco_batch_cas(&l->b, rr, off, expect, desired, old);
+}
+
+int race_ops_post(struct race_ops *l)
+{
+	int rc = l->rc;
+	if (!rc && l->b.n)
+		rc = loco_batch_post(&l->b, &l->c->pend);
+	race_ops_init(l, l->c);
+	return rc;
+}
+
+int race_ops_run(struct race_ops *l)
+{
+	int rc = race_ops_post(l);
+	return rc ? rc : race_pend_wait(l->c);
 }
 
 /* ---- clients ------------------------------------------------------------------ */

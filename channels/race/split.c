@@ -65,59 +65,6 @@ static int renew_maybe(struct loco_race_client *c)
 	return loco_rtx_renew(c->w);
 }
 
-/* Post every op of the N-op list through batches, then wait once. */
-struct op_list {
-	struct loco_race_client *c;
-	struct loco_batch b;
-	struct loco_ack ack;
-	int rc;
-};
-
-static void ol_init(struct op_list *l, struct loco_race_client *c)
-{
-	l->c = c;
-	l->ack = c->pend;
-	l->rc = 0;
-	loco_batch_init(&l->b, c->thr);
-}
-
-static void ol_room(struct op_list *l)
-{
-	if (l->b.n == LOCO_BATCH_MAX && !l->rc)
-		l->rc = loco_batch_post(&l->b, &l->ack);
-}
-
-static void ol_cas(struct op_list *l, const struct loco_rregion *rr,
-		   uint64_t off, uint64_t expect, uint64_t desired, uint64_t *old)
-{
-	ol_room(l);
-	loco_batch_cas(&l->b, rr, off, expect, desired, old);
-}
-
-static void ol_read(struct op_list *l, const struct loco_rregion *rr,
-		    uint64_t off, void *dst, uint32_t len)
-{
-	ol_room(l);
-	loco_batch_read(&l->b, rr, off, dst, len);
-}
-
-static int ol_run(struct op_list *l)
-{
-	int rc = l->rc;
-	if (!rc && l->b.n)
-		rc = loco_batch_post(&l->b, &l->ack);
-	if (!rc && l->ack.peers)
-		rc = loco_ack_wait(l->c->thr, &l->ack, -1);
-	if (!rc) {
-		loco_ack_clear(&l->c->pend);
-		l->c->npend = 0;
-	}
-	loco_batch_init(&l->b, l->c->thr);
-	loco_ack_clear(&l->ack);
-	l->rc = 0;
-	return rc;
-}
-
 static uint64_t slot_word(uint32_t bucket, unsigned j)
 {
 	return (uint64_t)bucket * 8 + 1 + j;
@@ -214,17 +161,17 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 		*took_over |= race_slot_frozen(snap[slot_word(k / RACE_SLOTS,
 							      k % RACE_SLOTS)]);
 	for (unsigned round = 0; !rc; round++) {
-		struct op_list l;
+		struct race_ops l;
 		unsigned n = 0;
 		bool split_point = loco_crash_armed("race.split_mid_freeze");
 		if (round == FREEZE_ROUNDS)
 			return -EAGAIN;
-		ol_init(&l, c);
+		race_ops_init(&l, c);
 		for (uint32_t k = 0; k < nb * RACE_SLOTS; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
 			if (race_slot_frozen(snap[w]))
 				continue;
-			ol_cas(&l, &st->rr, w * 8, snap[w], frozen_of(snap[w]),
+			race_ops_cas(&l, &st->rr, w * 8, snap[w], frozen_of(snap[w]),
 			       &res[k]);
 			n++;
 			if (split_point && n == nb * RACE_SLOTS / 2)
@@ -232,7 +179,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 		}
 		if (!n)
 			break;
-		rc = ol_run(&l);
+		rc = race_ops_run(&l);
 		for (uint32_t k = 0; !rc && k < nb * RACE_SLOTS; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
 			if (race_slot_frozen(snap[w]) || res[k] == UINT64_MAX)
@@ -254,18 +201,18 @@ static int read_hashes(struct loco_race_client *c, const uint64_t *snap,
 {
 	const struct loco_race *r = c->r;
 	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
-	struct op_list l;
-	ol_init(&l, c);
+	struct race_ops l;
+	race_ops_init(&l, c);
 	for (uint32_t k = 0; k < nslots; k++) {
 		uint64_t v = snap[slot_word(k / RACE_SLOTS, k % RACE_SLOTS)];
 		if (!race_slot_item(v))
 			continue;
 		if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
 			return -EPROTO;
-		ol_read(&l, race_kv(r, race_slot_ni(v)),
+		race_ops_read(&l, race_kv(r, race_slot_ni(v)),
 			(uint64_t)race_slot_block(v) * r->block_len + 8, &h[k], 8);
 	}
-	return ol_run(&l);
+	return race_ops_run(&l);
 }
 
 /* O' and N from the frozen SNAP: same bucket and slot, split by bit LD. */
@@ -365,13 +312,13 @@ static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	uint64_t from = race_hdr(m->ld, m->s, false);
 	uint64_t to = race_hdr(m->ld + 1, m->s, false);
-	struct op_list l;
-	ol_init(&l, c);
+	struct race_ops l;
+	race_ops_init(&l, c);
 	for (unsigned k = 0; k < 3; k++)
-		ol_cas(&l, &m->o, grp_off(g) + k * RACE_BUCKET_BYTES, from, to,
+		race_ops_cas(&l, &m->o, grp_off(g) + k * RACE_BUCKET_BYTES, from, to,
 		       &m->res[k]);
-	ol_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
-	int rc = ol_run(&l);
+	race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+	int rc = race_ops_run(&l);
 	for (unsigned k = 0; !rc && k < 3; k++)
 		if (m->res[k] != from && m->res[k] != to)
 			/* Deeper already: this move was finished, and the
@@ -397,8 +344,8 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	const struct loco_race *r = c->r;
 	for (unsigned round = 0; round < GROUP_ROUNDS; round++) {
-		struct op_list l;
-		ol_init(&l, c);
+		struct race_ops l;
+		race_ops_init(&l, c);
 		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 			uint64_t v = ow_slot(m, k);
 			if (!race_slot_item(v) || race_slot_frozen(v) ||
@@ -407,15 +354,15 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 			if (race_slot_ni(v) >= r->nmn ||
 			    race_slot_block(v) >= r->nblocks)
 				return -EPROTO;
-			ol_read(&l, race_kv(r, race_slot_ni(v)),
+			race_ops_read(&l, race_kv(r, race_slot_ni(v)),
 				(uint64_t)race_slot_block(v) * r->block_len + 8,
 				&m->h[k], 8);
 		}
-		int rc = ol_run(&l);
+		int rc = race_ops_run(&l);
 		if (rc)
 			return rc;
 		unsigned n = 0;
-		ol_init(&l, c);
+		race_ops_init(&l, c);
 		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 			uint64_t v = ow_slot(m, k), to;
 			if (!v || race_slot_frozen(v))
@@ -426,15 +373,15 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 				to = v | RACE_SLOT_M;
 			else
 				continue;
-			ol_cas(&l, &m->o, kslot_off(g, k), v, to, &m->res[k]);
+			race_ops_cas(&l, &m->o, kslot_off(g, k), v, to, &m->res[k]);
 			m->h[k] = to;       /* remember what we asked for */
 			n++;
 		}
 		if (!n)
 			return 0;
 		/* Then READ the group again behind the CASes. */
-		ol_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
-		rc = ol_run(&l);
+		race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+		rc = race_ops_run(&l);
 		if (rc)
 			return rc;
 	}
@@ -445,21 +392,21 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	for (unsigned round = 0; round < GROUP_ROUNDS; round++) {
-		struct op_list l;
+		struct race_ops l;
 		unsigned n = 0;
-		ol_init(&l, c);
+		race_ops_init(&l, c);
 		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 			uint64_t v = ow_slot(m, k);
 			if (!race_slot_frozen(v) || !race_slot_item(v))
 				continue;
-			ol_cas(&l, &m->n, kslot_off(g, k), 0, v, &m->res[k]);
+			race_ops_cas(&l, &m->n, kslot_off(g, k), 0, v, &m->res[k]);
 			n++;
 		}
-		int rc = ol_run(&l);
+		int rc = race_ops_run(&l);
 		if (rc || !n)
 			return rc;
 		bool again = false;
-		ol_init(&l, c);
+		race_ops_init(&l, c);
 		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 			uint64_t v = ow_slot(m, k), got = m->res[k];
 			if (!race_slot_frozen(v) || !race_slot_item(v) ||
@@ -470,10 +417,10 @@ static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 			if (!race_slot_tent(got))
 				return -EPROTO;   /* a closed group holds no item */
 			/* An insert that will see the group closed: clear it. */
-			ol_cas(&l, &m->n, kslot_off(g, k), got, 0, &m->res[k]);
+			race_ops_cas(&l, &m->n, kslot_off(g, k), got, 0, &m->res[k]);
 			again = true;
 		}
-		rc = ol_run(&l);
+		rc = race_ops_run(&l);
 		if (rc || !again)
 			return rc;
 	}
@@ -483,14 +430,14 @@ static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 /* d: clear the moved items from O. */
 static int group_clear(struct loco_race_client *c, struct move *m, uint32_t g)
 {
-	struct op_list l;
-	ol_init(&l, c);
+	struct race_ops l;
+	race_ops_init(&l, c);
 	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 		uint64_t v = ow_slot(m, k);
 		if (race_slot_frozen(v) && race_slot_item(v))
-			ol_cas(&l, &m->o, kslot_off(g, k), v, 0, &m->res[k]);
+			race_ops_cas(&l, &m->o, kslot_off(g, k), v, 0, &m->res[k]);
 	}
-	return ol_run(&l);
+	return race_ops_run(&l);
 }
 
 /* e: unfreeze N's group (every frozen item: ours, or an earlier mover's
@@ -502,19 +449,19 @@ static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
 	int rc = loco_read(c->thr, &m->n, grp_off(g), m->nw, RACE_GROUP_BYTES);
 	if (rc)
 		return rc;
-	struct op_list l;
-	ol_init(&l, c);
+	struct race_ops l;
+	race_ops_init(&l, c);
 	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
 		uint64_t v = m->nw[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
 		if (race_slot_frozen(v))
-			ol_cas(&l, &m->n, kslot_off(g, k), v, race_slot_plain(v),
+			race_ops_cas(&l, &m->n, kslot_off(g, k), v, race_slot_plain(v),
 			       &m->res[k]);
 	}
 	/* Same QP, after the unfreezing CASes: open last. */
 	for (unsigned b = 0; b < 3; b++)
-		ol_cas(&l, &m->n, grp_off(g) + b * RACE_BUCKET_BYTES, closed, open,
+		race_ops_cas(&l, &m->n, grp_off(g) + b * RACE_BUCKET_BYTES, closed, open,
 		       &m->res[3 * RACE_SLOTS + b]);
-	return ol_run(&l);
+	return race_ops_run(&l);
 }
 
 static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
