@@ -231,20 +231,22 @@ static enum kv_verdict kv_check(const struct loco_race *r, uint8_t *blk,
 	return KV_MATCH;
 }
 
-/* READ the KV blocks of the N slots in P into c->kvr (one batch). */
+/* READ the KV blocks of the N slots in P into c->kvr: one round trip (a
+ * view of a MOVING child and its parent may have more matches than one
+ * batch holds). */
 static int kv_read(struct loco_race_client *c, const struct race_pos *p,
 		   unsigned n)
 {
-	struct loco_batch b;
-	loco_batch_init(&b, c->thr);
+	struct race_ops l;
+	race_ops_init(&l, c);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t v = p[i].v;
-		loco_batch_read(&b, race_kv(c->r, race_slot_ni(v)),
-				(uint64_t)race_slot_block(v) * c->r->block_len,
-				c->kvr + (size_t)i * c->r->block_len,
-				race_slot_len(v) * RACE_LEN_UNIT);
+		race_ops_read(&l, race_kv(c->r, race_slot_ni(v)),
+			      (uint64_t)race_slot_block(v) * c->r->block_len,
+			      c->kvr + (size_t)i * c->r->block_len,
+			      race_slot_len(v) * RACE_LEN_UNIT);
 	}
-	return race_run(c, &b);
+	return race_ops_run(&l);
 }
 
 static bool bad_slot(const struct loco_race *r, uint64_t v)

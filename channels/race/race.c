@@ -647,7 +647,8 @@ static int client_alloc(struct loco_race *r, struct loco_race_client **out)
 	c->r = r;
 	c->cache = calloc(r->ndesc, sizeof(*c->cache));
 	c->kvw = aligned_alloc(64, r->block_len);
-	/* Both combined buckets may hold 2 x 14 fingerprint matches. */
+	/* Fingerprint matches: both combined buckets of a MOVING child and
+	 * of its parent, 4 x 14 slots. */
 	c->kvr = aligned_alloc(64, (size_t)4 * RACE_CSLOTS * r->block_len);
 	c->big_len = 4 * (size_t)r->st_bytes;
 	if (c->big_len < 65536)

@@ -624,6 +624,53 @@ END_TEST
 START_TEST(takeover_cas_published) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_published"); }
 END_TEST
 
+/* Keys whose fingerprint is FP, bound for the child of a depth-0 split
+ * (hash bit 0 set), with two distinct main buckets in a one-group table:
+ * N of them into OUT. */
+static void fp_twins(const struct loco_race *r, uint8_t fp, uint64_t *out,
+		     unsigned n)
+{
+	for (uint64_t i = 0, got = 0; got < n; i++) {
+		struct race_key k;
+		race_key_init(r, &k, &i, 8);
+		if (k.fp == fp && (k.h1 & 1) && k.m1 != k.m2)
+			out[got++] = i;
+	}
+}
+
+/* A cas-mode move stalled with the group's items frozen in the parent and
+ * copied into the child: a get routed to the child reads both, 42 slots
+ * that all carry the key's fingerprint (keys chosen to collide), more
+ * KV READs than one batch holds. Every key is found. */
+START_TEST(fp_flood_moving)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_CAS);
+	struct tab t;
+	struct victim v = { .from = UINT64_C(1) << 40, .n = 1 };
+	pthread_t tid;
+	uint64_t keys[3 * RACE_SLOTS];
+	tab_open(&t, 0, &o);
+	fp_twins(t.r, 0x5a, keys, 3 * RACE_SLOTS);
+	for (unsigned i = 0; i < 3 * RACE_SLOTS; i++)
+		ck_assert_int_eq(put(t.c, keys[i], 1), 0);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, "race.cas_mid_group", r1, 1);
+	sem_wait(&stall.stopped);
+	for (unsigned i = 0; i < 3 * RACE_SLOTS; i++)
+		ck_assert_int_eq(ver_of(t.c, keys[i]), 1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(v.rc, 0);
+	rtx_crash_set_hook(NULL, NULL);
+	verify_ok(t.c, NULL);
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+END_TEST
+
 /* An insert that stalls with its slot tentative: readers never see it;
  * an insert of the same key by another client clears it once it is
  * stale and succeeds; the stalled one, released, finds the key there. */
@@ -735,6 +782,7 @@ static Suite *suite(void)
 	tcase_add_test(t, takeover_rtx_written);
 	tcase_add_test(t, takeover_cas_group);
 	tcase_add_test(t, takeover_cas_published);
+	tcase_add_test(t, fp_flood_moving);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
 	return s;
