@@ -58,11 +58,17 @@ static size_t chunk_bytes(const struct loco_race *r)
 	return (size_t)RACE_CHUNK_BLOCKS * r->block_len;
 }
 
+/* Bytes a READ of a chunk's words fills (post_words). */
+static size_t words_bytes(const struct loco_race *r)
+{
+	return chunk_bytes(r) <= CHUNK_READ_MAX ? chunk_bytes(r) :
+	       RACE_CHUNK_BLOCKS * 8;
+}
+
 int race_pools_init(struct loco_race_client *c)
 {
 	const struct loco_race *r = c->r;
-	size_t blen = chunk_bytes(r) <= CHUNK_READ_MAX ? chunk_bytes(r) :
-		      RACE_CHUNK_BLOCKS * 8;
+	size_t blen = words_bytes(r);
 	c->pool = calloc(r->nmn, sizeof(*c->pool));
 	if (!c->pool)
 		return -ENOMEM;
@@ -112,32 +118,24 @@ static struct race_own *own_add(struct race_pool *p, uint32_t idx)
 	return o;
 }
 
-/* Post READs of word 0 of the blocks WANT of chunk IDX into BUF (the
- * whole chunk in one READ when it is small: BUF then holds the blocks,
- * else 64 words) into batch B, posting it when full; ACK collects. */
-static int post_words(struct loco_race_client *c, unsigned ni, uint32_t idx,
-		      uint64_t want, uint8_t *buf, struct loco_batch *b,
-		      struct loco_ack *ack)
+/* Add READs of word 0 of the blocks WANT of chunk IDX into BUF
+ * (words_bytes) to L: the whole chunk in one READ when it is small (BUF
+ * then holds the blocks), else a READ per block (BUF holds 64 words). */
+static void post_words(struct race_ops *l, unsigned ni, uint32_t idx,
+		       uint64_t want, uint8_t *buf)
 {
-	const struct loco_race *r = c->r;
+	const struct loco_race *r = l->c->r;
 	uint64_t base = block_off(r, idx * RACE_CHUNK_BLOCKS);
 	if (chunk_bytes(r) <= CHUNK_READ_MAX) {
-		loco_batch_read(b, race_kv(r, ni), base, buf,
-				(uint32_t)chunk_bytes(r));
-		return 0;
+		race_ops_read(l, race_kv(r, ni), base, buf,
+			      (uint32_t)chunk_bytes(r));
+		return;
 	}
-	int rc = 0;
-	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
-		if (!(want & UINT64_C(1) << i))
-			continue;
-		if (b->n == LOCO_BATCH_MAX) {
-			rc = loco_batch_post(b, ack);
-			loco_batch_init(b, c->thr);
-		}
-		loco_batch_read(b, race_kv(r, ni), base + (uint64_t)i * r->block_len,
-				buf + 8 * i, 8);
-	}
-	return rc;
+	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++)
+		if (want & UINT64_C(1) << i)
+			race_ops_read(l, race_kv(r, ni),
+				      base + (uint64_t)i * r->block_len,
+				      buf + 8 * i, 8);
 }
 
 /* Word 0 of block I from a buffer post_words filled. */
@@ -150,35 +148,17 @@ static uint64_t word_at(const struct loco_race *r, const uint8_t *buf,
 	return w;
 }
 
-/* Read word 0 of every block WANT of chunk IDX into W0[64]. */
+/* Read word 0 of every block of chunk IDX into W0[64] (through c->big). */
 static int read_words(struct loco_race_client *c, unsigned ni, uint32_t idx,
-		      uint64_t *w0, uint64_t want)
+		      uint64_t *w0)
 {
-	const struct loco_race *r = c->r;
-	if (chunk_bytes(r) <= CHUNK_READ_MAX) {
-		struct loco_batch b;
-		loco_batch_init(&b, c->thr);
-		int rc = post_words(c, ni, idx, want, c->big, &b, NULL);
-		if (!rc)
-			rc = race_run(c, &b);
-		for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++)
-			w0[i] = word_at(r, c->big, i);
-		return rc;
-	}
-	struct loco_batch b;
-	int rc = 0;
-	loco_batch_init(&b, c->thr);
-	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
-		if (!(want & UINT64_C(1) << i))
-			continue;
-		if (b.n == LOCO_BATCH_MAX) {
-			rc = race_run(c, &b);
-			loco_batch_init(&b, c->thr);
-		}
-		loco_batch_read(&b, race_kv(r, ni),
-				block_off(r, idx * RACE_CHUNK_BLOCKS + i), &w0[i], 8);
-	}
-	return rc ? rc : race_run(c, &b);
+	struct race_ops l;
+	race_ops_init(&l, c);
+	post_words(&l, ni, idx, ~UINT64_C(0), c->big);
+	int rc = race_ops_run(&l);
+	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++)
+		w0[i] = word_at(c->r, c->big, i);
+	return rc;
 }
 
 /* Learn chunk O's blocks from their word 0: DEAD or never used are free,
@@ -187,7 +167,7 @@ static int own_learn(struct loco_race_client *c, unsigned ni,
 		     struct race_own *o)
 {
 	uint64_t w0[RACE_CHUNK_BLOCKS];
-	int rc = read_words(c, ni, o->idx, w0, ~UINT64_C(0));
+	int rc = read_words(c, ni, o->idx, w0);
 	if (rc)
 		return rc;
 	c->pool[ni].nfree -= (unsigned)__builtin_popcountll(o->free);
@@ -203,17 +183,17 @@ static int own_learn(struct loco_race_client *c, unsigned ni,
 	return 0;
 }
 
-/* Blocks we handed out whose word 0 (W, from WORD) an unlinker marked
- * DEAD: free again. Only the generation we wrote counts, so a word read
- * before we handed the block out anew is ignored. */
+/* Blocks we handed out whose word 0 (from BUF, post_words) an unlinker
+ * marked DEAD: free again. Only the generation we wrote counts, so a word
+ * read before we handed the block out anew is ignored. */
 static void absorb(struct race_pool *p, struct race_own *o,
-		   uint64_t (*word)(const void *, unsigned), const void *arg)
+		   const struct loco_race *r, const uint8_t *buf)
 {
 	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
 		uint64_t bit = UINT64_C(1) << i, w;
 		if (!(o->used & bit))
 			continue;
-		w = word(arg, i);
+		w = word_at(r, buf, i);
 		if (race_kv_live(w) || race_kv_gen(w) != o->gen[i])
 			continue;
 		o->used &= ~bit;
@@ -222,57 +202,29 @@ static void absorb(struct race_pool *p, struct race_own *o,
 	}
 }
 
-struct ahead_arg {
-	const struct loco_race *r;
-	const uint8_t *buf;
-};
-
-static uint64_t word_buf(const void *arg, unsigned i)
-{
-	const struct ahead_arg *a = arg;
-	return word_at(a->r, a->buf, i);
-}
-
 /* Find the blocks we handed out that an unlinker marked DEAD since:
  * every owned chunk's words in one pipelined round trip. */
 static int reclaim(struct loco_race_client *c, unsigned ni)
 {
 	struct race_pool *p = &c->pool[ni];
-	size_t per = chunk_bytes(c->r) <= CHUNK_READ_MAX ? chunk_bytes(c->r) :
-		     RACE_CHUNK_BLOCKS * 8;
+	size_t per = words_bytes(c->r);
 	uint8_t *buf = malloc(per * (p->n ? p->n : 1));
-	struct loco_batch b;
-	struct loco_ack ack = c->pend;
-	int rc = buf ? 0 : -ENOMEM;
-	loco_batch_init(&b, c->thr);
-	for (unsigned k = 0; !rc && k < p->n; k++) {
-		if (b.n == LOCO_BATCH_MAX) {
-			rc = loco_batch_post(&b, &ack);
-			loco_batch_init(&b, c->thr);
-		}
-		if (!rc)
-			rc = post_words(c, ni, p->ch[k].idx, p->ch[k].used,
-					buf + k * per, &b, &ack);
-	}
-	if (!rc)
-		rc = loco_batch_post(&b, &ack);
-	if (!rc && ack.peers)
-		rc = loco_ack_wait(c->thr, &ack, -1);
-	if (!rc) {
-		loco_ack_clear(&c->pend);
-		c->npend = 0;
-	}
-	for (unsigned k = 0; !rc && k < p->n; k++) {
-		struct ahead_arg a = { c->r, buf + k * per };
-		absorb(p, &p->ch[k], word_buf, &a);
-	}
+	if (!buf)
+		return -ENOMEM;
+	struct race_ops l;
+	race_ops_init(&l, c);
+	for (unsigned k = 0; k < p->n; k++)
+		post_words(&l, ni, p->ch[k].idx, p->ch[k].used, buf + k * per);
+	int rc = race_ops_run(&l);
+	for (unsigned k = 0; !rc && k < p->n; k++)
+		absorb(p, &p->ch[k], c->r, buf + k * per);
 	free(buf);
 	return rc;
 }
 
-/* READ ahead: the words of the next chunk (round robin) with blocks out, posted
- * with the client's async ops (the next operation's first wait covers
- * it, no round trip of its own); absorbed at a later allocation. */
+/* READ ahead: the words of the next chunk (round robin) with blocks out,
+ * posted with the client's async ops (the next operation's first wait
+ * covers it, no round trip of its own); absorbed at a later allocation. */
 static void ahead_post(struct loco_race_client *c, unsigned ni)
 {
 	struct race_pool *p = &c->pool[ni];
@@ -285,12 +237,10 @@ static void ahead_post(struct loco_race_client *c, unsigned ni)
 	if (!best)
 		return;
 	p->ahead_next = (unsigned)(best - p->ch) + 1;
-	struct loco_batch b;
-	loco_batch_init(&b, c->thr);
-	int rc = post_words(c, ni, best->idx, best->used, p->abuf, &b, &c->pend);
-	if (!rc)
-		rc = loco_batch_post(&b, &c->pend);
-	if (!rc)
+	struct race_ops l;
+	race_ops_init(&l, c);
+	post_words(&l, ni, best->idx, best->used, p->abuf);
+	if (!race_ops_post(&l))
 		p->ahead = best->idx;
 }
 
@@ -300,10 +250,9 @@ static void ahead_take(struct loco_race_client *c, unsigned ni)
 	if (p->ahead < 0 || c->pend.peers)
 		return;   /* none, or not known complete yet */
 	struct race_own *o = own_find(p, (uint32_t)p->ahead);
-	struct ahead_arg a = { c->r, p->abuf };
 	p->ahead = -1;
 	if (o)
-		absorb(p, o, word_buf, &a);
+		absorb(p, o, c->r, p->abuf);
 }
 
 /* Claim a chunk nobody owns (from our cursor) and learn its blocks. */
@@ -478,7 +427,7 @@ static int adopt_chunk(struct loco_race_client *c, unsigned ni,
 		       struct race_own *o, const uint64_t *ref, uint64_t *n)
 {
 	uint64_t w0[RACE_CHUNK_BLOCKS];
-	int rc = read_words(c, ni, o->idx, w0, ~UINT64_C(0));
+	int rc = read_words(c, ni, o->idx, w0);
 	uint64_t refs = ref[o->idx];   /* 64 blocks: one word of the bitmap */
 	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
 		uint64_t old = 0;
