@@ -183,15 +183,18 @@ static int own_learn(struct loco_race_client *c, unsigned ni,
 	return 0;
 }
 
-/* Blocks we handed out whose word 0 (from BUF, post_words) an unlinker
- * marked DEAD: free again. Only the generation we wrote counts, so a word
- * read before we handed the block out anew is ignored. */
+/* Blocks we handed out whose word 0 (from BUF, where post_words READ the
+ * blocks WANT) an unlinker marked DEAD: free again. Only the generation
+ * we wrote counts, so a word read before we handed the block out anew is
+ * ignored; a block handed out after the READ was posted is not in WANT:
+ * BUF holds no word of it (one READ per block: another chunk's, from an
+ * earlier READ ahead into the same buffer). */
 static void absorb(struct race_pool *p, struct race_own *o,
-		   const struct loco_race *r, const uint8_t *buf)
+		   const struct loco_race *r, const uint8_t *buf, uint64_t want)
 {
 	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
 		uint64_t bit = UINT64_C(1) << i, w;
-		if (!(o->used & bit))
+		if (!(o->used & want & bit))
 			continue;
 		w = word_at(r, buf, i);
 		if (race_kv_live(w) || race_kv_gen(w) != o->gen[i])
@@ -217,7 +220,7 @@ static int reclaim(struct loco_race_client *c, unsigned ni)
 		post_words(&l, ni, p->ch[k].idx, p->ch[k].used, buf + k * per);
 	int rc = race_ops_run(&l);
 	for (unsigned k = 0; !rc && k < p->n; k++)
-		absorb(p, &p->ch[k], c->r, buf + k * per);
+		absorb(p, &p->ch[k], c->r, buf + k * per, p->ch[k].used);
 	free(buf);
 	return rc;
 }
@@ -240,8 +243,10 @@ static void ahead_post(struct loco_race_client *c, unsigned ni)
 	struct race_ops l;
 	race_ops_init(&l, c);
 	post_words(&l, ni, best->idx, best->used, p->abuf);
-	if (!race_ops_post(&l))
+	if (!race_ops_post(&l)) {
 		p->ahead = best->idx;
+		p->ahead_want = best->used;
+	}
 }
 
 static void ahead_take(struct loco_race_client *c, unsigned ni)
@@ -252,7 +257,7 @@ static void ahead_take(struct loco_race_client *c, unsigned ni)
 	struct race_own *o = own_find(p, (uint32_t)p->ahead);
 	p->ahead = -1;
 	if (o)
-		absorb(p, o, c->r, p->abuf);
+		absorb(p, o, c->r, p->abuf, p->ahead_want);
 }
 
 /* Claim a chunk nobody owns (from our cursor) and learn its blocks. */

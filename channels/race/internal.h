@@ -218,6 +218,7 @@ struct race_pool {
 	uint32_t cursor;
 	uint64_t nfree;         /* free blocks over every owned chunk */
 	int64_t ahead;          /* chunk whose words a READ ahead fetches, -1 */
+	uint64_t ahead_want;    /* its blocks whose words it fetches */
 	unsigned ahead_next;    /* where the next READ ahead starts */
 	uint8_t *abuf;          /* its destination */
 };

@@ -671,6 +671,54 @@ START_TEST(fp_flood_moving)
 }
 END_TEST
 
+/* The allocator never hands out a block it handed out before and nobody
+ * freed since: random allocations and frees (DEAD CASes, as unlinkers
+ * post them, and the owner's own frees of blocks it never linked) of
+ * blocks larger than 256 bytes (a chunk's words are read one by one),
+ * with the client's waits at random points. */
+START_TEST(alloc_no_double)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	o.value_max = 512;
+	struct tab t;
+	tab_open(&t, 0, &o);
+	struct loco_race_client *c = t.c;
+	uint32_t nb = t.r->nblocks;
+	uint64_t *held = calloc(nb, 8), rng = 12345;
+	uint32_t *list = calloc(nb, 4), n = 0;
+	for (unsigned step = 0; step < 20000; step++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		if (n < 300 && (rng % 3 || !n)) {
+			uint32_t b;
+			unsigned g;
+			ck_assert_int_eq(race_alloc(c, 0, &b, &g), 0);
+			ck_assert_msg(!held[b], "step %u: block %u handed out twice",
+				      step, b);
+			held[b] = race_kv_w0(g, 8, 16);
+			ck_assert_int_eq(loco_write(cl.thr[0], race_kv(t.r, 0),
+						    (uint64_t)b * t.r->block_len,
+						    &held[b], 8), 0);
+			list[n++] = b;
+		} else {
+			uint32_t k = (uint32_t)(rng >> 20) % n, b = list[k];
+			uint64_t slot = race_slot(1, 1, 0, race_kv_gen(held[b]), b);
+			ck_assert_int_eq((rng >> 50) % 4 ?
+					 race_free_remote(c, slot, held[b]) :
+					 race_free_local(c, 0, b, held[b]), 0);
+			held[b] = 0;
+			list[k] = list[--n];
+		}
+		if ((rng >> 40) % 4 == 0)
+			ck_assert_int_eq(race_pend_wait(c), 0);
+	}
+	free(held);
+	free(list);
+	tab_close(&t);
+}
+END_TEST
+
 /* An insert that stalls with its slot tentative: readers never see it;
  * an insert of the same key by another client clears it once it is
  * stale and succeeds; the stalled one, released, finds the key there. */
@@ -783,6 +831,7 @@ static Suite *suite(void)
 	tcase_add_test(t, takeover_cas_group);
 	tcase_add_test(t, takeover_cas_published);
 	tcase_add_test(t, fp_flood_moving);
+	tcase_add_test(t, alloc_no_double);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
 	return s;
