@@ -329,6 +329,7 @@ static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
 	tp->wake_fd = tp->epoll_fd = -1;
 	pthread_mutex_init(&tp->peer_lock, NULL);
 	pthread_mutex_init(&tp->cq_lock, NULL);
+	pthread_mutex_init(&tp->target_lock, NULL);
 	return tp;
 }
 
@@ -336,6 +337,7 @@ static void tp_free(struct loco_tp *tp)
 {
 	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->cq_lock);
+	pthread_mutex_destroy(&tp->target_lock);
 	free(tp);
 }
 
@@ -875,6 +877,9 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 	pthread_mutex_lock(&cq->lock);
 	for (unsigned i = 0; i < UCX_POLL_ROUNDS && api->worker_progress(cq->worker); i++)
 		;
+	/* Serve peers while waiting: their requests to this node need the
+	 * target worker progressed, and this thread is on a CPU already. */
+	ucx_target_help(cq->tp);
 	for (struct loco_tp_qp *q = cq->qps; q; q = q->next) {
 		if (q->ep_status)
 			ucx_sq_fail(&q->sq, q->ep_status);

@@ -7,10 +7,13 @@
  * Threads: an application thread owns its CQ (a UCP worker) and QPs (UCP
  * endpoints); the core serialises post, poll and abort on them, and this
  * transport adds the CQ's own mutex so that the progress thread can also
- * progress an idle CQ's worker (see ucx_progress.c). The progress thread
- * alone progresses the node's target worker, whose address peers connect
- * to; the control-plane thread calls peer_add (peer table under
- * peer_lock). */
+ * progress an idle CQ's worker (see ucx_progress.c). The node's target
+ * worker, whose address peers connect to, is progressed by the progress
+ * thread and, while they wait for their own requests, by the application
+ * threads (target_lock, taken with trylock by the latter): the one
+ * already on a CPU serves a peer's request, as an MPI rank does, instead
+ * of waking the progress thread. The control-plane thread calls peer_add
+ * (peer table under peer_lock). */
 #ifndef LOCO_TRANSPORT_UCX_INT_H
 #define LOCO_TRANSPORT_UCX_INT_H
 
@@ -41,8 +44,10 @@ struct loco_tp {
 	const struct loco_hosts *hosts;
 	int timeout_ms;
 	ucp_context_h ctx;
-	/* target side: peers' endpoints connect to this worker */
+	/* target side: peers' endpoints connect to this worker; the progress
+	 * thread and polling application threads take turns on it */
 	ucp_worker_h target;
+	pthread_mutex_t target_lock;
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
@@ -118,6 +123,9 @@ uint64_t ucx_now_ns(void);
 
 /* ucx_progress.c */
 
+/* Progress the target worker if no other thread is (an application
+ * thread polling its own CQ): returns what ucp_worker_progress did. */
+unsigned ucx_target_help(struct loco_tp *tp);
 /* Start the progress thread (TP->target must exist). Logs and returns
  * -errno on failure. */
 int ucx_progress_start(struct loco_tp *tp);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The ucx transport's progress thread, one per node:
  *  - it progresses the target worker, the one every peer's endpoints
- *    connect to. Where UCX has no one-sided path (TCP) it emulates RMA and
+ *    connect to (application threads lend a hand while they poll:
+ *    ucx_target_help). Where UCX has no one-sided path (TCP) it emulates RMA and
  *    atomics with active messages that this worker executes, and every
  *    transport needs it for connection set-up: without it a node would
  *    only serve requests while one of its own threads happened to call
@@ -69,12 +70,36 @@ static bool tick_cqs(struct loco_tp *tp)
 	return watched;
 }
 
+/* Progress the target worker with its lock held (by whoever holds it). */
+static unsigned target_progress(struct loco_tp *tp)
+{
+	unsigned did = tp->api->worker_progress(tp->target);
+	if (did)
+		/* Relaxed: a hint for the stop's linger. */
+		atomic_store_explicit(&tp->served_ns, ucx_now_ns(), memory_order_relaxed);
+	return did;
+}
+
+unsigned ucx_target_help(struct loco_tp *tp)
+{
+	if (pthread_mutex_trylock(&tp->target_lock))
+		return 0;
+	unsigned did = target_progress(tp);
+	pthread_mutex_unlock(&tp->target_lock);
+	return did;
+}
+
 /* Sleep until the target worker has an event, WAKE_FD is written or
  * TIMEOUT_MS pass. The worker must be armed first: if it is busy (events
- * already pending), return at once. */
+ * already pending), return at once. An application thread that progresses
+ * the worker after the arm may take the event that would have woken us:
+ * it only helps while it polls, i.e. while its CQ is watched, and then
+ * the sleep ends at the next tick. */
 static void sleep_armed(struct loco_tp *tp, int timeout_ms)
 {
+	pthread_mutex_lock(&tp->target_lock);
 	ucs_status_t st = tp->api->worker_arm(tp->target);
+	pthread_mutex_unlock(&tp->target_lock);
 	if (st == UCS_ERR_BUSY)
 		return;
 	if (st != UCS_OK) {
@@ -100,7 +125,9 @@ static void *progress_main(void *arg)
 	bool watched = false;
 	/* Acquire: pairs with the release in ucx_progress_stop. */
 	while (!atomic_load_explicit(&tp->stopping, memory_order_acquire)) {
-		unsigned did = tp->api->worker_progress(tp->target);
+		pthread_mutex_lock(&tp->target_lock);
+		unsigned did = target_progress(tp);
+		pthread_mutex_unlock(&tp->target_lock);
 		uint64_t now = ucx_now_ns();
 		if (now >= next_tick) {
 			watched = tick_cqs(tp);
@@ -108,8 +135,6 @@ static void *progress_main(void *arg)
 		}
 		if (did) {
 			last_work = now;
-			/* Relaxed: a hint for ucx_progress_stop. */
-			atomic_store_explicit(&tp->served_ns, now, memory_order_relaxed);
 			continue;
 		}
 		if (now < last_work + tp->spin_ns) {
