@@ -168,7 +168,8 @@ void loco_sherman_stats(struct loco_sherman *t, struct loco_sherman_stats *out);
  * first settles what an earlier incarnation of the slot (a crashed
  * process with this node id) left: its locks are repaired once their
  * leases end. Returns 0, -EBUSY (no free slot), -ENOMEM or an op error.
- * Ordering: the slot's old locks are released on return.
+ * Ordering: the slot's old locks are released on return (one whose
+ *   lease outlasts the manager's timeout stays held, to its lease).
  * Completion: synchronous.
  * Caller: the thread owning THR, which then owns the worker. */
 int loco_sherman_worker_create(struct loco_sherman *t, struct loco_thread *thr,
@@ -210,8 +211,11 @@ int loco_sherman_delete(struct loco_sherman_worker *w, uint64_t key);
  * reserved key.
  * Ordering: linearizable: the result is the tree's content at one instant
  *   during the call (the leaves' sequence words are validated).
- * Completion: synchronous; per leaf one batch of three READs, then one
- *   batch re-reading every leaf's sequence word.
+ * Completion: synchronous; plain mode: three READs a leaf (sequence
+ *   word, leaf, sequence word), those of the leaves the level-1 node
+ *   names in one batch, each further leaf in a batch of its own, then
+ *   one batch re-reading every leaf's sequence word; rtx mode:
+ *   loco_rtx_peek per leaf, then every leaf's lock word re-read.
  * Caller: the worker's thread. */
 int loco_sherman_scan(struct loco_sherman_worker *w, uint64_t lo, uint64_t hi,
 		      unsigned max, uint64_t *keys, void *vals, unsigned *n);
