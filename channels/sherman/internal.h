@@ -369,8 +369,9 @@ void sh_llt_fini(struct loco_sherman *t);
 /* Lock node A (HOCL) and read it into IMG (checked). */
 int sh_lock_node(struct loco_sherman_worker *w, loco_raddr_t a, void *img,
 		 struct sh_held *h);
-/* Make sure the lease of H lasts a write-back (renewing it); -EAGAIN if
- * the lock was lost. */
+/* Make sure the lease of H lasts a write-back (renewing it): 0, or
+ * -EAGAIN (the lock was lost) or an op error, H's local lock then passed
+ * on (a global word still ours expires with its lease). */
 int sh_lock_keep(struct loco_sherman_worker *w, struct sh_held *h);
 /* Write LEN bytes of DATA at offset OFF of node A (held by H, whose seq
  * word was SEQ), with its redo record and the seq bumps, then release H

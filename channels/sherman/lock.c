@@ -438,12 +438,15 @@ int sh_lock_keep(struct loco_sherman_worker *w, struct sh_held *h)
 	uint64_t mine = new_word(w), old = 0;
 	int rc = loco_cas(w->thr, locks_of(t, h), (uint64_t)h->idx * 8, h->word,
 			  mine, &old);
-	if (rc)
-		return rc;
-	if (old != h->word) {
+	if (!rc && old != h->word) {
 		lost(w, h, "before its write-back");
+		rc = -EAGAIN;
+	}
+	if (rc) {
+		/* Not ours, or not known to be: a word of ours left in the
+		 * table expires with its lease. */
 		local_pass(w, h, false);
-		return -EAGAIN;
+		return rc;
 	}
 	h->word = mine;
 	return 0;
@@ -483,7 +486,7 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 		return rc;
 	}
 	if ((rc = sh_lock_keep(w, h)))
-		return rc;   /* lost: nothing written, nothing held */
+		return rc;   /* lost or failed: nothing written, nothing held */
 	bool hand = want_handover(w, h);
 	uint32_t ppi;
 	uint64_t pnoff;

@@ -1184,6 +1184,54 @@ START_TEST(split_done_when_its_link_fails)
 }
 END_TEST
 
+/* At sherman.split_locked: the splitter stalls past half its lease (its
+ * write-back renews the lock first), and its handle's lock table region
+ * is made empty, so that renewal fails with an op error (-EINVAL), as
+ * one to a node that went down would. */
+static struct loco_rregion saved_locks;
+
+static void renew_fails_hook(const char *name, void *arg)
+{
+	struct loco_sherman *t = arg;
+	if (strcmp(name, "sherman.split_locked") || !t->part[0].locks.len)
+		return;
+	usleep((t->o.lease_ms / 2 + 2) * 1000);
+	saved_locks = t->part[0].locks;
+	t->part[0].locks.len = 0;
+}
+
+/* A write whose lock fails at its renewal (an op error) lets the local
+ * lock go: the next write of the node in this process takes it (after
+ * the global word's lease) instead of queueing behind a holder that is
+ * gone until its wait times out. */
+START_TEST(failed_renewal_frees_the_local_lock)
+{
+	struct loco_sherman_opts o = tiny(false);
+	o.lease_ms = 10;
+	struct loco_sherman *t = make(0, o);
+	struct loco_sherman_worker *w = worker(t, cl.thr[0]);
+	for (uint64_t key = 0; key < 60; key += 10) {
+		uint64_t v = val_of(key);
+		ck_assert_int_eq(loco_sherman_insert(w, key, &v), 0);
+	}
+	rtx_crash_set_hook(renew_fails_hook, t);
+	uint64_t v = 7, got = 0;
+	int rc = loco_sherman_insert(w, 60, &v);     /* splits the last leaf */
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_int_eq(rc, -EINVAL);
+	t->part[0].locks = saved_locks;
+	uint64_t t0 = loco_now_ns();
+	ck_assert_int_eq(loco_sherman_update(w, 50, &v), 0);
+	ck_assert_uint_lt(loco_now_ns() - t0, TIMEOUT_MS / 2 * 1000000ull);
+	ck_assert_int_eq(loco_sherman_lookup(w, 50, &got), 0);
+	ck_assert_uint_eq(got, 7);
+	ck_assert_int_eq(loco_sherman_lookup(w, 60, &got), -ENOENT);
+	check_tree(w, 6);
+	loco_sherman_worker_destroy(w);
+	loco_sherman_destroy(t);
+}
+END_TEST
+
 /* A broken tree: a sealed leaf with a key outside its fences. */
 START_TEST(verify_finds_a_broken_tree)
 {
@@ -1447,6 +1495,7 @@ int main(void)
 	tcase_add_test(t, link_of_a_leftmost_child_is_a_noop);
 	tcase_add_test(t, verify_finds_a_broken_tree);
 	tcase_add_test(t, split_done_when_its_link_fails);
+	tcase_add_test(t, failed_renewal_frees_the_local_lock);
 	tcase_add_test(t, stalled_half_split_linked_by_others);
 	tcase_add_test(t, stalled_rtx_split_repaired);
 	t = tc(s, "two", setup2, 60);
