@@ -471,16 +471,53 @@ int sh_write_release(struct loco_sherman_worker *w, struct sh_held *h,
 	return sh_write_release_pre(w, h, a, seq, off, data, len, 0, NULL);
 }
 
+/* Add to B (ops to part PI) the whole-node write of new node PRE (image
+ * PRE_IMG): -EINVAL if PRE is on another part. */
+static int add_pre(struct loco_sherman_worker *w, struct loco_batch *b,
+		   uint32_t pi, loco_raddr_t pre, const void *pre_img)
+{
+	struct loco_sherman *t = w->t;
+	uint32_t ppi;
+	uint64_t pnoff;
+	if (sh_locate(t, pre, &ppi, &pnoff) || ppi != pi)
+		return -EINVAL;
+	/* Ordering: placed before the node that will point to it, by the
+	 * QP's order. */
+	loco_batch_write(b, &t->part[pi].nodes, pnoff, pre_img, t->o.node_size);
+	return 0;
+}
+
+/* Add to B, behind H's write-back on part PI, its release: a READ of
+ * the lock word when handing over (HAND), else the release CAS (not
+ * with no_combine: released after the wait). */
+static void add_release(struct loco_sherman_worker *w, struct loco_batch *b,
+			const struct sh_held *h, uint32_t pi, bool hand)
+{
+	struct loco_sherman *t = w->t;
+	if (hand)
+		/* Ordering: placed before the next local holder's READ on its
+		 * own QP (a READ completes after earlier WRITEs are placed).
+		 * The READ is of our lock word: still ours, or lost. */
+		loco_batch_read(b, &t->part[pi].locks, (uint64_t)h->idx * 8,
+				&w->cas_old, 8);
+	else if (!t->o.no_combine)
+		/* Ordering: the release follows the writes on one QP, which
+		 * places them first (command combination). */
+		loco_batch_cas(b, &t->part[pi].locks, (uint64_t)h->idx * 8,
+			       h->word, 0, &w->cas_old);
+}
+
 int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 			 loco_raddr_t a, uint64_t seq, uint32_t off,
 			 const void *data, uint32_t len, loco_raddr_t pre,
 			 const void *pre_img)
 {
-	struct loco_sherman *t = w->t;
 	uint32_t pi;
 	uint64_t noff;
 	struct loco_batch b;
 	int rc = sh_node_batch(w, a, &b, &pi, &noff);
+	if (!rc && pre)
+		rc = add_pre(w, &b, pi, pre, pre_img);
 	if (rc) {
 		sh_unlock(w, h);
 		return rc;
@@ -488,33 +525,10 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 	if ((rc = sh_lock_keep(w, h)))
 		return rc;   /* lost or failed: nothing written, nothing held */
 	bool hand = want_handover(w, h);
-	uint32_t ppi;
-	uint64_t pnoff;
-	if (pre && !(rc = sh_locate(t, pre, &ppi, &pnoff)) && ppi == pi)
-		/* Ordering: placed before the node that will point to it, by
-		 * the QP's order. */
-		loco_batch_write(&b, &t->part[pi].nodes, pnoff, pre_img,
-				 t->o.node_size);
-	else if (pre)
-		rc = rc ? rc : -EINVAL;
-	if (rc) {
-		sh_unlock(w, h);
-		return rc;
-	}
 	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
-	if (hand)
-		/* Ordering: placed before the next local holder's READ on its
-		 * own QP (a READ completes after earlier WRITEs are placed).
-		 * The READ is of our lock word: still ours, or lost. */
-		loco_batch_read(&b, &t->part[pi].locks, (uint64_t)h->idx * 8,
-				&w->cas_old, 8);
-	else if (!t->o.no_combine)
-		/* Ordering: the release follows the writes on one QP, which
-		 * places them first (command combination). */
-		loco_batch_cas(&b, &t->part[pi].locks, (uint64_t)h->idx * 8,
-			       h->word, 0, &w->cas_old);
+	add_release(w, &b, h, pi, hand);
 	rc = sh_batch_wait(w, &b);
-	if (!rc && !hand && t->o.no_combine) {
+	if (!rc && !hand && w->t->o.no_combine) {
 		rc = release_global(w, h);
 	} else if (!rc && w->cas_old != h->word) {
 		lost(w, h, "before its release");
