@@ -409,10 +409,46 @@ static int check_key(struct loco_sherman_worker *w,
 	return 0;
 }
 
-/* Every key of every node read back (FOUND[] gets the value id read, 0:
- * absent); then the whole key space scanned: each pair must be a key a
+/* The whole key space scanned against the reads (FOUND[k]: the value id
+ * read of record k, 0: absent; PER records): each pair must be a key a
  * read found, with the value it found, and every key found must come
  * (scan_mismatch: the pairs that are not, and the keys missing). */
+static int check_scan(struct node *n, struct loco_sherman_worker *w,
+		      const uint64_t *found, size_t per, struct result *res)
+{
+	uint64_t keys[SCAN_CHUNK], from = 0, seen = 0, same = 0, want = 0;
+	static uint64_t vals[SCAN_CHUNK * LOCO_SHERMAN_VALUE_MAX / 8];
+	int rc = 0;
+	for (size_t k = 0; k < per; k++)
+		want += found[k] != 0;
+	for (unsigned got = SCAN_CHUNK; !rc && got == SCAN_CHUNK;) {
+		rc = loco_sherman_scan(w, from, LOCO_SHERMAN_KEY_MAX, SCAN_CHUNK,
+				       keys, vals, &got);
+		for (unsigned j = 0; !rc && j < got; j++) {
+			size_t k;
+			uint64_t id = vals[(size_t)j * n->o.vlen / 8] ^ keys[j];
+			if (rec_of(n, keys[j], &k) && found[k] && found[k] == id)
+				same++;
+			else
+				fprintf(stderr, PROG ": the scan found key %" PRIu64
+					" with %#" PRIx64 ", the reads did not\n",
+					keys[j], id);
+		}
+		seen += rc ? 0 : got;
+		if (!rc && got)
+			from = keys[got - 1] + 1;
+	}
+	if (!rc && (seen != same || same != want)) {
+		res->scan_mismatch = (seen - same) + (want - same);
+		fprintf(stderr, PROG ": the scan found %" PRIu64 " keys, %" PRIu64
+			" of them as read; the reads %" PRIu64 "\n", seen, same,
+			want);
+	}
+	return rc;
+}
+
+/* Every key of every node read back against its record, then the scan
+ * against the reads. */
 static int check_keys(struct node *n, struct loco_sherman_worker *w,
 		      struct loco_thread *thr, struct result *res)
 {
@@ -435,33 +471,8 @@ static int check_keys(struct node *n, struct loco_sherman_worker *w,
 				rc = check_key(w, id, t, i, &a[k], res,
 					       &found[k]);
 			}
-	uint64_t keys[SCAN_CHUNK], from = 0, seen = 0, same = 0, want = 0;
-	static uint64_t vals[SCAN_CHUNK * LOCO_SHERMAN_VALUE_MAX / 8];
-	for (size_t k = 0; k < per; k++)
-		want += found[k] != 0;
-	for (unsigned got = SCAN_CHUNK; !rc && got == SCAN_CHUNK;) {
-		rc = loco_sherman_scan(w, from, LOCO_SHERMAN_KEY_MAX, SCAN_CHUNK,
-				       keys, vals, &got);
-		for (unsigned j = 0; !rc && j < got; j++) {
-			size_t k;
-			uint64_t id = vals[(size_t)j * n->o.vlen / 8] ^ keys[j];
-			if (rec_of(n, keys[j], &k) && found[k] && found[k] == id)
-				same++;
-			else
-				fprintf(stderr, PROG ": the scan found key %" PRIu64
-					" with %#" PRIx64 ", the reads did not\n",
-					keys[j], id);
-		}
-		seen += got;
-		if (got)
-			from = keys[got - 1] + 1;
-	}
-	if (!rc && (seen != same || same != want)) {
-		res->scan_mismatch = (seen - same) + (want - same);
-		fprintf(stderr, PROG ": the scan found %" PRIu64 " keys, %" PRIu64
-			" of them as read; the reads %" PRIu64 "\n", seen, same,
-			want);
-	}
+	if (!rc)
+		rc = check_scan(n, w, found, per, res);
 	free(a);
 	free(found);
 	return rc;
