@@ -130,9 +130,7 @@ struct sh_waiter;
 
 struct sh_llock {
 	bool owned;                /* a local thread holds or acquires it */
-	bool global;               /* handed over with the global word held */
 	unsigned streak;           /* handovers since the global acquire */
-	uint64_t word;             /* the global word while handed over */
 	struct sh_waiter *head, *tail;
 };
 

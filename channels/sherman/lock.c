@@ -44,11 +44,12 @@
 
 #include "channels/sherman/internal.h"
 
+/* A thread queued on a local lock (on its stack while it waits). */
 struct sh_waiter {
 	struct sh_waiter *next;
 	_Atomic int granted;
-	bool global;
-	uint64_t word;
+	bool global;               /* handed over with the global word held */
+	uint64_t word;             /* ... that word */
 };
 
 int sh_llt_init(struct loco_sherman *t)
@@ -341,6 +342,29 @@ static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 	}
 }
 
+/* A waiter whose wait timed out: out of LL's queue, unless it was
+ * granted meanwhile. 0 (granted) or -ETIMEDOUT. */
+static int leave_queue(struct sh_llock *ll, pthread_mutex_t *mu,
+		       struct sh_waiter *wt)
+{
+	pthread_mutex_lock(mu);
+	/* Relaxed: grant() sets it under this mutex, which orders the
+	 * grant's other writes too. */
+	bool got = atomic_load_explicit(&wt->granted, memory_order_relaxed);
+	if (!got) {
+		struct sh_waiter **pp = &ll->head, *prev = NULL;
+		while (*pp != wt) {
+			prev = *pp;
+			pp = &(*pp)->next;
+		}
+		*pp = wt->next;
+		if (ll->tail == wt)
+			ll->tail = prev;
+	}
+	pthread_mutex_unlock(mu);
+	return got ? 0 : -ETIMEDOUT;
+}
+
 /* Wait in the local queue of H's entry until granted, or time out. */
 static int local_wait(struct loco_sherman_worker *w, struct sh_llock *ll,
 		      pthread_mutex_t *mu, struct sh_waiter *wt)
@@ -348,28 +372,9 @@ static int local_wait(struct loco_sherman_worker *w, struct sh_llock *ll,
 	struct loco_wait wait;
 	loco_wait_init(&wait, w->t->base.mgr, -1);
 	/* Acquire: pairs with the release store in grant(). */
-	while (!atomic_load_explicit(&wt->granted, memory_order_acquire)) {
-		if (loco_wait_step(&wait)) {
-			pthread_mutex_lock(mu);
-			/* Relaxed: under the mutex grant() sets it under. */
-			bool got = atomic_load_explicit(&wt->granted,
-							memory_order_relaxed);
-			if (!got) {
-				struct sh_waiter **pp = &ll->head, *prev = NULL;
-				while (*pp != wt) {
-					prev = *pp;
-					pp = &(*pp)->next;
-				}
-				*pp = wt->next;
-				if (ll->tail == wt)
-					ll->tail = prev;
-			}
-			pthread_mutex_unlock(mu);
-			if (!got)
-				return -ETIMEDOUT;
-			break;
-		}
-	}
+	while (!atomic_load_explicit(&wt->granted, memory_order_acquire))
+		if (loco_wait_step(&wait))
+			return leave_queue(ll, mu, wt);
 	return 0;
 }
 
