@@ -260,6 +260,8 @@ struct loco_sherman_worker {
 	 * by aborted ones */
 	loco_raddr_t hint;
 	unsigned tries, npending, nspare;
+	unsigned tx_splits, tx_root_splits; /* the attempt's, counted once
+					     * it commits */
 	loco_raddr_t pending[SH_PENDING], spare[SH_PENDING];
 	struct sh_counters st;
 };

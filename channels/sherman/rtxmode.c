@@ -101,7 +101,7 @@ static int tx_split_root(struct loco_sherman_worker *w, const void *img,
 	loco_crash_point("sherman.split_root");
 	rc = loco_rtx_write(w->xw, r->self, nr);
 	if (!rc)
-		SH_INC(w, root_splits);
+		w->tx_root_splits++;
 	return rc;
 }
 
@@ -118,7 +118,7 @@ static int tx_split_node(struct loco_sherman_worker *w, const void *img,
 {
 	struct loco_sherman *t = w->t;
 	const struct sh_hdr *o = img;
-	SH_INC(w, splits);
+	w->tx_splits++;
 	if (o->self == t->root)
 		return tx_split_root(w, img, e, n, left);
 	loco_raddr_t s;
@@ -199,6 +199,7 @@ static int attempt(struct loco_sherman_worker *w, enum sh_op op, uint64_t key,
 	struct sh_path path = { 0 };
 	loco_raddr_t a = w->hint;
 	pending_back(w);
+	w->tx_splits = w->tx_root_splits = 0;
 	if (w->tries++)
 		SH_INC(w, rtx_retries);
 	int rc = a ? 0 : sh_descend(w, key, 0, w->tries > 1, &a, &path);
@@ -236,10 +237,14 @@ int sh_rtx_write(struct loco_sherman_worker *w, enum sh_op op, uint64_t key,
 	LOCO_RTX_BLOCK(w->xw, rc) {
 		rc = attempt(w, op, key, val);
 	}
-	if (rc)
+	if (rc) {
 		pending_back(w);
+		return rc;
+	}
 	w->npending = 0;
-	return rc;
+	SH_INC_BY(w, splits, w->tx_splits);
+	SH_INC_BY(w, root_splits, w->tx_root_splits);
+	return 0;
 }
 
 int sh_rtx_init_root(struct loco_sherman_worker *w)

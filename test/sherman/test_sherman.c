@@ -1395,6 +1395,13 @@ START_TEST(stalled_rtx_split_repaired)
 	struct loco_sherman_stats all;
 	loco_sherman_stats(t, &all);
 	ck_assert_uint_ge(all.rtx_retries, 1);
+	/* Splits are counted as they commit: every one made a node (a root
+	 * split two), none is counted twice for the staller's aborts. */
+	struct loco_sherman_worker *w = worker(t, cl.thr[0]);
+	struct loco_sherman_verify v;
+	ck_assert_int_eq(loco_sherman_verify(w, false, &v), 0);
+	ck_assert_uint_eq(v.nodes, 1 + all.splits + all.root_splits);
+	loco_sherman_worker_destroy(w);
 	loco_sherman_destroy(t);
 }
 END_TEST
