@@ -35,6 +35,8 @@ static const char *const race_crash_points[] = {
 	"race.update_written",    /* update: new block written, slot not CASed */
 	"race.delete_unlinked",   /* delete: slot emptied, block not freed */
 	"race.alloc_claimed",     /* KV chunk claimed, its words not read */
+	"race.create_peeked",     /* create: roots found missing, nothing
+				   * written */
 	NULL,
 };
 
@@ -239,8 +241,7 @@ loco_raddr_t race_desc_obj(const struct loco_race *r, uint32_t s)
 }
 
 /* Root subtable S: its region (one name, every creator opens the same)
- * with every bucket header written (idempotent: headers only, so a late
- * creator cannot clobber items), then its descriptor by transaction. */
+ * with every bucket header set, then its descriptor by transaction. */
 static int root_region(struct loco_race *r, uint32_t s,
 		       struct loco_rregion *rr)
 {
@@ -250,25 +251,36 @@ static int root_region(struct loco_race *r, uint32_t s,
 				name, r->st_bytes, rr);
 }
 
+#define HDR_CAS_WAIT (8 * LOCO_BATCH_MAX)   /* header CASes per wait */
+
+/* Every bucket header of root S by CAS from 0 (the region is zeroed when
+ * created): a creator that found the roots missing, stalled, and came
+ * back after another one created the table and a cas-mode move changed a
+ * header must not set it back (readers would take the group for one not
+ * moved yet). */
 static int root_headers(struct loco_race *r, struct loco_thread *thr,
 			uint32_t s, const struct loco_rregion *rr)
 {
 	uint64_t hdr = race_hdr(r->o.initial_depth, s, false);
-	struct loco_batch b;
-	struct loco_ack ack = { 0, 0 };
+	uint64_t old[HDR_CAS_WAIT];
+	uint32_t n = 3 * r->groups;
 	int rc = 0;
-	loco_batch_init(&b, thr);
-	for (uint32_t k = 0; !rc && k < 3 * r->groups; k++) {
-		if (b.n == LOCO_BATCH_MAX) {
-			rc = loco_batch_post(&b, &ack);
-			loco_batch_init(&b, thr);
+	for (uint32_t k0 = 0; !rc && k0 < n; k0 += HDR_CAS_WAIT) {
+		uint32_t end = n - k0 < HDR_CAS_WAIT ? n : k0 + HDR_CAS_WAIT;
+		struct loco_batch b;
+		struct loco_ack ack = { 0, 0 };
+		loco_batch_init(&b, thr);
+		for (uint32_t k = k0; !rc && k < end; k++) {
+			if (b.n == LOCO_BATCH_MAX)
+				rc = loco_batch_post(&b, &ack);
+			loco_batch_cas(&b, rr, (uint64_t)k * RACE_BUCKET_BYTES, 0,
+				       hdr, &old[k - k0]);
 		}
-		loco_batch_write(&b, rr, (uint64_t)k * RACE_BUCKET_BYTES, &hdr, 8);
+		if (!rc)
+			rc = loco_batch_post(&b, &ack);
+		if (!rc)
+			rc = loco_ack_wait(thr, &ack, -1);
 	}
-	if (!rc && b.n)
-		rc = loco_batch_post(&b, &ack);
-	if (!rc)
-		rc = loco_ack_wait(thr, &ack, -1);
 	return rc;
 }
 
@@ -303,6 +315,7 @@ static int roots_init(struct loco_race *r, struct loco_thread *thr,
 		all &= (d[s].w0 & RACE_DESC_VALID) != 0;
 	if (rc || all)
 		return rc;
+	loco_crash_point("race.create_peeked");
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct loco_rregion rr;
 		rc = root_region(r, s, &rr);

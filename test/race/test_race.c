@@ -719,6 +719,66 @@ START_TEST(alloc_no_double)
 }
 END_TEST
 
+struct creator {
+	const struct loco_race_opts *o;
+	struct loco_race *r;
+	int rc;
+};
+
+static void *creator_main(void *arg)
+{
+	struct creator *k = arg;
+	stall.victim = pthread_self();   /* read by the hook on this thread */
+	k->rc = loco_race_create(cl.mgr[1], k->o, &k->r);
+	return NULL;
+}
+
+/* A creator that found the roots missing stalls (race.create_peeked)
+ * while node 0 creates the table and a cas-mode move starts on root 0
+ * (its first step: the group's headers to depth 1). Coming back, the
+ * late creator leaves those headers as they are: set back, they would
+ * tell readers that the group has not moved. */
+START_TEST(late_creator)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_CAS);
+	struct creator k = { .o = &o };
+	uint64_t from = race_hdr(0, 0, false), to = race_hdr(1, 0, false);
+	uint64_t old = 0, now = 0;
+	struct race_st st;
+	struct tab t;
+	pthread_t tid;
+	stall.point = "race.create_peeked";
+	atomic_store(&stall.hit, 0);
+	sem_init(&stall.stopped, 0, 0);
+	sem_init(&stall.go, 0, 0);
+	rtx_crash_set_hook(stall_hook, NULL);
+	pthread_create(&tid, NULL, creator_main, &k);
+	sem_wait(&stall.stopped);
+	tab_open(&t, 0, &o);
+	ck_assert_int_eq(race_locate(t.c, 0, &st), 0);
+	for (unsigned b = 0; b < 3; b++) {
+		ck_assert_int_eq(loco_cas(cl.thr[0], &st.rr, b * RACE_BUCKET_BYTES,
+					  from, to, &old), 0);
+		ck_assert_uint_eq(old, from);
+	}
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_int_eq(k.rc, 0);
+	for (unsigned b = 0; b < 3; b++) {
+		ck_assert_int_eq(loco_read(cl.thr[0], &st.rr, b * RACE_BUCKET_BYTES,
+					   &now, 8), 0);
+		ck_assert_msg(now == to, "bucket %u header %016llx", b,
+			      (unsigned long long)now);
+		ck_assert_int_eq(loco_cas(cl.thr[0], &st.rr, b * RACE_BUCKET_BYTES,
+					  to, from, &old), 0);
+	}
+	verify_ok(t.c, NULL);
+	loco_race_destroy(k.r);
+	tab_close(&t);
+}
+END_TEST
+
 /* An insert that stalls with its slot tentative: readers never see it;
  * an insert of the same key by another client clears it once it is
  * stale and succeeds; the stalled one, released, finds the key there. */
@@ -832,6 +892,7 @@ static Suite *suite(void)
 	tcase_add_test(t, takeover_cas_published);
 	tcase_add_test(t, fp_flood_moving);
 	tcase_add_test(t, alloc_no_double);
+	tcase_add_test(t, late_creator);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
 	return s;
