@@ -713,6 +713,15 @@ START_TEST(alloc_no_double)
 		if ((rng >> 40) % 4 == 0)
 			ck_assert_int_eq(race_pend_wait(c), 0);
 	}
+	while (n) {
+		uint32_t b = list[--n];
+		uint64_t slot = race_slot(1, 1, 0, race_kv_gen(held[b]), b);
+		ck_assert_int_eq(race_free_remote(c, slot, held[b]), 0);
+	}
+	struct loco_race_audit a;
+	verify_ok(c, &a);
+	ck_assert_uint_eq(a.allocated, 0);
+	ck_assert_uint_eq(a.reclaimed, 0);
 	free(held);
 	free(list);
 	tab_close(&t);
