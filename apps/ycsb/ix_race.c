@@ -104,8 +104,6 @@ static void rx_defaults(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 					  b > (UINT32_C(1) << 29) ?
 					  UINT32_C(1) << 29 : b);
 	}
-	if (o->initial_depth > o->max_depth)
-		o->max_depth = o->initial_depth;
 }
 
 static int rx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
@@ -131,6 +129,10 @@ static int rx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 	if (rc)
 		return rc;
 	rx_defaults(mgr, cfg, &o);
+	/* The default max-depth is at least 12: both were given. */
+	if (o.initial_depth > o.max_depth)
+		return ix_opt_error("--ix-opt max-depth=%u: below initial-depth=%u "
+				    "(index race)", o.max_depth, o.initial_depth);
 	struct ycsb_index *ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;

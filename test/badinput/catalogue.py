@@ -456,6 +456,10 @@ def ycsb_cases():
         ("race --ix-opt broken", ["--index", "race", "--ix-opt",
                                   "broken=some"],
          "--ix-opt broken=some: bad value for index race"),
+        ("race --ix-opt max-depth under initial-depth",
+         ["--index", "race", "--ix-opt", "max-depth=1", "--ix-opt",
+          "initial-depth=3"],
+         "--ix-opt max-depth=1: below initial-depth=3 (index race)"),
     ]
     for name, args, says in rows:
         expect_fail("ycsb: " + name, [YCSB] + args, says,
