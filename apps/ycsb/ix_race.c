@@ -69,7 +69,7 @@ static int rx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 		rc = ix_opt_u64(cfg, i, "race", 1, LOCO_RACE_DEPTH_MAX, &v);
 		o->max_depth = (uint32_t)v;
 	} else {
-		rc = ix_opt_u64(cfg, i, "race", 64, UINT32_C(1) << 30, &v);
+		rc = ix_opt_u64(cfg, i, "race", 64, LOCO_RACE_KV_BLOCKS_MAX, &v);
 		o->kv_blocks = (uint32_t)v;
 	}
 	return rc;

@@ -130,6 +130,8 @@ static inline bool race_kv_live(uint64_t w0)
  * Per memory node, one owner word per chunk of 64 blocks: a client slot
  * and its incarnation (incarnation << 16 | slot + 1), 0: nobody. */
 #define RACE_CHUNK_BLOCKS 64
+static_assert(LOCO_RACE_KV_BLOCKS_MAX == RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS,
+	      "kv_blocks rounded up to whole chunks fits a block index");
 
 /* ---- descriptors -------------------------------------------------------------
  * One rTX object per suffix slot (2^max_depth of them): the subtable whose

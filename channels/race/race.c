@@ -90,9 +90,9 @@ static int opts_check(const struct loco_race_opts *o, char *why, size_t len)
 		snprintf(why, len, "key_max + value_max + %u = %llu bytes: a KV "
 			 "block holds at most %u", RACE_KV_HDR,
 			 (unsigned long long)blk, LOCO_RACE_BLOCK_MAX);
-	else if (o->kv_blocks > RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS)
+	else if (o->kv_blocks > LOCO_RACE_KV_BLOCKS_MAX)
 		snprintf(why, len, "kv_blocks %u > %u", o->kv_blocks,
-			 RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS);
+			 LOCO_RACE_KV_BLOCKS_MAX);
 	else if (o->threads_per_node > 64)
 		snprintf(why, len, "threads_per_node %u > 64",
 			 o->threads_per_node);

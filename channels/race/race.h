@@ -71,6 +71,8 @@
 #define LOCO_RACE_BLOCK_MAX (255 * 64)  /* largest KV block (8-bit length) */
 #define LOCO_RACE_DEPTH_MAX 16      /* largest max_depth */
 #define LOCO_RACE_INITIAL_MAX 4     /* largest initial_depth */
+#define LOCO_RACE_KV_BLOCKS_MAX ((UINT32_C(1) << 30) - 64)  /* largest
+					   * kv_blocks (30-bit block index) */
 
 enum loco_race_resize {
 	LOCO_RACE_RESIZE_RTX = 0,   /* a split is one repairable transaction */
