@@ -374,7 +374,6 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 			else
 				continue;
 			race_ops_cas(&l, &m->o, kslot_off(g, k), v, to, &m->res[k]);
-			m->h[k] = to;       /* remember what we asked for */
 			n++;
 		}
 		if (!n)
