@@ -333,7 +333,6 @@ static int roots_init(struct loco_race *r, struct loco_thread *thr,
 
 static int race_setup(struct loco_race *r)
 {
-	char why[160];
 	int rc = pick_nodes(r);
 	if (rc) {
 		loco_err(r->base.name, "no hosting node for the table");
@@ -366,10 +365,8 @@ static int race_setup(struct loco_race *r)
 		loco_rtx_worker_destroy(w);
 	if (thr)
 		loco_thread_destroy(thr);
-	if (rc && rc != -LOCO_EMISMATCH) {
-		snprintf(why, sizeof(why), "%s", loco_strerror(rc));
-		loco_err(r->base.name, "opening the table: %s", why);
-	}
+	if (rc && rc != -LOCO_EMISMATCH)
+		loco_err(r->base.name, "opening the table: %s", loco_strerror(rc));
 	return rc;
 }
 
