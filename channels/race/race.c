@@ -319,8 +319,9 @@ static int roots_init(struct loco_race *r, struct loco_thread *thr,
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct loco_rregion rr;
 		rc = root_region(r, s, &rr);
-		if (!rc)
-			rc = root_headers(r, thr, s, &rr);
+		if (rc)
+			break;
+		rc = root_headers(r, thr, s, &rr);
 		d[s] = (struct race_desc){
 			race_desc_w0(RACE_LIVE, r->o.initial_depth, rr.node),
 			rr.off };
