@@ -217,8 +217,9 @@ static int or_remove(struct ycsb_ixthr *t, uint64_t key)
 	for (unsigned l = 0; n && l < n->height; l++)
 		pred[l]->next[l] = n->next[l];
 	pthread_rwlock_unlock(&t->ix->lock);
+	int rc = n ? 0 : -ENOENT;
 	free(n);
-	return n ? 0 : -ENOENT;
+	return rc;
 }
 
 static int or_scan(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
