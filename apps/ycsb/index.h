@@ -96,8 +96,10 @@ struct ycsb_index_ops {
 	 * after every thread handle is closed. */
 	void (*counters)(struct ycsb_index *ix, struct ycsb_index_counters *c);
 	/* --verify: walk the whole structure and check its invariants, after
-	 * the end-of-run check, on the lowest compute node only (the others
-	 * are idle but still open). 0, or a negative errno with what is
+	 * the end-of-run check, on the lowest compute node only. No operation
+	 * runs anywhere meanwhile, but the other thread handles, of this node
+	 * and of the others, may be closing; every index handle stays open
+	 * until the verify is done. 0, or a negative errno with what is
 	 * wrong in MSG (LEN bytes). May be NULL (--verify is then refused). */
 	int (*verify)(struct ycsb_ixthr *t, char *msg, size_t len);
 };

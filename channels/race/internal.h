@@ -381,7 +381,8 @@ void race_client_forget(struct loco_race_client *c);
 /* ---- audit.c ------------------------------------------------------------------ */
 /* Reference bitmaps of every node's KV pool (nblocks bits each) from a
  * scan of every current subtable, repeated until no descriptor changed
- * during it. Tentative slots of dead clients are not references. */
+ * during it. Tentative slots are not references (an insert's tentative
+ * block is its owner's to free, and a dead owner's is garbage). */
 int race_scan_refs(struct loco_race_client *c, uint64_t ***refs);
 void race_refs_free(const struct loco_race *r, uint64_t **refs);
 

@@ -35,8 +35,9 @@
  *   a READ needs. Values of any length up to value_max fit.
  * - The directory is one rTX object per suffix (the paper's directory
  *   entries); clients cache it and refresh only the descriptors of the
- *   key's suffix chain when a bucket header or a frozen slot says the
- *   cache is stale.
+ *   key's suffix chain when a bucket header says the cache is stale, or
+ *   the subtable's own descriptor when a frozen slot says a split froze
+ *   it.
  *
  * Operations, round trips (RTT) without a resize (RACE §3.3):
  *   get     READ both combined buckets (one batch); READ the KV block: 2
