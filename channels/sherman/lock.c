@@ -534,6 +534,9 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 	add_release(w, &b, h, pi, hand);
 	rc = sh_batch_wait(w, &b);
 	if (!rc && !hand && w->t->o.no_combine) {
+		/* Ordering: the CAS follows the writes on their QP (the node
+		 * and its lock word share a hosting node), which places them
+		 * before it executes. */
 		rc = release_global(w, h);
 	} else if (!rc && w->cas_old != h->word) {
 		lost(w, h, "before its release");

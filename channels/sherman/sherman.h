@@ -48,7 +48,11 @@
  * Return values are 0 or -errno; -ENOENT (lookup, update, delete of an
  * absent key), -EEXIST (insert of a present key), -EINVAL (bad argument,
  * the reserved key), -ENOSPC (node pool full), -ETIMEDOUT (a lock or a
- * torn node did not settle within the manager's timeout). */
+ * torn node did not settle within the manager's timeout; rtx mode: a
+ * write that kept conflicting that long), -EAGAIN or -ESTALE (plain
+ * mode: a write that lost its lock, or found the node its descent led
+ * to not holding its key, 64 times in a row), -EIO (a broken tree: a
+ * rightmost node whose high fence is not infinity). */
 #ifndef LOCO_CHANNELS_SHERMAN_SHERMAN_H
 #define LOCO_CHANNELS_SHERMAN_SHERMAN_H
 
