@@ -76,8 +76,9 @@ struct loco_sherman_worker;
 
 /* Zero means "default" for every field. All clients of one tree must use
  * the same options (the superblock's layout hash catches a mismatch:
- * -LOCO_EMISMATCH); cache_mib, handover_max, no_hocl, no_combine and
- * unsafe are per process. */
+ * -LOCO_EMISMATCH); cache_mib, lease_ms (a lock word carries its own
+ * lease's end), handover_max, no_hocl, no_combine and unsafe are per
+ * process. */
 struct loco_sherman_opts {
 	const char *name;           /* channel name (default "sherman"): no
 				     * '/' or '.', unique among the node's
