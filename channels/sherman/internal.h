@@ -33,6 +33,7 @@
 #include <loco/channels/sherman/sherman.h>
 #include <loco/loco.h>
 #include <loco/rtx/rtx.h>
+#include <loco/wait.h>
 
 #define SH_INF UINT64_MAX
 #define SH_HDR 64
@@ -348,6 +349,13 @@ int sh_read_node(struct loco_sherman_worker *w, loco_raddr_t a, void *img);
 /* The same; rtx mode: *STAMP gets the object's lock word (loco_rtx_peek). */
 int sh_read_node_stamp(struct loco_sherman_worker *w, loco_raddr_t a,
 		       void *img, uint64_t *stamp);
+/* After a read of node A that failed its checks (or, in a scan, its seq
+ * test): count it, every SH_REPAIR_EVERY-th time (*TRIES) settle A's
+ * lock if its lease is over (plain mode: a dead writer's torn write is
+ * redone), then a step of WAIT. 0: read again; -ETIMEDOUT (logged) or a
+ * repair's error. */
+int sh_torn_step(struct loco_sherman_worker *w, loco_raddr_t a,
+		 unsigned *tries, struct loco_wait *wait);
 /* Descend towards KEY to level LEVEL (from the cache unless NOCACHE):
  * *OUT gets the address of the node there that should hold KEY (not
  * read), PATH the nodes passed. */

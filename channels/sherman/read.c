@@ -31,6 +31,23 @@ int sh_read_node(struct loco_sherman_worker *w, loco_raddr_t a, void *img)
 	return sh_read_node_stamp(w, a, img, NULL);
 }
 
+int sh_torn_step(struct loco_sherman_worker *w, loco_raddr_t a,
+		 unsigned *tries, struct loco_wait *wait)
+{
+	struct loco_sherman *t = w->t;
+	int rc = 0;
+	SH_INC(w, torn_retries);
+	if (!t->o.rtx && ++*tries % SH_REPAIR_EVERY == 0 &&
+	    (rc = sh_lock_repair(w, a)))
+		return rc;
+	if (loco_wait_step(wait)) {
+		loco_err(t->base.name, "node %#llx stays torn or unwritten",
+			 (unsigned long long)a);
+		return -ETIMEDOUT;
+	}
+	return 0;
+}
+
 int sh_read_node_stamp(struct loco_sherman_worker *w, loco_raddr_t a,
 		       void *img, uint64_t *stamp)
 {
@@ -48,15 +65,8 @@ int sh_read_node_stamp(struct loco_sherman_worker *w, loco_raddr_t a,
 			SH_INC(w, torn_returned);
 			return 0;
 		}
-		SH_INC(w, torn_retries);
-		if (!t->o.rtx && ++tries % SH_REPAIR_EVERY == 0 &&
-		    (rc = sh_lock_repair(w, a)))
+		if ((rc = sh_torn_step(w, a, &tries, &wait)))
 			return rc;
-		if (loco_wait_step(&wait)) {
-			loco_err(t->base.name, "node %#llx stays torn or unwritten",
-				 (unsigned long long)a);
-			return -ETIMEDOUT;
-		}
 	}
 }
 

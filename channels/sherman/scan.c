@@ -94,11 +94,8 @@ static int plain_snapshot(struct loco_sherman_worker *w, loco_raddr_t a,
 			return rc;
 		if (*seq == s2 && !(s2 & 1) && sh_node_ok(t, img, a))
 			return 0;
-		SH_INC(w, torn_retries);
-		if (++tries % SH_REPAIR_EVERY == 0 && (rc = sh_lock_repair(w, a)))
+		if ((rc = sh_torn_step(w, a, &tries, &wait)))
 			return rc;
-		if (loco_wait_step(&wait))
-			return -ETIMEDOUT;
 	}
 }
 
