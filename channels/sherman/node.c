@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Node images: building, sealing and checking them, leaf slots and
- * internal pairs (layout in internal.h). The checks are what makes a node
+ * internal pairs, the halves of a split (layout in internal.h). The checks are what makes a node
  * read trustworthy under the memory model, where a READ racing a WRITE
  * may see any mix of 8-byte pieces, in any order (docs/ordering.md):
  *  - a leaf's header (fences, sibling, level, version) carries a 64-bit
