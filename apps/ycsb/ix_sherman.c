@@ -133,7 +133,8 @@ static int sx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 		return rc;
 	o.rtx = cfg->resize && !strcmp(cfg->resize, "rtx");
 	o.value_len = cfg->value_size;
-	o.threads_per_node = cfg->threads + 1 < 8 ? 8 : cfg->threads + 1;
+	/* A slot per worker thread (--threads is at most 64, as slots). */
+	o.threads_per_node = cfg->threads < 8 ? 8 : cfg->threads;
 	if (!o.nodes)
 		o.nodes = default_nodes(cfg, o.node_size ? o.node_size : 1024);
 	struct ycsb_index *ix = calloc(1, sizeof(*ix));
