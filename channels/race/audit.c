@@ -302,65 +302,56 @@ static bool bucket_ok(uint32_t b, const struct race_key *k)
 	return false;
 }
 
-/* The items of subtable S (its words W): their blocks, in batches. */
-static int check_items(struct verify *v, uint32_t s, const struct race_st *st,
+/* Slot X (bucket B, index J) of subtable ST: a committed item whose block
+ * is whole and in use and whose key belongs there; the key joins KS. */
+static int check_item(struct verify *v, const struct race_st *st, uint32_t b,
+		      unsigned j, uint64_t x, struct vkeys *ks)
+{
+	const struct loco_race *r = v->c->r;
+	uint32_t s = st->suffix;
+	uint8_t *blk = v->c->kvr;
+	uint64_t w0 = 0;
+	if (race_slot_tent(x) || race_slot_frozen(x) || !race_slot_item(x)) {
+		bad(v, "subtable %u bucket %u slot %u: %s slot %016llx left", s, b,
+		    j, race_slot_tent(x) ? "tentative" : "frozen",
+		    (unsigned long long)x);
+		return 0;
+	}
+	if (race_slot_bad(r, x)) {
+		bad(v, "subtable %u bucket %u slot %u: pointer %016llx out of the "
+		    "pool", s, b, j, (unsigned long long)x);
+		return 0;
+	}
+	int rc = loco_read(v->c->thr, race_kv(r, race_slot_ni(x)),
+			   (uint64_t)race_slot_block(x) * r->block_len, blk,
+			   race_slot_len(x) * RACE_LEN_UNIT);
+	if (rc)
+		return rc;
+	if (!race_kv_whole(r, blk, x, &w0) || !race_kv_live(w0)) {
+		bad(v, "subtable %u bucket %u slot %u: its KV block (node %u, block "
+		    "%u) is %s", s, b, j, r->mn[race_slot_ni(x)].id,
+		    race_slot_block(x), w0 ? "free" : "not whole");
+		return 0;
+	}
+	struct race_key k;
+	race_key_init(r, &k, blk + RACE_KV_HDR, race_kv_klen(w0));
+	uint64_t mask = (UINT64_C(1) << st->ld) - 1;
+	if ((k.h1 & mask) != s || !bucket_ok(b, &k) || race_slot_fp(x) != k.fp)
+		bad(v, "subtable %u bucket %u slot %u: key of hash %016llx does "
+		    "not belong there", s, b, j, (unsigned long long)k.h1);
+	v->a.items++;
+	return vkeys_add(ks, k.h1, blk + RACE_KV_HDR, k.klen, s);
+}
+
+/* The items of subtable ST (its words W). */
+static int check_items(struct verify *v, const struct race_st *st,
 		       const uint64_t *w, struct vkeys *ks)
 {
-	struct loco_race_client *c = v->c;
-	const struct loco_race *r = c->r;
-	uint8_t *blk = c->kvr;
 	int rc = 0;
-	for (uint32_t b = 0; !rc && b < 3 * r->groups; b++) {
-		for (unsigned j = 0; !rc && j < RACE_SLOTS; j++) {
-			uint64_t x = w[b * 8 + 1 + j], w0, sum;
-			if (!x)
-				continue;
-			if (race_slot_tent(x) || race_slot_frozen(x) ||
-			    !race_slot_item(x)) {
-				bad(v, "subtable %u bucket %u slot %u: %s slot "
-				    "%016llx left", s, b, j, race_slot_tent(x) ?
-				    "tentative" : "frozen", (unsigned long long)x);
-				continue;
-			}
-			if (race_slot_ni(x) >= r->nmn ||
-			    race_slot_block(x) >= r->nblocks ||
-			    race_slot_len(x) * RACE_LEN_UNIT > r->block_len) {
-				bad(v, "subtable %u bucket %u slot %u: pointer "
-				    "%016llx out of the pool", s, b, j,
-				    (unsigned long long)x);
-				continue;
-			}
-			rc = loco_read(c->thr, race_kv(r, race_slot_ni(x)),
-				       (uint64_t)race_slot_block(x) * r->block_len,
-				       blk, race_slot_len(x) * RACE_LEN_UNIT);
-			if (rc)
-				break;
-			memcpy(&w0, blk, 8);
-			memcpy(&sum, blk + 16, 8);
-			uint64_t len = (uint64_t)RACE_KV_HDR + race_kv_klen(w0) +
-				       race_kv_vlen(w0);
-			if (!race_kv_live(w0) || len > race_slot_len(x) *
-			    (uint64_t)RACE_LEN_UNIT ||
-			    (race_kv_gen(w0) & ((1u << RACE_GEN_BITS) - 1)) !=
-			    race_slot_gen(x) || race_kv_sum(blk, (uint32_t)len) != sum) {
-				bad(v, "subtable %u bucket %u slot %u: its KV block "
-				    "(node %u, block %u) is %s", s, b, j,
-				    r->mn[race_slot_ni(x)].id, race_slot_block(x),
-				    race_kv_live(w0) ? "not whole" : "free");
-				continue;
-			}
-			struct race_key k;
-			race_key_init(r, &k, blk + RACE_KV_HDR, race_kv_klen(w0));
-			uint64_t mask = (UINT64_C(1) << st->ld) - 1;
-			if ((k.h1 & mask) != s || !bucket_ok(b, &k) ||
-			    race_slot_fp(x) != k.fp)
-				bad(v, "subtable %u bucket %u slot %u: key of hash "
-				    "%016llx does not belong there", s, b, j,
-				    (unsigned long long)k.h1);
-			rc = vkeys_add(ks, k.h1, blk + RACE_KV_HDR, k.klen, s);
-			v->a.items++;
-		}
-	}
+	for (uint32_t b = 0; !rc && b < 3 * v->c->r->groups; b++)
+		for (unsigned j = 0; !rc && j < RACE_SLOTS; j++)
+			if (w[b * 8 + 1 + j])
+				rc = check_item(v, st, b, j, w[b * 8 + 1 + j], ks);
 	return rc;
 }
 
@@ -386,7 +377,7 @@ static int check_subtable(struct verify *v, uint32_t s, struct vkeys *ks,
 			bad(v, "subtable %u bucket %u: header %016llx, expected "
 			    "depth %u suffix %u", s, b, (unsigned long long)w[b * 8],
 			    st.ld, s);
-	return rc ? rc : check_items(v, s, &st, w, ks);
+	return rc ? rc : check_items(v, &st, w, ks);
 }
 
 static void check_keys(struct verify *v, struct vkeys *ks)

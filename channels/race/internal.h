@@ -327,6 +327,14 @@ int race_ops_run(struct race_ops *l);
 /* Checksum of the LEN bytes of KV block BLK, with word 2 zero and DEAD
  * clear (BLK is restored before return). */
 uint64_t race_kv_sum(uint8_t *blk, uint32_t len);
+/* Slot V names no block of the table (its node, block or length out of
+ * range). */
+bool race_slot_bad(const struct loco_race *r, uint64_t v);
+/* KV block BLK, as READ for slot V (race_slot_len(V) units), is whole: of
+ * V's generation, its length within the slot's and the table's, its
+ * checksum right (freed or not). *W0 gets its word 0 then. */
+bool race_kv_whole(const struct loco_race *r, uint8_t *blk, uint64_t v,
+		   uint64_t *w0);
 
 /* ---- split.c ------------------------------------------------------------------ */
 /* Split the subtable ST (RACE §3.4.2 in cas mode, one rTX transaction in

@@ -211,21 +211,31 @@ static bool look_has_frozen(const struct race_look *l, unsigned t)
 
 enum kv_verdict { KV_MATCH, KV_OTHER, KV_CHANGED };
 
+bool race_kv_whole(const struct loco_race *r, uint8_t *blk, uint64_t v,
+		   uint64_t *w0)
+{
+	uint64_t w, sum;
+	memcpy(&w, blk, 8);
+	memcpy(&sum, blk + 16, 8);
+	uint64_t len = (uint64_t)RACE_KV_HDR + race_kv_klen(w) + race_kv_vlen(w);
+	if (!w || (race_kv_gen(w) & ((1u << RACE_GEN_BITS) - 1)) !=
+	    race_slot_gen(v) || len > (uint64_t)race_slot_len(v) * RACE_LEN_UNIT ||
+	    len > r->block_len || race_kv_sum(blk, (uint32_t)len) != sum)
+		return false;
+	*w0 = w;
+	return true;
+}
+
 /* Check block BLK read for slot V against key K. */
 static enum kv_verdict kv_check(const struct loco_race *r, uint8_t *blk,
 				uint64_t v, const struct race_key *k,
 				uint64_t *w0_out)
 {
-	uint64_t w0, sum;
-	memcpy(&w0, blk, 8);
-	memcpy(&sum, blk + 16, 8);
-	uint32_t klen = race_kv_klen(w0), vlen = race_kv_vlen(w0);
-	uint64_t len = (uint64_t)RACE_KV_HDR + klen + vlen;
-	if (!w0 || (race_kv_gen(w0) & ((1u << RACE_GEN_BITS) - 1)) !=
-	    race_slot_gen(v) || len > (uint64_t)race_slot_len(v) * RACE_LEN_UNIT ||
-	    len > r->block_len || race_kv_sum(blk, (uint32_t)len) != sum)
+	uint64_t w0;
+	if (!race_kv_whole(r, blk, v, &w0))
 		return KV_CHANGED;
 	*w0_out = w0;
+	uint32_t klen = race_kv_klen(w0);
 	if (klen != k->klen || memcmp(blk + RACE_KV_HDR, k->key, klen))
 		return KV_OTHER;
 	return KV_MATCH;
@@ -249,7 +259,7 @@ static int kv_read(struct loco_race_client *c, const struct race_pos *p,
 	return race_ops_run(&l);
 }
 
-static bool bad_slot(const struct loco_race *r, uint64_t v)
+bool race_slot_bad(const struct loco_race *r, uint64_t v)
 {
 	return race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks ||
 	       race_slot_len(v) * RACE_LEN_UNIT > r->block_len;
@@ -270,7 +280,7 @@ static unsigned fp_matches(const struct loco_race *r, const struct race_look *l,
 				uint32_t b = cb->b0 + w / 8;
 				if (race_slot_fp(v) != k->fp || !race_slot_item(v) ||
 				    w == 8 || cb_skip(l, t, i, b) ||
-				    bad_slot(r, v) || (ours && v == ours) ||
+				    race_slot_bad(r, v) || (ours && v == ours) ||
 				    (race_slot_tent(v) && !tent))
 					continue;
 				out[n++] = (struct race_pos){ .t = (uint8_t)t,
