@@ -286,6 +286,117 @@ START_TEST(max_depth)
 }
 END_TEST
 
+/* Where key I's slot is: subtable *ST, byte offset *OFF, value *V (its
+ * combined buckets searched, each item's block read). */
+static void slot_of(struct tab *t, uint64_t i, struct race_st *st,
+		    uint64_t *off, uint64_t *v)
+{
+	struct race_key k;
+	race_key_init(t->r, &k, &i, 8);
+	ck_assert_int_eq(race_locate(t->c, k.h1, st), 0);
+	uint32_t m[2] = { k.m1, k.m2 };
+	for (unsigned x = 0; x < 4; x++) {
+		uint32_t b = (m[x / 2] / 2) * 3 + (x % 2 ? 1 : (m[x / 2] % 2) * 2);
+		for (unsigned j = 0; j < RACE_SLOTS; j++) {
+			uint64_t o = (uint64_t)b * RACE_BUCKET_BYTES + 8 + 8 * j, w;
+			uint8_t blk[64];
+			ck_assert_int_eq(loco_read(cl.thr[0], &st->rr, o, &w, 8), 0);
+			if (!race_slot_item(w))
+				continue;
+			ck_assert_int_eq(loco_read(cl.thr[0], race_kv(t->r, 0),
+				(uint64_t)race_slot_block(w) * t->r->block_len,
+				blk, 64), 0);
+			if (!memcmp(blk + RACE_KV_HDR, &i, 8)) {
+				*off = o;
+				*v = w;
+				return;
+			}
+		}
+	}
+	ck_abort_msg("key %llu has no slot", (unsigned long long)i);
+}
+
+/* Change the word at OFF of ST from A to B (it must be A). */
+static void poke(const struct race_st *st, uint64_t off, uint64_t a, uint64_t b)
+{
+	uint64_t old = 0;
+	ck_assert_int_eq(loco_cas(cl.thr[0], &st->rr, off, a, b, &old), 0);
+	ck_assert_uint_eq(old, a);
+}
+
+/* The first empty slot of subtable ST outside key I's buckets (OUT) or
+ * inside them (!OUT), as a byte offset. */
+static uint64_t empty_slot(struct tab *t, const struct race_st *st, uint64_t i,
+			   bool out)
+{
+	struct race_key k;
+	race_key_init(t->r, &k, &i, 8);
+	for (uint32_t b = 0; b < 3 * t->r->groups; b++) {
+		bool mine = b / 3 == k.m1 / 2 && (b % 3 == 1 || b % 3 == (k.m1 % 2) * 2);
+		mine |= b / 3 == k.m2 / 2 && (b % 3 == 1 || b % 3 == (k.m2 % 2) * 2);
+		for (unsigned j = 0; mine != out && j < RACE_SLOTS; j++) {
+			uint64_t o = (uint64_t)b * RACE_BUCKET_BYTES + 8 + 8 * j, w;
+			ck_assert_int_eq(loco_read(cl.thr[0], &st->rr, o, &w, 8), 0);
+			if (!w)
+				return o;
+		}
+	}
+	ck_abort_msg("no empty slot");
+	return 0;
+}
+
+static void verify_fails(struct loco_race_client *c, const char *says)
+{
+	char msg[256];
+	struct loco_race_audit a;
+	int rc = loco_race_verify(c, &a, msg, sizeof(msg));
+	ck_assert_msg(rc == -EPROTO && strstr(msg, says),
+		      "verify: %d '%s', expected -EPROTO '%s'", rc, msg, says);
+}
+
+/* loco_race_verify finds a table damaged behind its back: a key in two
+ * slots, a key in a bucket its hash does not select, a slot naming a
+ * freed block; once each is undone, the table passes again. */
+START_TEST(verify_finds_damage)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	o.groups = 8;
+	struct tab t;
+	struct race_st st;
+	uint64_t off, v, to;
+	tab_open(&t, 0, &o);
+	for (uint64_t i = 0; i < 10; i++)
+		ck_assert_int_eq(put(t.c, i, 1), 0);
+	verify_ok(t.c, NULL);
+	slot_of(&t, 1, &st, &off, &v);
+	to = empty_slot(&t, &st, 1, false);
+	poke(&st, to, 0, v);
+	verify_fails(t.c, "twice");
+	poke(&st, to, v, 0);
+	verify_ok(t.c, NULL);
+	slot_of(&t, 2, &st, &off, &v);
+	to = empty_slot(&t, &st, 2, true);
+	poke(&st, off, v, 0);
+	poke(&st, to, 0, v);
+	verify_fails(t.c, "does not belong there");
+	poke(&st, to, v, 0);
+	poke(&st, off, 0, v);
+	verify_ok(t.c, NULL);
+	slot_of(&t, 3, &st, &off, &v);
+	uint64_t w0, old = 0;
+	const struct loco_rregion *kv = race_kv(t.r, 0);
+	uint64_t at = (uint64_t)race_slot_block(v) * t.r->block_len;
+	ck_assert_int_eq(loco_read(cl.thr[0], kv, at, &w0, 8), 0);
+	ck_assert_int_eq(loco_cas(cl.thr[0], kv, at, w0, w0 | RACE_KV_DEAD,
+				  &old), 0);
+	verify_fails(t.c, "1 lost");
+	ck_assert_int_eq(loco_cas(cl.thr[0], kv, at, w0 | RACE_KV_DEAD, w0,
+				  &old), 0);
+	verify_ok(t.c, NULL);
+	tab_close(&t);
+}
+END_TEST
+
 /* ---- splits and caches ------------------------------------------------------------ */
 
 static void grow(enum loco_race_resize mode)
@@ -882,6 +993,7 @@ static Suite *suite(void)
 	tcase_add_test(t, bad_input);
 	tcase_add_test(t, pool_exhausted);
 	tcase_add_test(t, max_depth);
+	tcase_add_test(t, verify_finds_damage);
 	t = tcase(s, "grow");
 	tcase_add_test(t, grow_rtx);
 	tcase_add_test(t, grow_cas);
