@@ -63,9 +63,14 @@ static void *heartbeat(void *arg)
 	/* Relaxed: a stop flag; the WRITEs order nothing. */
 	while (!atomic_load_explicit(&c->stop, memory_order_relaxed)) {
 		beat++;
-		if (loco_write(thr, &c->rr, rec_off(y->self) +
-			       offsetof(struct ctl_rec, beat), &beat, 8))
+		int rc = loco_write(thr, &c->rr, rec_off(y->self) +
+				    offsetof(struct ctl_rec, beat), &beat, 8);
+		if (rc) {
+			/* The others will take this node for dead. */
+			fprintf(stderr, "loco-ycsb: node %u: heartbeat stopped: "
+				"%s\n", y->self, loco_strerror(rc));
 			break;
+		}
 		struct timespec ts = { 0, HB_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
