@@ -463,6 +463,10 @@ static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
 	return race_ops_run(&l);
 }
 
+/* Steps a-e on group G. Ordering: each step's CASes are complete before
+ * the next step posts (race_ops_run waits; a completed CAS has executed
+ * at its target, unlike a completed WRITE), so across O's and N's QPs the
+ * headers change before any slot, and an item is in N before it leaves O. */
 static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	int rc = group_headers(c, m, g);
