@@ -1138,6 +1138,21 @@ static void link_thief_hook(const char *name, void *arg)
 	usleep((t->o.lease_ms / 2 + 2) * 1000);
 }
 
+/* Tiny nodes, 10 ms leases, keys 0, 10, .., 50: an insert of 60 splits
+ * the last leaf, which is not the root. */
+static struct loco_sherman *full_last_leaf(struct loco_sherman_worker **w)
+{
+	struct loco_sherman_opts o = tiny(false);
+	o.lease_ms = 10;
+	struct loco_sherman *t = make(0, o);
+	*w = worker(t, cl.thr[0]);
+	for (uint64_t key = 0; key < 60; key += 10) {
+		uint64_t v = val_of(key);
+		ck_assert_int_eq(loco_sherman_insert(*w, key, &v), 0);
+	}
+	return t;
+}
+
 /* An insert whose leaf split is published is done, whatever becomes of
  * the parent entry (a missing one is a valid B-link state that verify,
  * or the next writer walking to the leaf, adds): every attempt of its
@@ -1145,14 +1160,8 @@ static void link_thief_hook(const char *name, void *arg)
  * (it would find its own key: -EEXIST). */
 START_TEST(split_done_when_its_link_fails)
 {
-	struct loco_sherman_opts o = tiny(false);
-	o.lease_ms = 10;
-	struct loco_sherman *t = make(0, o);
-	struct loco_sherman_worker *w = worker(t, cl.thr[0]);
-	for (uint64_t key = 0; key < 60; key += 10) {
-		uint64_t v = val_of(key);
-		ck_assert_int_eq(loco_sherman_insert(w, key, &v), 0);
-	}
+	struct loco_sherman_worker *w;
+	struct loco_sherman *t = full_last_leaf(&w);
 	uint8_t img[LOCO_SHERMAN_NODE_MAX];
 	loco_raddr_t a = leaf_of(w, 60, img);
 	ck_assert_uint_ne(a, t->root);
@@ -1206,14 +1215,8 @@ static void renew_fails_hook(const char *name, void *arg)
  * gone until its wait times out. */
 START_TEST(failed_renewal_frees_the_local_lock)
 {
-	struct loco_sherman_opts o = tiny(false);
-	o.lease_ms = 10;
-	struct loco_sherman *t = make(0, o);
-	struct loco_sherman_worker *w = worker(t, cl.thr[0]);
-	for (uint64_t key = 0; key < 60; key += 10) {
-		uint64_t v = val_of(key);
-		ck_assert_int_eq(loco_sherman_insert(w, key, &v), 0);
-	}
+	struct loco_sherman_worker *w;
+	struct loco_sherman *t = full_last_leaf(&w);
 	rtx_crash_set_hook(renew_fails_hook, t);
 	uint64_t v = 7, got = 0;
 	int rc = loco_sherman_insert(w, 60, &v);     /* splits the last leaf */
