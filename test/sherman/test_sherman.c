@@ -952,18 +952,27 @@ static loco_raddr_t leaf_of(struct loco_sherman_worker *w, uint64_t key,
 	return a;
 }
 
-static struct loco_sherman *ghost_tree(struct loco_sherman_worker **w)
+/* A plain tree of NODE_SIZE-byte nodes and LEASE_MS leases holding the
+ * keys 0, STEP, .. below END; *W a worker of the test thread on it. */
+static struct loco_sherman *filled_tree(struct loco_sherman_worker **w,
+					uint32_t node_size, uint32_t lease_ms,
+					uint64_t end, uint64_t step)
 {
 	struct loco_sherman_opts o = tiny(false);
-	o.node_size = 256;
-	o.lease_ms = 200;
+	o.node_size = node_size;
+	o.lease_ms = lease_ms;
 	struct loco_sherman *t = make(0, o);
 	*w = worker(t, cl.thr[0]);
-	for (uint64_t key = 0; key < 40; key++) {
+	for (uint64_t key = 0; key < end; key += step) {
 		uint64_t v = val_of(key);
 		ck_assert_int_eq(loco_sherman_insert(*w, key, &v), 0);
 	}
 	return t;
+}
+
+static struct loco_sherman *ghost_tree(struct loco_sherman_worker **w)
+{
+	return filled_tree(w, 256, 200, 40, 1);
 }
 
 /* A ghost died in the middle of an update's write-back: its redo record
@@ -1142,15 +1151,7 @@ static void link_thief_hook(const char *name, void *arg)
  * the last leaf, which is not the root. */
 static struct loco_sherman *full_last_leaf(struct loco_sherman_worker **w)
 {
-	struct loco_sherman_opts o = tiny(false);
-	o.lease_ms = 10;
-	struct loco_sherman *t = make(0, o);
-	*w = worker(t, cl.thr[0]);
-	for (uint64_t key = 0; key < 60; key += 10) {
-		uint64_t v = val_of(key);
-		ck_assert_int_eq(loco_sherman_insert(*w, key, &v), 0);
-	}
-	return t;
+	return filled_tree(w, 128, 10, 60, 10);
 }
 
 /* An insert whose leaf split is published is done, whatever becomes of
