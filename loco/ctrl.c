@@ -278,6 +278,7 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 			mgr->peer_boot[peer] = h->boot_id;
 		}
 		publish &= !peer_hello_held(mgr, h);
+		mgr->peer_hello[peer] = *h;
 		/* Relaxed: published by the release below. */
 		atomic_store_explicit(&mgr->peer_flags[peer], h->flags,
 				      memory_order_relaxed);
@@ -542,6 +543,7 @@ static int ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms,
 {
 	if (peer >= LOCO_MAX_NODES || !mgr->hosts.node[peer].present)
 		return -EINVAL;
+	peer = loco_route(mgr, peer);
 	if (peer == mgr->id)
 		return 0;
 	if (timeout_ms < 0)
@@ -570,6 +572,7 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	if (peer >= LOCO_MAX_NODES || !mgr->hosts.node[peer].present ||
 	    peer == mgr->id)
 		return -EINVAL;
+	peer = loco_route(mgr, peer);
 	if (timeout_ms < 0)
 		timeout_ms = mgr->opts.timeout_ms;
 	uint64_t deadline = loco_deadline(timeout_ms);
@@ -772,6 +775,15 @@ static int serve_request(struct server *sv, struct client *cl, uint16_t type,
 	case LOCO_MSG_REGION_DROP:
 		loco_region_handle_drop(mgr, from, p, len, reply);
 		return LOCO_MSG_REGION_DROP_ACK;
+	case LOCO_MSG_MIRROR_JOIN:
+		loco_mirror_handle_join(mgr, from, p, len, reply);
+		return LOCO_MSG_MIRROR_JOIN_ACK;
+	case LOCO_MSG_MIRROR_TABLE:
+		loco_mirror_handle_table(mgr, from, p, len, reply);
+		return LOCO_MSG_MIRROR_TABLE_ACK;
+	case LOCO_MSG_TAKEOVER:
+		loco_mirror_handle_takeover(mgr, from, p, len, reply);
+		return LOCO_MSG_TAKEOVER_ACK;
 	default:
 		loco_err("ctrl", "unknown request type %u from node %d", type,
 			 cl->peer);

@@ -146,8 +146,11 @@ static int parse_role(struct hosts_parser *p, const char *s, uint8_t *role)
 		*role = LOCO_ROLE_COMPUTE;
 	else if (strcmp(s, "memory") == 0)
 		*role = LOCO_ROLE_MEMORY;
+	else if (strcmp(s, "mirror") == 0)
+		*role = LOCO_ROLE_MIRROR;
 	else
-		return line_err(p, "unknown role '%s' (expected compute or memory)", s);
+		return line_err(p, "unknown role '%s' (expected compute, memory or "
+				"mirror)", s);
 	return 0;
 }
 
@@ -388,6 +391,8 @@ const char *loco_role_name(enum loco_role role)
 		return "compute";
 	case LOCO_ROLE_MEMORY:
 		return "memory";
+	case LOCO_ROLE_MIRROR:
+		return "mirror";
 	}
 	return "unknown";
 }
@@ -396,7 +401,7 @@ const char *loco_role_name(enum loco_role role)
 
 enum opt_key {
 	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
-	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_NR
+	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_MIRROR, OPT_NR
 };
 
 static const struct opt_def {
@@ -414,6 +419,7 @@ static const struct opt_def {
 	[OPT_INSECURE] = { .flag = "--insecure", .env = "LOCO_INSECURE", .bare = true },
 	[OPT_DURABLE] = { .flag = "--durable", .env = "LOCO_DURABLE_DIR" },
 	[OPT_POWER_CUT] = { .flag = "--power-cut", .env = "LOCO_POWER_CUT", .bare = true },
+	[OPT_MIRROR] = { .flag = "--mirror-of", .env = "LOCO_MIRROR_OF" },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs", "ucx",
@@ -575,10 +581,11 @@ static int opts_apply_auth(struct loco_opts *o, const char *val[OPT_NR],
 	return 0;
 }
 
-/* --durable DIR and --power-cut, which needs it. */
+/* --durable DIR, and --power-cut and --mirror-of ID, which need it. */
 static int opts_apply_durable(struct loco_opts *o, const char *val[OPT_NR],
 			      const char *src[OPT_NR], char *err, size_t errlen)
 {
+	unsigned long long n = 0;
 	int ret = 0;
 	if (val[OPT_DURABLE])
 		ret = opt_path(src[OPT_DURABLE], "durable directory",
@@ -587,11 +594,19 @@ static int opts_apply_durable(struct loco_opts *o, const char *val[OPT_NR],
 	if (!ret && val[OPT_POWER_CUT])
 		ret = opt_switch(src[OPT_POWER_CUT], val[OPT_POWER_CUT],
 				 &o->power_cut, err, errlen);
+	if (!ret && val[OPT_MIRROR]) {
+		ret = opt_num(src[OPT_MIRROR], "node id", val[OPT_MIRROR], 0,
+			      LOCO_MAX_NODES - 1, &n, err, errlen);
+		o->mirror = !ret;
+		o->mirror_of = (uint32_t)n;
+	}
 	if (ret)
 		return ret;
-	if (o->power_cut && !o->durable_dir[0]) {
+	const char *needs = o->power_cut ? src[OPT_POWER_CUT] :
+			    o->mirror ? src[OPT_MIRROR] : NULL;
+	if (needs && !o->durable_dir[0]) {
 		set_err(err, errlen, "%s needs a durable directory (--durable DIR "
-			"or LOCO_DURABLE_DIR)", src[OPT_POWER_CUT]);
+			"or LOCO_DURABLE_DIR)", needs);
 		return -EINVAL;
 	}
 	return 0;

@@ -21,7 +21,11 @@
 #define LOCO_MAX_NODES 64
 #define LOCO_HOST_MAX 64
 
-enum loco_role { LOCO_ROLE_COMPUTE = 0, LOCO_ROLE_MEMORY = 1 };
+/* A mirror is a memory node that keeps a copy of another's durable image
+ * (loco-memnode --mirror-of ID) and serves it after a fail-over; programs
+ * do not place data on it (docs/durability.md, "Mirrors"). */
+enum loco_role { LOCO_ROLE_COMPUTE = 0, LOCO_ROLE_MEMORY = 1,
+		 LOCO_ROLE_MIRROR = 2 };
 
 /* Per-node transport settings a hosts-file line may carry. */
 enum loco_host_opt {
@@ -97,12 +101,16 @@ struct loco_opts {
 	int power_cut;               /* --power-cut / LOCO_POWER_CUT=1: a kill
 				      * is a power cut: what was not persisted
 				      * is lost (needs --durable; shm only) */
+	int mirror;                  /* --mirror-of ID / LOCO_MIRROR_OF given */
+	uint32_t mirror_of;          /* ...: this node (role mirror) keeps a copy
+				      * of memory node ID's durable image
+				      * (needs --durable; shm, shm-weak) */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
  * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
  * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`, `--durable DIR`,
- * `--power-cut`) are removed from ARGV and *ARGC updated, so the program
+ * `--power-cut`, `--mirror-of ID`) are removed from ARGV and *ARGC updated, so the program
  * parses the rest. --power-cut needs --durable. Returns 0, or -EINVAL with "what is wrong" in
  * ERR (bad number, missing value, unknown transport or CPU binding, missing
  * id or hosts file). Whether a key or --insecure was given is checked by

@@ -156,6 +156,17 @@ struct loco_join_job {
 	struct loco_join_job *next;
 };
 
+/* What a HELLO says about a node. */
+struct loco_hello {
+	uint32_t id;
+	uint32_t flags;              /* LOCO_HELLO_* */
+	uint64_t arena_len, dm_len;
+	uint64_t boot_id;            /* its incarnation (random per start) */
+	uint64_t image_id;           /* its durable image, 0 without */
+	uint16_t desc_len;
+	uint8_t desc[LOCO_DESC_MAX]; /* the transport's arena descriptor */
+};
+
 struct loco_mgr {
 	uint32_t id;
 	struct loco_hosts hosts;
@@ -192,6 +203,20 @@ struct loco_mgr {
 	uint64_t peer_back_image[LOCO_MAX_NODES];
 	uint64_t peer_back_len[LOCO_MAX_NODES];
 	bool peer_back[LOCO_MAX_NODES];       /* that hello arrived */
+	/* Each peer's last hello, under peer_lock (a fail-over gives a
+	 * mirror's to the node it took over). */
+	struct loco_hello peer_hello[LOCO_MAX_NODES];
+	/* Where node i is served: i, or the mirror that took it over
+	 * (peers.c); control requests to i go there. */
+	_Atomic uint32_t route[LOCO_MAX_NODES];
+
+	/* Mirrors (mirror.c). A primary's mirror (LOCO_MAX_NODES: none),
+	 * under alloc_lock; a mirror's state and joining thread. */
+	uint32_t mirror_node;
+	_Atomic int mirror_state;
+	pthread_mutex_t mirror_lock;
+	pthread_t mirror_thr;
+	bool mirror_started;
 
 	/* Regions opened on other nodes, and the peer keeper (peers.c). */
 	pthread_mutex_t ropen_lock;
@@ -278,17 +303,6 @@ int loco_ctrl_reconnect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
  * gone); if so it is closed. */
 bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd);
 
-/* What a HELLO says about a node. */
-struct loco_hello {
-	uint32_t id;
-	uint32_t flags;              /* LOCO_HELLO_* */
-	uint64_t arena_len, dm_len;
-	uint64_t boot_id;            /* its incarnation (random per start) */
-	uint64_t image_id;           /* its durable image, 0 without */
-	uint16_t desc_len;
-	uint8_t desc[LOCO_DESC_MAX]; /* the transport's arena descriptor */
-};
-
 /* This node's hello. */
 void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out);
 /* Hand H's arena to the transport and record the peer; PUBLISH makes its
@@ -362,6 +376,45 @@ void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
 		    uint64_t off, uint64_t len);
 void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags);
+
+/* mirror.c (docs/durability.md, "Mirrors"). */
+/* The options of a mirror agree with the hosts file: 0 or -EINVAL. */
+int loco_mirror_check(const struct loco_mgr *mgr);
+/* This mirror took its primary over in an earlier incarnation. */
+bool loco_mirror_taken(const struct loco_mgr *mgr);
+/* A mirror starts joining its primary (a thread that retries). */
+int loco_mirror_start(struct loco_mgr *mgr);
+void loco_mirror_stop(struct loco_mgr *mgr);
+/* A primary's region table changed (alloc_lock held): its mirror gets
+ * it before the change is acknowledged; a mirror that does not take it
+ * is dropped. */
+void loco_mirror_table_changed(struct loco_mgr *mgr);
+/* Whether this node serves region requests (a mirror only after taking
+ * over); if not, MSG says why. */
+bool loco_mirror_serves(struct loco_mgr *mgr, char *msg, size_t len);
+void loco_mirror_handle_join(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply);
+void loco_mirror_handle_table(struct loco_mgr *mgr, uint32_t from,
+			      const uint8_t *req, size_t len,
+			      struct loco_wbuf *reply);
+void loco_mirror_handle_takeover(struct loco_mgr *mgr, uint32_t from,
+				 const uint8_t *req, size_t len,
+				 struct loco_wbuf *reply);
+/* region.c: record region NAME at [OFF, OFF+LEN) of the arena as a
+ * mirror's table says (alloc_lock held); -LOCO_EPROTO if it overlaps or
+ * does not fit. */
+int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
+		      uint64_t len);
+/* The node that serves PEER (itself, or the mirror that took it over). */
+static inline uint32_t loco_route(struct loco_mgr *mgr, uint32_t peer)
+{
+	/* Relaxed: a routing word; a request to the old node fails and is
+	 * retried, the keeper publishes the new one before the node is UP. */
+	return peer < LOCO_MAX_NODES ?
+	       atomic_load_explicit(&mgr->route[peer], memory_order_relaxed) :
+	       peer;
+}
 
 /* channel.c: control-plane handlers and the join worker. */
 void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,

@@ -67,6 +67,10 @@ static void locks_init(struct loco_mgr *mgr)
 	pthread_mutexattr_destroy(&rec);
 	pthread_mutex_init(&mgr->peer_lock, NULL);
 	pthread_mutex_init(&mgr->ropen_lock, NULL);
+	pthread_mutex_init(&mgr->mirror_lock, NULL);
+	mgr->mirror_node = LOCO_MAX_NODES;
+	for (uint32_t i = 0; i < LOCO_MAX_NODES; i++)
+		atomic_init(&mgr->route[i], i);
 	mgr->keeper_pipe[0] = mgr->keeper_pipe[1] = -1;
 	pthread_mutex_init(&mgr->thr_lock, NULL);
 	pthread_mutex_init(&mgr->job_lock, NULL);
@@ -87,6 +91,7 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_mutex_destroy(&mgr->chan_lock);
 	pthread_mutex_destroy(&mgr->peer_lock);
 	pthread_mutex_destroy(&mgr->ropen_lock);
+	pthread_mutex_destroy(&mgr->mirror_lock);
 	pthread_mutex_destroy(&mgr->thr_lock);
 	pthread_mutex_destroy(&mgr->job_lock);
 	pthread_cond_destroy(&mgr->job_cond);
@@ -145,7 +150,8 @@ static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 		return -EPROTONOSUPPORT;
 	}
 	run_dir_pick(mgr);
-	return auth_config(mgr, opts);
+	rc = loco_mirror_check(mgr);
+	return rc ? rc : auth_config(mgr, opts);
 }
 
 static int transport_open(struct loco_mgr *mgr)
@@ -161,6 +167,7 @@ static int transport_open(struct loco_mgr *mgr)
 		.power_cut = o->power_cut,
 		.dsync = o->durable_dir[0] ? loco_dsync_from_env() : 0,
 		.image_id = mgr->image_id,
+		.mirror = o->mirror && !loco_mirror_taken(mgr),
 	};
 	if (cfg.dsync < 0)
 		return -EINVAL;
@@ -210,6 +217,9 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 	if (!rc && (rc = loco_peers_start(mgr)))
 		loco_err("mgr", "cannot start the peer keeper: %s",
 			 loco_strerror(rc));
+	if (!rc && (rc = loco_mirror_start(mgr)))
+		loco_err("mgr", "cannot start joining node %u as its mirror: %s",
+			 opts->mirror_of, loco_strerror(rc));
 	if (rc) {
 		/* Each step logged its own reason. */
 		loco_mgr_destroy(mgr);
@@ -225,6 +235,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 		return;
 	loco_joiner_stop(mgr);
 	loco_peers_stop(mgr);
+	loco_mirror_stop(mgr);
 	loco_ctrl_stop(mgr);
 	loco_thread_retire_all(mgr);
 	loco_history_close(mgr);

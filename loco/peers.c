@@ -18,7 +18,13 @@
  * comes back without its image (not durable, another directory) is LOST:
  * its regions are gone, and operations fail with -LOCO_ELOST, until the
  * program opens a region there again, which starts afresh with the new
- * incarnation (loco_peer_fresh). */
+ * incarnation (loco_peer_fresh).
+ *
+ * A DOWN memory node that does not answer may have a mirror (mirror.c):
+ * on a compute node the keeper asks the mirrors to take it over; the one
+ * that does serves it from then on (mgr->route): its arena and image
+ * stand for the dead node's in the transport, as a new incarnation, and
+ * the dead node's regions are opened again there, at their offsets. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -38,7 +44,13 @@ static bool is_memory_peer(const struct loco_mgr *mgr, uint32_t peer)
 {
 	return peer != mgr->id && peer < LOCO_MAX_NODES &&
 	       mgr->hosts.node[peer].present &&
-	       mgr->hosts.node[peer].role == LOCO_ROLE_MEMORY;
+	       (mgr->hosts.node[peer].role == LOCO_ROLE_MEMORY ||
+		mgr->hosts.node[peer].role == LOCO_ROLE_MIRROR);
+}
+
+static bool routed(struct loco_mgr *mgr, uint32_t peer)
+{
+	return loco_route(mgr, peer) != peer;
 }
 
 static int peer_state(struct loco_mgr *mgr, uint32_t peer)
@@ -133,6 +145,10 @@ void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why)
 		loco_threads_direct_close(mgr, peer);
 	loco_warn("peers", "memory node %u is down (%s): operations on it fail "
 		  "with -LOCO_EDOWN until it is back", peer, why);
+	/* The nodes it serves after a fail-over go down with it. */
+	for (uint32_t p = 0; p <= mgr->hosts.max_id; p++)
+		if (p != peer && loco_route(mgr, p) == peer)
+			loco_peer_down(mgr, p, "the mirror serving it is down");
 }
 
 void loco_peer_watch(struct loco_mgr *mgr, uint32_t peer, int fd)
@@ -241,11 +257,86 @@ void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer)
 		  "be used", peer);
 }
 
-/* One reconnection attempt to DOWN node PEER. */
+/* ---- fail-over ------------------------------------------------------------ */
+
+/* Serve DOWN node PEER from TO (UP), the mirror that took it over: TO's
+ * arena and image stand for PEER's in the transport (a new incarnation
+ * of PEER), then PEER's regions are opened again there, where they must
+ * be at their old offsets. */
+static void route_install(struct loco_mgr *mgr, uint32_t peer, uint32_t to)
+{
+	pthread_mutex_lock(&mgr->peer_lock);
+	struct loco_hello h = mgr->peer_hello[to];
+	pthread_mutex_unlock(&mgr->peer_lock);
+	h.id = peer;
+	if (!h.arena_len || loco_peer_add(mgr, &h, false))
+		return;
+	peer_verify(mgr, peer);
+}
+
+/* Ask mirror X to take over PEER: 0 if it serves PEER now. */
+static int takeover_ask(struct loco_mgr *mgr, uint32_t x, uint32_t peer)
+{
+	uint8_t *rep = NULL;
+	size_t rlen = 0;
+	if (peer_state(mgr, x) == LOCO_PEER_DOWN ||
+	    loco_ctrl_reconnect(mgr, x, CONNECT_TRY_MS))
+		return -EAGAIN;
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_u32(&w, peer);
+	int rc = w.err ? w.err :
+		 loco_ctrl_request(mgr, x, LOCO_MSG_TAKEOVER, w.p, w.len,
+				   LOCO_MSG_TAKEOVER_ACK, &rep, &rlen, -1);
+	loco_wbuf_fini(&w);
+	if (rc)
+		return rc;
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, rep, rlen);
+	rc = -(int)loco_get_u32(&r);
+	free(rep);
+	return r.err ? -LOCO_EPROTO : rc;
+}
+
+/* PEER (a memory node, DOWN, not answering) may have a mirror: the first
+ * mirror that takes it over serves it from now on. Compute nodes only. */
+static void fail_over(struct loco_mgr *mgr, uint32_t peer)
+{
+	if (mgr->hosts.node[mgr->id].role != LOCO_ROLE_COMPUTE)
+		return;
+	for (uint32_t x = 0; x <= mgr->hosts.max_id; x++) {
+		if (!is_memory_peer(mgr, x) ||
+		    mgr->hosts.node[x].role != LOCO_ROLE_MIRROR ||
+		    takeover_ask(mgr, x, peer))
+			continue;
+		pthread_mutex_lock(&mgr->peer_lock);
+		mgr->peer_image[peer] = mgr->peer_hello[x].image_id;
+		pthread_mutex_unlock(&mgr->peer_lock);
+		/* Relaxed: see loco_route; control requests for PEER go to X
+		 * from now on (the re-opens below). */
+		atomic_store_explicit(&mgr->route[peer], x, memory_order_relaxed);
+		loco_warn("peers", "memory node %u failed over to its mirror, "
+			  "node %u", peer, x);
+		route_install(mgr, peer, x);
+		return;
+	}
+}
+
+/* One reconnection attempt to DOWN node PEER: to the mirror serving it
+ * if it failed over, else to it, else a fail-over. */
 static void peer_try(struct loco_mgr *mgr, uint32_t peer)
 {
-	if (loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS))
+	uint32_t to = loco_route(mgr, peer);
+	if (to != peer) {
+		if (peer_state(mgr, to) == LOCO_PEER_UP)
+			route_install(mgr, peer, to);
 		return;
+	}
+	if (loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS)) {
+		if (mgr->hosts.node[peer].role == LOCO_ROLE_MEMORY)
+			fail_over(mgr, peer);
+		return;
+	}
 	pthread_mutex_lock(&mgr->peer_lock);
 	bool back = mgr->peer_back[peer];
 	pthread_mutex_unlock(&mgr->peer_lock);
@@ -271,7 +362,8 @@ static unsigned watch_fds(struct loco_mgr *mgr, struct pollfd *pfd,
 		/* Relaxed: checked under the connection's lock (conn_check). */
 		int fd = atomic_load_explicit(&mgr->out[p].watch_fd,
 					      memory_order_relaxed);
-		if (st != LOCO_PEER_UP || fd < 0)
+		/* A node that failed over lives as its mirror does. */
+		if (st != LOCO_PEER_UP || fd < 0 || routed(mgr, p))
 			continue;
 		ids[n] = p;
 		pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLRDHUP };

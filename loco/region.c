@@ -187,8 +187,9 @@ static int region_new_locked(struct loco_mgr *mgr, const char *name,
 }
 
 /* A new create-or-open region of a durable node: its zeros reach the
- * image before its name reaches the table, and the table is on disk
- * before anyone is told the region exists (alloc_lock held). */
+ * image (and its mirror's) before its name reaches the table, and the
+ * table is on disk (and at the mirror) before anyone is told the region
+ * exists (alloc_lock held). */
 static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
 {
 	int rc = mgr->tp_ops->persist(mgr->tp, a->off, a->len);
@@ -197,6 +198,8 @@ static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
 		a->durable = false;
 	if (rc)
 		alloc_unlink(&mgr->allocs, a->off);
+	else
+		loco_mirror_table_changed(mgr);
 	return rc;
 }
 
@@ -274,6 +277,35 @@ void loco_region_unhold(struct loco_mgr *mgr, uint32_t space, uint64_t off)
 		break;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
+}
+
+int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
+		      uint64_t len)
+{
+	struct loco_alloc *prev = NULL, *next = mgr->allocs;
+	while (next && next->off < off) {
+		prev = next;
+		next = next->next;
+	}
+	bool fits = off >= LOCO_ARENA_FIRST && len && off <= mgr->arena_len &&
+		    len <= mgr->arena_len - off &&
+		    (!next || off + len <= next->off) &&
+		    (!prev || prev->off + prev->len <= off);
+	if (!fits || strlen(name) >= LOCO_NAME_MAX || name_taken(mgr, name))
+		return -LOCO_EPROTO;
+	struct loco_alloc *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	strcpy(a->name, name);
+	a->off = off;
+	a->len = len;
+	a->shared = a->durable = true;
+	a->next = next;
+	if (prev)
+		prev->next = a;
+	else
+		mgr->allocs = a;
+	return 0;
 }
 
 void loco_arena_free_all(struct loco_mgr *mgr)
@@ -379,6 +411,10 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	    (flags & ~LOCO_REGION_HOT)) {
 		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", 0, 0, 0,
 			   flagged);
+		return;
+	}
+	if (!loco_mirror_serves(mgr, msg, sizeof(msg))) {
+		region_ack(reply, -EPERM, msg, 0, 0, 0, flagged);
 		return;
 	}
 	uint64_t off = 0, have = 0;
@@ -592,7 +628,10 @@ static int drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 				pp = &a->next;
 			}
 		}
-	return durable ? loco_regions_save(mgr) : 0;
+	int rc = durable ? loco_regions_save(mgr) : 0;
+	if (durable && !rc)
+		loco_mirror_table_changed(mgr);
+	return rc;
 }
 
 static void drop_ack(struct loco_wbuf *reply, int status, const char *msg,
@@ -612,6 +651,10 @@ void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
 	uint32_t flags = loco_get_u32(&r);
 	if (loco_rbuf_done(&r) || !name[0] || (flags & ~LOCO_DROP_TREE)) {
 		drop_ack(reply, -LOCO_EPROTO, "malformed REGION_DROP", 0);
+		return;
+	}
+	if (!loco_mirror_serves(mgr, msg, sizeof(msg))) {
+		drop_ack(reply, -EPERM, msg, 0);
 		return;
 	}
 	unsigned n, busy;

@@ -24,6 +24,12 @@ enum loco_msg_type {
 	LOCO_MSG_AUTH_CHAL = 10,
 	LOCO_MSG_AUTH_PROOF = 11,
 	LOCO_MSG_AUTH_ACK = 12,
+	LOCO_MSG_MIRROR_JOIN = 13,  /* mirrors (loco/mirror.c) */
+	LOCO_MSG_MIRROR_JOIN_ACK = 14,
+	LOCO_MSG_MIRROR_TABLE = 15,
+	LOCO_MSG_MIRROR_TABLE_ACK = 16,
+	LOCO_MSG_TAKEOVER = 17,
+	LOCO_MSG_TAKEOVER_ACK = 18,
 };
 
 struct loco_msg_hdr {

@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,9 +29,20 @@ struct dimg_hdr {
 	uint64_t len;
 	uint64_t image_id;
 	uint64_t epoch;
-	uint64_t pad[3];
+	_Atomic uint32_t mirror;   /* node id + 1, 0: none */
+	uint32_t taken_by;         /* node id + 1, 0: none */
+	uint64_t mirror_epoch;
+	uint64_t mirror_gen;
 };
 _Static_assert(sizeof(struct dimg_hdr) == LOCO_DIMG_HDR, "image header");
+
+/* A handle's own path, and the mirror its FLUSHes copy into. */
+struct dimg_mirror {
+	pthread_mutex_t lock;
+	char path[LOCO_PATH_MAX];   /* the image's real path */
+	struct loco_dimg img;       /* the mirror's image (fd -1: none) */
+	uint64_t gen;               /* the header's mirror_gen at its attach */
+};
 
 int loco_dsync_from_env(void)
 {
@@ -73,6 +87,19 @@ static int owner_alive(int fd)
 static struct dimg_hdr *hdr_of(const struct loco_dimg *d)
 {
 	return (struct dimg_hdr *)(void *)d->map;
+}
+
+static int mx_new(struct loco_dimg *d, const char *path)
+{
+	struct dimg_mirror *mx = calloc(1, sizeof(*mx));
+	if (!mx)
+		return -ENOMEM;
+	if (!realpath(path, mx->path))
+		snprintf(mx->path, sizeof(mx->path), "%s", path);
+	pthread_mutex_init(&mx->lock, NULL);
+	mx->img.fd = -1;
+	d->mx = mx;
+	return 0;
 }
 
 static int map_file(int fd, uint64_t len, uint8_t **out)
@@ -127,6 +154,13 @@ static int hdr_check(const struct loco_dimg *d, const char *path, uint64_t len,
 			 (unsigned long long)h->image_id, (unsigned long long)id);
 		return -LOCO_EMISMATCH;
 	}
+	if (h->taken_by) {
+		loco_err("durable", "%s was taken over by node %u, its mirror, "
+			 "after a fail-over: its data lives there now (start this "
+			 "node with another --durable directory)", path,
+			 h->taken_by - 1);
+		return -ESTALE;
+	}
 	return 0;
 }
 
@@ -175,6 +209,8 @@ int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
 	bool fresh = false;
 	int rc = own_open(path, len, &fresh, &d.fd);
 	if (!rc)
+		rc = mx_new(&d, path);
+	if (!rc)
 		rc = map_file(d.fd, len, &d.map);
 	if (!rc)
 		rc = fresh ? hdr_create(&d, len, image_id) :
@@ -189,7 +225,8 @@ int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
 		rc = msync(d.map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
 	}
 	if (rc) {
-		if (rc != -EBUSY && rc != -LOCO_EMISMATCH && rc != -LOCO_EPROTO)
+		if (rc != -EBUSY && rc != -LOCO_EMISMATCH &&
+		    rc != -LOCO_EPROTO && rc != -ESTALE)
 			loco_err("durable", "%s: %s", path, loco_strerror(rc));
 		loco_dimg_close(&d);
 		return rc;
@@ -238,9 +275,11 @@ int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
 	int rc = fstat(d.fd, &st) ? -errno :
 		 (uint64_t)st.st_size != len ? -LOCO_EPROTO : 0;
 	if (!rc)
+		rc = mx_new(&d, path);
+	if (!rc)
 		rc = map_file(d.fd, len, &d.map);
 	if (!rc && (hdr_of(&d)->magic != DIMG_MAGIC ||
-		    hdr_of(&d)->image_id != image_id))
+		    (image_id && hdr_of(&d)->image_id != image_id)))
 		rc = -LOCO_EPROTO;
 	/* Relaxed enough: the owner published the epoch before its hello. */
 	if (!rc && hdr_of(&d)->epoch != epoch)
@@ -267,7 +306,8 @@ static void span_of(const struct loco_drange *r, unsigned n, uint64_t *lo,
 	}
 }
 
-/* Under the span lock: the owner lives and still is D's incarnation. */
+/* Under the span lock: the owner lives, still is D's incarnation, and
+ * its image was not taken over by a mirror. */
 static int flush_allowed(const struct loco_dimg *d, bool own)
 {
 	if (!own) {
@@ -275,7 +315,153 @@ static int flush_allowed(const struct loco_dimg *d, bool own)
 		if (alive <= 0)
 			return alive < 0 ? alive : -LOCO_EDOWN;
 	}
-	return hdr_of(d)->epoch == d->epoch ? 0 : -LOCO_EDOWN;
+	return hdr_of(d)->epoch == d->epoch && !hdr_of(d)->taken_by ? 0 :
+	       -LOCO_EDOWN;
+}
+
+/* ---- mirrors ---------------------------------------------------------- */
+
+static void side_path(const struct loco_dimg *d, char *out, size_t len)
+{
+	snprintf(out, len, "%s.mirror", d->mx->path);
+}
+
+/* D's mirror, attached as the header names it now (mx->lock held). */
+static int mirror_attach(struct loco_dimg *d)
+{
+	struct dimg_mirror *mx = d->mx;
+	const struct dimg_hdr *h = hdr_of(d);
+	if (mx->img.fd >= 0 && mx->gen == h->mirror_gen)
+		return 0;
+	loco_dimg_close(&mx->img);
+	char side[LOCO_PATH_MAX + 16], path[LOCO_PATH_MAX];
+	side_path(d, side, sizeof(side));
+	int fd = open(side, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, path, sizeof(path) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -LOCO_EPROTO;
+	path[n] = '\0';
+	int rc = loco_dimg_attach(path, d->len, 0, h->mirror_epoch, &mx->img);
+	if (!rc)
+		mx->gen = h->mirror_gen;
+	return rc;
+}
+
+/* Under D's span lock, after the copy into D: the same ranges of D into
+ * its mirror, synced as the mirror syncs. A mirror that is dead or
+ * restarted (or cannot be reached) is dropped from the header: it missed
+ * this FLUSH, so it may not take the image over any more. */
+static void mirror_copy(struct loco_dimg *d, const struct loco_drange *r,
+			unsigned n)
+{
+	struct dimg_hdr *h = hdr_of(d);
+	/* Acquire: pairs with the join's release: the header's epoch,
+	 * generation and the sidecar are those of this mirror. */
+	uint32_t m = atomic_load_explicit(&h->mirror, memory_order_acquire);
+	if (!m)
+		return;
+	struct dimg_mirror *mx = d->mx;
+	pthread_mutex_lock(&mx->lock);
+	int rc = mirror_attach(d);
+	if (!rc)
+		rc = flush_allowed(&mx->img, false);
+	for (unsigned i = 0; !rc && i < n; i++)
+		memcpy(mx->img.map + r[i].off, d->map + r[i].off, r[i].len);
+	int mode = rc ? 0 : (int)(hdr_of(&mx->img)->flags & DIMG_SYNC_MASK);
+	for (unsigned i = 0; !rc && i < n; i++)
+		rc = dimg_sync(&mx->img, mode, r[i].off, r[i].len);
+	pthread_mutex_unlock(&mx->lock);
+	/* seq_cst: one of the racing flushers drops it, once. */
+	if (rc && atomic_compare_exchange_strong(&h->mirror, &m, 0))
+		loco_warn("durable", "%s: mirror node %u dropped (%s): it missed "
+			  "a FLUSH and cannot take over", d->mx->path, m - 1,
+			  loco_strerror(rc));
+}
+
+/* "<image>.mirror" names the mirror's image (new file, synced, renamed). */
+static int side_write(const struct loco_dimg *own, const char *mpath)
+{
+	char side[LOCO_PATH_MAX + 16], tmp[LOCO_PATH_MAX + 24];
+	side_path(own, side, sizeof(side));
+	snprintf(tmp, sizeof(tmp), "%s.new", side);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(mpath);
+	int rc = write(fd, mpath, len) == (ssize_t)len && !fsync(fd) ? 0 :
+		 errno ? -errno : -EIO;
+	close(fd);
+	if (!rc && rename(tmp, side))
+		rc = -errno;
+	return rc;
+}
+
+int loco_dimg_mirror_add(struct loco_dimg *own, struct loco_dimg *m,
+			 uint32_t node)
+{
+	uint64_t span = own->len - LOCO_DIMG_HDR;
+	if (m->len != own->len)
+		return -LOCO_EMISMATCH;
+	int rc = ofd_lock(own->fd, F_WRLCK, LOCO_DIMG_HDR, span, true);
+	if (rc)
+		return rc;
+	if (fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      LOCO_DIMG_HDR, (off_t)span))
+		rc = -errno;
+	if (!rc)
+		rc = loco_dimg_load(own->fd, own->len, m->map);
+	if (!rc && msync(m->map, m->len, MS_SYNC))
+		rc = -errno;
+	if (!rc)
+		rc = side_write(own, m->mx->path);
+	if (!rc) {
+		struct dimg_hdr *h = hdr_of(own);
+		h->mirror_epoch = hdr_of(m)->epoch;
+		h->mirror_gen++;
+		/* Release: pairs with mirror_copy's acquire. */
+		atomic_store_explicit(&h->mirror, node + 1, memory_order_release);
+		rc = msync(own->map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
+	}
+	int urc = ofd_lock(own->fd, F_UNLCK, LOCO_DIMG_HDR, span, false);
+	return rc ? rc : urc;
+}
+
+void loco_dimg_mirror_drop(struct loco_dimg *own)
+{
+	/* Relaxed: a FLUSH that still sees it copies to a mirror nobody
+	 * will take over from (its take-over checks the word). */
+	atomic_store_explicit(&hdr_of(own)->mirror, 0, memory_order_relaxed);
+	if (msync(own->map, LOCO_DIMG_HDR, MS_SYNC))
+		loco_warn("durable", "%s: header sync: %s", own->mx->path,
+			  strerror(errno));
+}
+
+int loco_dimg_take_over(struct loco_dimg *p, uint32_t me, uint64_t my_epoch)
+{
+	uint64_t span = p->len - LOCO_DIMG_HDR;
+	int rc = ofd_lock(p->fd, F_WRLCK, LOCO_DIMG_HDR, span, true);
+	if (rc)
+		return rc;
+	struct dimg_hdr *h = hdr_of(p);
+	int alive = h->taken_by == me + 1 ? 0 : owner_alive(p->fd);
+	/* Relaxed: FLUSHes, which write it, are excluded by the lock. */
+	uint32_t m = atomic_load_explicit(&h->mirror, memory_order_relaxed);
+	if (h->taken_by == me + 1)
+		rc = 0;
+	else if (alive)
+		rc = alive < 0 ? alive : -EBUSY;
+	else if (m != me + 1 || h->mirror_epoch != my_epoch)
+		rc = -ESTALE;
+	else {
+		h->taken_by = me + 1;
+		atomic_store_explicit(&h->mirror, 0, memory_order_relaxed);
+		rc = msync(p->map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
+	}
+	int urc = ofd_lock(p->fd, F_UNLCK, LOCO_DIMG_HDR, span, false);
+	return rc ? rc : urc;
 }
 
 int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
@@ -294,6 +480,8 @@ int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 		 * the image side is ours under the lock. */
 		loco_shm_copy_in(d->map + r[i].off, src + r[i].off,
 				 (uint32_t)r[i].len);
+	if (!rc)
+		mirror_copy(d, r, n);
 	int urc = ofd_lock(d->fd, F_UNLCK, lo, hi - lo, false);
 	int mode = (int)(hdr_of(d)->flags & DIMG_SYNC_MASK);
 	for (unsigned i = 0; !rc && i < n; i++)
@@ -326,6 +514,12 @@ int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
 
 void loco_dimg_close(struct loco_dimg *d)
 {
+	if (d->mx) {
+		loco_dimg_close(&d->mx->img);
+		pthread_mutex_destroy(&d->mx->lock);
+		free(d->mx);
+		d->mx = NULL;
+	}
 	if (d->map)
 		munmap(d->map, d->len);
 	if (d->fd >= 0)

@@ -9,7 +9,20 @@
  * Header (the arena's first 64 bytes, which hold no region):
  *	u64 magic "loco-img", u32 version, u32 flags (sync mode),
  *	u64 arena length, u64 image id (random, fixed at creation),
- *	u64 epoch (bumped by every start of the owner), 3 x u64 zero.
+ *	u64 epoch (bumped by every start of the owner),
+ *	u32 mirror (its mirror's node id + 1, 0: none), u32 taken_by (the
+ *	node id + 1 of the mirror that took the image over after a
+ *	fail-over, 0: none), u64 the mirror's epoch when it joined, u64 the
+ *	mirror generation (bumped at each join).
+ *
+ * Mirrors: while the header names a mirror, every FLUSH copies its ranges
+ * into the mirror's image too (the path is in "<image>.mirror"), under the
+ * same span lock, before it completes; one that finds the mirror dead or
+ * restarted drops it from the header. A join copies the whole image
+ * under the start lock and then names the mirror. A take-over (the
+ * mirror's) checks under the start lock that the owner is dead and the
+ * mirror still named, then marks the image taken: its owner refuses to
+ * start again and FLUSHes to it fail.
  *
  * Locks (open file description locks, released by the kernel when a
  * process dies, so a killed node never leaves one behind):
@@ -45,6 +58,8 @@ enum loco_dsync {
 				   * not the machine's power loss */
 };
 
+struct dimg_mirror;
+
 struct loco_dimg {
 	int fd;
 	uint8_t *map;             /* the image, mapped shared */
@@ -52,6 +67,7 @@ struct loco_dimg {
 	uint64_t image_id;
 	uint64_t epoch;           /* the incarnation this handle belongs to */
 	bool own;                 /* the owner's handle (loco_dimg_own) */
+	struct dimg_mirror *mx;   /* its path and its mirror, as flushed */
 };
 
 /* One range of a FLUSH. */
@@ -83,7 +99,8 @@ int loco_dimg_arena_open(const struct loco_tp_config *cfg, const char *who,
 			 struct loco_dimg *out);
 
 /* Map a peer's image at PATH (its length LEN) to flush into it; its
- * header must carry IMAGE_ID and EPOCH (else -ESTALE: the peer moved on). */
+ * header must carry IMAGE_ID (0: any) and EPOCH (else -ESTALE: the peer
+ * moved on). */
 int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
 		     uint64_t epoch, struct loco_dimg *out);
 
@@ -97,6 +114,19 @@ int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 /* Copy every allocated extent of the file FD (LEN bytes) into DST: the
  * load of a volatile layer from an image (or from a surviving layer). */
 int loco_dimg_load(int fd, uint64_t len, uint8_t *dst);
+
+/* The owner OWN makes the image M (attached, of node NODE) its mirror:
+ * under the start lock, M gets a copy of the whole image and the header
+ * names it. From then on every FLUSH also lands in M. */
+int loco_dimg_mirror_add(struct loco_dimg *own, struct loco_dimg *m,
+			 uint32_t node);
+/* The owner drops its mirror (it died, or fell behind). */
+void loco_dimg_mirror_drop(struct loco_dimg *own);
+/* Node ME, whose own image is at epoch MY_EPOCH, takes over the image P
+ * (attached) it mirrors: 0 (also when it had already), -EBUSY (P's owner
+ * lives), -ESTALE (P no longer names ME as its mirror at MY_EPOCH: ME
+ * may have missed FLUSHes). */
+int loco_dimg_take_over(struct loco_dimg *p, uint32_t me, uint64_t my_epoch);
 
 void loco_dimg_close(struct loco_dimg *d);
 

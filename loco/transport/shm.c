@@ -171,6 +171,7 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 		return rc;
 	tp->id = cfg->node_id;
 	tp->len = cfg->arena_bytes;
+	tp->mirror = cfg->mirror;
 	tp->fd = -1;
 	tp->img.fd = -1;
 	snprintf(tp->file, sizeof(tp->file), "node%u.arena", cfg->node_id);
@@ -243,7 +244,7 @@ void loco_shm_close_common(struct loco_tp *tp)
 			free(p->img);
 		}
 	}
-	if (tp->durable && tp->arena)
+	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
 	if (tp->arena) {
 		munmap(tp->arena, tp->len);
@@ -506,6 +507,35 @@ int loco_shm_flush(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 	return 0;
 }
 
+int loco_shm_mirror_set(struct loco_tp *tp, uint32_t peer)
+{
+	if (!tp->durable)
+		return -EINVAL;
+	if (peer >= LOCO_MAX_NODES) {
+		loco_dimg_mirror_drop(&tp->img);
+		return 0;
+	}
+	struct loco_dimg *m = peer != tp->id ? tp->peers[peer].img : NULL;
+	return m ? loco_dimg_mirror_add(&tp->img, m, peer) : -EINVAL;
+}
+
+int loco_shm_take_over(struct loco_tp *tp, uint32_t peer)
+{
+	struct loco_dimg *p = peer < LOCO_MAX_NODES && peer != tp->id ?
+			      tp->peers[peer].img : NULL;
+	if (!tp->durable || !p)
+		return -EINVAL;
+	int rc = loco_dimg_take_over(p, tp->id, tp->img.epoch);
+	if (rc || !tp->mirror)
+		return rc;
+	/* The arena held nothing of PEER's: it becomes the image's copy. */
+	memset(tp->arena + LOCO_DIMG_HDR, 0, tp->len - LOCO_DIMG_HDR);
+	rc = loco_dimg_load(tp->img.fd, tp->len, tp->arena);
+	if (!rc)
+		tp->mirror = false;
+	return rc;
+}
+
 int loco_shm_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
 {
 	struct loco_drange r = { off, len };
@@ -569,6 +599,8 @@ const struct loco_transport_ops loco_shm_ops = {
 	.dm_len = loco_shm_dm_len,
 	.dm_zero = loco_shm_dm_zero,
 	.persist = loco_shm_persist,
+	.mirror_set = loco_shm_mirror_set,
+	.take_over = loco_shm_take_over,
 	.cq_create = shm_cq_create,
 	.cq_destroy = shm_cq_destroy,
 	.qp_create = shm_qp_create,

@@ -24,6 +24,7 @@ struct loco_tp {
 	uint64_t nonce;
 	int fd;              /* the arena file's */
 	bool durable;
+	bool mirror;          /* a mirror's image, not taken over (no write-back) */
 	struct loco_dimg img; /* durable: this node's image */
 	char file[56];
 	char dir[LOCO_PATH_MAX];
@@ -68,5 +69,7 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr);
 int loco_shm_flush(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n);
 /* The persist op: [OFF, OFF+LEN) of this node's own arena into its image. */
 int loco_shm_persist(struct loco_tp *tp, uint64_t off, uint64_t len);
+int loco_shm_mirror_set(struct loco_tp *tp, uint32_t peer);
+int loco_shm_take_over(struct loco_tp *tp, uint32_t peer);
 
 #endif

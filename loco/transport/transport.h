@@ -76,6 +76,9 @@ struct loco_tp_config {
 	uint64_t image_id;            /* the image's identity: a new image
 				       * takes it, an existing one must have
 				       * it (the core's region table's) */
+	bool mirror;                  /* the image is another node's copy
+				       * (--mirror-of, not taken over): the
+				       * arena is not written back into it */
 };
 
 /* hwloc's types (hwloc_topology_t, hwloc_cpuset_t), without its header:
@@ -115,6 +118,21 @@ struct loco_transport_ops {
 	 * an image. The core uses it for zeroed new regions before their
 	 * names are recorded (region.c). Caller: any thread. */
 	int (*persist)(struct loco_tp *tp, uint64_t off, uint64_t len);
+	/* Mirrors (docs/durability.md, "Mirrors"); -EOPNOTSUPP where a FLUSH
+	 * is not executed by a CPU that can copy (verbs).
+	 * mirror_set: make durable peer PEER's image a mirror of this node's
+	 * own: copy the image there and have every FLUSH of it (by any node)
+	 * copy its ranges there too before it completes; PEER
+	 * LOCO_MAX_NODES drops the mirror. Caller: the core, serialised with
+	 * region creation.
+	 * take_over: this node mirrors PEER; if PEER's process is dead and
+	 * its image still names this node as its mirror, mark that image
+	 * taken over (it is then never served or flushed again) and load
+	 * this node's own image into its arena, which from then on stands
+	 * for PEER's. -EBUSY while PEER lives, -ESTALE if it dropped this
+	 * mirror. */
+	int (*mirror_set)(struct loco_tp *tp, uint32_t peer);
+	int (*take_over)(struct loco_tp *tp, uint32_t peer);
 	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
 	void (*cq_destroy)(struct loco_tp_cq *cq);
 	int (*qp_create)(struct loco_tp *tp, struct loco_tp_cq *cq, uint32_t peer,

@@ -361,6 +361,22 @@ static int verbs_local_cpus(struct loco_tp *tp, hwloc_topology_t topo,
 	return 0;
 }
 
+/* A verbs FLUSH is executed by the target's NIC (a READ after the
+ * WRITEs), which cannot copy the range to a third node: no mirrors. */
+static int verbs_mirror_set(struct loco_tp *tp, uint32_t peer)
+{
+	(void)tp;
+	(void)peer;
+	return -EOPNOTSUPP;
+}
+
+static int verbs_take_over(struct loco_tp *tp, uint32_t peer)
+{
+	(void)tp;
+	(void)peer;
+	return -EOPNOTSUPP;
+}
+
 const struct loco_transport_ops loco_verbs_ops = {
 	.name = "verbs",
 	.open = verbs_open,
@@ -372,6 +388,8 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.dm_len = verbs_dm_len,
 	.dm_zero = verbs_dm_zero,
 	.persist = verbs_persist,
+	.mirror_set = verbs_mirror_set,
+	.take_over = verbs_take_over,
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,
 	.qp_create = verbs_qp_create,

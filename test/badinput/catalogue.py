@@ -378,6 +378,24 @@ def durable_cases():
     expect_fail("durable: LOCO_DURABLE_SYNC=often", base + ["--durable",
                 path("dur-sync")], "LOCO_DURABLE_SYNC",
                 env(LOCO_DURABLE_SYNC="often"))
+    p = free_ports(3)
+    hm = path("h-mirror", "0 127.0.0.1:%d memory\n1 127.0.0.1:%d mirror\n"
+              "2 127.0.0.1:%d compute\n" % tuple(p))
+    mbase = [MEMNODE, "--hosts", hm]
+    expect_fail("mirror: --mirror-of without --durable",
+                mbase + ["--id", "1", "--mirror-of", "0"],
+                "needs a durable directory", rc_want=2)
+    expect_fail("mirror: --mirror-of x", mbase + ["--id", "1", "--mirror-of",
+                "x"], "bad node id", rc_want=2)
+    expect_fail("mirror: role mirror without --mirror-of",
+                mbase + ["--id", "1", "--durable", path("dur-m1")],
+                "start it with --mirror-of")
+    expect_fail("mirror: of a compute node", mbase + ["--id", "1",
+                "--durable", path("dur-m2"), "--mirror-of", "2"],
+                "not a memory node")
+    expect_fail("mirror: a memory node given --mirror-of", mbase + ["--id",
+                "0", "--durable", path("dur-m3"), "--mirror-of", "0"],
+                "its role is not mirror")
 
 
 def option_cases():

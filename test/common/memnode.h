@@ -2,7 +2,9 @@
 /* A two-node cluster for tests of memory nodes that die and come back:
  * node 0 is a real loco-memnode child process (LOCO_MEMNODE: its path),
  * which the test kills and restarts at will; node 1 is this process's
- * manager, which the test may create and destroy several times. */
+ * manager, which the test may create and destroy several times. With a
+ * mirror (mc_init_mirror), node 1 is a second loco-memnode child, node
+ * 0's mirror, and this process is node 2. */
 #ifndef LOCO_TEST_MEMNODE_H
 #define LOCO_TEST_MEMNODE_H
 
@@ -25,8 +27,11 @@ struct mcluster {
 	char key[64];
 	char run_dir[64];
 	char dir[64];           /* the memory node's durable directory */
+	char mdir[64];          /* the mirror's ("" without a mirror) */
 	pid_t mem;              /* the memory node's process, 0 if none */
-	struct loco_mgr *mgr;   /* node 1 (this process), NULL if none */
+	pid_t mirror;           /* the mirror's process, 0 if none */
+	int self;               /* this process's node id */
+	struct loco_mgr *mgr;   /* this process's manager, NULL if none */
 };
 
 /* A free port below the ephemeral range (as tools/loco-run picks them):
@@ -47,19 +52,31 @@ static inline int free_low_port(void)
 	}
 }
 
-/* Hosts file (node 0 memory, node 1 compute), key, run and durable
+/* Hosts file (node 0 memory, node 1 compute; with MIRROR node 1 is
+ * node 0's mirror and node 2 compute), key, run and durable
  * directories. */
-static inline void mc_init(struct mcluster *c)
+static inline void mc_init_nodes(struct mcluster *c, bool mirror)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-test-hosts-XXXXXX");
 	int fd = mkstemp(c->hosts);
 	ck_assert_int_ge(fd, 0);
 	srandom((unsigned)getpid() ^ (unsigned)time(NULL));
-	int p0 = free_low_port(), p1 = free_low_port();
-	while (p1 == p0)
-		p1 = free_low_port();
-	dprintf(fd, "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n", p0, p1);
+	int port[3];
+	for (int i = 0; i < 3; i++) {
+		bool dup;
+		do {
+			port[i] = free_low_port();
+			dup = false;
+			for (int j = 0; j < i; j++)
+				dup |= port[j] == port[i];
+		} while (dup);
+	}
+	c->self = mirror ? 2 : 1;
+	dprintf(fd, "0 127.0.0.1:%d memory\n", port[0]);
+	if (mirror)
+		dprintf(fd, "1 127.0.0.1:%d mirror\n", port[1]);
+	dprintf(fd, "%d 127.0.0.1:%d compute\n", c->self, port[2]);
 	close(fd);
 	snprintf(c->key, sizeof(c->key), "/tmp/loco-test-key-XXXXXX");
 	ck_assert_int_eq(test_key_make(c->key), 0);
@@ -69,6 +86,15 @@ static inline void mc_init(struct mcluster *c)
 	rundir_at_exit(c->run_dir);
 	snprintf(c->dir, sizeof(c->dir), "/tmp/loco-test-durable-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(c->dir));
+	if (mirror) {
+		snprintf(c->mdir, sizeof(c->mdir), "/tmp/loco-test-mirror-XXXXXX");
+		ck_assert_ptr_nonnull(mkdtemp(c->mdir));
+	}
+}
+
+static inline void mc_init(struct mcluster *c)
+{
+	mc_init_nodes(c, false);
 }
 
 /* Start the memory node with extra environment ENV ("K=V" strings, NULL
@@ -76,8 +102,8 @@ static inline void mc_init(struct mcluster *c)
  * once the child exec'd: until then it holds copies of this process's
  * descriptors (node 1's listening socket among them), which would keep
  * a port busy that node 1 listens on again. */
-static inline pid_t mc_spawn(struct mcluster *c, bool durable,
-			     const char *const *env)
+static inline pid_t mc_spawn_node(struct mcluster *c, int id, bool durable,
+				  const char *const *env)
 {
 	const char *exe = getenv("LOCO_MEMNODE");
 	int ex[2];
@@ -94,17 +120,25 @@ static inline pid_t mc_spawn(struct mcluster *c, bool durable,
 		return pid;
 	}
 	{
-		setenv("LOCO_NODE_ID", "0", 1);
+		setenv("LOCO_NODE_ID", id ? "1" : "0", 1);
 		setenv("LOCO_HOSTS", c->hosts, 1);
 		setenv("LOCO_CLUSTER_KEY", c->key, 1);
 		setenv("LOCO_ARENA_MB", "16", 1);
 		if (durable)
-			setenv("LOCO_DURABLE_DIR", c->dir, 1);
+			setenv("LOCO_DURABLE_DIR", id ? c->mdir : c->dir, 1);
+		if (id)
+			setenv("LOCO_MIRROR_OF", "0", 1);
 		for (unsigned i = 0; env && env[i]; i++)
 			putenv((char *)env[i]);
 		execl(exe, exe, (char *)NULL);
 		_exit(127);
 	}
+}
+
+static inline pid_t mc_spawn(struct mcluster *c, bool durable,
+			     const char *const *env)
+{
+	return mc_spawn_node(c, 0, durable, env);
 }
 
 static inline void mc_start_mem(struct mcluster *c, bool durable,
@@ -113,23 +147,39 @@ static inline void mc_start_mem(struct mcluster *c, bool durable,
 	c->mem = mc_spawn(c, durable, env);
 }
 
+/* Start node 1, node 0's mirror (durable, with ENV). */
+static inline void mc_start_mirror(struct mcluster *c, const char *const *env)
+{
+	c->mirror = mc_spawn_node(c, 1, true, env);
+}
+
 /* Stop the memory node with SIG (SIGKILL: a crash; SIGTERM: a clean
  * stop) and reap it; returns its wait status. */
-static inline int mc_stop_mem(struct mcluster *c, int sig)
+static inline int mc_stop_pid(pid_t *pid, int sig)
 {
 	int st = 0;
-	if (!c->mem)
+	if (!*pid)
 		return 0;
-	kill(c->mem, sig);
-	waitpid(c->mem, &st, 0);
-	c->mem = 0;
+	kill(*pid, sig);
+	waitpid(*pid, &st, 0);
+	*pid = 0;
 	return st;
+}
+
+static inline int mc_stop_mem(struct mcluster *c, int sig)
+{
+	return mc_stop_pid(&c->mem, sig);
+}
+
+static inline int mc_stop_mirror(struct mcluster *c, int sig)
+{
+	return mc_stop_pid(&c->mirror, sig);
 }
 
 /* This process as node 1. */
 static inline void mc_start_self(struct mcluster *c, int timeout_ms)
 {
-	struct loco_opts o = { .node_id = 1, .timeout_ms = timeout_ms,
+	struct loco_opts o = { .node_id = c->self, .timeout_ms = timeout_ms,
 			       .arena_bytes = 16 << 20 };
 	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
 	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", c->key);
@@ -158,9 +208,12 @@ static inline void mc_fini(struct mcluster *c)
 	if (c->mgr)
 		mc_stop_self(c);
 	mc_stop_mem(c, SIGKILL);
+	mc_stop_mirror(c, SIGKILL);
 	unlink(c->hosts);
 	unlink(c->key);
 	mc_rmdir(c->dir);
+	if (c->mdir[0])
+		mc_rmdir(c->mdir);
 	mc_rmdir(c->run_dir);
 }
 

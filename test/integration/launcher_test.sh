@@ -94,6 +94,8 @@ for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-m 1 -n 1 --restart 1@1 -- $FAKE" "-m 1 -n 1 --restart 0@x -- $FAKE" \
 	"-m 1 -n 1 --restart 0@1:-5 -- $FAKE" "-m 1 -n 1 --power-cut -- $FAKE" \
 	"-m 1 -n 1 --restart 0@1:800 --restart 0@1.5 -- $FAKE" \
+	"-m 1 -n 1 --mirror 0 -- $FAKE" "-m 1 -n 1 --durable --mirror 1 -- $FAKE" \
+	"-m 1 -n 1 --durable --mirror 0 --mirror 0 -- $FAKE" \
 	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
 	# shellcheck disable=SC2086
 	run $bad
@@ -219,6 +221,21 @@ case $d1 in */durable-n1) ;; *) fail "durable dir $d1" ;; esac
 [ "$(json 2 'd["env"].get("LOCO_DURABLE_DIR")')" = None ] ||
 	fail "a compute node got a durable directory"
 [ ! -e "$d1" ] || fail "durable dir $d1 left behind"
+pids_gone
+
+# --- --mirror: a mirror node after the memory nodes, its own directory ------
+begin mirror
+run -m 2 -n 1 --durable --mirror 1 --kill 1@0.5 -- "$FAKE" --sleep 3:1
+expect_rc 0
+[ "$(json 2 'd["env"]["LOCO_ROLE"]')" = mirror ] || fail "node 2 is no mirror"
+has err '^\[loco-run\] killed n1 at [0-9.]+s$'
+[ "$(json 2 'd["env"]["LOCO_MIRROR_OF"]')" = 1 ] || fail "LOCO_MIRROR_OF"
+case $(json 2 'd["env"]["LOCO_DURABLE_DIR"]') in
+*/durable-n2) ;; *) fail "the mirror has no durable directory of its own" ;;
+esac
+[ "$(json 3 'd["env"]["LOCO_ROLE"]')" = compute ] || fail "node 3 is not compute"
+[ "$(json 0 'd["env"].get("LOCO_MIRROR_OF")')" = None ] ||
+	fail "a memory node got LOCO_MIRROR_OF"
 pids_gone
 
 # --- a memory node dying on its own is a failure -----------------------------

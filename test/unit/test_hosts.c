@@ -183,7 +183,7 @@ static const struct bad_case bad_cases[] = {
 	{ "#\n1 a:1\n\n1 b:2\n", 4, "duplicate node id 1 (first on line 2)" },
 	{ "0 a:1\n1 a:2\n\n\n0 a:3 memory\n", 5, "duplicate node id 0 (first on line 1)" },
 	{ "0 a:1\n\n\n\n1 a:2 storage\n", 5,
-	  "unknown role 'storage' (expected compute or memory)" },
+	  "unknown role 'storage' (expected compute, memory or mirror)" },
 	{ "0 a:1 Memory\n", 1, "unknown role 'Memory'" },
 	{ "99 a:1\n", 1, "node id 99 out of range (0..63)" },
 	{ "64 a:1\n", 1, "node id 64 out of range (0..63)" },
@@ -412,6 +412,7 @@ START_TEST(role_names)
 {
 	ck_assert_str_eq(loco_role_name(LOCO_ROLE_COMPUTE), "compute");
 	ck_assert_str_eq(loco_role_name(LOCO_ROLE_MEMORY), "memory");
+	ck_assert_str_eq(loco_role_name(LOCO_ROLE_MIRROR), "mirror");
 	ck_assert_str_eq(loco_role_name((enum loco_role)7), "unknown");
 }
 END_TEST
@@ -430,6 +431,33 @@ static void clear_env(void)
 }
 
 #define ARGC(v) ((int)(sizeof(v) / sizeof((v)[0])) - 1)
+
+/* A mirror's line, and --mirror-of, which needs --durable. */
+START_TEST(mirror_role_and_option)
+{
+	struct loco_hosts h;
+	struct loco_opts o;
+	char err[ERRLEN] = "";
+	char *argv[] = { "prog", "--id", "1", "--hosts", "h", "--mirror-of", "0",
+			 "--durable", "/tmp/d", NULL };
+	char *bad[] = { "prog", "--id", "1", "--hosts", "h", "--mirror-of", "0",
+			NULL };
+	int argc = ARGC(argv), nbad = ARGC(bad);
+	ck_assert_int_eq(loco_hosts_parse("h", "0 a:1 memory\n1 b:2 mirror\n",
+					  &h, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h.node[1].role, LOCO_ROLE_MIRROR);
+	unsetenv("LOCO_MIRROR_OF");
+	unsetenv("LOCO_DURABLE_DIR");
+	ck_assert_msg(loco_opts_parse(&o, &argc, argv, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert(o.mirror);
+	ck_assert_uint_eq(o.mirror_of, 0);
+	ck_assert_int_eq(loco_opts_parse(&o, &nbad, bad, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_str_eq(err, "--mirror-of needs a durable directory (--durable "
+			 "DIR or LOCO_DURABLE_DIR)");
+}
+END_TEST
 
 START_TEST(opts_argv_both_forms)
 {
@@ -733,6 +761,7 @@ static Suite *hosts_suite(void)
 	tcase_add_test(tc, load_nul_byte);
 	tcase_add_test(tc, check_self);
 	tcase_add_test(tc, role_names);
+	tcase_add_test(tc, mirror_role_and_option);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("opts");

@@ -2,8 +2,9 @@
 /* loco-memnode: a passive memory node. Hosts its arena, answers hellos,
  * joins and create-or-open requests for named regions, runs no
  * application code. Stops on SIGTERM or SIGINT. With --durable DIR the
- * arena and the region names live in DIR and survive restarts
- * (docs/durability.md). */
+ * arena and the region names live in DIR and survive restarts; with
+ * --mirror-of ID too, it keeps a copy of memory node ID's image and
+ * serves it after a fail-over (docs/durability.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,10 +15,11 @@ static void usage(FILE *f)
 	fprintf(f, "usage: loco-memnode [--id N] [--hosts FILE] [--transport T]\n"
 		   "                    [--arena-mb MB] [--timeout-ms MS]\n"
 		   "                    [--cluster-key FILE | --insecure]\n"
-		   "                    [--durable DIR [--power-cut]]\n"
+		   "                    [--durable DIR [--power-cut] [--mirror-of ID]]\n"
 		   "Serves this node's memory until SIGTERM/SIGINT. Options fall\n"
 		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB,\n"
-		   "LOCO_CLUSTER_KEY, LOCO_INSECURE, LOCO_DURABLE_DIR, LOCO_POWER_CUT.\n"
+		   "LOCO_CLUSTER_KEY, LOCO_INSECURE, LOCO_DURABLE_DIR, LOCO_POWER_CUT,\n"
+		   "LOCO_MIRROR_OF.\n"
 		   "Without a cluster key (32 random bytes, mode 0600; loco-run makes\n"
 		   "one) it refuses to start unless --insecure.\n"
 		   "--durable DIR: the arena and its region names live in DIR and\n"
@@ -26,7 +28,11 @@ static void usage(FILE *f)
 		   "its death. A clean stop (SIGTERM) writes everything back.\n"
 		   "--power-cut (shm): a kill is a power cut: what was written but\n"
 		   "not persisted is lost at the restart. LOCO_DURABLE_SYNC=msync\n"
-		   "(default), fdatasync or none: how persisted bytes reach the disk.\n");
+		   "(default), fdatasync or none: how persisted bytes reach the disk.\n"
+		   "--mirror-of ID (a node of role mirror; shm, shm-weak): keep a\n"
+		   "copy of memory node ID's durable image, which every persist to ID\n"
+		   "reaches too; when ID dies, compute nodes fail over to this node,\n"
+		   "which then serves ID's regions with everything persisted.\n");
 }
 
 int main(int argc, char **argv)
@@ -53,7 +59,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return 1;
 	const struct loco_host *self = &loco_mgr_hosts(mgr)->node[opts.node_id];
-	if (self->role != LOCO_ROLE_MEMORY)
+	if (self->role != LOCO_ROLE_MEMORY && self->role != LOCO_ROLE_MIRROR)
 		loco_warn("memnode", "node %d has role %s in %s; serving anyway",
 			  opts.node_id, loco_role_name(self->role),
 			  loco_mgr_hosts(mgr)->path);
