@@ -294,16 +294,27 @@ static int join_once(struct loco_mgr *mgr)
 	return rc;
 }
 
+/* Whether a failed join is worth another try (the primary may not be up
+ * yet, or restarting); a refusal is not. */
+static bool join_retry(int rc)
+{
+	return rc != -EPERM && rc != -EOPNOTSUPP && rc != -LOCO_EMISMATCH &&
+	       rc != -LOCO_EPROTO && rc != -LOCO_EAUTH;
+}
+
 static void *mirror_main(void *arg)
 {
 	struct loco_mgr *mgr = arg;
 	int rc;
 	/* Relaxed: a stop flag; the join orders the rest. */
-	while ((rc = join_once(mgr)) &&
+	while ((rc = join_once(mgr)) && join_retry(rc) &&
 	       !atomic_load_explicit(&mgr->stopping, memory_order_relaxed)) {
 		struct timespec ts = { 0, JOIN_RETRY_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
+	if (rc && !join_retry(rc))
+		loco_err("mirror", "node %u gives up mirroring node %u: %s",
+			 mgr->id, mgr->opts.mirror_of, loco_strerror(rc));
 	if (rc)
 		return NULL;
 	pthread_mutex_lock(&mgr->mirror_lock);
@@ -348,7 +359,14 @@ int loco_mirror_start(struct loco_mgr *mgr)
 			  "before)", mgr->id, mgr->opts.mirror_of);
 		return 0;
 	}
-	int rc = -pthread_create(&mgr->mirror_thr, NULL, mirror_main, mgr);
+	/* A drop of no mirror: a no-op where mirrors exist. */
+	int rc = mgr->tp_ops->mirror_set(mgr->tp, LOCO_MAX_NODES);
+	if (rc) {
+		loco_err("mirror", "transport %s has no mirrors (shm and shm-weak "
+			 "have)", mgr->tp_ops->name);
+		return rc;
+	}
+	rc = -pthread_create(&mgr->mirror_thr, NULL, mirror_main, mgr);
 	mgr->mirror_started = !rc;
 	return rc;
 }

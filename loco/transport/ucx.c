@@ -485,6 +485,23 @@ static int ucx_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
 	return tp->durable && len ? loco_dimg_flush(&tp->img, tp->img.map, &rg, 1) : 0;
 }
 
+/* The arena is the image and a FLUSH is the target's (a flush of the
+ * endpoint): no CPU of this path can copy a range to a third node, so no
+ * mirrors (docs/ordering.md, "Mirrors"). */
+static int ucx_mirror_set(struct loco_tp *tp, uint32_t peer)
+{
+	(void)tp;
+	(void)peer;
+	return -EOPNOTSUPP;
+}
+
+static int ucx_take_over(struct loco_tp *tp, uint32_t peer)
+{
+	(void)tp;
+	(void)peer;
+	return -EOPNOTSUPP;
+}
+
 /* ---- requests ----------------------------------------------------------- */
 
 static int req_check(void *ctx, void *req, int *status)
@@ -907,6 +924,8 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 		.dm_len = ucx_dm_len,        \
 		.dm_zero = ucx_dm_zero,      \
 		.persist = ucx_persist,      \
+		.mirror_set = ucx_mirror_set, \
+		.take_over = ucx_take_over,  \
 		.cq_create = ucx_cq_create,  \
 		.cq_destroy = ucx_cq_destroy, \
 		.qp_create = ucx_qp_create,  \
