@@ -314,11 +314,20 @@ bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer)
 
 /* ---- client side --------------------------------------------------------- */
 
-static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline)
+/* A connection to PEER, retried while it refuses until DEADLINE; with
+ * DOWN_STOPS, not once the keeper found PEER down (its dead process
+ * refuses: the caller learns -LOCO_EDOWN at once). */
+static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
+		     bool down_stops)
 {
 	struct sockaddr_in sa;
 	int rc = resolve(&mgr->hosts.node[peer], &sa);
 	while (!rc) {
+		/* Relaxed: a state word (the keeper's). */
+		if (down_stops &&
+		    atomic_load_explicit(&mgr->peer_state[peer],
+					 memory_order_relaxed) == LOCO_PEER_DOWN)
+			return -LOCO_EDOWN;
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -errno;
@@ -492,7 +501,7 @@ static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
 	if (c->fd >= 0)
 		return 0;
 	do {
-		int fd = conn_open(mgr, peer, deadline);
+		int fd = conn_open(mgr, peer, deadline, !quiet);
 		if (fd < 0)
 			return fd;
 		msg[0] = 0;
