@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Channel endpoints and the join protocol (LOCO §4.2).
  *
- * JOIN (from A to B): str channel; u32 n, n x (str region, u32 space,
- *   u64 off, u64 len) offered by A; u32 m, m x (str region, u64 len) A
- *   expects from B.
+ * JOIN (from A to B): str channel; u32 n, n x (str region, region
+ *   descriptor) offered by A; u32 m, m x (str region, u64 len) A expects
+ *   from B.
  * JOIN_ACK: u32 status (0, JOIN_NOCHAN, or a negated error); str message;
- *   u32 n, n x (str region, u32 space, u64 off, u64 len) offered by B.
- * SPACE (enum loco_space) says whether OFF is in the offering node's arena
- * or its device memory (a hot region, loco_channel_add_region_ex); the
- * expecting side does not choose: it uses the region where it is.
+ *   u32 n, n x (str region, region descriptor) offered by B.
+ * A region descriptor (access.c) is u32 space, u32 access, u32 key, u64
+ * off, u64 len. SPACE (enum loco_space) says whether OFF is in the
+ * offering node's arena or its device memory (a hot region,
+ * loco_channel_add_region_ex); the expecting side does not choose: it uses
+ * the region where it is. ACCESS is what the offering node lets peers do
+ * to it (LOCO_REGION_REMOTE_*), KEY its transport's key (verbs: rkey).
  * A peer without the endpoint answers JOIN_NOCHAN; it joins us itself when
  * it creates the endpoint, so pairing completes whoever comes second. */
 #include <errno.h>
@@ -25,8 +28,7 @@
 
 struct offer {
 	char name[LOCO_REGION_NAME_MAX];
-	uint32_t space;
-	uint64_t off, len;
+	struct loco_rdesc d;
 };
 
 static bool name_ok(const char *s)
@@ -78,7 +80,8 @@ int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
 			       struct loco_region **out)
 {
 	if (ch->core->registered || ch->core->nlocal == LOCO_CHAN_REGIONS || !name_ok(name) ||
-	    strlen(name) >= LOCO_REGION_NAME_MAX)
+	    strlen(name) >= LOCO_REGION_NAME_MAX ||
+	    !loco_region_flags_ok(flags, LOCO_REGION_FLAGS))
 		return -EINVAL;
 	char full[LOCO_NAME_MAX + LOCO_REGION_NAME_MAX];
 	snprintf(full, sizeof(full), "%s.%s", ch->name, name);
@@ -127,10 +130,11 @@ int loco_channel_open_hosted_ex(struct loco_channel *ch, uint32_t node,
 {
 	if (ch->core->nhosted == LOCO_CHAN_HOSTED || !name_ok(name) ||
 	    strlen(name) >= LOCO_REGION_NAME_MAX || !len ||
-	    (flags & ~LOCO_REGION_HOT)) {
+	    !loco_region_flags_ok(flags, LOCO_REGION_HOT |
+				  LOCO_REGION_REMOTE_ALL)) {
 		loco_err(ch->name, "hosted region '%s' of %lu bytes: bad name, "
-			 "size or flags, or more than %d", name,
-			 (unsigned long)len, LOCO_CHAN_HOSTED);
+			 "size or flags (%#x), or more than %d", name,
+			 (unsigned long)len, flags, LOCO_CHAN_HOSTED);
 		return -EINVAL;
 	}
 	if (local_find(ch, name) >= 0 || hosted_find(ch, name) >= 0) {
@@ -152,7 +156,8 @@ int loco_channel_open_hosted_ex(struct loco_channel *ch, uint32_t node,
 			return rc;
 		}
 		h->rr = (struct loco_rregion){ .node = node, .space = space,
-					       .off = off, .len = len };
+					       .off = off, .len = len,
+					       .access = loco_access_of(flags) };
 		h->held = true;
 	} else {
 		rc = loco_region_open_ex(ch->mgr, node, full, len, flags,
@@ -269,6 +274,7 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 		       size_t msglen)
 {
 	struct loco_rregion found[LOCO_CHAN_REGIONS];
+	struct loco_rdesc foundd[LOCO_CHAN_REGIONS];
 	for (unsigned i = 0; i < ch->core->nexpect; i++) {
 		const struct loco_chan_expect *e = &ch->core->expect[i];
 		if (!(e->from & (UINT64_C(1) << peer)))
@@ -283,33 +289,43 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 				 (unsigned long)e->len, peer);
 			return -LOCO_EMISMATCH;
 		}
-		if (offered[j].len != e->len) {
+		const struct loco_rdesc *d = &offered[j].d;
+		if (d->len != e->len) {
 			snprintf(msg, msglen, "channel %s: node %u expects region "
 				 "'%s' of %lu bytes from node %u, which has %lu "
 				 "bytes", ch->name, ch->mgr->id, e->name,
-				 (unsigned long)e->len, peer,
-				 (unsigned long)offered[j].len);
+				 (unsigned long)e->len, peer, (unsigned long)d->len);
 			return -LOCO_EMISMATCH;
 		}
-		uint32_t sp = offered[j].space;
-		if (loco_peer_span(ch->mgr, peer, sp, offered[j].off,
-				   offered[j].len)) {
+		if (loco_peer_span(ch->mgr, peer, d->space, d->off, d->len)) {
 			snprintf(msg, msglen, "channel %s: node %u offered region "
 				 "'%s' outside its %s", ch->name, peer, e->name,
-				 sp == LOCO_SPACE_ARENA ? "arena" : "device memory");
+				 d->space == LOCO_SPACE_ARENA ? "arena" :
+				 "device memory");
 			return -LOCO_EPROTO;
 		}
-		found[i] = (struct loco_rregion){ .node = peer, .space = sp,
-			.off = offered[j].off, .len = offered[j].len };
+		found[i] = (struct loco_rregion){ .node = peer, .space = d->space,
+			.off = d->off, .len = d->len, .access = d->access };
+		foundd[i] = *d;
 	}
 	/* Record once: a second join with the same peer (both sides joined
 	 * each other) only validates, since threads may be reading these. */
 	uint64_t known = atomic_load_explicit(&ch->core->known, memory_order_relaxed); /* chan_lock held */
 	if (known & (UINT64_C(1) << peer))
 		return 0;
-	for (unsigned i = 0; i < ch->core->nexpect; i++)
-		if (ch->core->expect[i].from & (UINT64_C(1) << peer))
-			ch->core->remote[i][peer] = found[i];
+	for (unsigned i = 0; i < ch->core->nexpect; i++) {
+		const struct loco_chan_expect *e = &ch->core->expect[i];
+		if (!(e->from & (UINT64_C(1) << peer)))
+			continue;
+		char full[LOCO_NAME_MAX + LOCO_REGION_NAME_MAX];
+		snprintf(full, sizeof(full), "%s.%s", ch->name, e->name);
+		int rc = loco_rtab_put(ch->mgr, peer, full, &foundd[i]);
+		if (rc) {
+			snprintf(msg, msglen, "channel %s: out of memory", ch->name);
+			return rc;
+		}
+		ch->core->remote[i][peer] = found[i];
+	}
 	return 0;
 }
 
@@ -320,18 +336,18 @@ static int check_wants(struct loco_channel *ch, uint32_t peer,
 {
 	for (unsigned i = 0; i < n; i++) {
 		int l = local_find(ch, wants[i].name);
-		if (l >= 0 && ch->core->local[l].len == wants[i].len)
+		if (l >= 0 && ch->core->local[l].len == wants[i].d.len)
 			continue;
 		if (l < 0)
 			snprintf(msg, msglen, "channel %s: node %u expects region "
 				 "'%s' of %lu bytes from node %u, which has none",
 				 ch->name, peer, wants[i].name,
-				 (unsigned long)wants[i].len, ch->mgr->id);
+				 (unsigned long)wants[i].d.len, ch->mgr->id);
 		else
 			snprintf(msg, msglen, "channel %s: node %u expects region "
 				 "'%s' of %lu bytes from node %u, which has %lu bytes",
 				 ch->name, peer, wants[i].name,
-				 (unsigned long)wants[i].len, ch->mgr->id,
+				 (unsigned long)wants[i].d.len, ch->mgr->id,
 				 (unsigned long)ch->core->local[l].len);
 		return -LOCO_EMISMATCH;
 	}
@@ -340,19 +356,23 @@ static int check_wants(struct loco_channel *ch, uint32_t peer,
 
 /* ---- encoding --------------------------------------------------------------- */
 
+/* The local regions, with their keys (looked up in this node's own
+ * table, where the allocator put them). */
 static void put_local(struct loco_wbuf *w, const struct loco_channel *ch)
 {
+	struct loco_mgr *mgr = ch->mgr;
 	loco_put_u32(w, ch->core->nlocal);
 	for (unsigned i = 0; i < ch->core->nlocal; i++) {
+		const struct loco_region *reg = &ch->core->local[i];
 		loco_put_str(w, ch->core->local_short[i]);
-		loco_put_u32(w, ch->core->local[i].space);
-		loco_put_u64(w, ch->core->local[i].off);
-		loco_put_u64(w, ch->core->local[i].len);
+		loco_put_rdesc(w, &(struct loco_rdesc){ .space = reg->space,
+			.access = reg->access, .key = loco_region_key(mgr, reg),
+			.off = reg->off, .len = reg->len });
 	}
 }
 
-/* Read a list of (name[, space, off], len); WITH_OFF selects the form. */
-static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_off)
+/* Read a list of (name, descriptor) or, without WITH_DESC, (name, len). */
+static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_desc)
 {
 	uint32_t n = loco_get_u32(r);
 	if (n > LOCO_CHAN_REGIONS) {
@@ -361,11 +381,11 @@ static unsigned get_list(struct loco_rbuf *r, struct offer *out, bool with_off)
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		loco_get_str(r, out[i].name, sizeof(out[i].name));
-		out[i].space = with_off ? loco_get_u32(r) : LOCO_SPACE_ARENA;
-		out[i].off = with_off ? loco_get_u64(r) : 0;
-		out[i].len = loco_get_u64(r);
-		if (out[i].space != LOCO_SPACE_ARENA && out[i].space != LOCO_SPACE_DM)
-			r->err = -LOCO_EPROTO;
+		out[i].d = (struct loco_rdesc){ .space = LOCO_SPACE_ARENA };
+		if (with_desc)
+			loco_get_rdesc(r, &out[i].d);
+		else
+			out[i].d.len = loco_get_u64(r);
 	}
 	return r->err ? 0 : n;
 }

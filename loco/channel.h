@@ -89,8 +89,9 @@ int loco_channel_init(struct loco_channel *ch, struct loco_mgr *mgr,
 		      struct loco_channel *parent, const char *name,
 		      uint64_t participants, const struct loco_channel_ops *ops);
 
-/* Allocate a zeroed local region NAME of LEN bytes offered to peers.
- * Before join only. *OUT points into the channel. */
+/* Allocate a zeroed local region NAME of LEN bytes offered to peers, who
+ * may read, write and CAS/FAA it (loco_channel_add_region_ex to give them
+ * less). Before join only. *OUT points into the channel. */
 int loco_channel_add_region(struct loco_channel *ch, const char *name,
 			    uint64_t len, struct loco_region **out);
 
@@ -98,7 +99,11 @@ int loco_channel_add_region(struct loco_channel *ch, const char *name,
  * device memory, falling back to the arena (loco/loco.h). Peers learn
  * where it went in the join; a hot region's base is NULL when it is in
  * device memory, so the channel must reach it, at this node too, only
- * through remote operations on loco_channel_remote(ch, idx, self). */
+ * through remote operations on loco_channel_remote(ch, idx, self).
+ * LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC say what peers (and this node,
+ * through the transport) may do to it, LOCO_REGION_REMOTE_NONE nothing
+ * (loco/raddr.h); anything else fails with -EACCES. Give each region the
+ * least its protocol needs: it is all a compromised peer can do there. */
 int loco_channel_add_region_ex(struct loco_channel *ch, const char *name,
 			       uint64_t len, unsigned flags,
 			       struct loco_region **out);
@@ -120,20 +125,23 @@ int loco_channel_expect(struct loco_channel *ch, const char *name,
  * joins (see the top).
  * Returns -EINVAL (bad name, LOCO_CHAN_HOSTED reached, NODE not in the
  * hosts file), -EEXIST (the channel has a region NAME already),
- * -LOCO_EMISMATCH (it exists with another size) or -ETIMEDOUT (NODE does
- * not answer); the reason is logged.
+ * -LOCO_EMISMATCH (it exists with another size or access) or -ETIMEDOUT
+ * (NODE does not answer); the reason is logged.
  * Caller: the thread setting the channel up, before or after join. */
 int loco_channel_open_hosted(struct loco_channel *ch, uint32_t node,
 			     const char *name, uint64_t len,
 			     struct loco_rregion *out);
 
-/* As loco_channel_open_hosted with region FLAGS: 0 or LOCO_REGION_HOT,
- * which puts a region that does not exist yet in NODE's device memory
- * while it has room (lock tables, counters), else in its arena with one
- * warning on NODE; OUT->space says where it is. An existing region is
- * opened wherever it is, whatever FLAGS say. A region in device memory
- * is reached only through remote operations, on NODE too, and does not
- * outlive a restart of NODE (a durable node keeps arena regions only). */
+/* As loco_channel_open_hosted with region FLAGS. LOCO_REGION_HOT puts a
+ * region that does not exist yet in NODE's device memory while it has
+ * room (lock tables, counters), else in its arena with one warning on
+ * NODE; OUT->space says where it is. An existing region is opened
+ * wherever it is, whatever LOCO_REGION_HOT says. A region in device
+ * memory is reached only through remote operations, on NODE too, and
+ * does not outlive a restart of NODE (a durable node keeps arena regions
+ * only). LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC: the remote access the
+ * region allows (none of them: all three), which every opener must
+ * declare alike (-LOCO_EMISMATCH otherwise). */
 int loco_channel_open_hosted_ex(struct loco_channel *ch, uint32_t node,
 				const char *name, uint64_t len, unsigned flags,
 				struct loco_rregion *out);

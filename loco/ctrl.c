@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Control plane over TCP: each node listens on its hosts-file address and
- * serves requests (HELLO, JOIN, REGION_OPEN, REGION_DROP) on one server
- * thread; requests from this node go out on one connection per peer, one
- * at a time.
+ * serves requests (HELLO, JOIN, REGION_OPEN, REGION_FIND, REGION_DROP) on
+ * one server thread; requests from this node go out on one connection per
+ * peer, one at a time.
  *
  * Every connection first proves the cluster key both ways (AUTH,
  * AUTH_CHAL, AUTH_PROOF, AUTH_ACK: docs/formats.md) and binds both node
@@ -271,6 +271,10 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 				       h->arena_len, h->dm_len);
 	if (!rc) {
 		if (mgr->peer_boot[peer] != h->boot_id) {
+			/* Its regions are another incarnation's (a durable
+			 * node's come back through the keeper's reopens). */
+			if (peer != mgr->id)
+				loco_rtab_clear(mgr, peer);
 			renewed = true;
 			/* Relaxed: published by the release below. */
 			atomic_fetch_add_explicit(&mgr->peer_gen[peer], 1,
@@ -793,6 +797,9 @@ static int serve_request(struct server *sv, struct client *cl, uint16_t type,
 	case LOCO_MSG_TAKEOVER:
 		loco_mirror_handle_takeover(mgr, from, p, len, reply);
 		return LOCO_MSG_TAKEOVER_ACK;
+	case LOCO_MSG_REGION_FIND:
+		loco_region_handle_find(mgr, from, p, len, reply);
+		return LOCO_MSG_REGION_FIND_ACK;
 	default:
 		loco_err("ctrl", "unknown request type %u from node %d", type,
 			 cl->peer);

@@ -51,6 +51,35 @@ struct loco_qp {
 	struct loco_dirty dirty[LOCO_DIRTY_MAX];
 };
 
+/* A region of some node as this node knows it (loco/access.c). */
+struct loco_rent {
+	uint64_t off, len;
+	uint32_t space;          /* enum loco_space */
+	uint32_t access;         /* LOCO_REGION_REMOTE_* */
+	uint32_t key;            /* its transport key (verbs: rkey) */
+	_Atomic uint32_t logged; /* refused ops already logged (bit per op) */
+	char name[LOCO_NAME_MAX];
+};
+
+/* The regions this node knows at one node: sorted by (space, off), never
+ * overlapping (a newer one replaces those it overlaps: they are gone).
+ * GEN grows whenever an entry goes, so a copy taken at GEN stays valid
+ * while GEN has not moved. */
+struct loco_rtab {
+	pthread_rwlock_t lock;
+	struct loco_rent *ent;
+	unsigned n, cap;
+	_Atomic uint64_t gen;
+	_Atomic bool outside_logged; /* an op outside every region: logged */
+};
+
+/* A thread's copy of the last region it used at one node. */
+struct loco_rcache {
+	uint64_t gen;            /* the table's GEN it was copied at; 0: none */
+	uint64_t off, len;
+	uint32_t space, access, key;
+};
+
 struct loco_thread {
 	/* First: the counters and what the inline operations of loco.h use.
 	 * hot.sync: the transport executes and completes a request inside
@@ -70,6 +99,7 @@ struct loco_thread {
 	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
 	int cpu;              /* first CPU of its binding, -1 if not bound */
 	struct loco_thread *next;
+	struct loco_rcache rcache[LOCO_MAX_NODES]; /* owner only */
 };
 static_assert(offsetof(struct loco_thread, hot) == 0,
 	      "loco_thread_hot() casts the thread to its hot part");
@@ -101,6 +131,7 @@ struct loco_ropen {
 	uint32_t node;
 	char name[LOCO_NAME_MAX];
 	uint64_t off, len;
+	unsigned flags;       /* its access flags, asked for again */
 	struct loco_ropen *next;
 };
 
@@ -108,6 +139,9 @@ struct loco_ropen {
 struct loco_alloc {
 	char name[LOCO_NAME_MAX];
 	uint64_t off, len;
+	uint32_t access;      /* LOCO_REGION_REMOTE_* peers have */
+	uint32_t key;         /* the transport's key for it (mem_reg) */
+	struct loco_tp_mr *mr; /* its registration, NULL without access */
 	bool shared;          /* made by create-or-open (REGION_OPEN or a hold) */
 	bool durable;         /* recorded in the durable region table */
 	unsigned holds;       /* hosted-region holds of this process's channels */
@@ -229,6 +263,9 @@ struct loco_mgr {
 
 	pthread_mutex_t peer_lock;   /* serialises transport peer_add */
 
+	/* The regions known at each node, this one's own too (access.c). */
+	struct loco_rtab rtab[LOCO_MAX_NODES];
+
 	pthread_mutex_t alloc_lock;   /* recursive */
 	struct loco_alloc *allocs;    /* arena */
 	struct loco_alloc *dm_allocs; /* device memory */
@@ -270,15 +307,18 @@ int loco_regions_load(struct loco_mgr *mgr);
 int loco_regions_save(struct loco_mgr *mgr);
 /* Create-or-open NAME (LEN bytes) for a channel's hosted region on this
  * node, in device memory for a new region with LOCO_REGION_HOT in FLAGS
- * that finds room there, else in the arena; count one hold on it. *SPACE
- * and *OFF: where it is. -LOCO_EMISMATCH if it exists with another size,
- * -EEXIST if it is a private region (loco_region_alloc); MSG (if not NULL)
- * explains an error. */
+ * that finds room there, else in the arena, with the remote access FLAGS
+ * declare; count one hold on it. *SPACE and *OFF: where it is.
+ * -LOCO_EMISMATCH if it exists with another size or access, -EEXIST if it
+ * is a private region (loco_region_alloc); MSG (if not NULL) explains an
+ * error. */
 int loco_region_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 		     unsigned flags, uint32_t *space, uint64_t *off, char *msg,
 		     size_t msglen);
 /* Drop a hold of the region at OFF in SPACE; the last one frees it. */
 void loco_region_unhold(struct loco_mgr *mgr, uint32_t space, uint64_t off);
+/* FLAGS hold only ALLOWED region flags, and LOCO_REGION_REMOTE_NONE alone. */
+bool loco_region_flags_ok(unsigned flags, unsigned allowed);
 void loco_arena_free_all(struct loco_mgr *mgr);
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,
@@ -286,6 +326,16 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 void loco_region_handle_drop(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,
 			     struct loco_wbuf *reply);
+void loco_region_handle_find(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply);
+/* Ask NODE which create-or-open region holds [OFF, OFF+LEN) of its SPACE
+ * (REGION_FIND) and record it: 0, -ENOENT (none) or the request's error. */
+int loco_region_find(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+		     uint64_t off, uint64_t len);
+/* Register this node's regions loaded from its durable table with the
+ * transport (after it opened) and record them as known. */
+int loco_regions_publish(struct loco_mgr *mgr);
 
 /* ctrl.c */
 int loco_ctrl_start(struct loco_mgr *mgr);
@@ -362,10 +412,11 @@ void loco_peers_stop(struct loco_mgr *mgr);
 void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why);
 /* A connection to PEER is ready (FD) or gone (-1): tell the keeper. */
 void loco_peer_watch(struct loco_mgr *mgr, uint32_t peer, int fd);
-/* region.c: create-or-open NAME (LEN bytes) on NODE again, for the
- * keeper, whatever NODE's state; *OFF gets its offset. */
+/* region.c: create-or-open NAME (LEN bytes, access FLAGS) on NODE again,
+ * for the keeper, whatever NODE's state; *OFF gets its offset, and the
+ * region's new key is recorded. */
 int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
-		       uint64_t len, uint64_t *off);
+		       uint64_t len, unsigned flags, uint64_t *off);
 /* A LOST PEER said hello again and a region was opened there anew: it is
  * UP with its new incarnation, its old regions forgotten. */
 void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer);
@@ -373,7 +424,7 @@ void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer);
 #define LOCO_DROP_ALL 0x100u
 /* Remember / forget regions opened on NODE (loco_region_open, _drop). */
 void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
-		    uint64_t off, uint64_t len);
+		    uint64_t off, uint64_t len, unsigned flags);
 void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags);
 
@@ -401,11 +452,11 @@ void loco_mirror_handle_table(struct loco_mgr *mgr, uint32_t from,
 void loco_mirror_handle_takeover(struct loco_mgr *mgr, uint32_t from,
 				 const uint8_t *req, size_t len,
 				 struct loco_wbuf *reply);
-/* region.c: record region NAME at [OFF, OFF+LEN) of the arena as a
- * mirror's table says (alloc_lock held); -LOCO_EPROTO if it overlaps or
- * does not fit. */
+/* region.c: record region NAME at [OFF, OFF+LEN) of the arena, with
+ * remote ACCESS, as a mirror's table says (alloc_lock held), registered
+ * like any; -LOCO_EPROTO if it overlaps or does not fit. */
 int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
-		      uint64_t len);
+		      uint64_t len, uint32_t access);
 /* The node that serves PEER (itself, or the mirror that took it over). */
 static inline uint32_t loco_route(struct loco_mgr *mgr, uint32_t peer)
 {
@@ -415,6 +466,45 @@ static inline uint32_t loco_route(struct loco_mgr *mgr, uint32_t peer)
 	       atomic_load_explicit(&mgr->route[peer], memory_order_relaxed) :
 	       peer;
 }
+
+/* access.c: the remote access of regions. */
+/* A region as the control plane carries it (JOIN, REGION_ACK,
+ * REGION_FIND_ACK): u32 space, u32 access, u32 key, u64 off, u64 len. */
+struct loco_rdesc {
+	uint32_t space, access, key;
+	uint64_t off, len;
+};
+void loco_put_rdesc(struct loco_wbuf *w, const struct loco_rdesc *d);
+/* Sets R's error on an unknown space or access bit. */
+void loco_get_rdesc(struct loco_rbuf *r, struct loco_rdesc *d);
+/* "rwa" with '-' for what ACCESS lacks, into BUF. */
+const char *loco_access_str(unsigned access, char buf[4]);
+void loco_rtab_init(struct loco_mgr *mgr);
+void loco_rtab_fini(struct loco_mgr *mgr);
+/* Record region NAME (D) of NODE, replacing the entries it overlaps
+ * (regions that are gone). 0 or -ENOMEM. */
+int loco_rtab_put(struct loco_mgr *mgr, uint32_t node, const char *name,
+		  const struct loco_rdesc *d);
+/* Forget NODE's region at OFF of SPACE (this node's, freed). */
+void loco_rtab_del(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+		   uint64_t off);
+/* The transport key of this node's region REG (0 without one). */
+uint32_t loco_region_key(struct loco_mgr *mgr, const struct loco_region *reg);
+/* Forget every region of NODE (a new incarnation of it). */
+void loco_rtab_clear(struct loco_mgr *mgr, uint32_t node);
+/* May THR's out-of-line OPCODE (READ, WRITE, CAS, FAA) reach [AT, AT+LEN)
+ * of NODE's SPACE? 0 with the region's transport key and first offset in
+ * *KEY and *KEY_OFF; -EACCES (logged once per region and op) if the
+ * region there does not allow it or no region holds it, after asking
+ * NODE (REGION_FIND) about an address in no region known there.
+ * Caller: THR's owner. */
+int loco_access_check(struct loco_thread *thr, uint32_t node, uint32_t space,
+		      uint64_t at, uint64_t len, unsigned opcode,
+		      uint32_t *key, uint64_t *key_off);
+/* The descriptor of the region holding [AT, AT+LEN) of NODE's arena, as
+ * loco_access_check finds it; -EACCES (not logged) if none. */
+int loco_access_region(struct loco_thread *thr, uint32_t node, uint64_t at,
+		       uint64_t len, struct loco_rregion *out);
 
 /* channel.c: control-plane handlers and the join worker. */
 void loco_channel_handle_join(struct loco_mgr *mgr, uint32_t from,

@@ -20,7 +20,7 @@
 #include <loco/raddr.h>
 
 #define LOCO_NAME_MAX 128
-#define LOCO_PROTO_VERSION 4   /* control-plane messages (loco/wire.h) */
+#define LOCO_PROTO_VERSION 5   /* control-plane messages (loco/wire.h) */
 
 struct loco_mgr;
 struct loco_thread;
@@ -64,15 +64,23 @@ struct loco_region {
 	uint64_t off;             /* offset in the arena (or device memory) */
 	uint64_t len;
 	uint32_t space;           /* enum loco_space (loco/raddr.h) */
+	uint32_t access;          /* LOCO_REGION_REMOTE_* it allows peers */
 };
 
 /* Descriptor of a region on some node (possibly this one): everything
- * remote operations need. Bounds of every op are checked against it. */
+ * remote operations need. Bounds of every op are checked against it, and
+ * its access against the region's declaration (docs/security.md). */
 struct loco_rregion {
 	uint32_t node;
 	uint32_t space;           /* enum loco_space: LOCO_SPACE_ARENA unless hot */
 	uint64_t off;             /* offset in that node's arena (or device memory) */
 	uint64_t len;
+	/* LOCO_REGION_REMOTE_* the region allows, as the core got it from the
+	 * region's node. 0 in a descriptor a program builds itself (from an
+	 * offset read from remote memory): its operations are then checked
+	 * out of line against the regions this node knows there. */
+	uint32_t access;
+	uint32_t reserved;
 };
 
 /* Region flags. */
@@ -85,13 +93,22 @@ struct loco_rregion {
  * through remote operations (to self). Device memory is allocated in
  * 8-byte units (arena: 64). */
 #define LOCO_REGION_HOT 0x1u
+/* LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC, _NONE (loco/raddr.h): what
+ * peers may do to the region. Every operation (this node's own, through
+ * the transport, too) outside a region that allows it fails with -EACCES,
+ * logged once per region and operation. Without any of them: all three. */
+#define LOCO_REGION_FLAGS (LOCO_REGION_HOT | LOCO_REGION_REMOTE_MASK)
 
 /* Allocate LEN zeroed bytes of this node's arena, 64-byte aligned, under a
- * unique NAME. -EEXIST if the name is taken, -ENOMEM if the arena is full. */
+ * unique NAME, with every remote access (loco_region_alloc_ex to choose).
+ * -EEXIST if the name is taken, -ENOMEM if the arena is full. */
 int loco_region_alloc(struct loco_mgr *mgr, const char *name, uint64_t len,
 		      struct loco_region *out);
-/* As loco_region_alloc, with FLAGS (LOCO_REGION_HOT); OUT->space says where
- * the region went. -EINVAL for an unknown flag. */
+/* As loco_region_alloc, with FLAGS (LOCO_REGION_HOT, LOCO_REGION_REMOTE_*);
+ * OUT->space says where the region went, OUT->access what peers may do.
+ * -EINVAL for an unknown flag or LOCO_REGION_REMOTE_NONE with another
+ * access flag; the transport's error if it cannot register the region
+ * (verbs: its memory registration, logged). */
 int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 			 unsigned flags, struct loco_region *out);
 void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg);
@@ -104,14 +121,19 @@ void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used);
 /* Create-or-open region NAME of LEN bytes on node NODE (usually a memory
  * node; this node's own id works too, without a message): the first
  * caller gets a zeroed region, later callers the same one. In the node's
- * arena (device memory: loco_region_open_ex). -LOCO_EMISMATCH if it
- * exists with another size; -ETIMEDOUT if the node does not answer. */
+ * arena (device memory: loco_region_open_ex), with every remote access.
+ * -LOCO_EMISMATCH if it exists with another size or access; -ETIMEDOUT if
+ * the node does not answer. */
 int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out);
-/* As loco_region_open with FLAGS: 0 or LOCO_REGION_HOT, which places a
- * region that does not exist yet in NODE's device memory when it has room
- * (else its arena, warned once on NODE); an existing one is opened where
- * it is. OUT->space says which. -EINVAL for an unknown flag. */
+/* As loco_region_open with FLAGS: LOCO_REGION_HOT places a region that
+ * does not exist yet in NODE's device memory when it has room (else its
+ * arena, warned once on NODE); an existing one is opened where it is.
+ * OUT->space says which. LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC: the
+ * remote access the region allows (none of them: all three), which every
+ * opener must declare alike (-LOCO_EMISMATCH otherwise, the message
+ * naming both). -EINVAL for an unknown flag or LOCO_REGION_REMOTE_NONE (a
+ * create-or-open region is for peers). */
 int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
 			uint64_t len, unsigned flags, struct loco_rregion *out);
 
@@ -248,15 +270,18 @@ static inline void loco_hot_add(_Atomic uint64_t *c, uint64_t n)
 }
 
 /* The mapped 8-byte aligned words [OFF, OFF + LEN) of RR (LEN a nonzero
- * multiple of 8) if THR reaches them directly, else NULL (the caller then
- * takes the out-of-line path). The bounds are those loco_post_* check:
- * inside RR and inside the peer's arena. */
+ * multiple of 8) if THR reaches them directly for OPCODE, else NULL (the
+ * caller then takes the out-of-line path). The checks are those
+ * loco_post_* make: inside RR, inside the peer's arena, and an access RR's
+ * region allows (its descriptor carries it). */
 static inline _Atomic uint64_t *loco_direct_span(struct loco_thread *thr,
 						 const struct loco_rregion *rr,
-						 uint64_t off, uint32_t len)
+						 uint64_t off, uint32_t len,
+						 unsigned opcode)
 {
 	const struct loco_thread_hot *h = loco_thread_hot(thr);
-	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA)
+	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA ||
+	    !(rr->access & loco_op_access(opcode)))
 		return NULL;
 	const struct loco_direct_qp *d = &h->direct[rr->node];
 	/* Relaxed: the mapping stays; a clear only sends later ops out of
@@ -335,7 +360,7 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 {
 	if (!len || (len & 7))
 		return false;
-	_Atomic uint64_t *w = loco_direct_span(thr, rr, off, len);
+	_Atomic uint64_t *w = loco_direct_span(thr, rr, off, len, opcode);
 	if (!w)
 		return false;
 	if (len == 8) {
@@ -427,7 +452,12 @@ static inline int loco_ack_wait(struct loco_thread *thr,
 
 /* ---- remote operations -------------------------------------------------
  * All take a region descriptor and an offset into it; out-of-bounds (or a
- * misaligned atomic) returns -EINVAL and posts nothing. ACK may be NULL; if
+ * misaligned atomic) returns -EINVAL and posts nothing; an op outside
+ * every region this node knows at the target, or one its region does not
+ * allow (LOCO_REGION_REMOTE_*: a WRITE to a read-only region, a CAS to a
+ * region without atomic access), returns -EACCES, logged once per region
+ * and op, and posts nothing (on verbs the NIC would refuse it as well:
+ * IBV_WC_REM_ACCESS_ERR, which completes as -EACCES). ACK may be NULL; if
  * not, the op is added to it (union). Buffers: the source of a WRITE and the
  * destination of a READ or atomic must stay untouched until completion.
  *
@@ -527,7 +557,10 @@ static inline int loco_faa(struct loco_thread *thr,
 }
 
 /* Same operations addressed by a compact remote address (loco/raddr.h),
- * bounds-checked against the whole arena of the target node. */
+ * bounds-checked against the whole arena of the target node and checked
+ * against the region that holds the address: one this node opened or
+ * joined there, or a create-or-open region the node names on request
+ * (REGION_FIND, once per region; -EACCES if there is none). */
 int loco_post_read_raddr(struct loco_thread *thr, loco_raddr_t ra, void *dst,
 			 uint32_t len, struct loco_ack *ack);
 int loco_post_write_raddr(struct loco_thread *thr, loco_raddr_t ra,
@@ -551,6 +584,8 @@ struct loco_batch_op {
 	uint64_t arena_off;
 	void *local;
 	uint32_t len;
+	uint32_t key;             /* the target region's transport key and */
+	uint64_t key_off;         /* its offset (ops added out of line) */
 	uint64_t compare;
 	uint64_t operand;
 };
@@ -586,7 +621,7 @@ static inline void loco_batch_add(struct loco_batch *b,
 				  uint64_t compare, uint64_t operand)
 {
 	if (len && !(len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
-	    loco_direct_span(b->thr, rr, off, len)) {
+	    loco_direct_span(b->thr, rr, off, len, opcode)) {
 		struct loco_batch_op *o = &b->op[b->n++];
 		o->opcode = opcode;
 		o->space = LOCO_SPACE_ARENA;

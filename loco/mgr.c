@@ -73,6 +73,7 @@ static void locks_init(struct loco_mgr *mgr)
 		atomic_init(&mgr->route[i], i);
 	mgr->keeper_pipe[0] = mgr->keeper_pipe[1] = -1;
 	pthread_mutex_init(&mgr->thr_lock, NULL);
+	loco_rtab_init(mgr);
 	pthread_mutex_init(&mgr->job_lock, NULL);
 	pthread_cond_init(&mgr->job_cond, NULL);
 	mgr->listen_fd = -1;
@@ -93,6 +94,7 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_mutex_destroy(&mgr->ropen_lock);
 	pthread_mutex_destroy(&mgr->mirror_lock);
 	pthread_mutex_destroy(&mgr->thr_lock);
+	loco_rtab_fini(mgr);
 	pthread_mutex_destroy(&mgr->job_lock);
 	pthread_cond_destroy(&mgr->job_cond);
 	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
@@ -203,6 +205,8 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		rc = loco_regions_load(mgr);
 	if (!rc)
 		rc = transport_open(mgr);
+	if (!rc && opts->durable_dir[0])
+		rc = loco_regions_publish(mgr);
 	/* A node that cannot bind its threads still works (warned). */
 	if (!rc && opts->cpu_bind == LOCO_CPU_BIND_CORE)
 		loco_affinity_open(mgr, &mgr->aff);

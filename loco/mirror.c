@@ -25,7 +25,8 @@
  *   MIRROR_TABLE_ACK: u32 status, str message
  *   TAKEOVER:         u32 primary
  *   TAKEOVER_ACK:     u32 status, str message
- *   table:            u32 n, n x (str name, u64 offset, u64 length) */
+ *   table:            u32 n, n x (str name, u64 offset, u64 length,
+ *                     u32 remote access) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -69,6 +70,7 @@ static void table_put(struct loco_mgr *mgr, struct loco_wbuf *w)
 		loco_put_str(w, a->name);
 		loco_put_u64(w, a->off);
 		loco_put_u64(w, a->len);
+		loco_put_u32(w, a->access);
 	}
 }
 
@@ -83,7 +85,9 @@ static int table_install(struct loco_mgr *mgr, struct loco_rbuf *r)
 		char name[LOCO_NAME_MAX];
 		loco_get_str(r, name, sizeof(name));
 		uint64_t off = loco_get_u64(r), len = loco_get_u64(r);
-		rc = r->err ? -LOCO_EPROTO : loco_region_place(mgr, name, off, len);
+		uint32_t access = loco_get_u32(r);
+		rc = r->err ? -LOCO_EPROTO :
+		     loco_region_place(mgr, name, off, len, access);
 	}
 	if (!rc && loco_rbuf_done(r))
 		rc = -LOCO_EPROTO;

@@ -303,7 +303,7 @@ int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
 /* ---- posting ------------------------------------------------------------ */
 
 /* The inline path's view of a new QP's peer arena, if the transport
- * offers one and it can hold a word (loco_direct_word). */
+ * offers one and it can hold a word (loco_direct_span). */
 static void direct_open(struct loco_mgr *mgr, uint32_t peer,
 			struct loco_direct_qp *d, const struct loco_qp *qp)
 {
@@ -324,7 +324,7 @@ static void direct_open(struct loco_mgr *mgr, uint32_t peer,
 /* Under thr->lock: the inline path stops using PEER's mapping. */
 static void direct_close(struct loco_thread *thr, uint32_t peer)
 {
-	/* Relaxed: see loco_direct_word. */
+	/* Relaxed: see loco_direct_span. */
 	atomic_store_explicit(&thr->hot.direct[peer].base, NULL,
 			      memory_order_relaxed);
 }
@@ -711,22 +711,51 @@ static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
 	return rc;
 }
 
-static struct loco_rregion raddr_region(loco_raddr_t ra)
+/* The region holding RA's LEN bytes as a descriptor, and RA's offset in
+ * it (*OFF), so that the op may take the inline path; else the whole
+ * arena, where the out-of-line check refuses it (and says why). */
+static struct loco_rregion raddr_region(struct loco_thread *thr,
+					loco_raddr_t ra, uint32_t len,
+					uint64_t *off)
 {
 	struct loco_rregion rr = {
 		.node = loco_raddr_node(ra),
 		.off = 0,
 		.len = LOCO_RADDR_OFF_MASK,
 	};
+	*off = loco_raddr_off(ra);
+	if (rr.node < LOCO_MAX_NODES &&
+	    !loco_access_region(thr, rr.node, *off, len, &rr))
+		*off -= rr.off;
 	return rr;
 }
 
+/* The fence target (transport.h): a zero-length READ, whatever it
+ * named, reads nothing and needs no access. */
+static void fence_target(struct loco_wr *wr)
+{
+	wr->space = LOCO_SPACE_ARENA;
+	wr->remote_off = 0;
+	wr->key = 0;
+	wr->key_off = 0;
+}
+
+/* Bounds, then the access of the region the request targets and its key
+ * (access.c); a zero-length READ goes to the fence target instead. */
 static int build_wr(struct loco_thread *thr, const struct loco_rregion *rr,
 		    uint64_t off, struct loco_wr *wr)
 {
 	bool atomic = wr->opcode == LOCO_OP_CAS || wr->opcode == LOCO_OP_FAA;
 	wr->space = rr ? (uint8_t)rr->space : LOCO_SPACE_ARENA;
-	return check_bounds(thr, rr, off, wr->len, atomic, &wr->remote_off);
+	int rc = check_bounds(thr, rr, off, wr->len, atomic, &wr->remote_off);
+	if (rc || wr->opcode == LOCO_OP_FLUSH)
+		return rc;
+	if (wr->opcode == LOCO_OP_READ && !wr->len) {
+		fence_target(wr);
+		return 0;
+	}
+	return loco_access_check(thr, rr->node, wr->space, wr->remote_off,
+				 wr->len, wr->opcode, &wr->key, &wr->key_off);
 }
 
 int loco_post_read_slow(struct loco_thread *thr,
@@ -773,31 +802,34 @@ int loco_post_faa_slow(struct loco_thread *thr,
 int loco_post_read_raddr(struct loco_thread *thr, loco_raddr_t ra, void *dst,
 			 uint32_t len, struct loco_ack *ack)
 {
-	struct loco_rregion rr = raddr_region(ra);
-	return loco_post_read(thr, &rr, loco_raddr_off(ra), dst, len, ack);
+	uint64_t off;
+	struct loco_rregion rr = raddr_region(thr, ra, len, &off);
+	return loco_post_read(thr, &rr, off, dst, len, ack);
 }
 
 int loco_post_write_raddr(struct loco_thread *thr, loco_raddr_t ra,
 			  const void *src, uint32_t len, struct loco_ack *ack)
 {
-	struct loco_rregion rr = raddr_region(ra);
-	return loco_post_write(thr, &rr, loco_raddr_off(ra), src, len, ack);
+	uint64_t off;
+	struct loco_rregion rr = raddr_region(thr, ra, len, &off);
+	return loco_post_write(thr, &rr, off, src, len, ack);
 }
 
 int loco_post_cas_raddr(struct loco_thread *thr, loco_raddr_t ra,
 			uint64_t expect, uint64_t desired, uint64_t *old,
 			struct loco_ack *ack)
 {
-	struct loco_rregion rr = raddr_region(ra);
-	return loco_post_cas(thr, &rr, loco_raddr_off(ra), expect, desired, old,
-			     ack);
+	uint64_t off;
+	struct loco_rregion rr = raddr_region(thr, ra, 8, &off);
+	return loco_post_cas(thr, &rr, off, expect, desired, old, ack);
 }
 
 int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 			uint64_t *old, struct loco_ack *ack)
 {
-	struct loco_rregion rr = raddr_region(ra);
-	return loco_post_faa(thr, &rr, loco_raddr_off(ra), add, old, ack);
+	uint64_t off;
+	struct loco_rregion rr = raddr_region(thr, ra, 8, &off);
+	return loco_post_faa(thr, &rr, off, add, old, ack);
 }
 
 /* A synchronous op to PEERS timed out: its local buffer is the caller's
@@ -882,6 +914,8 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	o->space = wr.space;
 	o->peer = rr->node;
 	o->arena_off = wr.remote_off;
+	o->key = wr.key;
+	o->key_off = wr.key_off;
 	b->peers |= UINT64_C(1) << rr->node;
 }
 
@@ -966,7 +1000,8 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 			wr[n++] = (struct loco_wr){
 				.opcode = op->opcode, .space = op->space, .len = op->len,
 				.remote_off = op->arena_off, .local = op->local,
-				.compare = op->compare, .operand = op->operand };
+				.compare = op->compare, .operand = op->operand,
+				.key = op->key, .key_off = op->key_off };
 		}
 		rc = sync ? post_sync(thr, peer, wr, n, ack) :
 			    post_locked(thr, peer, wr, n, ack);
@@ -983,11 +1018,11 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 /* ---- fences ------------------------------------------------------------- */
 
 /* The fence READ: completes only after the WRITEs before it on its QP are
- * placed (RC ordering, transport.h). */
+ * placed (RC ordering, transport.h); it goes to the peer's fence target. */
 static struct loco_wr fence_wr(void)
 {
 	return (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 0,
-				 .remote_off = LOCO_ARENA_FIRST };
+				 .remote_off = 0 };
 }
 
 /* QP's pending writes were reported lost (-LOCO_EDOWN) to the caller,

@@ -62,7 +62,7 @@ static int peer_state(struct loco_mgr *mgr, uint32_t peer)
 /* ---- regions to open again --------------------------------------------- */
 
 void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
-		    uint64_t off, uint64_t len)
+		    uint64_t off, uint64_t len, unsigned flags)
 {
 	pthread_mutex_lock(&mgr->ropen_lock);
 	struct loco_ropen *r = mgr->ropens;
@@ -77,6 +77,7 @@ void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
 	if (r) {
 		r->off = off;
 		r->len = len;
+		r->flags = flags;
 	} else {
 		loco_warn("peers", "out of memory: region '%s' of node %u will not "
 			  "be checked when the node comes back", name, node);
@@ -186,7 +187,8 @@ static int regions_again(struct loco_mgr *mgr, uint32_t peer, unsigned *n)
 		if (r->node != peer)
 			continue;
 		uint64_t off = 0;
-		rc = loco_region_reopen(mgr, peer, r->name, r->len, &off);
+		rc = loco_region_reopen(mgr, peer, r->name, r->len, r->flags,
+					&off);
 		if (!rc && off != r->off) {
 			loco_err("peers", "node %u serves region '%s' at offset %lu, "
 				 "it was at %lu", peer, r->name, (unsigned long)off,

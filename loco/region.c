@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Named regions carved from this node's registered arena or its device
- * memory (first fit over offset-sorted lists), and create-or-open and
- * drop of regions on memory nodes. */
+ * memory (first fit over offset-sorted lists), each registered with the
+ * transport for the remote access it declares (LOCO_REGION_REMOTE_*) and
+ * recorded in this node's own region table (access.c), and create-or-open,
+ * find and drop of regions on memory nodes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,19 +66,45 @@ static int alloc_gap(const struct space_ref *sp, uint64_t len, uint64_t *off,
 	return 0;
 }
 
-/* Unlink and free the record *PP points to. */
-static void alloc_remove(struct loco_alloc **pp)
+/* Let peers reach A (in SPACE) with its access, and record it as this
+ * node's (alloc_lock held). A region without access is recorded too, so
+ * that a refusal names it. */
+static int region_publish(struct loco_mgr *mgr, uint32_t space,
+			  struct loco_alloc *a)
+{
+	const struct loco_transport_ops *ops = mgr->tp_ops;
+	int rc = 0;
+	if (a->access && ops->mem_reg)
+		rc = ops->mem_reg(mgr->tp, space, a->off, a->len, a->access,
+				  &a->mr, &a->key);
+	struct loco_rdesc d = { .space = space, .access = a->access,
+				.key = a->key, .off = a->off, .len = a->len };
+	if (!rc && (rc = loco_rtab_put(mgr, mgr->id, a->name, &d)) && a->mr) {
+		ops->mem_dereg(mgr->tp, a->mr);
+		a->mr = NULL;
+	}
+	return rc;
+}
+
+/* Unlink and free the record *PP points to, of SPACE: no peer reaches it
+ * any more. */
+static void alloc_remove(struct loco_mgr *mgr, uint32_t space,
+			 struct loco_alloc **pp)
 {
 	struct loco_alloc *a = *pp;
 	*pp = a->next;
+	loco_rtab_del(mgr, mgr->id, space, a->off);
+	if (a->mr)
+		mgr->tp_ops->mem_dereg(mgr->tp, a->mr);
 	free(a);
 }
 
-static void alloc_unlink(struct loco_alloc **list, uint64_t off)
+static void alloc_unlink(struct loco_mgr *mgr, uint32_t space, uint64_t off)
 {
-	for (struct loco_alloc **pp = list; *pp; pp = &(*pp)->next) {
+	for (struct loco_alloc **pp = space_of(mgr, space).list; *pp;
+	     pp = &(*pp)->next) {
 		if ((*pp)->off == off) {
-			alloc_remove(pp);
+			alloc_remove(mgr, space, pp);
 			return;
 		}
 	}
@@ -96,10 +124,11 @@ static int space_zero(struct loco_mgr *mgr, uint32_t space, uint64_t off,
 	return mgr->tp_ops->dm_zero(mgr->tp, off, align_up(len, DM_ALIGN));
 }
 
-/* Reserve LEN zeroed bytes of SPACE under NAME (alloc_lock held by the
- * caller); *OUT: its record, valid while the lock is held. */
+/* Reserve LEN zeroed bytes of SPACE under NAME that peers reach with
+ * ACCESS (alloc_lock held by the caller); *OUT: its record, valid while
+ * the lock is held. */
 static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
-			      const char *name, uint64_t len,
+			      const char *name, uint64_t len, unsigned access,
 			      struct loco_alloc **out)
 {
 	if (!len || strlen(name) >= LOCO_NAME_MAX)
@@ -120,14 +149,17 @@ static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
 	}
 	strcpy(rec->name, name);
 	rec->len = len;
+	rec->access = access;
 	rec->next = prev ? prev->next : *sp.list;
 	if (prev)
 		prev->next = rec;
 	else
 		*sp.list = rec;
 	rc = space_zero(mgr, space, rec->off, len);
+	if (!rc)
+		rc = region_publish(mgr, space, rec);
 	if (rc)
-		alloc_unlink(sp.list, rec->off);
+		alloc_unlink(mgr, space, rec->off);
 	else
 		*out = rec;
 	return rc;
@@ -166,24 +198,27 @@ static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
 
 /* A new region of LEN bytes under NAME (alloc_lock held): with
  * LOCO_REGION_HOT in device memory, else (no device memory, or full:
- * warned once) in the arena; without it in the arena. *OUT: its record,
- * *SPACE: where it went. Errors that are the caller's (-EEXIST, -EINVAL)
- * come back as they are. */
+ * warned once) in the arena; without it in the arena; peers reach it as
+ * FLAGS' access says. *OUT: its record, *SPACE: where it went. Errors
+ * that are the caller's (-EEXIST, -EINVAL) come back as they are. */
 static int region_new_locked(struct loco_mgr *mgr, const char *name,
 			     uint64_t len, unsigned flags,
 			     struct loco_alloc **out, uint32_t *space)
 {
+	unsigned access = loco_access_of(flags);
 	*space = LOCO_SPACE_ARENA;
 	if (!(flags & LOCO_REGION_HOT))
-		return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
+		return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len,
+					  access, out);
 	int rc = mgr->dm_len ?
-		 space_alloc_locked(mgr, LOCO_SPACE_DM, name, len, out) : -ENODEV;
+		 space_alloc_locked(mgr, LOCO_SPACE_DM, name, len, access, out) :
+		 -ENODEV;
 	if (!rc)
 		*space = LOCO_SPACE_DM;
 	if (rc == -EEXIST || rc == -EINVAL || !rc)
 		return rc;
 	hot_fallback_warn(mgr, name, len, rc);
-	return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, out);
+	return space_alloc_locked(mgr, LOCO_SPACE_ARENA, name, len, access, out);
 }
 
 /* A new create-or-open region of a durable node: its zeros reach the
@@ -197,7 +232,7 @@ static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
 	if (!rc && (rc = loco_regions_save(mgr)))
 		a->durable = false;
 	if (rc)
-		alloc_unlink(&mgr->allocs, a->off);
+		alloc_unlink(mgr, LOCO_SPACE_ARENA, a->off);
 	else
 		loco_mirror_table_changed(mgr);
 	return rc;
@@ -205,12 +240,13 @@ static int durable_record(struct loco_mgr *mgr, struct loco_alloc *a)
 
 /* Create-or-open NAME (alloc_lock held by the caller, so that lookup and
  * creation are one step) in either space: an existing region is found
- * whatever FLAGS say; a new one goes where FLAGS (LOCO_REGION_HOT) put it
- * and is zeroed and marked shared; with DURABLE on a durable node, a new
- * arena region is recorded in its region table (device memory does not
- * outlive a restart). *OUT: its record, also when it exists with another
- * size (the caller names the mismatch), *SPACE its space; -EEXIST if it
- * exists as a private region and PRIVATE_OK is false. */
+ * whatever FLAGS say; a new one goes where FLAGS (LOCO_REGION_HOT) put it,
+ * with the access they declare, and is zeroed and marked shared; with
+ * DURABLE on a durable node, a new arena region is recorded in its region
+ * table (device memory does not outlive a restart). *OUT: its record,
+ * also when it exists with another size or access (the caller names the
+ * mismatch), *SPACE its space; -EEXIST if it exists as a private region
+ * and PRIVATE_OK is false. */
 static int shared_open_locked(struct loco_mgr *mgr, const char *name,
 			      uint64_t len, unsigned flags, bool private_ok,
 			      bool durable, struct loco_alloc **out,
@@ -235,6 +271,27 @@ static int shared_open_locked(struct loco_mgr *mgr, const char *name,
 	return 0;
 }
 
+/* Why an existing create-or-open region A does not match what node FROM
+ * asked for (LEN bytes, ACCESS), into MSG: -LOCO_EMISMATCH, or 0. */
+static int open_mismatch(const struct loco_alloc *a, uint64_t len,
+			 unsigned access, uint32_t from, char *msg,
+			 size_t msglen)
+{
+	char have[4], want[4];
+	if (a->len != len)
+		snprintf(msg, msglen, "region '%s' exists with %lu bytes, node "
+			 "%u asked for %lu", a->name, (unsigned long)a->len, from,
+			 (unsigned long)len);
+	else if (a->access != access)
+		snprintf(msg, msglen, "region '%s' exists with remote access %s, "
+			 "node %u asked for %s", a->name,
+			 loco_access_str(a->access, have), from,
+			 loco_access_str(access, want));
+	else
+		return 0;
+	return -LOCO_EMISMATCH;
+}
+
 /* Hosted regions of this node's own channels: create-or-open like
  * REGION_OPEN, but counted, so that the region goes with the last channel
  * of this process holding it (a later channel of that name starts from
@@ -244,18 +301,18 @@ int loco_region_hold(struct loco_mgr *mgr, const char *name, uint64_t len,
 		     size_t msglen)
 {
 	struct loco_alloc *a = NULL;
+	char why[LOCO_NAME_MAX + 96];
 	pthread_mutex_lock(&mgr->alloc_lock);
 	int rc = shared_open_locked(mgr, name, len, flags, false, false, &a,
 				    space);
-	if (!rc && a->len != len)
-		rc = -LOCO_EMISMATCH;
+	if (!rc)
+		rc = open_mismatch(a, len, loco_access_of(flags), mgr->id, why,
+				   sizeof(why));
 	if (!rc) {
 		a->holds++;
 		*off = a->off;
 	} else if (msg && rc == -LOCO_EMISMATCH) {
-		snprintf(msg, msglen, "region '%s' exists with %lu bytes, "
-			 "asked for %lu", name, (unsigned long)a->len,
-			 (unsigned long)len);
+		snprintf(msg, msglen, "%s", why);
 	} else if (msg) {
 		snprintf(msg, msglen, "region '%s': %s", name, rc == -EEXIST ?
 			 "exists as a private region" : loco_strerror(rc));
@@ -273,14 +330,14 @@ void loco_region_unhold(struct loco_mgr *mgr, uint32_t space, uint64_t off)
 			continue;
 		/* A region of the durable table outlives its holders. */
 		if ((*pp)->holds && --(*pp)->holds == 0 && !(*pp)->durable)
-			alloc_remove(pp);
+			alloc_remove(mgr, space, pp);
 		break;
 	}
 	pthread_mutex_unlock(&mgr->alloc_lock);
 }
 
 int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
-		      uint64_t len)
+		      uint64_t len, uint32_t access)
 {
 	struct loco_alloc *prev = NULL, *next = mgr->allocs;
 	while (next && next->off < off) {
@@ -291,7 +348,8 @@ int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
 		    len <= mgr->arena_len - off &&
 		    (!next || off + len <= next->off) &&
 		    (!prev || prev->off + prev->len <= off);
-	if (!fits || strlen(name) >= LOCO_NAME_MAX || name_taken(mgr, name))
+	if (!fits || strlen(name) >= LOCO_NAME_MAX || name_taken(mgr, name) ||
+	    !access || (access & ~LOCO_REGION_REMOTE_ALL))
 		return -LOCO_EPROTO;
 	struct loco_alloc *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -299,13 +357,27 @@ int loco_region_place(struct loco_mgr *mgr, const char *name, uint64_t off,
 	strcpy(a->name, name);
 	a->off = off;
 	a->len = len;
+	a->access = access;
 	a->shared = a->durable = true;
 	a->next = next;
 	if (prev)
 		prev->next = a;
 	else
 		mgr->allocs = a;
-	return 0;
+	int rc = region_publish(mgr, LOCO_SPACE_ARENA, a);
+	if (rc)
+		alloc_unlink(mgr, LOCO_SPACE_ARENA, off);
+	return rc;
+}
+
+int loco_regions_publish(struct loco_mgr *mgr)
+{
+	int rc = 0;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	for (struct loco_alloc *a = mgr->allocs; a && !rc; a = a->next)
+		rc = region_publish(mgr, LOCO_SPACE_ARENA, a);
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	return rc;
 }
 
 void loco_arena_free_all(struct loco_mgr *mgr)
@@ -313,13 +385,21 @@ void loco_arena_free_all(struct loco_mgr *mgr)
 	struct loco_alloc **lists[] = { &mgr->allocs, &mgr->dm_allocs };
 	for (unsigned i = 0; i < 2; i++)
 		while (*lists[i])
-			alloc_remove(lists[i]);
+			alloc_remove(mgr, i ? LOCO_SPACE_DM : LOCO_SPACE_ARENA,
+				     lists[i]);
+}
+
+bool loco_region_flags_ok(unsigned flags, unsigned allowed)
+{
+	return !(flags & ~allowed) &&
+	       !((flags & LOCO_REGION_REMOTE_NONE) &&
+		 (flags & LOCO_REGION_REMOTE_ALL));
 }
 
 int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 			 unsigned flags, struct loco_region *out)
 {
-	if (flags & ~LOCO_REGION_HOT)
+	if (!loco_region_flags_ok(flags, LOCO_REGION_FLAGS))
 		return -EINVAL;
 	uint32_t space;
 	struct loco_alloc *rec;
@@ -334,6 +414,7 @@ int loco_region_alloc_ex(struct loco_mgr *mgr, const char *name, uint64_t len,
 	out->off = off;
 	out->len = len;
 	out->space = space;
+	out->access = loco_access_of(flags);
 	return 0;
 }
 
@@ -348,7 +429,7 @@ void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg)
 	if (!reg->len)
 		return;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	alloc_unlink(space_of(mgr, reg->space).list, reg->off);
+	alloc_unlink(mgr, reg->space, reg->off);
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	reg->base = NULL;
 	reg->len = 0;
@@ -366,20 +447,23 @@ void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used)
 void loco_region_desc(const struct loco_mgr *mgr, const struct loco_region *reg,
 		      struct loco_rregion *out)
 {
-	out->node = mgr->id;
-	out->space = reg->space;
-	out->off = reg->off;
-	out->len = reg->len;
+	*out = (struct loco_rregion){ .node = mgr->id, .space = reg->space,
+				      .off = reg->off, .len = reg->len,
+				      .access = reg->access };
 }
 
 /* ---- create-or-open on a memory node ------------------------------------
- * REGION_OPEN: str name, u64 len[, u32 flags].
- * REGION_ACK:  u32 status (negated errno), str message, u64 off, u64 len
- *              [, u64 space: when the request had flags].
- * The optional fields keep a plain open byte for byte what it was. */
+ * REGION_OPEN: str name, u64 len, u32 flags (LOCO_REGION_HOT and the
+ *              LOCO_REGION_REMOTE_* access).
+ * REGION_ACK:  u32 status (negated errno), str message, u64 off, u64 len,
+ *              u64 space, u64 access, u64 key (the region's transport key).
+ * REGION_FIND: u32 space, u64 off, u64 len: which create-or-open region
+ *              holds that range?
+ * REGION_FIND_ACK: as REGION_ACK, the message being the region's name;
+ *              status ENOENT if none does. */
 
-/* A reply of REGION_OPEN or REGION_DROP: status, message, N values (what
- * region_call reads). */
+/* A reply of REGION_OPEN, REGION_FIND or REGION_DROP: status, message, N
+ * values (what region_call reads). */
 static void region_reply(struct loco_wbuf *reply, int status, const char *msg,
 			 const uint64_t *vals, unsigned n)
 {
@@ -389,55 +473,100 @@ static void region_reply(struct loco_wbuf *reply, int status, const char *msg,
 		loco_put_u64(reply, vals[i]);
 }
 
+#define REGION_ACK_VALS 5   /* off, len, space, access, key */
+
 static void region_ack(struct loco_wbuf *reply, int status, const char *msg,
-		       uint64_t off, uint64_t len, uint32_t space, bool flagged)
+		       const struct loco_rdesc *d)
 {
-	region_reply(reply, status, msg,
-		     (const uint64_t[]){ off, len, space }, flagged ? 3 : 2);
+	region_reply(reply, status, msg, (const uint64_t[]){ d->off, d->len,
+		     d->space, d->access, d->key }, REGION_ACK_VALS);
 }
+
+/* The descriptor of A, a region of this node's SPACE. */
+static struct loco_rdesc alloc_desc(const struct loco_alloc *a, uint32_t space)
+{
+	return (struct loco_rdesc){ .space = space, .access = a->access,
+				    .key = a->key, .off = a->off, .len = a->len };
+}
+
+/* Flags a create-or-open may carry: a region for peers has some access. */
+#define OPEN_FLAGS (LOCO_REGION_HOT | LOCO_REGION_REMOTE_ALL)
 
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,
 			     struct loco_wbuf *reply)
 {
-	char name[LOCO_NAME_MAX], msg[LOCO_NAME_MAX + 96];
+	char name[LOCO_NAME_MAX], msg[LOCO_NAME_MAX + 96] = "";
+	struct loco_rdesc d = { 0 };
 	struct loco_rbuf r;
 	loco_rbuf_init(&r, req, len);
 	loco_get_str(&r, name, sizeof(name));
 	uint64_t want = loco_get_u64(&r);
-	bool flagged = !r.err && r.pos < r.len;
-	uint32_t flags = flagged ? loco_get_u32(&r) : 0;
+	uint32_t flags = loco_get_u32(&r);
 	if (loco_rbuf_done(&r) || !name[0] || !want ||
-	    (flags & ~LOCO_REGION_HOT)) {
-		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", 0, 0, 0,
-			   flagged);
+	    !loco_region_flags_ok(flags, OPEN_FLAGS)) {
+		region_ack(reply, -LOCO_EPROTO, "malformed REGION_OPEN", &d);
 		return;
 	}
 	if (!loco_mirror_serves(mgr, msg, sizeof(msg))) {
-		region_ack(reply, -EPERM, msg, 0, 0, 0, flagged);
+		region_ack(reply, -EPERM, msg, &d);
 		return;
 	}
-	uint64_t off = 0, have = 0;
 	uint32_t space = LOCO_SPACE_ARENA;
 	struct loco_alloc *a;
 	pthread_mutex_lock(&mgr->alloc_lock);
 	int rc = shared_open_locked(mgr, name, want, flags, true, true, &a,
 				    &space);
-	if (!rc) {
-		off = a->off;
-		have = a->len;
-	}
+	if (!rc)
+		rc = open_mismatch(a, want, loco_access_of(flags), from, msg,
+				   sizeof(msg));
+	if (!rc)
+		d = alloc_desc(a, space);
 	pthread_mutex_unlock(&mgr->alloc_lock);
-	if (!rc && have != want) {
-		snprintf(msg, sizeof(msg), "region '%s' exists with %lu bytes, "
-			 "node %u asked for %lu", name, (unsigned long)have, from,
-			 (unsigned long)want);
+	if (rc == -LOCO_EMISMATCH)
 		loco_err("region", "%s", msg);
-		region_ack(reply, -LOCO_EMISMATCH, msg, 0, 0, 0, flagged);
+	else if (rc)
+		snprintf(msg, sizeof(msg), "%s", loco_strerror(rc));
+	region_ack(reply, rc, msg, &d);
+}
+
+/* The create-or-open region of SPACE holding [OFF, OFF+LEN) (alloc_lock
+ * held), or NULL: a member may learn it by an address as by its name. */
+static const struct loco_alloc *shared_holding(struct loco_mgr *mgr,
+					       uint32_t space, uint64_t off,
+					       uint64_t len)
+{
+	for (const struct loco_alloc *a = *space_of(mgr, space).list; a;
+	     a = a->next)
+		if (a->shared && off >= a->off && off - a->off <= a->len &&
+		    len <= a->len - (off - a->off))
+			return a;
+	return NULL;
+}
+
+void loco_region_handle_find(struct loco_mgr *mgr, uint32_t from,
+			     const uint8_t *req, size_t len,
+			     struct loco_wbuf *reply)
+{
+	struct loco_rdesc d = { 0 };
+	char name[LOCO_NAME_MAX] = "";
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, req, len);
+	uint32_t space = loco_get_u32(&r);
+	uint64_t off = loco_get_u64(&r), n = loco_get_u64(&r);
+	(void)from;
+	if (loco_rbuf_done(&r) || space > LOCO_SPACE_DM) {
+		region_ack(reply, -LOCO_EPROTO, "malformed REGION_FIND", &d);
 		return;
 	}
-	snprintf(msg, sizeof(msg), "%s", rc ? loco_strerror(rc) : "");
-	region_ack(reply, rc, msg, off, have, space, flagged);
+	pthread_mutex_lock(&mgr->alloc_lock);
+	const struct loco_alloc *a = shared_holding(mgr, space, off, n);
+	if (a) {
+		d = alloc_desc(a, space);
+		snprintf(name, sizeof(name), "%s", a->name);
+	}
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	region_ack(reply, a ? 0 : -ENOENT, name, &d);
 }
 
 typedef void region_handler(struct loco_mgr *mgr, uint32_t from,
@@ -477,13 +606,15 @@ static bool region_target_ok(const struct loco_mgr *mgr, uint32_t node,
 }
 
 /* Send W (a request of TYPE about NAME, answered by ACK) to NODE and read
- * the reply: u32 status (negated errno), str message, then NVALS u64s
- * into VALS. Returns 0, the status or the transport's error; an error is
- * logged with WHAT ("open", "drop") and the node's message. Finishes W. */
-static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
-		       const char *name, uint16_t type, uint16_t ack,
-		       region_handler *handler, struct loco_wbuf *w,
-		       uint64_t *vals, unsigned nvals)
+ * the reply: u32 status (negated errno), str message (into MSGOUT, MSGLEN
+ * bytes, if not NULL), then NVALS u64s into VALS. Returns 0, the status or
+ * the transport's error; an error is logged with WHAT ("open", "drop")
+ * and the node's message, but for a status of QUIET. Finishes W. */
+static int region_call_ex(struct loco_mgr *mgr, uint32_t node,
+			  const char *what, const char *name, uint16_t type,
+			  uint16_t ack, region_handler *handler,
+			  struct loco_wbuf *w, uint64_t *vals, unsigned nvals,
+			  char *msgout, size_t msglen, int quiet)
 {
 	uint8_t *rep = NULL;
 	size_t rlen = 0;
@@ -504,12 +635,33 @@ static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
 		vals[i] = loco_get_u64(&r);
 	rc = loco_rbuf_done(&r);
 	free(rep);
-	if (!rc && status) {
+	if (!rc && status && status != quiet)
 		loco_err("region", "%s '%s' on node %u: %s", what, name, node,
 			 msg[0] ? msg : loco_strerror(status));
-		return status;
-	}
-	return rc;
+	if (!rc && msgout)
+		snprintf(msgout, msglen, "%s", msg);
+	return rc ? rc : status;
+}
+
+static int region_call(struct loco_mgr *mgr, uint32_t node, const char *what,
+		       const char *name, uint16_t type, uint16_t ack,
+		       region_handler *handler, struct loco_wbuf *w,
+		       uint64_t *vals, unsigned nvals)
+{
+	return region_call_ex(mgr, node, what, name, type, ack, handler, w,
+			      vals, nvals, NULL, 0, 0);
+}
+
+/* The descriptor of region ACK values V (off, len, space, access, key):
+ * 0, or -LOCO_EPROTO for a space or access that cannot be. */
+static int ack_desc(const uint64_t v[REGION_ACK_VALS], struct loco_rdesc *d)
+{
+	*d = (struct loco_rdesc){ .off = v[0], .len = v[1],
+				  .space = (uint32_t)v[2],
+				  .access = (uint32_t)v[3],
+				  .key = (uint32_t)v[4] };
+	return v[2] > LOCO_SPACE_DM || (v[3] & ~(uint64_t)LOCO_REGION_REMOTE_ALL) ||
+	       v[4] > UINT32_MAX ? -LOCO_EPROTO : 0;
 }
 
 /* A node that is down is not asked: the caller learns at once, the
@@ -522,32 +674,37 @@ static int region_node_gone(struct loco_mgr *mgr, uint32_t node)
 	return st == LOCO_PEER_DOWN ? -LOCO_EDOWN : 0;
 }
 
-/* REGION_OPEN NAME (LEN bytes, FLAGS) on NODE: V gets offset, length
- * and space (the arena's when FLAGS is 0: the reply then has no space). */
+/* REGION_OPEN NAME (LEN bytes, FLAGS) on NODE: *D gets its descriptor,
+ * which a peer's region table records (this node's own has it already). */
 static int region_open_call(struct loco_mgr *mgr, uint32_t node,
 			    const char *name, uint64_t len, unsigned flags,
-			    uint64_t v[3])
+			    struct loco_rdesc *d)
 {
+	uint64_t v[REGION_ACK_VALS] = { 0 };
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u64(&w, len);
-	if (flags)
-		loco_put_u32(&w, flags);
-	v[2] = LOCO_SPACE_ARENA;
+	loco_put_u32(&w, flags);
 	int rc = region_call(mgr, node, "open", name, LOCO_MSG_REGION_OPEN,
 			     LOCO_MSG_REGION_ACK, loco_region_handle_open, &w,
-			     v, flags ? 3 : 2);
-	return !rc && (v[1] != len || v[2] > LOCO_SPACE_DM) ? -LOCO_EPROTO : rc;
+			     v, REGION_ACK_VALS);
+	if (!rc)
+		rc = ack_desc(v, d);
+	if (!rc && (d->len != len || d->access != loco_access_of(flags)))
+		rc = -LOCO_EPROTO;
+	if (!rc && node != mgr->id)
+		rc = loco_rtab_put(mgr, node, name, d);
+	return rc;
 }
 
 int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
-		       uint64_t len, uint64_t *off)
+		       uint64_t len, unsigned flags, uint64_t *off)
 {
-	uint64_t v[3] = { 0, 0, 0 };   /* offset, length, space */
-	int rc = region_open_call(mgr, node, name, len, 0, v);
+	struct loco_rdesc d;
+	int rc = region_open_call(mgr, node, name, len, flags, &d);
 	if (!rc)
-		*off = v[0];
+		*off = d.off;
 	return rc;
 }
 
@@ -555,24 +712,25 @@ int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
 			uint64_t len, unsigned flags, struct loco_rregion *out)
 {
 	if (!region_target_ok(mgr, node, name) || !len ||
-	    (flags & ~LOCO_REGION_HOT))
+	    !loco_region_flags_ok(flags, OPEN_FLAGS))
 		return -EINVAL;
 	int rc = region_node_gone(mgr, node);
-	uint64_t v[3] = { 0, 0, 0 };   /* offset, length, space */
+	struct loco_rdesc d;
 	if (!rc)
-		rc = region_open_call(mgr, node, name, len, flags, v);
+		rc = region_open_call(mgr, node, name, len, flags, &d);
 	if (rc)
 		return rc;
 	loco_peer_fresh(mgr, node);
-	uint32_t space = (uint32_t)v[2];
-	if (loco_peer_span(mgr, node, space, v[0], v[1]))
+	if (loco_peer_span(mgr, node, d.space, d.off, d.len))
 		return -LOCO_EPROTO;
 	/* Reopened after the node's restart: arena regions only (device
 	 * memory does not outlive it). */
-	if (node != mgr->id && space == LOCO_SPACE_ARENA)
-		loco_ropen_add(mgr, node, name, v[0], v[1]);
-	*out = (struct loco_rregion){ .node = node, .space = space,
-				      .off = v[0], .len = v[1] };
+	if (node != mgr->id && d.space == LOCO_SPACE_ARENA)
+		loco_ropen_add(mgr, node, name, d.off, d.len,
+			       flags & LOCO_REGION_REMOTE_MASK);
+	*out = (struct loco_rregion){ .node = node, .space = d.space,
+				      .off = d.off, .len = d.len,
+				      .access = d.access };
 	return 0;
 }
 
@@ -580,6 +738,34 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     uint64_t len, struct loco_rregion *out)
 {
 	return loco_region_open_ex(mgr, node, name, len, 0, out);
+}
+
+int loco_region_find(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+		     uint64_t off, uint64_t len)
+{
+	char name[LOCO_NAME_MAX];
+	uint64_t v[REGION_ACK_VALS] = { 0 };
+	struct loco_rdesc d;
+	int rc = region_node_gone(mgr, node);
+	if (rc)
+		return rc;
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_u32(&w, space);
+	loco_put_u64(&w, off);
+	loco_put_u64(&w, len);
+	rc = region_call_ex(mgr, node, "find", "(by address)",
+			    LOCO_MSG_REGION_FIND, LOCO_MSG_REGION_FIND_ACK,
+			    loco_region_handle_find, &w, v, REGION_ACK_VALS,
+			    name, sizeof(name), -ENOENT);
+	if (!rc)
+		rc = ack_desc(v, &d);
+	/* The answer must hold what was asked, where the node has memory. */
+	if (!rc && (!name[0] || d.space != space || off < d.off ||
+		    off - d.off > d.len || len > d.len - (off - d.off) ||
+		    loco_peer_span(mgr, node, d.space, d.off, d.len)))
+		rc = -LOCO_EPROTO;
+	return rc ? rc : loco_rtab_put(mgr, node, name, &d);
 }
 
 /* ---- drop on a memory node ----------------------------------------------
@@ -623,7 +809,8 @@ static int drop_free(struct loco_mgr *mgr, const char *name, unsigned flags)
 			struct loco_alloc *a = *pp;
 			if (drop_matches(a->name, name, flags)) {
 				durable |= a->durable;
-				alloc_remove(pp);
+				alloc_remove(mgr, i ? LOCO_SPACE_DM :
+					     LOCO_SPACE_ARENA, pp);
 			} else {
 				pp = &a->next;
 			}

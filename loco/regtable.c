@@ -7,10 +7,12 @@
  * file, fsync'd, renamed over the old one, the directory fsync'd; a crash
  * at any point leaves the old table or the new one.
  *
- * Format (little-endian): u64 magic "loco-reg", u32 version, u32 count,
- * u64 identity (the durable image's, durable.h), u64 arena length; count
- * records {u64 off, u64 len, u16 name length, name bytes}; u64 FNV-1a
- * of everything before it. */
+ * Format (little-endian): u64 magic "loco-reg", u32 version (2), u32
+ * count, u64 identity (the durable image's, durable.h), u64 arena length;
+ * count records {u64 off, u64 len, u32 remote access (LOCO_REGION_REMOTE_*),
+ * u16 name length, name bytes}; u64 FNV-1a of everything before it.
+ * Version 1 (no access field) is read with every access, as such regions
+ * had. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@
 #include "loco/transport/durable.h"
 
 #define REG_MAGIC UINT64_C(0x6765722d6f636f6c) /* "loco-reg" */
-#define REG_VERSION 1
+#define REG_VERSION 2
+#define REG_VERSION_NOACCESS 1
 #define REG_NAME "regions"
 #define REG_MAX_BYTES (64u << 20)
 
@@ -59,6 +62,7 @@ static int encode(struct loco_mgr *mgr, struct loco_wbuf *w)
 			continue;
 		loco_put_u64(w, a->off);
 		loco_put_u64(w, a->len);
+		loco_put_u32(w, a->access);
 		loco_put_str(w, a->name);
 	}
 	if (!w->err)
@@ -153,11 +157,13 @@ static int read_file(const char *path, uint8_t **out, size_t *len)
 
 /* A record must lie in the arena after the previous one (offset order). */
 static int record_add(struct loco_mgr *mgr, struct loco_alloc ***tail,
-		      uint64_t *end, uint64_t off, uint64_t len, const char *name)
+		      uint64_t *end, uint64_t off, uint64_t len, uint32_t access,
+		      const char *name)
 {
 	uint64_t cap = mgr->opts.arena_bytes;
 	if (!name[0] || !len || off < *end || off < LOCO_ARENA_FIRST ||
-	    off > cap || len > cap - off)
+	    off > cap || len > cap - off || !access ||
+	    (access & ~LOCO_REGION_REMOTE_ALL))
 		return -LOCO_EPROTO;
 	struct loco_alloc *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -165,6 +171,7 @@ static int record_add(struct loco_mgr *mgr, struct loco_alloc ***tail,
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->off = off;
 	a->len = len;
+	a->access = access;
 	a->shared = a->durable = true;
 	**tail = a;
 	*tail = &a->next;
@@ -183,8 +190,8 @@ static int decode(struct loco_mgr *mgr, const uint8_t *p, size_t len,
 	uint32_t version = loco_get_u32(&r), n = loco_get_u32(&r);
 	mgr->image_id = loco_get_u64(&r);
 	uint64_t alen = loco_get_u64(&r);
-	if (magic != REG_MAGIC || version != REG_VERSION || r.err ||
-	    sum != fnv1a(p, len - 8)) {
+	if (magic != REG_MAGIC || r.err || sum != fnv1a(p, len - 8) ||
+	    (version != REG_VERSION && version != REG_VERSION_NOACCESS)) {
 		snprintf(why, whylen, "not a loco region table (version %u) or "
 			 "damaged", REG_VERSION);
 		return -LOCO_EPROTO;
@@ -201,9 +208,11 @@ static int decode(struct loco_mgr *mgr, const uint8_t *p, size_t len,
 	for (uint32_t i = 0; i < n && !rc; i++) {
 		char name[LOCO_NAME_MAX];
 		uint64_t off = loco_get_u64(&r), rlen = loco_get_u64(&r);
+		uint32_t access = version == REG_VERSION_NOACCESS ?
+				  LOCO_REGION_REMOTE_ALL : loco_get_u32(&r);
 		loco_get_str(&r, name, sizeof(name));
 		rc = r.err ? -LOCO_EPROTO :
-		     record_add(mgr, &tail, &end, off, rlen, name);
+		     record_add(mgr, &tail, &end, off, rlen, access, name);
 		if (rc)
 			snprintf(why, whylen, "record %u is malformed or overlaps "
 				 "another", i + 1);

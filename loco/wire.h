@@ -30,6 +30,8 @@ enum loco_msg_type {
 	LOCO_MSG_MIRROR_TABLE_ACK = 16,
 	LOCO_MSG_TAKEOVER = 17,
 	LOCO_MSG_TAKEOVER_ACK = 18,
+	LOCO_MSG_REGION_FIND = 19,     /* the region holding an address */
+	LOCO_MSG_REGION_FIND_ACK = 20,
 };
 
 struct loco_msg_hdr {

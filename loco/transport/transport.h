@@ -1,7 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The interface every backend implements (shm, shm-weak, verbs, ucx). The core
- * has already bounds-checked every work request against the target's
- * registration; a transport only moves bytes and reports completions.
+/* The interface every backend implements (shm, shm-weak, verbs, ucx). The
+ * core has already bounds-checked every work request against the target's
+ * registration and checked it against the access of the region it
+ * targets (loco/access.c); a transport only moves bytes and reports
+ * completions. A transport that enforces access itself (verbs: a memory
+ * registration per region, mem_reg) needs the region's key, which every
+ * request carries.
+ *
+ * The fence target: every transport keeps the first LOCO_FENCE_LEN bytes
+ * of its arena readable by every peer and nothing else there (verbs: a
+ * read-only registration of its own, whose key the arena descriptor
+ * carries). A zero-length READ (a fence READ, or a placing READ after a
+ * WRITE) goes there, at offset 0, whatever region it named; so does the
+ * READ with which verbs emulates FLUSH. Such requests carry no key.
  *
  * Model (docs/ordering.md): work requests on one QP are placed in order; a
  * READ, atomic or FLUSH completes only after earlier WRITEs on its QP are
@@ -28,6 +39,7 @@
 
 /* Transport's arena descriptor blob: room for a UCP worker address. */
 #define LOCO_DESC_MAX 3072
+#define LOCO_FENCE_LEN 64   /* the fence target: arena offsets [0, 64) */
 #define LOCO_QP_DEPTH 256   /* max outstanding work requests per QP */
 
 enum loco_opcode {
@@ -50,6 +62,11 @@ struct loco_wr {
 	uint64_t compare;     /* CAS expected value */
 	uint64_t operand;     /* CAS desired value / FAA addend */
 	uint64_t wr_id;       /* returned in the completion */
+	uint32_t key;         /* the target region's key (mem_reg); 0 for a
+			       * zero-length READ and a FLUSH */
+	uint32_t pad2;
+	uint64_t key_off;     /* that region's first offset in its space (a
+			       * registration may be zero-based) */
 };
 
 struct loco_cqe {
@@ -59,6 +76,7 @@ struct loco_cqe {
 };
 
 struct loco_tp;           /* one per manager */
+struct loco_tp_mr;        /* one per registered region (mem_reg) */
 struct loco_tp_cq;        /* one per application thread */
 struct loco_tp_qp;        /* one per (thread, peer) */
 
@@ -133,6 +151,18 @@ struct loco_transport_ops {
 	 * mirror. */
 	int (*mirror_set)(struct loco_tp *tp, uint32_t peer);
 	int (*take_over)(struct loco_tp *tp, uint32_t peer);
+	/* Optional (NULL: the transport needs no registration and its keys
+	 * are 0; shm, shm-weak): let peers reach [OFF, OFF+LEN) of this
+	 * node's SPACE with exactly ACCESS (LOCO_REGION_REMOTE_*, nonzero)
+	 * and nothing more; *KEY is what their requests to it carry, *MR
+	 * what mem_dereg takes. The core calls it for every region with
+	 * remote access, before the region's descriptor leaves this node,
+	 * and mem_dereg when the region is freed. Errors are logged here.
+	 * Caller: any thread, one at a time (the allocator's lock). */
+	int (*mem_reg)(struct loco_tp *tp, uint32_t space, uint64_t off,
+		       uint64_t len, unsigned access, struct loco_tp_mr **mr,
+		       uint32_t *key);
+	void (*mem_dereg)(struct loco_tp *tp, struct loco_tp_mr *mr);
 	int (*cq_create)(struct loco_tp *tp, struct loco_tp_cq **out);
 	void (*cq_destroy)(struct loco_tp_cq *cq);
 	int (*qp_create)(struct loco_tp *tp, struct loco_tp_cq *cq, uint32_t peer,

@@ -131,7 +131,7 @@ START_TEST(hot_regions_placed_in_device_memory)
 	ck_assert_ptr_nonnull(c.base);
 	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "p.a", 8, LOCO_REGION_HOT, &d),
 			 -EEXIST);
-	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "h.x", 8, 0x2, &d), -EINVAL);
+	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "h.x", 8, 0x100, &d), -EINVAL);
 	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "h.x", 0, LOCO_REGION_HOT, &d),
 			 -EINVAL);
 	loco_region_free(cl.mgr, &a);
@@ -273,6 +273,8 @@ static void join_from_1(const char *chan, uint32_t space, uint64_t off,
 	loco_put_u32(&w, 1);               /* node 1 offers "w" */
 	loco_put_str(&w, "w");
 	loco_put_u32(&w, space);
+	loco_put_u32(&w, LOCO_REGION_REMOTE_READ);   /* access */
+	loco_put_u32(&w, 0);                         /* key */
 	loco_put_u64(&w, off);
 	loco_put_u64(&w, 8);
 	loco_put_u32(&w, 1);               /* and expects "h" of 8 bytes */
@@ -311,6 +313,8 @@ START_TEST(join_carries_the_space)
 	loco_get_str(&r, name, sizeof(name));
 	ck_assert_str_eq(name, "h");
 	ck_assert_uint_eq(loco_get_u32(&r), LOCO_SPACE_DM);
+	ck_assert_uint_eq(loco_get_u32(&r), LOCO_REGION_REMOTE_ALL);
+	ck_assert_uint_eq(loco_get_u32(&r), 0);          /* shm: no keys */
 	ck_assert_uint_eq(loco_get_u64(&r), h->off);
 	ck_assert_uint_eq(loco_get_u64(&r), 8);
 	ck_assert_int_eq(loco_rbuf_done(&r), 0);
@@ -320,6 +324,7 @@ START_TEST(join_carries_the_space)
 	ck_assert_uint_eq(rr->space, LOCO_SPACE_DM);
 	ck_assert_uint_eq(rr->off, 16);
 	ck_assert_uint_eq(rr->len, 8);
+	ck_assert_uint_eq(rr->access, LOCO_REGION_REMOTE_READ);
 	loco_channel_fini(&ch);
 
 	/* An offer outside the peer's device memory fails the join. */
