@@ -352,19 +352,17 @@ END_TEST
 
 /* Hosted hot regions: create-or-open with LOCO_REGION_HOT puts a new
  * region in device memory, both through a channel's hold on its own node
- * and through the REGION_OPEN handler (the optional flags field, answered
- * with the space); an existing region is opened where it is; the last
- * hold frees it; drop reaches device memory too. */
-static void region_open_req(const char *name, uint64_t len, bool flagged,
-			    uint32_t flags, struct loco_rbuf *r,
-			    struct loco_wbuf *reply)
+ * and through the REGION_OPEN handler (its flags, answered with the
+ * space, access and key); an existing region is opened where it is; the
+ * last hold frees it; drop reaches device memory too. */
+static void region_open_req(const char *name, uint64_t len, uint32_t flags,
+			    struct loco_rbuf *r, struct loco_wbuf *reply)
 {
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
 	loco_put_str(&w, name);
 	loco_put_u64(&w, len);
-	if (flagged)
-		loco_put_u32(&w, flags);
+	loco_put_u32(&w, flags);
 	ck_assert_int_eq(w.err, 0);
 	loco_wbuf_init(reply);
 	loco_region_handle_open(cl.mgr, 1, w.p, w.len, reply);
@@ -386,7 +384,10 @@ START_TEST(hosted_hot_regions)
 	ck_assert_uint_eq(ra.space, LOCO_SPACE_DM);
 	ck_assert_int_eq(loco_channel_open_hosted(&a, 0, "plain", 16, &rp), 0);
 	ck_assert_uint_eq(rp.space, LOCO_SPACE_ARENA);
-	ck_assert_int_eq(loco_channel_open_hosted_ex(&a, 0, "bad", 8, 0x2, &rb),
+	ck_assert_int_eq(loco_channel_open_hosted_ex(&a, 0, "bad", 8, 0x100, &rb),
+			 -EINVAL);
+	ck_assert_int_eq(loco_channel_open_hosted_ex(&a, 0, "bad", 8,
+						     LOCO_REGION_REMOTE_NONE, &rb),
 			 -EINVAL);
 	uint64_t v = 0, w = 77;
 	ck_assert_int_eq(loco_write(thr, &ra, 8, &w, 8), 0);
@@ -410,28 +411,32 @@ START_TEST(hosted_hot_regions)
 	loco_mgr_dm_usage(m, &total, &used);
 	ck_assert_uint_eq(used, 0);               /* the last hold freed it */
 
-	/* REGION_OPEN with flags, as a peer sends it: the reply has the space. */
+	/* REGION_OPEN as a peer sends it: the reply has the space, access
+	 * and key. */
 	struct loco_rbuf r;
 	struct loco_wbuf reply;
 	char msg[256];
-	region_open_req("p.hot", 8, true, LOCO_REGION_HOT, &r, &reply);
+	region_open_req("p.hot", 8, LOCO_REGION_HOT | LOCO_REGION_REMOTE_ATOMIC,
+			&r, &reply);
 	ck_assert_uint_eq(loco_get_u32(&r), 0);
 	loco_get_str(&r, msg, sizeof(msg));
 	uint64_t hot_off = loco_get_u64(&r);
 	ck_assert_uint_eq(loco_get_u64(&r), 8);
 	ck_assert_uint_eq(loco_get_u64(&r), LOCO_SPACE_DM);
+	ck_assert_uint_eq(loco_get_u64(&r), LOCO_REGION_REMOTE_ATOMIC);
+	ck_assert_uint_eq(loco_get_u64(&r), 0);          /* shm: no keys */
 	ck_assert_int_eq(loco_rbuf_done(&r), 0);
 	loco_wbuf_fini(&reply);
-	/* Without flags, the same region, and the reply as it always was. */
-	region_open_req("p.hot", 8, false, 0, &r, &reply);
+	/* Without HOT, the same region where it is. */
+	region_open_req("p.hot", 8, LOCO_REGION_REMOTE_ATOMIC, &r, &reply);
 	ck_assert_uint_eq(loco_get_u32(&r), 0);
 	loco_get_str(&r, msg, sizeof(msg));
 	ck_assert_uint_eq(loco_get_u64(&r), hot_off);
 	ck_assert_uint_eq(loco_get_u64(&r), 8);
-	ck_assert_int_eq(loco_rbuf_done(&r), 0);
+	ck_assert_uint_eq(loco_get_u64(&r), LOCO_SPACE_DM);
 	loco_wbuf_fini(&reply);
 	/* An unknown flag is a malformed request. */
-	region_open_req("p.odd", 8, true, 0x4, &r, &reply);
+	region_open_req("p.odd", 8, 0x40, &r, &reply);
 	ck_assert_uint_eq(loco_get_u32(&r), LOCO_EPROTO);
 	loco_get_str(&r, msg, sizeof(msg));
 	ck_assert_str_eq(msg, "malformed REGION_OPEN");
@@ -442,7 +447,7 @@ START_TEST(hosted_hot_regions)
 	ck_assert_uint_eq(n, 1);
 	loco_mgr_dm_usage(m, &total, &used);
 	ck_assert_uint_eq(used, 0);
-	ck_assert_int_eq(loco_region_open_ex(m, 0, "p.x", 8, 0x2, &rp), -EINVAL);
+	ck_assert_int_eq(loco_region_open_ex(m, 0, "p.x", 8, 0x40, &rp), -EINVAL);
 }
 END_TEST
 
