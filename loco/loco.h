@@ -8,6 +8,7 @@
 #ifndef LOCO_LOCO_H
 #define LOCO_LOCO_H
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -71,7 +72,7 @@ struct loco_region {
  * remote operations need. Bounds of every op are checked against it, and
  * its access against the region's declaration (docs/security.md). */
 struct loco_rregion {
-	uint32_t node;
+	uint32_t node;            /* first, then space: loco_direct_span */
 	uint32_t space;           /* enum loco_space: LOCO_SPACE_ARENA unless hot */
 	uint64_t off;             /* offset in that node's arena (or device memory) */
 	uint64_t len;
@@ -82,6 +83,11 @@ struct loco_rregion {
 	uint32_t access;
 	uint32_t reserved;
 };
+static_assert(offsetof(struct loco_rregion, node) == 0 &&
+	      offsetof(struct loco_rregion, space) == 4 &&
+	      LOCO_SPACE_ARENA == 0 &&
+	      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	      "the inline path reads node and space as one little-endian word");
 
 /* Region flags. */
 /* Small and hot (lock words, counters): place the region in the
@@ -280,10 +286,15 @@ static inline _Atomic uint64_t *loco_direct_span(struct loco_thread *thr,
 						 unsigned opcode)
 {
 	const struct loco_thread_hot *h = loco_thread_hot(thr);
-	if (!rr || rr->node >= LOCO_MAX_NODES || rr->space != LOCO_SPACE_ARENA ||
-	    !(rr->access & loco_op_access(opcode)))
+	if (!rr)
 		return NULL;
-	const struct loco_direct_qp *d = &h->direct[rr->node];
+	/* Node and space in one load (struct loco_rregion starts with them):
+	 * below LOCO_MAX_NODES iff the node is one and the space the arena. */
+	uint64_t node_space;
+	memcpy(&node_space, rr, 8);
+	if (node_space >= LOCO_MAX_NODES || !(rr->access & loco_op_access(opcode)))
+		return NULL;
+	const struct loco_direct_qp *d = &h->direct[node_space];
 	/* Relaxed: the mapping stays; a clear only sends later ops out of
 	 * line (as the out-of-line path reads the peer's generation). */
 	uint8_t *base = atomic_load_explicit(&d->base, memory_order_relaxed);
