@@ -2,8 +2,13 @@
 /* verbs transport: rdma-core (libibverbs + librdmacm), RC queue pairs, one
  * per (application thread, peer). How to run it: docs/verbs.md.
  *
- * - One arena per node, huge pages where available, registered once as one
- *   MR. Peers learn its address and rkey from the arena descriptor.
+ * - One arena per node, huge pages where available, registered for local
+ *   use only; its first LOCO_FENCE_LEN bytes read-only as the fence target
+ *   (zero-length READs, FLUSH). Each region the core carves from it (or
+ *   from the NIC's device memory) gets a registration of its own with
+ *   exactly the remote access it declares (mem_reg), whose rkey travels
+ *   with the region's descriptor. Peers learn the arena's address and the
+ *   fence rkey from the arena descriptor.
  * - Device, port and address: LOCO_VERBS_DEVICE / _PORT (or rdma_dev /
  *   rdma_port on the node's hosts-file line) when set, else the port
  *   holding the hosts-file address if that is on an RDMA device, else the
@@ -289,11 +294,10 @@ static int verbs_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	struct verbs_desc d = {
 		.node = tp->self,
 		.flags = (tp->atomics ? VERBS_DESC_F_ATOMIC : 0) |
-			 (tp->dm_mr ? VERBS_DESC_F_DM : 0),
+			 (tp->dm ? VERBS_DESC_F_DM : 0),
 		.arena_addr = (uintptr_t)tp->arena,
 		.arena_len = tp->arena_len,
-		.arena_rkey = tp->arena_mr->rkey,
-		.dm_rkey = tp->dm_mr ? tp->dm_mr->rkey : 0,
+		.fence_rkey = tp->fence_mr->rkey,
 		.dm_len = tp->dm_len,
 	};
 	int r = verbs_desc_addr_set(&d, (const struct sockaddr *)&tp->addr);
@@ -390,6 +394,8 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.persist = verbs_persist,
 	.mirror_set = verbs_mirror_set,
 	.take_over = verbs_take_over,
+	.mem_reg = verbs_mem_reg,
+	.mem_dereg = verbs_mem_dereg,
 	.cq_create = verbs_cq_create,
 	.cq_destroy = verbs_cq_destroy,
 	.qp_create = verbs_qp_create,

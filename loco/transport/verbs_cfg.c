@@ -267,7 +267,7 @@ static bool verbs_desc_consistent(const struct verbs_desc *d)
 		return false;
 	if (d->flags & VERBS_DESC_F_DM)
 		return d->dm_len != 0;
-	return d->dm_len == 0 && d->dm_rkey == 0;
+	return d->dm_len == 0;
 }
 
 int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
@@ -286,8 +286,7 @@ int verbs_desc_pack(const struct verbs_desc *d, void *buf, size_t cap,
 	verbs_put32(p + 12, d->flags);
 	verbs_put64(p + 16, d->arena_addr);
 	verbs_put64(p + 24, d->arena_len);
-	verbs_put32(p + 32, d->arena_rkey);
-	verbs_put32(p + 36, d->dm_rkey);
+	verbs_put32(p + 32, d->fence_rkey);
 	verbs_put64(p + 40, d->dm_len);
 	p[48] = d->addr_family;
 	verbs_put16(p + 50, d->cm_port);
@@ -301,15 +300,15 @@ int verbs_desc_unpack(const void *buf, size_t len, struct verbs_desc *out)
 	const uint8_t *p = buf;
 	if (len != VERBS_DESC_LEN || verbs_get32(p) != VERBS_DESC_MAGIC ||
 	    verbs_get16(p + 4) != VERBS_DESC_VERSION ||
-	    verbs_get16(p + 6) != VERBS_DESC_LEN || p[49] || verbs_get32(p + 52))
+	    verbs_get16(p + 6) != VERBS_DESC_LEN || p[49] || verbs_get32(p + 36) ||
+	    verbs_get32(p + 52))
 		return -LOCO_EPROTO;
 	struct verbs_desc d = {
 		.node = verbs_get32(p + 8),
 		.flags = verbs_get32(p + 12),
 		.arena_addr = verbs_get64(p + 16),
 		.arena_len = verbs_get64(p + 24),
-		.arena_rkey = verbs_get32(p + 32),
-		.dm_rkey = verbs_get32(p + 36),
+		.fence_rkey = verbs_get32(p + 32),
 		.dm_len = verbs_get64(p + 40),
 		.addr_family = p[48],
 		.cm_port = verbs_get16(p + 50),

@@ -66,22 +66,29 @@ int verbs_cm_port(uint16_t ctrl_port, uint32_t offset, uint16_t *out);
 
 /* ---- arena descriptor (travels in the control plane's hello) -------------
  *
- * Version 2, 72 bytes, every field little-endian:
- *   0  u32 magic "LOCV"       4  u16 version (2)     6  u16 length (72)
+ * Version 3, 72 bytes, every field little-endian:
+ *   0  u32 magic "LOCV"       4  u16 version (3)     6  u16 length (72)
  *   8  u32 node id           12  u32 flags (VERBS_DESC_F_*)
  *  16  u64 arena address     24  u64 arena length
- *  32  u32 arena rkey        36  u32 device-memory rkey (0 without DM)
- *  40  u64 device-memory length (0 without DM; the DM MR is zero-based, so
- *      remote addresses in it are offsets 0..length-1)
+ *  32  u32 fence rkey: the read-only registration of the arena's first
+ *      LOCO_FENCE_LEN bytes, which zero-length READs and FLUSH's READ
+ *      target. The arena itself grants no remote access: every region
+ *      has a registration of its own, whose rkey travels with the
+ *      region's descriptor (JOIN, REGION_ACK).
+ *  36  u32 reserved (0)
+ *  40  u64 device-memory length (0 without DM; each hot region's
+ *      registration is zero-based: remote addresses in it are offsets
+ *      from the region's start)
  *  48  u8 address family (4 or 6)   49 u8 reserved (0)
  *  50  u16 rdma_cm port             52 u32 reserved (0)
  *  56  u8[16] the node's RDMA address, network byte order (IPv4: the first
  *      4 bytes, the rest 0): where its rdma_cm listens, which need not be
  *      its hosts-file (control-plane) address.
  * Unknown flags, a wrong magic, version or length, or a bad address are
- * errors. Version 1 (48 bytes, no address) is refused. */
+ * errors. Version 1 (48 bytes, no address) and version 2 (one rkey for
+ * the whole arena, one for the device memory) are refused. */
 #define VERBS_DESC_MAGIC 0x56434f4cu /* "LOCV" */
-#define VERBS_DESC_VERSION 2
+#define VERBS_DESC_VERSION 3
 #define VERBS_DESC_LEN 72
 #define VERBS_DESC_F_DM 0x1u      /* a device-memory region is offered */
 #define VERBS_DESC_F_ATOMIC 0x2u  /* the NIC executes RDMA atomics */
@@ -92,8 +99,7 @@ struct verbs_desc {
 	uint32_t flags;
 	uint64_t arena_addr;
 	uint64_t arena_len;
-	uint32_t arena_rkey;
-	uint32_t dm_rkey;
+	uint32_t fence_rkey;
 	uint64_t dm_len;
 	uint8_t addr_family;   /* 4 or 6 */
 	uint16_t cm_port;

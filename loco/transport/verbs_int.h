@@ -60,6 +60,11 @@ struct verbs_passive {
 	struct verbs_passive *next;
 };
 
+/* A region's registration (transport op mem_reg). */
+struct loco_tp_mr {
+	struct ibv_mr *mr;
+};
+
 struct verbs_chunk {
 	struct verbs_chunk *next;
 	uint8_t *buf;
@@ -89,16 +94,19 @@ struct loco_tp {
 	uint8_t mtu;              /* enum ibv_mtu */
 	uint32_t gid_index;
 	union ibv_gid gid;
-	/* the arena: one MR */
+	/* the arena: one MR for local use (lkeys: WRITE sources and READ
+	 * destinations in it), granting peers nothing; its fence target,
+	 * read-only; every region a registration of its own (mem_reg) */
 	void *arena;
 	uint64_t arena_len;
 	size_t map_len;
 	struct ibv_mr *arena_mr;
+	struct ibv_mr *fence_mr;
+	unsigned nmr;             /* region registrations (alloc lock) */
 	bool durable;             /* the arena is the mapping of img */
 	struct loco_dimg img;
-	/* optional NIC device memory */
+	/* optional NIC device memory: hot regions' registrations only */
 	struct ibv_dm *dm;
-	struct ibv_mr *dm_mr;
 	uint64_t dm_len;
 	/* bounce buffers */
 	pthread_mutex_t pool_lock;
@@ -216,14 +224,21 @@ int verbs_port_setup(struct loco_tp *tp);
 
 /* verbs_mem.c: arena, device memory, bounce buffers */
 /* Map the arena (huge pages where there are any; under --durable the
- * image file's shared mapping) and register it as one MR. */
+ * image file's shared mapping), register it for local access and its
+ * first LOCO_FENCE_LEN bytes as the read-only fence target. */
 int verbs_arena_create(struct loco_tp *tp, const struct loco_tp_config *cfg);
+/* Transport ops: a region's own registration with exactly its access
+ * (verbs_mr_access), zero-based in device memory, and its release. */
+int verbs_mem_reg(struct loco_tp *tp, uint32_t space, uint64_t off,
+		  uint64_t len, unsigned access, struct loco_tp_mr **mr,
+		  uint32_t *key);
+void verbs_mem_dereg(struct loco_tp *tp, struct loco_tp_mr *mr);
 /* Deregister and unmap the arena. */
 void verbs_arena_destroy(struct loco_tp *tp);
 /* Transport op: msync [OFF, OFF+LEN) of a durable arena's image (0 when
  * the arena is not durable). */
 int verbs_persist(struct loco_tp *tp, uint64_t off, uint64_t len);
-/* Free the device memory and its MR, if any. */
+/* Free the device memory, if any. */
 void verbs_dm_release(struct loco_tp *tp);
 /* Zero LEN bytes of the DM at OFF through ibv_memcpy_to_dm: the CPU has
  * no plain access to NIC memory. Returns 0 or a positive errno.
@@ -234,8 +249,9 @@ void verbs_dm_release(struct loco_tp *tp);
  * publishes the piece (a JOIN or REGION_ACK over TCP), so a peer's first
  * READ or atomic on it sees the zeros. */
 int verbs_dm_fill_zero(struct loco_tp *tp, uint64_t off, uint64_t len);
-/* LOCO_VERBS_DM_BYTES of NIC memory, one zero-based MR. Any failure warns
- * and leaves the node without DM: it is an optimisation. */
+/* LOCO_VERBS_DM_BYTES of NIC memory (regions in it register their own
+ * pieces). Any failure warns and leaves the node without DM: it is an
+ * optimisation. */
 void verbs_dm_create(struct loco_tp *tp);
 /* Deregister and free every bounce-buffer slab. */
 void verbs_pool_destroy(struct loco_tp *tp);

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* verbs transport: registered memory. The arena (huge pages where
- * available, one MR), the optional NIC device memory (ibv_alloc_dm) and the
- * pool of registered bounce buffers for local buffers outside the arena. */
+ * available) with one MR for local use only and a read-only fence MR over
+ * its first bytes; a registration per region with exactly the access the
+ * region declares (mem_reg: the NIC enforces it); the optional NIC device
+ * memory (ibv_alloc_dm), whose hot regions register their pieces the same
+ * way; and the pool of registered bounce buffers for local buffers
+ * outside the arena. */
 #include "loco/transport/verbs_int.h"
 
 #include <errno.h>
@@ -88,6 +92,36 @@ static void verbs_arena_unmap(struct loco_tp *tp)
 	loco_dimg_close(&tp->img);
 }
 
+static const char *verbs_reg_hint(int e)
+{
+	return e == ENOMEM || e == EPERM ?
+	       " (raise the locked-memory limit: ulimit -l unlimited)" : "";
+}
+
+/* The arena's registrations: local write only (WRITE sources and READ
+ * destinations in it need an lkey; peers get nothing from it), and the
+ * fence target, read-only. */
+static int verbs_arena_reg(struct loco_tp *tp, uint64_t bytes)
+{
+	tp->arena_mr = ibv_reg_mr(tp->pd, tp->arena, bytes, IBV_ACCESS_LOCAL_WRITE);
+	if (!tp->arena_mr) {
+		int e = errno;
+		loco_err(VERBS_LOG, "registering the %" PRIu64 " MiB arena: %s%s",
+			 VERBS_MIB(bytes), strerror(e), verbs_reg_hint(e));
+		return -e;
+	}
+	tp->fence_mr = ibv_reg_mr(tp->pd, tp->arena, LOCO_FENCE_LEN,
+				  verbs_mr_access(LOCO_REGION_REMOTE_READ, tp->atomics));
+	if (!tp->fence_mr) {
+		int e = errno;
+		loco_err(VERBS_LOG, "registering the arena's fence target: %s%s",
+			 strerror(e), verbs_reg_hint(e));
+		ibv_dereg_mr(tp->arena_mr);
+		return -e;
+	}
+	return 0;
+}
+
 int verbs_arena_create(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
 	uint64_t bytes = cfg->arena_bytes;
@@ -96,26 +130,71 @@ int verbs_arena_create(struct loco_tp *tp, const struct loco_tp_config *cfg)
 	if (r < 0)
 		return r;
 	tp->arena_len = bytes;
-	tp->arena_mr = ibv_reg_mr(tp->pd, tp->arena, bytes,
-				  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-				  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
-	if (!tp->arena_mr) {
-		int e = errno;
-		loco_err(VERBS_LOG, "registering the %" PRIu64 " MiB arena: %s%s", VERBS_MIB(bytes),
-			 strerror(e), e == ENOMEM || e == EPERM
-			 ? " (raise the locked-memory limit: ulimit -l unlimited)" : "");
+	r = bytes < LOCO_FENCE_LEN ? -EINVAL : verbs_arena_reg(tp, bytes);
+	if (r < 0)
 		verbs_arena_unmap(tp);
-		return -e;
-	}
-	return 0;
+	return r;
 }
 
 void verbs_arena_destroy(struct loco_tp *tp)
 {
-	int r = ibv_dereg_mr(tp->arena_mr);
-	if (r)
-		loco_err(VERBS_LOG, "ibv_dereg_mr(arena): %s", strerror(r));
+	struct ibv_mr *mrs[] = { tp->fence_mr, tp->arena_mr };
+	for (unsigned i = 0; i < 2; i++) {
+		int r = ibv_dereg_mr(mrs[i]);
+		if (r)
+			loco_err(VERBS_LOG, "ibv_dereg_mr(arena%s): %s",
+				 i ? "" : " fence", strerror(r));
+	}
 	verbs_arena_unmap(tp);
+}
+
+/* ---- a registration per region ------------------------------------------ */
+
+int verbs_mem_reg(struct loco_tp *tp, uint32_t space, uint64_t off,
+		  uint64_t len, unsigned access, struct loco_tp_mr **mr,
+		  uint32_t *key)
+{
+	const char *where = space == LOCO_SPACE_DM ? "device memory" : "arena";
+	uint64_t cap = space == LOCO_SPACE_DM ? tp->dm_len : tp->arena_len;
+	if (space > LOCO_SPACE_DM || off > cap || len > cap - off || !len)
+		return -EINVAL;
+	if (tp->nmr >= (unsigned)tp->attr.orig_attr.max_mr) {
+		loco_err(VERBS_LOG, "%s: no memory registration left for a region of %"
+			 PRIu64 " bytes (%s offset %" PRIu64 "): the device allows %d "
+			 "(max_mr) and %u regions hold one", tp->devname, len, where,
+			 off, tp->attr.orig_attr.max_mr, tp->nmr);
+		return -ENOSPC;
+	}
+	struct loco_tp_mr *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	int flags = verbs_mr_access(access, tp->atomics);
+	m->mr = space == LOCO_SPACE_DM ?
+		ibv_reg_dm_mr(tp->pd, tp->dm, off, len,
+			      (unsigned)flags | IBV_ACCESS_ZERO_BASED) :
+		ibv_reg_mr(tp->pd, (uint8_t *)tp->arena + off, len, flags);
+	if (!m->mr) {
+		int e = errno ? errno : EIO;
+		loco_err(VERBS_LOG, "registering a region of %" PRIu64 " bytes at %s offset %"
+			 PRIu64 " (access flags %#x, %u regions registered): %s%s",
+			 len, where, off, (unsigned)flags, tp->nmr, strerror(e),
+			 verbs_reg_hint(e));
+		free(m);
+		return -e;
+	}
+	tp->nmr++;
+	*mr = m;
+	*key = m->mr->rkey;
+	return 0;
+}
+
+void verbs_mem_dereg(struct loco_tp *tp, struct loco_tp_mr *mr)
+{
+	int r = ibv_dereg_mr(mr->mr);
+	if (r)
+		loco_err(VERBS_LOG, "ibv_dereg_mr(region): %s", strerror(r));
+	tp->nmr--;
+	free(mr);
 }
 
 int verbs_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
@@ -128,11 +207,8 @@ int verbs_persist(struct loco_tp *tp, uint64_t off, uint64_t len)
 
 void verbs_dm_release(struct loco_tp *tp)
 {
-	if (tp->dm_mr)
-		ibv_dereg_mr(tp->dm_mr);
 	if (tp->dm)
 		ibv_free_dm(tp->dm);
-	tp->dm_mr = NULL;
 	tp->dm = NULL;
 	tp->dm_len = 0;
 }
@@ -171,14 +247,6 @@ void verbs_dm_create(struct loco_tp *tp)
 	if (!tp->dm)
 		e = errno;
 	if (!e) {
-		step = "ibv_reg_dm_mr";
-		tp->dm_mr = ibv_reg_dm_mr(tp->pd, tp->dm, 0, len,
-					  IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE |
-					  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
-					  IBV_ACCESS_REMOTE_ATOMIC);
-		e = tp->dm_mr ? 0 : errno;
-	}
-	if (!e) {
 		/* A probe that host writes reach it: the core zeroes each
 		 * piece it hands out (dm_zero), so nothing more here. */
 		step = "ibv_memcpy_to_dm";
@@ -191,8 +259,8 @@ void verbs_dm_create(struct loco_tp *tp)
 		return;
 	}
 	tp->dm_len = len;
-	loco_info(VERBS_LOG, "device memory: %" PRIu64 " bytes on %s (rkey %#x)", len,
-		  tp->devname, tp->dm_mr->rkey);
+	loco_info(VERBS_LOG, "device memory: %" PRIu64 " bytes on %s", len,
+		  tp->devname);
 }
 
 /* ---- bounce buffer pool ------------------------------------------------- */

@@ -59,8 +59,8 @@ void verbs_cq_destroy(struct loco_tp_cq *c)
 
 /* ---- queue pairs -------------------------------------------------------- */
 
-/* The peer's arena (RM) and device memory (DM; len 0 if none), and
- * whether both NICs execute atomics. */
+/* The peer's arena with its fence rkey (RM) and device memory (DM; len 0
+ * if none), and whether both NICs execute atomics. */
 static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 			     struct verbs_rmr *rm, struct verbs_rmr *dm,
 			     bool *atomics)
@@ -71,8 +71,8 @@ static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 	}
 	if (peer == tp->self) {
 		*rm = (struct verbs_rmr){ (uintptr_t)tp->arena, tp->arena_len,
-					  tp->arena_mr->rkey };
-		*dm = (struct verbs_rmr){ 0, tp->dm_len, tp->dm_mr ? tp->dm_mr->rkey : 0 };
+					  tp->fence_mr->rkey };
+		*dm = (struct verbs_rmr){ 0, tp->dm_len, 0 };
 		*atomics = tp->atomics;
 		return 0;
 	}
@@ -82,9 +82,9 @@ static int verbs_peer_target(struct loco_tp *tp, uint32_t peer,
 			 peer);
 		return -ENOENT;
 	}
-	*rm = (struct verbs_rmr){ d.arena_addr, d.arena_len, d.arena_rkey };
-	/* The DM MR is zero-based: remote addresses are offsets from 0. */
-	*dm = (struct verbs_rmr){ 0, d.dm_len, d.dm_rkey };
+	*rm = (struct verbs_rmr){ d.arena_addr, d.arena_len, d.fence_rkey };
+	/* Each hot region's registration is zero-based (verbs_wr.c). */
+	*dm = (struct verbs_rmr){ 0, d.dm_len, 0 };
 	*atomics = tp->atomics && (d.flags & VERBS_DESC_F_ATOMIC);
 	return 0;
 }

@@ -16,6 +16,18 @@ static const char *const verbs_op_names[] = {
 };
 #define VERBS_FLUSH_READ 8  /* bytes a FLUSH reads back */
 
+int verbs_mr_access(unsigned access, bool atomics)
+{
+	int f = 0;
+	if (access & LOCO_REGION_REMOTE_READ)
+		f |= IBV_ACCESS_REMOTE_READ;
+	if (access & LOCO_REGION_REMOTE_WRITE)
+		f |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	if ((access & LOCO_REGION_REMOTE_ATOMIC) && atomics)
+		f |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
+	return f;
+}
+
 void verbs_sq_init(struct verbs_sq *sq, uint32_t depth, uint32_t max_inline,
 		   uint32_t peer, uint8_t tag, bool atomics)
 {
@@ -96,33 +108,46 @@ static int verbs_wr_check(const struct verbs_sq *sq, const struct loco_wr *w,
 	if (!*rm || w->remote_off > (*rm)->len ||
 	    w->len > (*rm)->len - w->remote_off)
 		return -EINVAL;
+	/* A device-memory registration starts at its region. */
+	if (w->space == LOCO_SPACE_DM && w->len && w->remote_off < w->key_off)
+		return -EINVAL;
 	return 0;
 }
 
-static void verbs_wr_remote(const struct verbs_rmr *rm, const struct loco_wr *w,
-			    struct ibv_send_wr *s)
+/* W's remote address and rkey into S. FENCE: a zero-length READ, or
+ * FLUSH's READ (below), which reads the first bytes of the peer's arena
+ * through its read-only fence registration, whatever W named. */
+static void verbs_wr_remote(const struct verbs_sq *sq,
+			    const struct verbs_rmr *rm, const struct loco_wr *w,
+			    bool fence, struct ibv_send_wr *s)
 {
-	uint64_t addr = rm->addr + w->remote_off;
+	uint64_t addr = w->space == LOCO_SPACE_DM ? w->remote_off - w->key_off :
+			rm->addr + w->remote_off;
+	uint32_t rkey = w->key;
+	if (fence) {
+		addr = sq->remote.addr;
+		rkey = sq->remote.rkey;
+	}
 	switch (w->opcode) {
 	case LOCO_OP_READ:
 	case LOCO_OP_WRITE:
 		s->opcode = w->opcode == LOCO_OP_READ ? IBV_WR_RDMA_READ
 						      : IBV_WR_RDMA_WRITE;
 		s->wr.rdma.remote_addr = addr;
-		s->wr.rdma.rkey = rm->rkey;
+		s->wr.rdma.rkey = rkey;
 		break;
 	case LOCO_OP_CAS:
 		s->opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
 		s->wr.atomic.remote_addr = addr;
 		s->wr.atomic.compare_add = w->compare;
 		s->wr.atomic.swap = w->operand;
-		s->wr.atomic.rkey = rm->rkey;
+		s->wr.atomic.rkey = rkey;
 		break;
 	default: /* LOCO_OP_FAA, checked by verbs_wr_check */
 		s->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 		s->wr.atomic.remote_addr = addr;
 		s->wr.atomic.compare_add = w->operand;
-		s->wr.atomic.rkey = rm->rkey;
+		s->wr.atomic.rkey = rkey;
 		break;
 	}
 }
@@ -171,17 +196,19 @@ static int verbs_wr_local(struct verbs_sq *sq, const struct loco_wr *w,
  * of its QP (SNIA's "appliance persistency method", PMDK librpmem's
  * APM): the responder executes it after them, so its response leaves
  * only once they are placed in the target's memory, which with DDIO off
- * (or eADR) and ADR is its persistence domain. It reads the range's last
- * bytes into the bounce buffer and discards them. rdma-core's native
- * FLUSH (ibv_wr_flush, extended QP API) is not in the rdma-core this
- * builds against (v44): docs/durability.md. */
+ * (or eADR) and ADR is its persistence domain. Any address of the target
+ * will do (PCIe does not let the READ pass the posted WRITEs): it reads
+ * 8 bytes of the fence target, which every peer may read whatever the
+ * flushed range's region allows, into the bounce buffer and discards
+ * them. rdma-core's native FLUSH (ibv_wr_flush, extended QP API) is not
+ * in the rdma-core this builds against (v44): docs/durability.md. */
 static struct loco_wr verbs_flush_read(const struct loco_wr *w)
 {
-	uint32_t n = w->len < VERBS_FLUSH_READ ? w->len : VERBS_FLUSH_READ;
 	struct loco_wr r = *w;
 	r.opcode = LOCO_OP_READ;
-	r.remote_off = w->remote_off + w->len - n;
-	r.len = n;
+	r.space = LOCO_SPACE_ARENA;
+	r.remote_off = 0;
+	r.len = w->len ? VERBS_FLUSH_READ : 0;
 	r.local = NULL;
 	return r;
 }
@@ -196,6 +223,8 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 	if (r < 0)
 		return r;
 	struct loco_wr fr;
+	bool fence = w->opcode == LOCO_OP_FLUSH ||
+		     (w->opcode == LOCO_OP_READ && !w->len);
 	if (w->opcode == LOCO_OP_FLUSH) {
 		fr = verbs_flush_read(w);
 		w = &fr;
@@ -207,7 +236,7 @@ static int verbs_wr_one(struct verbs_sq *sq, const struct loco_wr *w,
 	s->wr_id = verbs_wrid_make(sq->tag, seq);
 	if (slot->signaled)
 		s->send_flags = IBV_SEND_SIGNALED;
-	verbs_wr_remote(rm, w, s);
+	verbs_wr_remote(sq, rm, w, fence, s);
 	return verbs_wr_local(sq, w, s, g, slot, bhead);
 }
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* verbs transport, the data path without a device behind it:
+ *  - the access flags a region's memory registration grants;
  *  - turning loco_wr[] into ONE linked chain of ibv_send_wr (one doorbell):
- *    opcode, inline decision, signalled flag, sge and lkey, bounce buffer;
+ *    opcode, the target region's rkey and address (or the fence target's),
+ *    inline decision, signalled flag, sge and lkey, bounce buffer;
  *  - the per-QP ring of posted requests that completions retire in post
  *    order (an unsignalled request completes with the next signalled one),
  *    copying READ and atomic results out of the bounce buffer;
@@ -61,12 +63,21 @@ struct verbs_bounce {
 	uint64_t tail;   /* oldest position still owned by a posted request */
 };
 
-/* The peer's registration the QP targets. */
+/* One memory space of the peer the QP targets: where it starts, how long
+ * it is; in the arena, the rkey of its fence target (its first
+ * LOCO_FENCE_LEN bytes, read-only). Every other request carries the rkey
+ * of its own region's registration (loco_wr.key). */
 struct verbs_rmr {
 	uint64_t addr;
 	uint64_t len;
 	uint32_t rkey;
 };
+
+/* The ibv access flags of the registration of a region peers may reach
+ * with ACCESS (LOCO_REGION_REMOTE_*) on a NIC with (ATOMICS) or without
+ * RDMA atomics: exactly those, plus local write where the verbs require
+ * it (remote write and atomics). 0 for no remote access. */
+int verbs_mr_access(unsigned access, bool atomics);
 
 /* One posted request, until retired. */
 struct verbs_slot {
@@ -96,9 +107,11 @@ struct verbs_sq {
 	uint8_t tag;          /* high bits of every ibv wr_id */
 	bool atomics;         /* the NIC executes RDMA atomics */
 	struct verbs_lmr arena;
-	struct verbs_rmr remote;     /* the peer's arena (LOCO_SPACE_ARENA) */
-	struct verbs_rmr remote_dm;  /* its device memory (LOCO_SPACE_DM): zero-based,
-				      * len 0 if it has none */
+	struct verbs_rmr remote;     /* the peer's arena (LOCO_SPACE_ARENA) and
+				      * its fence rkey */
+	struct verbs_rmr remote_dm;  /* its device memory (LOCO_SPACE_DM), len 0
+				      * if it has none; each region's
+				      * registration there is zero-based */
 	struct verbs_bounce bounce;
 };
 
@@ -117,9 +130,12 @@ static inline uint32_t verbs_sq_free(const struct verbs_sq *sq)
  * slots HEAD..HEAD+N-1 and copies unregistered WRITE sources into the bounce
  * buffer, but commits nothing: *BOUNCE_HEAD receives the bounce position to
  * commit with verbs_sq_commit. Each request targets the peer's arena or
- * device memory by its space. Returns 0, -EINVAL (malformed request, unknown
- * space or outside the peer's registration of that space), -EOPNOTSUPP (atomics on a NIC without
- * them), -EMSGSIZE (the batch's unregistered buffers do not fit the bounce
+ * device memory by its space, with its region's rkey (KEY; in device memory
+ * at its offset from the region's start, KEY_OFF); a zero-length READ and
+ * FLUSH's READ go to the fence target with the fence rkey. Returns 0,
+ * -EINVAL (malformed request, unknown space, outside the peer's space or
+ * before its region), -EOPNOTSUPP (atomics on a NIC without them),
+ * -EMSGSIZE (the batch's unregistered buffers do not fit the bounce
  * buffer even when it is empty), or -EAGAIN (bounce buffer busy with
  * outstanding requests: poll, then retry). */
 int verbs_sq_build(struct verbs_sq *sq, const struct loco_wr *wr, unsigned n,

@@ -192,15 +192,14 @@ static bool desc_eq(const struct verbs_desc *a, const struct verbs_desc *b)
 {
 	return a->node == b->node && a->flags == b->flags &&
 	       a->arena_addr == b->arena_addr && a->arena_len == b->arena_len &&
-	       a->arena_rkey == b->arena_rkey && a->dm_rkey == b->dm_rkey &&
-	       a->dm_len == b->dm_len && a->addr_family == b->addr_family &&
+	       a->fence_rkey == b->fence_rkey && a->dm_len == b->dm_len && a->addr_family == b->addr_family &&
 	       a->cm_port == b->cm_port && !memcmp(a->addr, b->addr, 16);
 }
 
 static const struct verbs_desc desc_sample = {
 	.node = 3, .flags = VERBS_DESC_F_DM | VERBS_DESC_F_ATOMIC,
 	.arena_addr = 0x7f0012345000, .arena_len = 1 << 30,
-	.arena_rkey = 0xabcdef01, .dm_rkey = 0x1234, .dm_len = 128 * 1024,
+	.fence_rkey = 0xabcdef01, .dm_len = 128 * 1024,
 	.addr_family = 4, .cm_port = 8001, .addr = { 10, 0, 1, 5 },
 };
 
@@ -214,14 +213,16 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(len, 72);
 	ck_assert(len <= LOCO_DESC_MAX);
 	ck_assert_int_eq(memcmp(buf, "LOCV", 4), 0);           /* magic, LE */
-	ck_assert_uint_eq(buf[4], 2);                           /* version */
+	ck_assert_uint_eq(buf[4], 3);                           /* version */
 	ck_assert_uint_eq(buf[5], 0);
 	ck_assert_uint_eq(buf[6], VERBS_DESC_LEN);
 	ck_assert_uint_eq(buf[8], 3);                           /* node */
 	ck_assert_uint_eq(buf[16], 0x00);                       /* address, LE */
 	ck_assert_uint_eq(buf[17], 0x50);
-	ck_assert_uint_eq(buf[32], 0x01);                       /* rkey, LE */
+	ck_assert_uint_eq(buf[32], 0x01);                       /* fence rkey, LE */
 	ck_assert_uint_eq(buf[35], 0xab);
+	for (unsigned i = 36; i < 40; i++)                      /* reserved */
+		ck_assert_uint_eq(buf[i], 0);
 	ck_assert_uint_eq(buf[48], 4);                          /* IPv4 */
 	ck_assert_uint_eq(buf[50] | buf[51] << 8, 8001);        /* CM port, LE */
 	ck_assert_uint_eq(buf[56], 10);                         /* network order */
@@ -249,6 +250,12 @@ START_TEST(desc_bad)
 	ck_assert_int_eq(verbs_desc_unpack(buf, 48, &d), -LOCO_EPROTO); /* version 1 size */
 	memcpy(bad, buf, len);
 	bad[4] = 1; /* version 1: no address */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[4] = 2; /* version 2: an rkey for the whole arena */
+	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
+	memcpy(bad, buf, len);
+	bad[37] = 0x12; /* version 2's device-memory rkey: reserved now */
 	ck_assert_int_eq(verbs_desc_unpack(bad, len, &d), -LOCO_EPROTO);
 	memcpy(bad, buf, len);
 	bad[0] = 'X'; /* magic */

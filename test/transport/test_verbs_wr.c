@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* verbs transport without a device, its data path: the work-request chain
- * (one doorbell, signalling, bounce buffers for local buffers outside the
- * arena, device memory, bad requests) and completion retirement (in post
- * order, errors on signalled and unsignalled requests, partial posts, the
- * sequence wrapping, the wc-status mapping). */
+/* verbs transport without a device, its data path: the access flags of a
+ * region's registration, the work-request chain (one doorbell,
+ * signalling, each request's own region rkey, the fence target for
+ * zero-length READs and FLUSH, bounce buffers for local buffers outside
+ * the arena, device memory, bad requests) and completion retirement (in
+ * post order, errors on signalled and unsignalled requests, partial posts,
+ * the sequence wrapping, the wc-status mapping, a refused access). */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 
 #define REMOTE_ADDR UINT64_C(0x100000)
 #define REMOTE_LEN (UINT64_C(1) << 20)
+#define FENCE_RKEY 0x22u   /* the peer arena's fence registration */
 
 static _Alignas(64) uint8_t arena[4096];
 static _Alignas(64) uint8_t bounce[256];
@@ -30,19 +33,44 @@ static void sq_setup(void)
 {
 	verbs_sq_init(&sq, VERBS_SQ_DEPTH, 64, 4, 5, true);
 	sq.arena = (struct verbs_lmr){ (uintptr_t)arena, (uintptr_t)arena + sizeof(arena), 0x11 };
-	sq.remote = (struct verbs_rmr){ REMOTE_ADDR, REMOTE_LEN, 0x22 };
+	sq.remote = (struct verbs_rmr){ REMOTE_ADDR, REMOTE_LEN, FENCE_RKEY };
 	sq.remote_dm = (struct verbs_rmr){ 0, 0, 0 };
 	sq.bounce = (struct verbs_bounce){ .buf = bounce, .cap = sizeof(bounce), .lkey = 0x33 };
 	memset(swr, 0xa5, sizeof(swr)); /* garbage the builder must overwrite */
 	memset(sge, 0xa5, sizeof(sge));
 }
 
+/* A request to the arena region whose rkey is 0x7000 + ID. */
 static struct loco_wr wr_make(uint8_t op, uint8_t sig, uint32_t len, uint64_t off,
 			      void *local, uint64_t id)
 {
 	return (struct loco_wr){ .opcode = op, .signaled = sig, .len = len,
-				 .remote_off = off, .local = local, .wr_id = id };
+				 .remote_off = off, .local = local, .wr_id = id,
+				 .key = 0x7000 + (uint32_t)id };
 }
+
+/* What each region's registration grants: exactly its access, local
+ * write where the verbs require it, atomics only on a NIC with them. */
+START_TEST(mr_access_flags)
+{
+	const unsigned R = LOCO_REGION_REMOTE_READ, W = LOCO_REGION_REMOTE_WRITE,
+		       A = LOCO_REGION_REMOTE_ATOMIC;
+	const int LW = IBV_ACCESS_LOCAL_WRITE;
+	ck_assert_int_eq(verbs_mr_access(0, true), 0);
+	ck_assert_int_eq(verbs_mr_access(R, true), IBV_ACCESS_REMOTE_READ);
+	ck_assert_int_eq(verbs_mr_access(W, true), IBV_ACCESS_REMOTE_WRITE | LW);
+	ck_assert_int_eq(verbs_mr_access(A, true), IBV_ACCESS_REMOTE_ATOMIC | LW);
+	ck_assert_int_eq(verbs_mr_access(R | A, true),
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | LW);
+	ck_assert_int_eq(verbs_mr_access(LOCO_REGION_REMOTE_ALL, true),
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_REMOTE_ATOMIC | LW);
+	/* Without RDMA atomics the NIC cannot grant them (CAS and FAA to
+	 * such a node are refused at the sender: -EOPNOTSUPP). */
+	ck_assert_int_eq(verbs_mr_access(R | A, false), IBV_ACCESS_REMOTE_READ);
+	ck_assert_int_eq(verbs_mr_access(A, false), 0);
+}
+END_TEST
 
 static int build_commit(const struct loco_wr *w, unsigned n)
 {
@@ -60,7 +88,7 @@ START_TEST(wr_chain_batch)
 	struct loco_wr w[6] = {
 		wr_make(LOCO_OP_WRITE, 0, 8, 64, &small, 100),             /* inline */
 		wr_make(LOCO_OP_WRITE, 1, 128, 128, arena + 256, 101),     /* arena lkey */
-		wr_make(LOCO_OP_READ, 0, 0, 0, NULL, 102),                 /* fence READ */
+		wr_make(LOCO_OP_READ, 0, 0, 4096, NULL, 102),              /* fence READ */
 		wr_make(LOCO_OP_CAS, 0, 8, 512, arena + 8, 103),           /* arena */
 		wr_make(LOCO_OP_FAA, 1, 8, 520, &faa_res, 104),            /* bounce */
 		wr_make(LOCO_OP_READ, 0, 64, 4096, arena + 1024, 105),
@@ -90,14 +118,21 @@ START_TEST(wr_chain_batch)
 		ck_assert_int_eq(swr[i].opcode, ops[i]);
 		ck_assert_uint_eq(swr[i].wr_id, (UINT64_C(5) << 56) | i);
 	}
-	/* Remote side. */
+	/* Remote side: each request its region's rkey; the zero-length READ
+	 * goes to the fence target (offset 0, the fence rkey) whatever it
+	 * named. */
 	ck_assert_uint_eq(swr[0].wr.rdma.remote_addr, REMOTE_ADDR + 64);
-	ck_assert_uint_eq(swr[1].wr.rdma.rkey, 0x22);
+	ck_assert_uint_eq(swr[0].wr.rdma.rkey, 0x7000 + 100);
+	ck_assert_uint_eq(swr[1].wr.rdma.rkey, 0x7000 + 101);
+	ck_assert_uint_eq(swr[2].wr.rdma.remote_addr, REMOTE_ADDR);
+	ck_assert_uint_eq(swr[2].wr.rdma.rkey, FENCE_RKEY);
 	ck_assert_uint_eq(swr[3].wr.atomic.remote_addr, REMOTE_ADDR + 512);
 	ck_assert_uint_eq(swr[3].wr.atomic.compare_add, 7);
 	ck_assert_uint_eq(swr[3].wr.atomic.swap, 9);
-	ck_assert_uint_eq(swr[3].wr.atomic.rkey, 0x22);
+	ck_assert_uint_eq(swr[3].wr.atomic.rkey, 0x7000 + 103);
 	ck_assert_uint_eq(swr[4].wr.atomic.compare_add, 3);
+	ck_assert_uint_eq(swr[4].wr.atomic.rkey, 0x7000 + 104);
+	ck_assert_uint_eq(swr[5].wr.rdma.rkey, 0x7000 + 105);
 	/* Local side. */
 	ck_assert_int_eq(swr[0].num_sge, 1);
 	ck_assert_uint_eq(sge[0].addr, (uintptr_t)&small);
@@ -209,12 +244,13 @@ START_TEST(wr_bounce_full_is_all_or_nothing)
 }
 END_TEST
 
-/* Requests in device memory target the peer's zero-based DM MR: address
- * = offset, the DM rkey, bounds of the DM; a batch may mix both spaces. */
+/* Requests in device memory target their region's zero-based MR: address
+ * = offset from the region's start (KEY_OFF), the region's rkey, bounds of
+ * the DM; a batch may mix both spaces. */
 START_TEST(wr_device_memory)
 {
 	sq_setup();
-	sq.remote_dm = (struct verbs_rmr){ 0, 256, 0x44 };
+	sq.remote_dm = (struct verbs_rmr){ 0, 256, 0 };
 	uint64_t res = 0, bh;
 	struct loco_wr w[3] = {
 		wr_make(LOCO_OP_FAA, 0, 8, 16, &res, 1),
@@ -223,25 +259,31 @@ START_TEST(wr_device_memory)
 	};
 	w[0].space = LOCO_SPACE_DM;
 	w[0].operand = 1;
+	w[0].key = 0x44;
+	w[0].key_off = 16;         /* the region starts at DM offset 16 */
 	w[2].space = LOCO_SPACE_DM;
+	w[2].key = 0x45;
+	w[2].key_off = 224;
 	ck_assert_int_eq(verbs_sq_build(&sq, w, 3, swr, sge, &bh), 0);
 	ck_assert_int_eq(swr[0].opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
-	ck_assert_uint_eq(swr[0].wr.atomic.remote_addr, 16);
+	ck_assert_uint_eq(swr[0].wr.atomic.remote_addr, 0);
 	ck_assert_uint_eq(swr[0].wr.atomic.rkey, 0x44);
 	ck_assert_uint_eq(swr[1].wr.rdma.remote_addr, REMOTE_ADDR + 64); /* arena */
-	ck_assert_uint_eq(swr[1].wr.rdma.rkey, 0x22);
-	ck_assert_uint_eq(swr[2].wr.rdma.remote_addr, 240);
-	ck_assert_uint_eq(swr[2].wr.rdma.rkey, 0x44);
+	ck_assert_uint_eq(swr[1].wr.rdma.rkey, 0x7000 + 2);
+	ck_assert_uint_eq(swr[2].wr.rdma.remote_addr, 16);
+	ck_assert_uint_eq(swr[2].wr.rdma.rkey, 0x45);
 	verbs_sq_commit(&sq, 3, bh);
 
 	struct loco_wr bad[] = {
 		wr_make(LOCO_OP_READ, 1, 16, 248, arena, 9),  /* past the DM's end */
 		wr_make(LOCO_OP_READ, 1, 8, 256, arena, 9),
 		wr_make(LOCO_OP_READ, 1, 8, 0, arena, 9),     /* unknown space */
+		wr_make(LOCO_OP_READ, 1, 8, 8, arena, 9),     /* before its region */
 	};
-	bad[0].space = bad[1].space = LOCO_SPACE_DM;
+	bad[0].space = bad[1].space = bad[3].space = LOCO_SPACE_DM;
 	bad[2].space = 7;
-	for (unsigned i = 0; i < 3; i++)
+	bad[3].key_off = 16;
+	for (unsigned i = 0; i < 4; i++)
 		ck_assert_int_eq(verbs_sq_build(&sq, &bad[i], 1, swr, sge, &bh), -EINVAL);
 	/* A peer without device memory: every DM request is out of bounds. */
 	sq.remote_dm = (struct verbs_rmr){ 0, 0, 0 };
@@ -249,6 +291,27 @@ START_TEST(wr_device_memory)
 	one.space = LOCO_SPACE_DM;
 	ck_assert_int_eq(verbs_sq_build(&sq, &one, 1, swr, sge, &bh), -EINVAL);
 	ck_assert_uint_eq(sq.head, 3);
+}
+END_TEST
+
+/* A FLUSH is a READ of 8 bytes of the fence target after the QP's
+ * WRITEs (the range's own region may grant no READ), into the bounce
+ * buffer, discarded. */
+START_TEST(wr_flush_reads_the_fence)
+{
+	sq_setup();
+	uint64_t bh;
+	struct loco_wr f = { .opcode = LOCO_OP_FLUSH, .signaled = 1, .len = 4096,
+			     .remote_off = 8192, .wr_id = 7 };
+	ck_assert_int_eq(verbs_sq_build(&sq, &f, 1, swr, sge, &bh), 0);
+	ck_assert_int_eq(swr[0].opcode, IBV_WR_RDMA_READ);
+	ck_assert_uint_eq(swr[0].wr.rdma.remote_addr, REMOTE_ADDR);
+	ck_assert_uint_eq(swr[0].wr.rdma.rkey, FENCE_RKEY);
+	ck_assert_uint_eq(sge[0].length, 8);
+	ck_assert_uint_eq(sge[0].lkey, 0x33);
+	/* The range is still checked against the peer's arena. */
+	f.remote_off = REMOTE_LEN - 8;
+	ck_assert_int_eq(verbs_sq_build(&sq, &f, 1, swr, sge, &bh), -EINVAL);
 }
 END_TEST
 
@@ -409,6 +472,7 @@ int main(void)
 	Suite *s = suite_create("verbs data path");
 	TCase *t;
 	t = tcase_create("wr");
+	tcase_add_test(t, mr_access_flags);
 	tcase_add_test(t, wr_chain_batch);
 	tcase_add_test(t, wr_single_and_unsignaled);
 	tcase_add_test(t, wr_bounce_write_copies_source);
@@ -417,6 +481,7 @@ int main(void)
 	tcase_add_test(t, wr_bounce_full_is_all_or_nothing);
 	tcase_add_test(t, wr_invalid);
 	tcase_add_test(t, wr_device_memory);
+	tcase_add_test(t, wr_flush_reads_the_fence);
 	suite_add_tcase(s, t);
 	t = tcase_create("cq");
 	tcase_add_test(t, cq_in_order);
