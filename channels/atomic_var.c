@@ -20,7 +20,8 @@ int loco_atomic_var_init_ex(struct loco_atomic_var *av, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    uint32_t host, uint64_t participants, unsigned flags)
 {
-	if (host >= LOCO_MAX_NODES || (flags & ~LOCO_REGION_HOT))
+	if (host >= LOCO_MAX_NODES ||
+	    (flags & ~(LOCO_REGION_HOT | LOCO_REGION_REMOTE_ALL)))
 		return -EINVAL;
 	int rc = loco_channel_init(&av->base, mgr, parent, name, participants,
 				   NULL);

@@ -11,11 +11,15 @@
  *	loco_mgr_wait_ready(mgr, -1);
  *	loco_atomic_var_faa(&ctr, thr, 1, &old);
  *
- * Region: "<channel>.word" (8 bytes, at the host only). With
- * LOCO_REGION_HOT (loco_atomic_var_init_ex) the word goes to the host's
- * device memory (verbs: NIC memory) when there is room, else to its arena
- * with one warning; shm has none, so the same code runs everywhere. The
- * host never touches the word with the CPU either way. */
+ * Region: "<channel>.word" (8 bytes, at the host only), which every
+ * participant may read, write and CAS/FAA unless the host's flags say
+ * less (loco_atomic_var_init_ex: a lock word that is never written, only
+ * read and CAS/FAA'd, passes LOCO_REGION_REMOTE_READ |
+ * LOCO_REGION_REMOTE_ATOMIC; a refused op fails with -EACCES). With
+ * LOCO_REGION_HOT the word goes to the host's device memory (verbs: NIC
+ * memory) when there is room, else to its arena with one warning; shm has
+ * none, so the same code runs everywhere. The host never touches the
+ * word with the CPU either way. */
 #ifndef LOCO_CHANNELS_ATOMIC_VAR_H
 #define LOCO_CHANNELS_ATOMIC_VAR_H
 
@@ -43,10 +47,12 @@ int loco_atomic_var_init(struct loco_atomic_var *av, struct loco_mgr *mgr,
 			 struct loco_channel *parent, const char *name,
 			 uint32_t host, uint64_t participants);
 
-/* As loco_atomic_var_init with FLAGS: 0 or LOCO_REGION_HOT (the word in
- * the host's device memory if it has room). Only the host's flag matters;
- * the others learn where the word is when they join. -EINVAL for an
- * unknown flag. */
+/* As loco_atomic_var_init with region FLAGS: LOCO_REGION_HOT (the word in
+ * the host's device memory if it has room) and the word's remote access
+ * (LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC; none of them: all three).
+ * Only the host's flags matter; the others learn where the word is, and
+ * what they may do to it, when they join. -EINVAL for an unknown flag or
+ * LOCO_REGION_REMOTE_NONE. */
 int loco_atomic_var_init_ex(struct loco_atomic_var *av, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    uint32_t host, uint64_t participants, unsigned flags);

@@ -86,22 +86,30 @@ static int owner_mark(struct loco_owned_var *ov)
 {
 	char mark[LOCO_REGION_NAME_MAX];
 	snprintf(mark, sizeof(mark), "owner%u", ov->owner);
-	int rc = loco_channel_add_region(&ov->base, mark, 8, NULL);
+	int rc = loco_channel_add_region_ex(&ov->base, mark, 8,
+					    LOCO_REGION_REMOTE_NONE, NULL);
 	return rc ? rc : loco_channel_expect(&ov->base, mark, 8, 0);
 }
 
 /* "val" (expected by the owner from every reader, by a reader from the
- * owner), "stage" and the owner mark. */
+ * owner), "stage" and the owner mark. Readers READ the owner's copy
+ * (pull); the owner WRITEs the readers' copies (push, with placing
+ * zero-length READs); nobody reaches the stage (WRITE sources and READ
+ * destinations) or the mark. */
 static int regions_add(struct loco_owned_var *ov)
 {
 	bool owner = loco_owned_var_is_owner(ov);
 	uint64_t from = owner ? 0 : UINT64_C(1) << ov->owner;
-	int rc = loco_channel_add_region(&ov->base, "val", ov->copy_len, &ov->val);
+	int rc = loco_channel_add_region_ex(&ov->base, "val", ov->copy_len,
+					    owner ? LOCO_REGION_REMOTE_READ :
+						    LOCO_REGION_REMOTE_WRITE,
+					    &ov->val);
 	if (!rc)
-		rc = loco_channel_add_region(&ov->base, "stage",
-					     (uint64_t)ov->copy_len *
-					     (owner ? LOCO_OV_STAGES : 1),
-					     &ov->stage);
+		rc = loco_channel_add_region_ex(&ov->base, "stage",
+						(uint64_t)ov->copy_len *
+						(owner ? LOCO_OV_STAGES : 1),
+						LOCO_REGION_REMOTE_NONE,
+						&ov->stage);
 	int idx = rc ? rc : loco_channel_expect(&ov->base, "val", ov->copy_len,
 						from);
 	if (idx < 0)

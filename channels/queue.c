@@ -33,20 +33,24 @@ static void members_set(struct loco_queue *q, uint64_t members)
 		q->member[q->nmembers++] = (uint32_t)__builtin_ctzll(m);
 }
 
+/* Cells and counters are read and CAS/FAA'd, never written. */
+#define Q_ACCESS (LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC)
+
 static int parts_init(struct loco_queue *q, struct loco_mgr *mgr,
 		      uint64_t members)
 {
 	uint64_t len = (uint64_t)q->per_node * 8;
-	int rc = loco_channel_add_region(&q->base, "cells", len, NULL);
+	int rc = loco_channel_add_region_ex(&q->base, "cells", len, Q_ACCESS,
+					    NULL);
 	int idx = rc ? rc : loco_channel_expect(&q->base, "cells", len, 0);
 	if (idx < 0)
 		return idx;
 	q->idx = (unsigned)idx;
-	rc = loco_atomic_var_init(&q->head, mgr, &q->base, "head", q->member[0],
-				  members);
-	return rc ? rc : loco_atomic_var_init(&q->tail, mgr, &q->base, "tail",
-					      q->member[q->nmembers > 1],
-					      members);
+	rc = loco_atomic_var_init_ex(&q->head, mgr, &q->base, "head",
+				     q->member[0], members, Q_ACCESS);
+	return rc ? rc : loco_atomic_var_init_ex(&q->tail, mgr, &q->base, "tail",
+						 q->member[q->nmembers > 1],
+						 members, Q_ACCESS);
 }
 
 int loco_queue_init(struct loco_queue *q, struct loco_mgr *mgr,

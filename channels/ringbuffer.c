@@ -40,12 +40,17 @@ static uint8_t *ring_at(const struct loco_ringbuffer *rb, uint64_t pos)
 
 /* ---- set-up ----------------------------------------------------------- */
 
-/* "ring" (the writer expects every reader's), and the writer mark (see
- * owned_var.h: endpoints that disagree on the writer fail to join). */
+/* "ring" (the writer expects every reader's, which only its WRITEs and
+ * their placing READs reach; its own is theirs' source, which nobody
+ * reaches), and the writer mark (see owned_var.h: endpoints that disagree
+ * on the writer fail to join; nobody reaches it). */
 static int regions_add(struct loco_ringbuffer *rb)
 {
 	char mark[LOCO_REGION_NAME_MAX];
-	int rc = loco_channel_add_region(&rb->base, "ring", rb->size, &rb->ring);
+	unsigned access = loco_ringbuffer_is_writer(rb) ?
+			  LOCO_REGION_REMOTE_NONE : LOCO_REGION_REMOTE_WRITE;
+	int rc = loco_channel_add_region_ex(&rb->base, "ring", rb->size, access,
+					    &rb->ring);
 	if (!rc && loco_ringbuffer_is_writer(rb)) {
 		int idx = loco_channel_expect(&rb->base, "ring", rb->size, 0);
 		rc = idx < 0 ? idx : 0;
@@ -53,7 +58,8 @@ static int regions_add(struct loco_ringbuffer *rb)
 	}
 	snprintf(mark, sizeof(mark), "writer%u", rb->writer);
 	if (!rc)
-		rc = loco_channel_add_region(&rb->base, mark, 8, NULL);
+		rc = loco_channel_add_region_ex(&rb->base, mark, 8,
+						LOCO_REGION_REMOTE_NONE, NULL);
 	if (!rc)
 		rc = loco_channel_expect(&rb->base, mark, 8, 0);
 	return rc < 0 ? rc : 0;

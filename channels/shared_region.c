@@ -9,14 +9,24 @@ int loco_shared_region_init(struct loco_shared_region *sr, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    uint64_t len, uint64_t participants)
 {
-	if (!len)
+	return loco_shared_region_init_ex(sr, mgr, parent, name, len,
+					  participants, 0);
+}
+
+int loco_shared_region_init_ex(struct loco_shared_region *sr,
+			       struct loco_mgr *mgr, struct loco_channel *parent,
+			       const char *name, uint64_t len,
+			       uint64_t participants, unsigned flags)
+{
+	if (!len || (flags & ~(LOCO_REGION_HOT | LOCO_REGION_REMOTE_ALL)))
 		return -EINVAL;
 	int rc = loco_channel_init(&sr->base, mgr, parent, name, participants,
 				   NULL);
 	if (rc)
 		return rc;
 	sr->len = len;
-	rc = loco_channel_add_region(&sr->base, "data", len, &sr->local);
+	rc = loco_channel_add_region_ex(&sr->base, "data", len, flags,
+					&sr->local);
 	int idx = rc ? rc : loco_channel_expect(&sr->base, "data", len, 0);
 	if (idx >= 0) {
 		sr->idx = (unsigned)idx;

@@ -9,7 +9,8 @@
  *	loco_mgr_wait_ready(mgr, -1);
  *	loco_shared_region_write(&sr, thr, 2, 128, buf, 64);
  *
- * Region name: "<channel>.data". */
+ * Region name: "<channel>.data", which peers may read, write and CAS/FAA
+ * unless loco_shared_region_init_ex declares less. */
 #ifndef LOCO_CHANNELS_SHARED_REGION_H
 #define LOCO_CHANNELS_SHARED_REGION_H
 
@@ -35,6 +36,16 @@ static_assert(offsetof(struct loco_shared_region, base) == 0, "base first");
 int loco_shared_region_init(struct loco_shared_region *sr, struct loco_mgr *mgr,
 			    struct loco_channel *parent, const char *name,
 			    uint64_t len, uint64_t participants);
+
+/* As loco_shared_region_init with region FLAGS for this node's copy:
+ * LOCO_REGION_HOT and the remote access peers (and this node, through the
+ * transport) have to it, LOCO_REGION_REMOTE_READ, _WRITE, _ATOMIC (none
+ * of them: all three); an op it does not allow fails with -EACCES.
+ * -EINVAL for an unknown flag. */
+int loco_shared_region_init_ex(struct loco_shared_region *sr,
+			       struct loco_mgr *mgr, struct loco_channel *parent,
+			       const char *name, uint64_t len,
+			       uint64_t participants, unsigned flags);
 
 /* Unregister and free the local copy. Ops posted on it must be complete. */
 void loco_shared_region_fini(struct loco_shared_region *sr);

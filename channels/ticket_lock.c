@@ -55,12 +55,16 @@ struct loco_tl_waiter {
 
 /* ---- set-up ----------------------------------------------------------- */
 
+/* The lock's words are read and CAS/FAA'd, never written. */
+#define TL_ACCESS (LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC)
+
 /* Region "skip" at the host, expected from the host by everyone. */
 static int skip_add(struct loco_ticket_lock *l)
 {
 	int rc = 0;
 	if (l->host == loco_channel_self(&l->base))
-		rc = loco_channel_add_region(&l->base, "skip", SLOT_BYTES, NULL);
+		rc = loco_channel_add_region_ex(&l->base, "skip", SLOT_BYTES,
+						TL_ACCESS, NULL);
 	int idx = rc ? rc : loco_channel_expect(&l->base, "skip", SLOT_BYTES,
 						UINT64_C(1) << l->host);
 	if (idx < 0)
@@ -102,10 +106,10 @@ static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 	uint64_t members = l->base.participants |
 			   UINT64_C(1) << loco_channel_self(&l->base);
 	int rc = loco_atomic_var_init_ex(&l->next, mgr, &l->base, "next", l->host,
-					 members, flags);
+					 members, flags | TL_ACCESS);
 	return rc ? rc : loco_atomic_var_init_ex(&l->serving, mgr, &l->base,
 						 "serving", l->host, members,
-						 flags);
+						 flags | TL_ACCESS);
 }
 
 /* The words are sub-channels, finished already. */

@@ -64,6 +64,8 @@
  *
  * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
  * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
+ * Peers may READ and CAS/FAA all three, never WRITE them
+ * (LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC).
  * With LOCO_REGION_HOT (loco_ticket_lock_init_ex) the two words go to the
  * host's device memory when it has room (every acquire's FAA and every
  * waiter's READs hit them); the skip table (2 KiB, read only by waiters

@@ -303,6 +303,35 @@ int loco_access_check(struct loco_thread *thr, uint32_t node, uint32_t space,
 	return 0;
 }
 
+/* The descriptor of NODE's region holding [AT, AT+LEN) of SPACE, from the
+ * table: 0 or -ENOENT. */
+static int table_region(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+			uint64_t at, uint64_t len, struct loco_rregion *out)
+{
+	struct loco_rtab *t = &mgr->rtab[node];
+	pthread_rwlock_rdlock(&t->lock);
+	const struct loco_rent *e = find(t, space, at, len);
+	if (e)
+		*out = (struct loco_rregion){ .node = node, .space = e->space,
+					      .off = e->off, .len = e->len,
+					      .access = e->access };
+	pthread_rwlock_unlock(&t->lock);
+	return e ? 0 : -ENOENT;
+}
+
+int loco_region_at(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+		   uint64_t off, uint64_t len, struct loco_rregion *out)
+{
+	if (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
+	    space > LOCO_SPACE_DM)
+		return -EINVAL;
+	int rc = table_region(mgr, node, space, off, len, out);
+	if (rc == -ENOENT && node != mgr->id &&
+	    !(rc = loco_region_find(mgr, node, space, off, len)))
+		rc = table_region(mgr, node, space, off, len, out);
+	return rc == -ENOENT ? -EACCES : rc;
+}
+
 int loco_access_region(struct loco_thread *thr, uint32_t node, uint64_t at,
 		       uint64_t len, struct loco_rregion *out)
 {

@@ -142,6 +142,16 @@ int loco_region_open(struct loco_mgr *mgr, uint32_t node, const char *name,
  * create-or-open region is for peers). */
 int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
 			uint64_t len, unsigned flags, struct loco_rregion *out);
+/* The descriptor of the region of node NODE that holds [OFF, OFF+LEN) of
+ * its SPACE: one this node knows there (joined, opened), else the
+ * create-or-open region NODE names when asked (REGION_FIND, once). For an
+ * address read from remote memory (a pointer in a remote data structure):
+ * the descriptor carries the region's access, so its operations may take
+ * the inline path. Returns 0, -EACCES (no such region), -EINVAL (NODE not
+ * in the hosts file), or the request's error (-ETIMEDOUT, -LOCO_EDOWN).
+ * Caller: any thread. */
+int loco_region_at(struct loco_mgr *mgr, uint32_t node, uint32_t space,
+		   uint64_t off, uint64_t len, struct loco_rregion *out);
 
 /* loco_region_drop: also every region of channel NAME's tree, NAME.* and
  * NAME/... (a channel's hosted regions and its sub-channels'). */

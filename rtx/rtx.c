@@ -106,6 +106,17 @@ static void layout(struct loco_rtx *x)
  * join: the memory is the meeting point, and clients come and go. */
 
 static const char *const node_parts[] = { "meta", "data", "bitmap", "chunks" };
+/* Least access of each part: TXObjs are read and CAS'd (locks, installs),
+ * data blocks and the bitmap read and written, chunk owner words read
+ * and CAS/FAA'd. At the home node: the superblock is CAS'd (set once),
+ * the slot table read, written and FAA'd, the logs read, written and
+ * CAS'd (a repairer's claim). */
+static const unsigned node_access[] = {
+	LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC,
+	LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE,
+	LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE,
+	LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC,
+};
 
 static int open_node(struct loco_rtx *x, struct rtx_node *n)
 {
@@ -118,8 +129,9 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 		return rc;
 	}
 	if (n->id == x->home) {
-		rc = loco_channel_open_hosted(&n->base, n->id, "super",
-					      sizeof(struct rtx_super), &x->super);
+		rc = loco_channel_open_hosted_ex(&n->base, n->id, "super",
+			sizeof(struct rtx_super), LOCO_REGION_REMOTE_ATOMIC,
+			&x->super);
 		if (!rc)
 			rc = loco_channel_open_hosted(&n->base, n->id, "slots",
 				(uint64_t)x->nslots * sizeof(struct rtx_slot_rec),
@@ -137,8 +149,8 @@ static int open_node(struct loco_rtx *x, struct rtx_node *n)
 	struct loco_rregion *out[4] = { &n->meta, &n->data, &n->bitmap,
 					&n->chunks };
 	for (unsigned i = 0; i < 4 && !rc; i++)
-		rc = loco_channel_open_hosted(&n->base, n->id, node_parts[i],
-					      len[i], out[i]);
+		rc = loco_channel_open_hosted_ex(&n->base, n->id, node_parts[i],
+						 len[i], node_access[i], out[i]);
 	return rc ? rc : loco_channel_join(&n->base);
 }
 

@@ -16,7 +16,9 @@ int bench_pool_init(struct bench_pool *p, uint32_t host)
 	int rc = loco_thread_create(p->mgr, &p->thr);
 	if (rc)
 		return rc;
-	rc = loco_atomic_var_init(&p->total, p->mgr, NULL, "total", host, 0);
+	rc = loco_atomic_var_init_ex(&p->total, p->mgr, NULL, "total", host, 0,
+				     LOCO_REGION_REMOTE_READ |
+				     LOCO_REGION_REMOTE_ATOMIC);
 	if (rc)
 		goto destroy_thr;
 	rc = loco_barrier_init(&p->bar, p->mgr, NULL, "bar", 0);

@@ -77,11 +77,14 @@ static int subs_init(struct kv_store *kv)
 {
 	struct loco_mgr *mgr = kv->base.mgr;
 	uint64_t area = kv->cfg.capacity * kv->slot_len;
+	/* Slots are read and written, nothing else. */
+	const unsigned access = LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE;
 	int rc = kv->cfg.remote_data ?
-		 loco_channel_open_hosted(&kv->base, kv->cfg.data_node, "slots",
-					  area * kv->nmembers, &kv->slots) :
-		 loco_shared_region_init(&kv->data, mgr, &kv->base, "data",
-					 area, 0);
+		 loco_channel_open_hosted_ex(&kv->base, kv->cfg.data_node,
+					     "slots", area * kv->nmembers, access,
+					     &kv->slots) :
+		 loco_shared_region_init_ex(&kv->data, mgr, &kv->base, "data",
+					    area, 0, access);
 	if (!rc)
 		rc = loco_lock_array_init_ex(&kv->locks, mgr, &kv->base, "locks",
 					     kv->cfg.nlocks, 0,

@@ -278,7 +278,9 @@ int main(int argc, char **argv)
 		return rc;
 	rc = parse(&l, argc, argv, &expect);
 	l.mgr = ln.mgr;
-	if (!rc && (rc = loco_region_alloc(l.mgr, "litmus.mem", 4096, &l.reg)))
+	if (!rc && (rc = loco_region_alloc_ex(l.mgr, "litmus.mem", 4096,
+					      LOCO_REGION_REMOTE_READ |
+					      LOCO_REGION_REMOTE_WRITE, &l.reg)))
 		fprintf(stderr, "loco-litmus: %s\n", loco_strerror(rc));
 	if (!rc) {
 		loco_region_desc(l.mgr, &l.reg, &l.rr);

@@ -162,7 +162,9 @@ static int channels_init(struct bench *b)
 	if (b->o.handover_max >= 0)
 		loco_ticket_lock_set_handover_max(&b->lk,
 						  (unsigned)b->o.handover_max);
-	rc = loco_shared_region_init(&b->ctr, b->mgr, NULL, "ctr", 64, 0);
+	rc = loco_shared_region_init_ex(&b->ctr, b->mgr, NULL, "ctr", 64, 0,
+					LOCO_REGION_REMOTE_READ |
+					LOCO_REGION_REMOTE_WRITE);
 	if (rc)
 		goto fini_lock;
 	b->pool = (struct bench_pool){

@@ -150,10 +150,10 @@ int xfer_wait_memory(struct xfer *xf);
 
 /* xfer_ctl.c */
 /* Open region NAME of LEN of the run's channel, hosted on the home node
- * (create-or-open; held in our arena when we are it). After
- * xfer_ctl_open. */
+ * (create-or-open; held in our arena when we are it), with remote ACCESS
+ * (LOCO_REGION_REMOTE_*). After xfer_ctl_open. */
 int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
-		     struct loco_rregion *out);
+		     unsigned access, struct loco_rregion *out);
 int xfer_ctl_open(struct xfer *xf);
 void xfer_ctl_close(struct xfer *xf);
 int xfer_publish(struct xfer *xf, enum xfer_state st);

@@ -46,9 +46,10 @@ void xfer_tick(struct xfer *xf, uint64_t now_ms)
 }
 
 int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
-		     struct loco_rregion *out)
+		     unsigned access, struct loco_rregion *out)
 {
-	return loco_channel_open_hosted(&xf->run, xf->home, name, len, out);
+	return loco_channel_open_hosted_ex(&xf->run, xf->home, name, len,
+					   access, out);
 }
 
 static uint64_t rec_off(uint32_t id)
@@ -74,7 +75,9 @@ static int timeline_open(struct xfer *xf)
 	if (!xf->tl || !xf->tl_stage)
 		return -ENOMEM;
 	return xfer_open_shared(xf, "tl",
-				(uint64_t)(h->max_id + 1) * xf->tl_len * 4, &xf->tlr);
+				(uint64_t)(h->max_id + 1) * xf->tl_len * 4,
+				LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE,
+				&xf->tlr);
 }
 
 /* The run's channel has hosted regions only: no peers to join (compute
@@ -86,7 +89,8 @@ int xfer_ctl_open(struct xfer *xf)
 	if (!rc)
 		rc = loco_channel_join(&xf->run);
 	if (!rc)
-		rc = xfer_open_shared(xf, "ctl", rec_off(LOCO_MAX_NODES), &xf->ctl);
+		rc = xfer_open_shared(xf, "ctl", rec_off(LOCO_MAX_NODES),
+				      LOCO_REGION_REMOTE_ALL, &xf->ctl);
 	if (!rc)
 		rc = timeline_origin(xf);
 	if (!rc && xf->o.timeline)

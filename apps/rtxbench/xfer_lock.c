@@ -21,8 +21,9 @@ static uint64_t lock_word(const struct xfer *xf, unsigned idx)
 
 int xfer_lock_open(struct xfer *xf)
 {
+	/* Lock words CAS'd, balances read and written. */
 	return xfer_open_shared(xf, "lk", (uint64_t)xf->o.accounts * ACCT_LEN,
-				&xf->lk);
+				LOCO_REGION_REMOTE_ALL, &xf->lk);
 }
 
 static void nap(unsigned *spins)

@@ -37,13 +37,16 @@ static int lowest(uint64_t mask)
  * of the lowest compute node. */
 static int counters_attach(struct smoke *s)
 {
+	/* The counters are FAA'd and read, nothing else. */
+	const unsigned access = LOCO_REGION_REMOTE_READ |
+				LOCO_REGION_REMOTE_ATOMIC;
 	int mem = loco_mgr_first_memnode(s->mgr);
 	if (mem >= 0)
-		return loco_region_open(s->mgr, (uint32_t)mem, "smoke.ctr", 64,
-					&s->ctr);
+		return loco_region_open_ex(s->mgr, (uint32_t)mem, "smoke.ctr", 64,
+					   access, &s->ctr);
 	int rc = loco_channel_init(&s->ch, s->mgr, NULL, "smoke", 0, NULL);
 	if (!rc)
-		rc = loco_channel_add_region(&s->ch, "ctr", 64, NULL);
+		rc = loco_channel_add_region_ex(&s->ch, "ctr", 64, access, NULL);
 	int idx = rc ? rc : loco_channel_expect(&s->ch, "ctr", 64, 0);
 	if (idx < 0)
 		return idx;

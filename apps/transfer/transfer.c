@@ -164,8 +164,10 @@ static const struct loco_rregion *acct_at(struct xf *x, uint32_t i,
 static int accounts_init(struct xf *x)
 {
 	x->per_node = (x->o.accounts + x->nmembers - 1) / x->nmembers;
-	int rc = loco_shared_region_init(&x->acct, x->mgr, &x->base, "accts",
-					 x->per_node * ACCT_BYTES, 0);
+	/* Balances are read and written, each account's version CAS'd. */
+	int rc = loco_shared_region_init_ex(&x->acct, x->mgr, &x->base, "accts",
+					    x->per_node * ACCT_BYTES, 0,
+					    LOCO_REGION_REMOTE_ALL);
 	if (rc == -ENOMEM)
 		fprintf(stderr, "loco-transfer: %u accounts need %llu MiB of "
 			"arena per node: raise --arena-mb\n", x->o.accounts,

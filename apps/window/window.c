@@ -144,7 +144,9 @@ static int run_all(void *arg, struct loco_mgr *mgr)
 	struct loco_atomic_var av;
 	struct loco_thread *thr;
 	double rate[MAX_WINDOWS];
-	int rc = loco_atomic_var_init(&av, mgr, NULL, "window", loco_mgr_id(mgr), 0);
+	int rc = loco_atomic_var_init_ex(&av, mgr, NULL, "window",
+					 loco_mgr_id(mgr), 0,
+					 LOCO_REGION_REMOTE_ATOMIC);
 	if (rc)
 		return rc;
 	if (!(rc = loco_mgr_wait_ready(mgr, -1)) &&

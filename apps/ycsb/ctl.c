@@ -92,8 +92,10 @@ int ycsb_ctl_open(struct ycsb *y)
 	c->recs = aligned_alloc(64, (size_t)LOCO_MAX_NODES * REC_BYTES);
 	int rc = c->recs ? 0 : -ENOMEM;
 	if (!rc)
-		rc = loco_region_open(y->mgr, (uint32_t)mem, "ycsb-ctl.rec",
-				      (uint64_t)LOCO_MAX_NODES * REC_BYTES, &c->rr);
+		rc = loco_region_open_ex(y->mgr, (uint32_t)mem, "ycsb-ctl.rec",
+					 (uint64_t)LOCO_MAX_NODES * REC_BYTES,
+					 LOCO_REGION_REMOTE_READ |
+					 LOCO_REGION_REMOTE_WRITE, &c->rr);
 	y->ctl = c;
 	if (!rc && pthread_create(&c->hb, NULL, heartbeat, y))
 		rc = -EAGAIN;

@@ -39,7 +39,7 @@ static bool desc_valid(const struct race_desc *d)
 static void st_from(const struct loco_race *r, const struct race_desc *d,
 		    uint32_t s, struct race_st *st)
 {
-	struct race_cdesc e;
+	struct race_cdesc e = { 0 };
 	race_cdesc_set(r, &e, d);
 	race_st_of(r, &e, s, st);
 }

@@ -199,9 +199,15 @@ struct loco_race {
 static_assert(offsetof(struct loco_race, base) == 0, "base first");
 
 /* A client's cached descriptor. */
+/* A subtable's region: buckets are read, slots CAS'd, headers written. */
+#define RACE_ST_ACCESS LOCO_REGION_REMOTE_ALL
+
 struct race_cdesc {
 	uint8_t valid, state, ld;
 	uint8_t ni;             /* memory node index of the block */
+	uint8_t access;         /* its region's remote access, as the node
+				 * declared it (0: unknown, ops checked out
+				 * of line) */
 	uint64_t off;           /* arena offset of the block */
 };
 

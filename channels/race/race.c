@@ -170,11 +170,15 @@ static int open_mnode(struct loco_race *r, struct race_mnode *n)
 				   UINT64_C(1) << loco_channel_self(&r->base), NULL);
 	if (rc)
 		return rc;
-	rc = loco_channel_open_hosted(&n->base, n->id, "kv",
-				      (uint64_t)r->nblocks * r->block_len, &n->kv);
+	/* KV blocks are read, written and CAS'd; chunk owner words read and
+	 * CAS'd. */
+	rc = loco_channel_open_hosted_ex(&n->base, n->id, "kv",
+		(uint64_t)r->nblocks * r->block_len, LOCO_REGION_REMOTE_ALL,
+		&n->kv);
 	if (!rc)
-		rc = loco_channel_open_hosted(&n->base, n->id, "kvc",
+		rc = loco_channel_open_hosted_ex(&n->base, n->id, "kvc",
 			(uint64_t)r->nchunks * 8,
+			LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC,
 			&n->kvc);
 	return rc ? rc : loco_channel_join(&n->base);
 }
@@ -247,8 +251,8 @@ static int root_region(struct loco_race *r, uint32_t s,
 {
 	char name[LOCO_NAME_MAX];
 	snprintf(name, sizeof(name), "%s.root%u", r->base.name, s);
-	return loco_region_open(r->base.mgr, r->mn[race_node_for(r, s)].id,
-				name, r->st_bytes, rr);
+	return loco_region_open_ex(r->base.mgr, r->mn[race_node_for(r, s)].id,
+				   name, r->st_bytes, RACE_ST_ACCESS, rr);
 }
 
 #define HDR_CAS_WAIT (8 * LOCO_BATCH_MAX)   /* header CASes per wait */
@@ -341,11 +345,13 @@ static int race_setup(struct loco_race *r)
 	}
 	layout(r);
 	r->cfg = cfg_hash(r);
-	rc = loco_channel_open_hosted(&r->base, r->home, "super",
-				      sizeof(struct race_super), &r->super);
+	/* The superblock is CAS'd (set once), client slots FAA'd. */
+	rc = loco_channel_open_hosted_ex(&r->base, r->home, "super",
+		sizeof(struct race_super), LOCO_REGION_REMOTE_ATOMIC, &r->super);
 	if (!rc)
-		rc = loco_channel_open_hosted(&r->base, r->home, "slots",
-					      (uint64_t)r->nslots * 8, &r->slots);
+		rc = loco_channel_open_hosted_ex(&r->base, r->home, "slots",
+			(uint64_t)r->nslots * 8, LOCO_REGION_REMOTE_ATOMIC,
+			&r->slots);
 	if (!rc)
 		rc = loco_channel_join(&r->base);
 	for (unsigned i = 0; !rc && i < r->nmn; i++)
@@ -454,11 +460,20 @@ void race_cdesc_set(const struct loco_race *r, struct race_cdesc *e,
 		e->valid = 0;
 		return;
 	}
+	struct loco_rregion rr;
+	bool known = e->valid && e->ni == (uint8_t)r->mn_idx[node] &&
+		     e->off == d->off;
 	e->valid = 1;
 	e->state = (uint8_t)(d->w0 >> 48);
 	e->ld = (uint8_t)(d->w0 >> 40);
 	e->ni = (uint8_t)r->mn_idx[node];
 	e->off = d->off;
+	/* A block another client made: its region's access, from the
+	 * node if this one has not opened it (once per block). */
+	if (!known)
+		e->access = loco_region_at(r->base.mgr, node, LOCO_SPACE_ARENA,
+					   d->off, r->st_bytes, &rr) ? 0 :
+			    (uint8_t)rr.access;
 }
 
 void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
@@ -470,7 +485,8 @@ void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
 	st->ni = e->ni;
 	st->rr = (struct loco_rregion){ .node = r->mn[e->ni].id,
 					.space = LOCO_SPACE_ARENA,
-					.off = e->off, .len = r->st_bytes };
+					.off = e->off, .len = r->st_bytes,
+					.access = e->access };
 }
 
 static void cache_note(struct loco_race_client *c, uint32_t s,

@@ -139,8 +139,8 @@ static int new_block(struct loco_race_client *c, unsigned ld, uint32_t suffix,
 	char name[LOCO_NAME_MAX];
 	snprintf(name, sizeof(name), "%s.st%u-%u-%u-%llu-%u", r->base.name, ld,
 		 suffix, c->slot, (unsigned long long)c->inc, ++c->split_seq);
-	return loco_region_open(r->base.mgr, r->mn[race_node_for(r, suffix)].id,
-				name, r->st_bytes, rr);
+	return loco_region_open_ex(r->base.mgr, r->mn[race_node_for(r, suffix)].id,
+				   name, r->st_bytes, RACE_ST_ACCESS, rr);
 }
 
 /* ---- rtx mode --------------------------------------------------------------------- */

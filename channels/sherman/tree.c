@@ -133,21 +133,30 @@ static int open_part(struct loco_sherman *t, struct sh_part *p)
 				   NULL);
 	if (rc)
 		return rc;
+	/* Least access: the superblock is CAS'd (set once), the allocator
+	 * FAA'd, nodes and redo records read and written, lock words read,
+	 * CAS'd and written (a release). */
 	if (p->id == t->home)
-		rc = loco_channel_open_hosted(&p->base, p->id, "super",
-					      sizeof(struct sh_super), &t->super);
+		rc = loco_channel_open_hosted_ex(&p->base, p->id, "super",
+			sizeof(struct sh_super), LOCO_REGION_REMOTE_ATOMIC,
+			&t->super);
 	if (!rc)
-		rc = loco_channel_open_hosted(&p->base, p->id, "alloc", 64,
-					      &p->alloc);
+		rc = loco_channel_open_hosted_ex(&p->base, p->id, "alloc", 64,
+			LOCO_REGION_REMOTE_ATOMIC, &p->alloc);
 	if (!rc && !t->o.rtx)
-		rc = loco_channel_open_hosted(&p->base, p->id, "nodes",
-			(uint64_t)t->o.nodes * t->o.node_size, &p->nodes);
+		rc = loco_channel_open_hosted_ex(&p->base, p->id, "nodes",
+			(uint64_t)t->o.nodes * t->o.node_size,
+			LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE,
+			&p->nodes);
 	if (!rc && !t->o.rtx)
 		rc = loco_channel_open_hosted_ex(&p->base, p->id, "locks",
-			(uint64_t)t->o.locks * 8, LOCO_REGION_HOT, &p->locks);
+			(uint64_t)t->o.locks * 8,
+			LOCO_REGION_HOT | LOCO_REGION_REMOTE_ALL, &p->locks);
 	if (!rc && !t->o.rtx)
-		rc = loco_channel_open_hosted(&p->base, p->id, "redo",
-			(uint64_t)t->nslots * t->redo_len, &p->redo);
+		rc = loco_channel_open_hosted_ex(&p->base, p->id, "redo",
+			(uint64_t)t->nslots * t->redo_len,
+			LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_WRITE,
+			&p->redo);
 	return rc ? rc : loco_channel_join(&p->base);
 }
 

@@ -19,7 +19,9 @@ int my_flag_init(struct my_flag *f, struct loco_mgr *mgr,
 				   NULL);
 	if (rc)
 		return rc;                       /* nothing to undo */
-	rc = loco_channel_add_region(&f->base, "word", 8, &f->word);
+	/* Peers only WRITE our copy (the setter's pushes): least access. */
+	rc = loco_channel_add_region_ex(&f->base, "word", 8,
+					LOCO_REGION_REMOTE_WRITE, &f->word);
 	int idx = rc ? rc : loco_channel_expect(&f->base, "word", 8, 0);
 	f->idx = idx < 0 ? 0 : (unsigned)idx;
 	rc = idx < 0 ? idx : loco_channel_join(&f->base);

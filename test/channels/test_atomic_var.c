@@ -149,8 +149,10 @@ START_TEST(hot_word)
 	struct loco_atomic_var a;
 	uint64_t old = 1, v = 0, total, used;
 	char log[4096];
-	ck_assert_int_eq(loco_atomic_var_init_ex(&a, cl.mgr[0], NULL, "a", 0, 0, 0x8),
+	ck_assert_int_eq(loco_atomic_var_init_ex(&a, cl.mgr[0], NULL, "a", 0, 0, 0x100),
 			 -EINVAL);
+	ck_assert_int_eq(loco_atomic_var_init_ex(&a, cl.mgr[0], NULL, "a", 0, 0,
+						 LOCO_REGION_REMOTE_NONE), -EINVAL);
 	loco_log_set_level(LOCO_LOG_INFO);
 	struct capture cap;
 	capture_start(&cap);

@@ -178,8 +178,16 @@ START_TEST(channel_tree)
 	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.logs", x->logs.len,
 					  &rr), 0);
 	ck_assert_uint_eq(rr.off, x->logs.off);
+	/* TXObjs: read and CAS'd, never written (a WRITE is refused). */
 	ck_assert_int_eq(loco_region_open(c.mgr, 0, "rtx/m0.meta",
-					  x->node[0].meta.len, &rr), 0);
+					  x->node[0].meta.len, &rr),
+			 -LOCO_EMISMATCH);
+	ck_assert_int_eq(loco_region_open_ex(c.mgr, 0, "rtx/m0.meta",
+					     x->node[0].meta.len,
+					     LOCO_REGION_REMOTE_READ |
+					     LOCO_REGION_REMOTE_ATOMIC, &rr), 0);
+	ck_assert_uint_eq(rr.access, LOCO_REGION_REMOTE_READ |
+			  LOCO_REGION_REMOTE_ATOMIC);
 	ck_assert_uint_eq(rr.off, x->node[0].meta.off);
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &dup), -EEXIST);
 	o.name = "a/b";
@@ -211,8 +219,10 @@ START_TEST(channel_under_parent)
 	ck_assert_int_eq(loco_rtx_create(c.mgr, &o, &sub), 0);
 	ck_assert_str_eq(sub->base.name, "idx/rtx");
 	ck_assert_str_eq(sub->node[0].base.name, "idx/rtx/m0");
-	ck_assert_int_eq(loco_region_open(c.mgr, 0, "idx/rtx/m0.meta",
-					  sub->node[0].meta.len, &rr), 0);
+	ck_assert_int_eq(loco_region_open_ex(c.mgr, 0, "idx/rtx/m0.meta",
+					     sub->node[0].meta.len,
+					     LOCO_REGION_REMOTE_READ |
+					     LOCO_REGION_REMOTE_ATOMIC, &rr), 0);
 	ck_assert_uint_eq(rr.off, sub->node[0].meta.off);
 	ck_assert_uint_ne(rr.off, x->node[0].meta.off);
 	ck_assert_int_eq(loco_rtx_worker_create(sub, thr, &sw), 0);
