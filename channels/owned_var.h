@@ -25,11 +25,12 @@
  *	        loco_owned_var_pull(&ov, thr, &cfg);  (owner's value now)
  *
  * Regions: "<channel>.val", one copy: the 8-byte word, or struct
- * loco_ov_hdr followed by the value zero-padded to 8 bytes; and
- * "<channel>.stage", private: push sources (owner), pull buffer (reader);
- * "<channel>.owner<ID>" (8 bytes, unused): every endpoint offers and
- * expects it with the owner id it was given, so endpoints that disagree on
- * the owner fail to join with -LOCO_EMISMATCH. */
+ * loco_ov_hdr followed by the value zero-padded to 8 bytes (peers may
+ * only READ the owner's, only WRITE a reader's); and "<channel>.stage",
+ * private (no remote access): push sources (owner), pull buffer (reader);
+ * "<channel>.owner<ID>" (8 bytes, unused, no remote access): every
+ * endpoint offers and expects it with the owner id it was given, so
+ * endpoints that disagree on the owner fail to join with -LOCO_EMISMATCH. */
 #ifndef LOCO_CHANNELS_OWNED_VAR_H
 #define LOCO_CHANNELS_OWNED_VAR_H
 

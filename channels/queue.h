@@ -36,7 +36,8 @@
  *	loco_queue_try_pop(&q, thr, &v);     (0, or -ENODATA when empty)
  *
  * Sub-channels "<q>/head", "<q>/tail"; region "<q>.cells"
- * (slots_per_node x 8 bytes at every member). */
+ * (slots_per_node x 8 bytes at every member). Peers may READ and CAS/FAA
+ * all of them, never WRITE. */
 #ifndef LOCO_CHANNELS_QUEUE_H
 #define LOCO_CHANNELS_QUEUE_H
 

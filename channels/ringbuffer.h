@@ -37,9 +37,10 @@
  *	reader: loco_ringbuffer_recv(&rb, thr, buf, sizeof(buf), &len, -1);
  *
  * Region "<rb>.ring" (SIZE bytes, every participant; the writer expects
- * it from every reader); "<rb>.writer<ID>" (8 bytes, unused: endpoints
- * that disagree on the writer fail to join with -LOCO_EMISMATCH); the SST
- * "<rb>/acks". */
+ * it from every reader, whose copies peers may only WRITE; the writer's
+ * own is its source, which nobody reaches); "<rb>.writer<ID>" (8 bytes,
+ * unused, no remote access: endpoints that disagree on the writer fail to
+ * join with -LOCO_EMISMATCH); the SST "<rb>/acks". */
 #ifndef LOCO_CHANNELS_RINGBUFFER_H
 #define LOCO_CHANNELS_RINGBUFFER_H
 

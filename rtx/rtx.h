@@ -10,14 +10,15 @@
  * peers to join (they are ready at once; clients come and go):
  *
  *   home node (the lowest hosting node), "<name>/m<id>." +
- *     "super"   epoch and configuration check
- *     "slots"   per thread slot: incarnation, tag high-water mark
- *     "logs"    the log array, one log per thread slot (rTX id)
+ *     "super"   epoch and configuration check (peers: CAS)
+ *     "slots"   per thread slot: incarnation, tag high-water mark (all)
+ *     "logs"    the log array, one log per thread slot (rTX id) (all)
  *   every hosting node, "<name>/m<id>." +
- *     "meta"    meta pool: TXObjs {LLLock, data pointer}
- *     "data"    data pool: fixed-size blocks
- *     "bitmap"  allocation bitmap, one word per 64-block chunk
- *     "chunks"  chunk owner table (slot and incarnation)
+ *     "meta"    meta pool: TXObjs {LLLock, data pointer} (READ, CAS)
+ *     "data"    data pool: fixed-size blocks (READ, WRITE)
+ *     "bitmap"  allocation bitmap, one word per 64-block chunk (READ, WRITE)
+ *     "chunks"  chunk owner table (slot and incarnation) (READ, CAS/FAA)
+ * (in parentheses: the remote access each allows, LOCO_REGION_REMOTE_*)
  *
  * Objects are TXObjs addressed by their remote address (loco_rtx_obj); an
  * object never written reads as null. Each application thread that runs

@@ -180,7 +180,7 @@ def closed_within(s, limit=HANG_S):
     return "connection still open after %g s" % limit
 
 
-def hdr(t, n, ver=4):
+def hdr(t, n, ver=5):
     return struct.pack("<IHHII", 0x4F434F4C, ver, t, n, 0)
 
 

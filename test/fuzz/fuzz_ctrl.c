@@ -8,7 +8,8 @@
  *      a peer that said hello, as an insecure cluster allows);
  *   2..4: a JOIN, REGION_OPEN or REGION_DROP payload straight into node
  *      0's handler, as from authenticated node 1;
- *   5: a message header (loco_hdr_decode).
+ *   5: a message header (loco_hdr_decode);
+ *   6: a REGION_FIND payload into node 0's handler, as from node 1.
  * A node must answer or close; the target waits for the close, so a hang
  * shows up as a libFuzzer timeout. */
 #include <arpa/inet.h>
@@ -124,8 +125,10 @@ static void handler(int which, const uint8_t *p, size_t len)
 		loco_channel_handle_join(node[0], 1, p, len, &reply);
 	else if (which == 3)
 		loco_region_handle_open(node[0], 1, p, len, &reply);
-	else
+	else if (which == 4)
 		loco_region_handle_drop(node[0], 1, p, len, &reply);
+	else
+		loco_region_handle_find(node[0], 1, p, len, &reply);
 	loco_wbuf_fini(&reply);
 }
 
@@ -136,16 +139,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *p = data + 1;
 	size_t len = size - 1;
 	struct loco_msg_hdr h;
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0:
 		raw(node[0], p, len);
 		break;
 	case 1:
 		raw(node[2], p, len);
 		break;
-	case 2: case 3: case 4:
+	case 2: case 3: case 4: case 6:
 		if (len <= LOCO_WIRE_MAX)
-			handler(data[0] % 6, p, len);
+			handler(data[0] % 7, p, len);
 		break;
 	default:
 		if (len >= LOCO_MSG_HDR_LEN)

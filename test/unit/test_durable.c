@@ -280,6 +280,41 @@ START_TEST(down_fails_fast_then_continues)
 }
 END_TEST
 
+/* A region's access outlives restarts: the table keeps it, the keeper's
+ * reopen declares it again (the same descriptor refuses a WRITE before
+ * and after), and a client restarted with other flags is refused. */
+START_TEST(access_survives_restart)
+{
+	const unsigned ra = LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC;
+	struct loco_rregion a, b;
+	uint64_t v = 5, old = 0;
+	mc_start_mem(&mc, true, power_cut);
+	mc_start_self(&mc, 5000);
+	ck_assert_int_eq(loco_thread_create(mc.mgr, &thr), 0);
+	ck_assert_int_eq(loco_region_open_ex(mc.mgr, 0, "t.ra", LEN, ra, &a), 0);
+	ck_assert_int_eq(loco_faa(thr, &a, 0, 2, &old), 0);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), -EACCES);
+	mc_stop_mem(&mc, SIGKILL);
+	ck_assert_int_eq(read_until_error(&a, 0), -LOCO_EDOWN);
+	mc_start_mem(&mc, true, power_cut);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	ck_assert_int_eq(loco_faa(thr, &a, 0, 1, &old), 0);
+	ck_assert_uint_eq(old, 2);
+	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), -EACCES);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	mc_start_self(&mc, 5000);
+	ck_assert_int_eq(loco_thread_create(mc.mgr, &thr), 0);
+	ck_assert_int_eq(loco_region_open(mc.mgr, 0, "t.ra", LEN, &b),
+			 -LOCO_EMISMATCH);
+	ck_assert_int_eq(loco_region_open_ex(mc.mgr, 0, "t.ra", LEN, ra, &b), 0);
+	ck_assert_uint_eq(b.off, a.off);
+	ck_assert_uint_eq(b.access, ra);
+}
+END_TEST
+
 /* A write the dead incarnation never persisted: after the node is back
  * the next persist reports the loss once, and the bytes are indeed gone. */
 START_TEST(unpersisted_loss_reported_once)
@@ -451,6 +486,7 @@ int main(void)
 	tcase_add_test(tc, unpersisted_loss_reported_once);
 	tcase_add_test(tc, volatile_node_lost_then_fresh);
 	tcase_add_test(tc, drop_survives_restart);
+	tcase_add_test(tc, access_survives_restart);
 	tcase_add_test(tc, volatile_node_persist_is_fence);
 	tcase_add_test(tc, concurrent_persists_keep_last);
 	tcase_add_test(tc, bad_restarts_refused);
