@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The remote access of regions (LOCO_REGION_REMOTE_*), on the transport
- * LOCO_TRANSPORT names (shm, shm-weak): every op a region does not allow
+ * LOCO_TRANSPORT names (every one the build has): every op a region does not allow
  * (a WRITE to a read-only region, a CAS to a region without atomic access,
  * anything outside every region) fails with -EACCES, posts nothing and is
  * logged once per region and op; every allowed op works. For plain
@@ -19,6 +19,7 @@
 #include "loco/internal.h"
 #include "test/common/capture.h"
 #include "test/common/cluster.h"
+#include "test/common/skip.h"
 
 #define R LOCO_REGION_REMOTE_READ
 #define W LOCO_REGION_REMOTE_WRITE
@@ -498,6 +499,9 @@ END_TEST
 
 int main(void)
 {
+	int skip = test_transport_skip();
+	if (skip)
+		return skip;
 	Suite *s = suite_create("access");
 	TCase *one = tcase_create("one-node");
 	tcase_add_checked_fixture(one, setup1, teardown);
