@@ -300,12 +300,14 @@ static int takeover_ask(struct loco_mgr *mgr, uint32_t x, uint32_t peer)
 	return r.err ? -LOCO_EPROTO : rc;
 }
 
-/* PEER (a memory node, DOWN, not answering) may have a mirror: the first
- * mirror that takes it over serves it from now on. Compute nodes only. */
-static void fail_over(struct loco_mgr *mgr, uint32_t peer)
+/* PEER (a memory node, DOWN) may have a mirror: the first mirror that
+ * takes it over (it does only if PEER's process is dead) serves it from
+ * now on. Compute nodes only. Whether one did. */
+static bool fail_over(struct loco_mgr *mgr, uint32_t peer)
 {
-	if (mgr->hosts.node[mgr->id].role != LOCO_ROLE_COMPUTE)
-		return;
+	if (mgr->hosts.node[mgr->id].role != LOCO_ROLE_COMPUTE ||
+	    mgr->hosts.node[peer].role != LOCO_ROLE_MEMORY)
+		return false;
 	for (uint32_t x = 0; x <= mgr->hosts.max_id; x++) {
 		if (!is_memory_peer(mgr, x) ||
 		    mgr->hosts.node[x].role != LOCO_ROLE_MIRROR ||
@@ -320,12 +322,14 @@ static void fail_over(struct loco_mgr *mgr, uint32_t peer)
 		loco_warn("peers", "memory node %u failed over to its mirror, "
 			  "node %u", peer, x);
 		route_install(mgr, peer, x);
-		return;
+		return true;
 	}
+	return false;
 }
 
 /* One reconnection attempt to DOWN node PEER: to the mirror serving it
- * if it failed over, else to it, else a fail-over. */
+ * if it failed over; else a fail-over if a mirror takes it (its process
+ * is dead), else to it. */
 static void peer_try(struct loco_mgr *mgr, uint32_t peer)
 {
 	uint32_t to = loco_route(mgr, peer);
@@ -334,11 +338,9 @@ static void peer_try(struct loco_mgr *mgr, uint32_t peer)
 			route_install(mgr, peer, to);
 		return;
 	}
-	if (loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS)) {
-		if (mgr->hosts.node[peer].role == LOCO_ROLE_MEMORY)
-			fail_over(mgr, peer);
+	if (fail_over(mgr, peer) ||
+	    loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS))
 		return;
-	}
 	pthread_mutex_lock(&mgr->peer_lock);
 	bool back = mgr->peer_back[peer];
 	pthread_mutex_unlock(&mgr->peer_lock);
@@ -392,7 +394,9 @@ static void *keeper_main(void *arg)
 		for (unsigned i = 1; i < n; i++)
 			if (pfd[i].revents)
 				conn_check(mgr, ids[i], pfd[i].fd);
-		for (uint32_t p = 0; down && p <= mgr->hosts.max_id; p++)
+		/* Also a node found down just now: its first try (or
+		 * fail-over) need not wait for the next round. */
+		for (uint32_t p = 0; p <= mgr->hosts.max_id; p++)
 			if (is_memory_peer(mgr, p) &&
 			    peer_state(mgr, p) == LOCO_PEER_DOWN)
 				peer_try(mgr, p);

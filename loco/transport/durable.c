@@ -52,7 +52,7 @@ int loco_dsync_from_env(void)
 	};
 	const char *v = getenv("LOCO_DURABLE_SYNC");
 	if (!v || !*v)
-		return LOCO_DSYNC_MSYNC;
+		return LOCO_DSYNC_FDATASYNC;
 	for (int i = 0; i < 3; i++)
 		if (!strcmp(v, names[i]))
 			return i;
@@ -413,7 +413,7 @@ int loco_dimg_mirror_add(struct loco_dimg *own, struct loco_dimg *m,
 		rc = -errno;
 	if (!rc)
 		rc = loco_dimg_load(own->fd, own->len, m->map);
-	if (!rc && msync(m->map, m->len, MS_SYNC))
+	if (!rc && fdatasync(m->fd))
 		rc = -errno;
 	if (!rc)
 		rc = side_write(own, m->mx->path);

@@ -52,8 +52,8 @@
 /* How a FLUSH makes the copied bytes reach stable storage
  * (LOCO_DURABLE_SYNC on the owner; docs/durability.md measures them). */
 enum loco_dsync {
-	LOCO_DSYNC_MSYNC = 0,     /* msync(MS_SYNC) of the flushed pages (default) */
-	LOCO_DSYNC_FDATASYNC = 1, /* fdatasync of the whole image */
+	LOCO_DSYNC_MSYNC = 0,     /* msync(MS_SYNC) of the flushed pages */
+	LOCO_DSYNC_FDATASYNC = 1, /* fdatasync of the whole image (default) */
 	LOCO_DSYNC_NONE = 2,      /* page cache only: survives the node's death,
 				   * not the machine's power loss */
 };
@@ -76,7 +76,7 @@ struct loco_drange {
 };
 
 /* The sync mode LOCO_DURABLE_SYNC names (msync, fdatasync, none), or -1
- * with a warning for anything else; msync when unset. */
+ * with a warning for anything else; fdatasync when unset. */
 int loco_dsync_from_env(void);
 
 /* Start as the owner of DIR/arena.img for an arena of LEN bytes: create it

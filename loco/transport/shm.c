@@ -528,8 +528,11 @@ int loco_shm_take_over(struct loco_tp *tp, uint32_t peer)
 	int rc = loco_dimg_take_over(p, tp->id, tp->img.epoch);
 	if (rc || !tp->mirror)
 		return rc;
-	/* The arena held nothing of PEER's: it becomes the image's copy. */
-	memset(tp->arena + LOCO_DIMG_HDR, 0, tp->len - LOCO_DIMG_HDR);
+	/* The arena held nothing of PEER's: it becomes the image's copy
+	 * (emptied by punching its pages out, not by touching them all). */
+	if (fallocate(tp->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      LOCO_DIMG_HDR, (off_t)(tp->len - LOCO_DIMG_HDR)))
+		memset(tp->arena + LOCO_DIMG_HDR, 0, tp->len - LOCO_DIMG_HDR);
 	rc = loco_dimg_load(tp->img.fd, tp->len, tp->arena);
 	if (!rc)
 		tp->mirror = false;
