@@ -47,6 +47,7 @@ struct opts {
 	const char *mode;
 	uint64_t ops;
 	unsigned rounds, bytes, down_ms;
+	struct loco_opts node;   /* --transport, --arena-mb, --timeout-ms */
 	const char *transport;
 };
 
@@ -56,6 +57,8 @@ struct cl {
 	char hosts[64], key[64], run[64], dir[2][64];
 	int port[3];
 	bool mirror;
+	uint64_t arena;       /* bytes of every node's arena */
+	int timeout_ms;
 	pid_t pid[2];
 	struct loco_mgr *mgr;
 	struct loco_thread *thr;
@@ -70,7 +73,9 @@ static void usage(FILE *f)
 	      "                 (default 8)\n"
 	      "  --rounds R     restart, failover: rounds (default 10)\n"
 	      "  --down-ms MS   restart: the node stays dead this long (default 0)\n"
-	      "  --transport T  shm (default) or shm-weak\n"
+	      "  (node options: --transport shm|shm-weak (default shm),\n"
+	      "  --arena-mb MB (16), --timeout-ms MS; the others are checked but\n"
+	      "  not used: the program makes its own cluster)\n"
 	      "Starts its own loco-memnode processes (LOCO_MEMNODE: the program;\n"
 	      "default: the build's, else PATH's). One JSON line per mode or run.\n",
 	      f);
@@ -84,13 +89,6 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	case 'b': return bench_parse_uint(s, 8, 65536, &o->bytes, expect);
 	case 'r': return bench_parse_uint(s, 1, 10000, &o->rounds, expect);
 	case 'd': return bench_parse_uint(s, 0, 60000, &o->down_ms, expect);
-	case 't':
-		if (strcmp(s, "shm") && strcmp(s, "shm-weak")) {
-			snprintf(expect, BENCH_EXPECT_MAX, "shm or shm-weak");
-			return -1;
-		}
-		o->transport = s;
-		return 0;
 	default: return -1;
 	}
 }
@@ -103,12 +101,27 @@ static int parse(struct opts *o, int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "down-ms", required_argument, NULL, 'd' },
-		{ "transport", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[512];
 	if (bench_wants_help(argc, argv))
 		return 1;
+	/* The node options, checked as every program checks them; the
+	 * cluster is this program's own (its id and hosts file). */
+	setenv("LOCO_NODE_ID", "2", 0);
+	setenv("LOCO_HOSTS", "/dev/null", 0);
+	setenv("LOCO_ARENA_MB", "16", 0);
+	if (loco_opts_parse(&o->node, &argc, argv, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
+		return 2;
+	}
+	o->transport = o->node.transport;
+	if (strcmp(o->transport, "shm") && strcmp(o->transport, "shm-weak")) {
+		fprintf(stderr, PROG ": --transport %s: runs on shm or shm-weak\n",
+			o->transport);
+		return 2;
+	}
 	if (argc < 2 || (strcmp(argv[1], "persist") && strcmp(argv[1], "restart") &&
 			 strcmp(argv[1], "failover"))) {
 		fprintf(stderr, PROG ": %s%s%s (expected persist, restart or "
@@ -159,10 +172,12 @@ static int key_make(char *path)
 
 /* Hosts (0 memory, 1 mirror with MIRROR, then this node), key, run and
  * durable directories. */
-static int cl_init(struct cl *c, bool mirror)
+static int cl_init(struct cl *c, const struct opts *o, bool mirror)
 {
 	memset(c, 0, sizeof(*c));
 	c->mirror = mirror;
+	c->arena = o->node.arena_bytes;
+	c->timeout_ms = o->node.timeout_ms;
 	srandom((unsigned)getpid() ^ (unsigned)time(NULL));
 	for (int i = 0; i < 3; i++) {
 		bool dup;
@@ -229,7 +244,10 @@ static int cl_spawn(struct cl *c, int id, const char *sync, const char *tp)
 		setenv("LOCO_HOSTS", c->hosts, 1);
 		setenv("LOCO_CLUSTER_KEY", c->key, 1);
 		setenv("LOCO_TRANSPORT", tp, 1);
-		setenv("LOCO_ARENA_MB", "16", 1);
+		char mb[24];
+		snprintf(mb, sizeof(mb), "%llu",
+			 (unsigned long long)(c->arena >> 20));
+		setenv("LOCO_ARENA_MB", mb, 1);
 		setenv("LOCO_LOG", "error", 1);
 		if (sync) {
 			setenv("LOCO_DURABLE_DIR", c->dir[id], 1);
@@ -262,8 +280,8 @@ static void cl_kill(struct cl *c, int id)
 
 static int cl_self(struct cl *c, const char *tp)
 {
-	struct loco_opts o = { .node_id = 2, .timeout_ms = WAIT_MS,
-			       .arena_bytes = 16 << 20 };
+	struct loco_opts o = { .node_id = 2, .timeout_ms = c->timeout_ms,
+			       .arena_bytes = c->arena };
 	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", c->hosts);
 	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", c->key);
 	snprintf(o.transport, sizeof(o.transport), "%s", tp);
@@ -316,7 +334,7 @@ static int persist_mode(const struct opts *o, const char *sync)
 	struct bench_lat lat;
 	struct loco_stats s0, s1;
 	uint8_t *buf = calloc(1, o->bytes);
-	int rc = buf ? cl_init(&c, false) : -ENOMEM;
+	int rc = buf ? cl_init(&c, o, false) : -ENOMEM;
 	if (!rc)
 		rc = bench_lat_init(&lat, o->ops);
 	if (!rc)
@@ -442,7 +460,7 @@ static int restart_mode(const struct opts *o)
 {
 	struct cl c;
 	struct bench_lat lat, detect;
-	int rc = cl_init(&c, false);
+	int rc = cl_init(&c, o, false);
 	if (!rc)
 		rc = bench_lat_init(&lat, o->rounds);
 	if (!rc)
@@ -468,7 +486,7 @@ static int failover_round(const struct opts *o, struct bench_lat *lat,
 			  struct bench_lat *detect)
 {
 	struct cl c;
-	int rc = cl_init(&c, true);
+	int rc = cl_init(&c, o, true);
 	if (!rc)
 		rc = cl_spawn(&c, 0, "none", o->transport);
 	if (!rc)
@@ -510,8 +528,7 @@ static int failover_mode(const struct opts *o)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .ops = 2000, .rounds = 10, .bytes = 8,
-			  .transport = "shm" };
+	struct opts o = { .ops = 2000, .rounds = 10, .bytes = 8 };
 	int rc = parse(&o, argc, argv);
 	if (rc == 1)
 		usage(stdout);
