@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* loco-probe (tests only): `write SEED` fills region "probe.data" on the
  * first memory node with a pattern made from SEED; `check SEED` reads it
- * back and exits 1 unless it is intact; `loop SEED SECS` checks it again
- * and again for SECS seconds (a client busy with the memory node while a
- * fault hits it). Node options as every program. */
+ * back and exits 1 unless it is intact; `loop SEED SECS` writes it, then
+ * checks it again and again for SECS seconds (a client busy with the
+ * memory node while a fault hits it). Node options as every program. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = loco_region_open(mgr, (uint32_t)mem, "probe.data",
 				      sizeof(want), &rr);
-	if (!rc && argv[1][0] == 'w')
+	if (!rc && (argv[1][0] == 'w' || loop))
 		rc = loco_write(thr, &rr, 0, want, sizeof(want));
 	do {
 		if (rc || argv[1][0] == 'w')

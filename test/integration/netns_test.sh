@@ -9,6 +9,9 @@
 #    compute nodes; UCX's worker address carries loco0 only);
 #  - --netem-delay-ms: a round trip grows by 2 x the delay, or, on a
 #    kernel without netem, loco-run refuses with exit 2 and the reason;
+#  - an unreachable peer: the memory node's interface taken down under a
+#    busy ucx-tcp client, whose requests then fail after --timeout-ms with
+#    a message naming the node (no hang);
 #  - nothing is left behind: the run's namespaces are gone afterwards,
 #    and those of a loco-run that was SIGKILLed are removed by the next;
 #  - --netns without root is refused (checked through setpriv when it
@@ -108,7 +111,29 @@ else
 fi
 [ "$(left $pid)" -eq 0 ] || fail "namespaces of loco-run $pid left behind"
 
-# 4. A SIGKILLed loco-run leaves its namespaces; the next run removes them.
+# 4. Unreachable: node 0's link goes down under loco-probe's reads.
+"$LR" --netns -m 1 -n 1 --transport ucx-tcp --timeout 60 -- \
+	loco-probe --timeout-ms 1000 loop 7 30 >"$work/down.out" 2>&1 &
+pid=$!
+ns=
+for _ in $(seq 100); do
+	ns=$(ip netns list | awk '{print $1}' | grep "^loco-run-$pid-.*-n0$")
+	[ -n "$ns" ] && grep -q "loco-probe" "$work/down.out" 2>/dev/null && break
+	sleep 0.1
+done
+[ -n "$ns" ] || fail "no namespace of node 0"
+sleep 1
+t0=$SECONDS
+ip -n "$ns" link set loco0 down || fail "cannot take loco0 down in $ns"
+wait $pid
+rc=$?
+[ "$rc" -ne 0 ] || fail "the client went on with its memory node unreachable"
+[ $((SECONDS - t0)) -le 15 ] || fail "the client took $((SECONDS - t0)) s to give up"
+grep -q "no answer from node 0 in time" "$work/down.out" ||
+	fail "no clear message about the unreachable node"
+[ "$(left $pid)" -eq 0 ] || fail "namespaces of loco-run $pid left behind"
+
+# 5. A SIGKILLed loco-run leaves its namespaces; the next run removes them.
 "$LR" --netns -n 2 --timeout 60 -- sleep 30 >"$work/killed.out" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
@@ -125,7 +150,7 @@ sleep 1
 	fail "the run after a SIGKILLed one failed"
 [ "$(left $pid)" -eq 0 ] || fail "stale namespaces of loco-run $pid not removed"
 
-# 5. Without root: refused with the reason.
+# 6. Without root: refused with the reason.
 if command -v setpriv >/dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$LR" --netns -n 1 \
 		-- true >"$work/user.out" 2>&1
