@@ -7,14 +7,18 @@
  *   offers sm, so that peers on the host reach it one-sidedly) and its
  *   rkey is packed once into the arena descriptor.
  * - A target worker per node: every peer's endpoints connect to its
- *   address (in the descriptor too); the progress thread progresses it,
- *   which is where UCX emulates RMA and atomics on TCP.
+ *   address (in the descriptor too); the progress thread progresses it.
+ * - READ, WRITE and atomics: UCX's RMA and atomics (one-sided on shared
+ *   memory and RDMA), or, where UCX_TLS is TCP, loco's own active
+ *   messages executed by the target's handler (ucx_am.c: UCX 1.13's own
+ *   emulation over TCP can abort the target when a requester dies).
  * - A worker per application thread (the CQ) and an endpoint per (thread,
  *   peer) with the peer's rkey unpacked on it (the QP).
  * - The model's per-QP order (docs/ordering.md): a ucp_worker_fence
  *   between any two operations of a thread; a zero-length READ and a
  *   FLUSH are a ucp_ep_flush_nbx, which completes once every earlier
- *   operation of the endpoint is complete at the target.
+ *   operation of the endpoint is complete at the target (with messages:
+ *   nothing to send, they retire after every earlier request's reply).
  * - Names: "ucx" takes UCX_TLS from the environment; "ucx-tcp" and
  *   "ucx-sm" fix it (and a cluster whose nodes name different ones is
  *   refused at HELLO, as for any two transports). */
@@ -116,6 +120,44 @@ static bool tls_may_use_mm(const char *tls)
 	return false;
 }
 
+/* Whether every transport UCX_TLS names is one of NAMES (NULL-terminated). */
+static bool tls_only(const char *tls, const char *const *names)
+{
+	for (const char *p = tls; *p;) {
+		size_t n = strcspn(p, ",");
+		bool known = false;
+		for (const char *const *q = names; *q && !known; q++)
+			known = strlen(*q) == n && !strncmp(p, *q, n);
+		if (!known)
+			return false;
+		p += n + (p[n] == ',');
+	}
+	return true;
+}
+
+/* How READ, WRITE and atomics execute: by loco's own messages (ucx_am.c)
+ * where UCX_TLS is TCP only: UCX 1.13 emulates RMA and atomics there in a
+ * way a dying peer can abort the target process with. By UCX's RMA and
+ * atomics otherwise: one-sided on shared memory and RDMA (messages over
+ * shared memory would go through the target's receive FIFO, which a peer
+ * killed while writing into it leaves stuck). LOCO_UCX_RMA=am|ucx
+ * overrides (docs/ucx.md). */
+static int rma_mode(struct loco_tp *tp)
+{
+	static const char *const tcp[] = { "tcp", "self", NULL };
+	const char *m = getenv("LOCO_UCX_RMA");
+	if (!m || !*m)
+		tp->am = tls_only(tls_of(tp), tcp);
+	else if (!strcmp(m, "am") || !strcmp(m, "ucx"))
+		tp->am = !strcmp(m, "am");
+	else {
+		loco_err(UCX_LOG, "LOCO_UCX_RMA=%s: say am (loco's messages) or ucx "
+			 "(UCX's RMA and atomics)", m);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* ---- open / close ------------------------------------------------------- */
 
 /* UCX's configuration from the environment, with UCX_TLS fixed by the
@@ -163,7 +205,8 @@ static int context_open(struct loco_tp *tp)
 	ucp_params_t p = {
 		.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
 			      UCP_PARAM_FIELD_NAME,
-		.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP,
+		.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP |
+			    (tp->am ? UCP_FEATURE_AM : 0),
 		.mt_workers_shared = 1,
 		.name = "loco",
 	};
@@ -205,6 +248,12 @@ static int target_open(struct loco_tp *tp)
 		loco_err(UCX_LOG, "ucp_worker_get_address: %s", tp->api->status_string(st));
 		tp->api->worker_destroy(tp->target);
 		return ucx_errno(st);
+	}
+	rc = ucx_am_target_init(tp);
+	if (rc) {
+		tp->api->worker_release_address(tp->target, tp->target_addr);
+		tp->api->worker_destroy(tp->target);
+		return rc;
 	}
 	if (tp->target_addr_len > UCX_ADDR_MAX) {
 		loco_err(UCX_LOG, "this node's UCP worker address has %zu bytes, loco's "
@@ -354,7 +403,9 @@ static int open_tls(const struct loco_tp_config *cfg, const char *tls,
 	struct loco_tp *tp = tp_alloc(cfg, api, tls);
 	if (!tp)
 		return -ENOMEM;
-	rc = context_open(tp);
+	rc = rma_mode(tp);
+	if (!rc)
+		rc = context_open(tp);
 	if (rc)
 		goto free_tp;
 	rc = target_open(tp);
@@ -366,9 +417,10 @@ static int open_tls(const struct loco_tp_config *cfg, const char *tls,
 	rc = ucx_progress_start(tp);
 	if (rc)
 		goto close_arena;
-	loco_info(UCX_LOG, "UCX %s (%s), UCX_TLS=%s: %sarena %" PRIu64 " MiB, worker "
-		  "address %zu bytes, rkey %zu bytes", api->get_version_string(),
-		  api->path, tls_of(tp), tp->durable ? "durable " : "",
+	loco_info(UCX_LOG, "UCX %s (%s), UCX_TLS=%s, RMA by %s: %sarena %" PRIu64
+		  " MiB, worker address %zu bytes, rkey %zu bytes",
+		  api->get_version_string(), api->path, tls_of(tp),
+		  tp->am ? "loco's messages" : "UCX", tp->durable ? "durable " : "",
 		  UCX_MIB(tp->arena_len), tp->target_addr_len, tp->rkey_len);
 	*out = tp;
 	return 0;
@@ -424,6 +476,7 @@ static int ucx_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	if (!d)
 		return -ENOMEM;
 	d->node = tp->self;
+	d->flags = tp->am ? UCX_DESC_F_AM : 0;
 	d->arena_addr = (uintptr_t)tp->arena;
 	d->arena_len = tp->arena_len;
 	d->rkey_len = (uint16_t)tp->rkey_len;
@@ -453,6 +506,14 @@ static int ucx_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		loco_err(UCX_LOG, "node %u sent a bad ucx arena descriptor (%zu bytes; expected "
 			 "version %d for node %u, arena %" PRIu64 " bytes, no device memory)",
 			 peer, len, UCX_DESC_VERSION, peer, arena_len);
+	} else if (!(d->flags & UCX_DESC_F_AM) != !tp->am) {
+		/* One kind of atomics per arena: a CPU's on the target, or
+		 * UCX's (a NIC's on RDMA), never both. */
+		loco_err(UCX_LOG, "node %u executes READ, WRITE and atomics by %s, this "
+			 "node by %s: give every node the same UCX_TLS (and LOCO_UCX_RMA)",
+			 peer, d->flags & UCX_DESC_F_AM ? "loco's messages" : "UCX",
+			 tp->am ? "loco's messages" : "UCX");
+		rc = -LOCO_EPROTO;
 	} else {
 		pthread_mutex_lock(&tp->peer_lock);
 		tp->peer[peer] = *d;
@@ -563,6 +624,12 @@ static int ucx_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 		return rc;
 	}
 	cq->tp = tp;
+	rc = ucx_am_cq_init(cq);
+	if (rc) {
+		tp->api->worker_destroy(cq->worker);
+		free(cq);
+		return rc;
+	}
 	pthread_mutex_init(&cq->lock, NULL);
 	atomic_init(&cq->polled_ns, ucx_now_ns());
 	atomic_init(&cq->posted_ns, 0);
@@ -705,6 +772,7 @@ static int ucx_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	q->remote_base = d->arena_addr;
 	q->remote_len = d->arena_len;
 	pthread_mutex_lock(&cq->lock);
+	q->id = cq->next_qp_id++ & ((UINT32_C(1) << (64 - UCX_TOKEN_SEQ_BITS)) - 1);
 	rc = ep_open(q, d);
 	if (!rc) {
 		q->next = cq->qps;
@@ -795,10 +863,10 @@ static void ucx_qp_abort(struct loco_tp_qp *q)
 
 /* ---- data path ---------------------------------------------------------- */
 
-/* Issue W (staged into S) on Q's endpoint: the UCX request, NULL if it
- * completed at once, or an error pointer. */
+/* Issue W (staged into S, sequence number SEQ) on Q's endpoint: the UCX
+ * request, NULL if it completed at once, or an error pointer. */
 static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
-		   const struct ucx_slot *s)
+		   struct ucx_slot *s, uint64_t seq)
 {
 	const struct ucx_api *api = q->cq->tp->api;
 	uint64_t raddr = q->remote_base + w->remote_off;
@@ -806,6 +874,13 @@ static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
 		.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
+	if (q->cq->tp->am) {
+		/* Complete at the target once their replies are in, and retired
+		 * in order: a FLUSH or fence READ has nothing left to wait for. */
+		if (w->opcode == LOCO_OP_FLUSH || (w->opcode == LOCO_OP_READ && !w->len))
+			return NULL;
+		return ucx_am_issue(q, w, s, seq);
+	}
 	switch (w->opcode) {
 	case LOCO_OP_FLUSH:
 		/* Every earlier request complete at the target: placed in its
@@ -847,7 +922,8 @@ static int issue_all(struct loco_tp_qp *q, const struct loco_wr *wr,
 	for (unsigned i = 0; i < n; i++) {
 		ucs_status_t st = cq->fence_due ? api->worker_fence(cq->worker) : UCS_OK;
 		struct ucx_slot *s = ucx_sq_staged(&q->sq, i);
-		void *r = st == UCS_OK ? issue(q, &wr[i], s) : UCS_STATUS_PTR(st);
+		void *r = st == UCS_OK ? issue(q, &wr[i], s, q->sq.head + i) :
+			  UCS_STATUS_PTR(st);
 		if (UCS_PTR_IS_ERR(r)) {
 			int rc = ucx_errno(UCS_PTR_STATUS(r));
 			post_log(q, &wr[i], i, n, rc);

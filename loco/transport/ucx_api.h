@@ -33,6 +33,8 @@
 	X(worker_arm, ucp_worker_arm)                         \
 	X(worker_fence, ucp_worker_fence)                     \
 	X(worker_flush_nbx, ucp_worker_flush_nbx)             \
+	X(worker_set_am_recv_handler, ucp_worker_set_am_recv_handler) \
+	X(am_send_nbx, ucp_am_send_nbx)                       \
 	X(mem_map, ucp_mem_map)                               \
 	X(mem_unmap, ucp_mem_unmap)                           \
 	X(mem_query, ucp_mem_query)                           \

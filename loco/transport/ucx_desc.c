@@ -11,13 +11,13 @@ int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len)
 {
 	if (d->rkey_len > UCX_RKEY_MAX || d->addr_len > UCX_ADDR_MAX)
 		return -EMSGSIZE;
-	if (!d->rkey_len || !d->addr_len || !d->arena_len)
+	if (!d->rkey_len || !d->addr_len || !d->arena_len || (d->flags & ~UCX_DESC_F_AM))
 		return -EINVAL;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
 	loco_put_u32(&w, UCX_DESC_MAGIC);
 	loco_put_u16(&w, UCX_DESC_VERSION);
-	loco_put_u16(&w, 0);
+	loco_put_u16(&w, d->flags);
 	loco_put_u32(&w, d->node);
 	loco_put_u32(&w, 0);
 	loco_put_u64(&w, d->arena_addr);
@@ -42,7 +42,7 @@ int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out)
 	loco_rbuf_init(&r, buf, len);
 	uint32_t magic = loco_get_u32(&r);
 	uint16_t version = loco_get_u16(&r);
-	uint16_t reserved = loco_get_u16(&r);
+	d.flags = loco_get_u16(&r);
 	d.node = loco_get_u32(&r);
 	uint32_t pad = loco_get_u32(&r);
 	d.arena_addr = loco_get_u64(&r);
@@ -50,7 +50,7 @@ int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out)
 	d.rkey_len = loco_get_bytes(&r, d.rkey, sizeof(d.rkey));
 	d.addr_len = loco_get_bytes(&r, d.addr, sizeof(d.addr));
 	if (loco_rbuf_done(&r) || magic != UCX_DESC_MAGIC ||
-	    version != UCX_DESC_VERSION || reserved || pad || !d.rkey_len ||
+	    version != UCX_DESC_VERSION || (d.flags & ~UCX_DESC_F_AM) || pad || !d.rkey_len ||
 	    !d.addr_len || !d.arena_addr || !d.arena_len ||
 	    d.arena_addr + d.arena_len < d.arena_addr)
 		return -LOCO_EPROTO;

@@ -3,7 +3,7 @@
  * node's arena, sent in the control plane's HELLO (docs/formats.md).
  * Little-endian, through loco/wire.h:
  *
- *   u32 magic "UCXL"   u16 version   u16 reserved (0)
+ *   u32 magic "UCXL"   u16 version   u16 flags (UCX_DESC_F_*)
  *   u32 node id        u64 arena address (the rkey's virtual address)
  *   u64 arena length
  *   bytes packed rkey (ucp_rkey_pack; u16 length first)
@@ -24,11 +24,15 @@
 #define UCX_DESC_VERSION 1
 #define UCX_DESC_FIXED 32            /* bytes before the rkey's length */
 #define UCX_RKEY_MAX 512
+/* The node executes READ, WRITE and atomics sent as loco's messages
+ * (ucx_am.c) rather than through UCX's RMA and atomics. */
+#define UCX_DESC_F_AM 0x1
 #define UCX_ADDR_MAX (LOCO_DESC_MAX - UCX_DESC_FIXED - 4 - UCX_RKEY_MAX)
 _Static_assert(UCX_ADDR_MAX >= 1024, "room for a worker address");
 
 struct ucx_desc {
 	uint32_t node;
+	uint16_t flags;
 	uint64_t arena_addr;
 	uint64_t arena_len;
 	uint16_t rkey_len, addr_len;
@@ -40,8 +44,8 @@ struct ucx_desc {
  * rkey or address is longer than this format carries or the whole does
  * not fit CAP, -EINVAL for an empty rkey, address or arena. */
 int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len);
-/* Decode LEN bytes: 0, or -LOCO_EPROTO (wrong magic or version, bad
- * lengths, an empty arena or one that wraps the address space). */
+/* Decode LEN bytes: 0, or -LOCO_EPROTO (wrong magic or version, unknown
+ * flags, bad lengths, an empty arena or one that wraps the address space). */
 int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out);
 
 #pragma GCC visibility pop

@@ -37,9 +37,25 @@
 
 struct loco_tp_cq;
 
+/* The message asking a node to execute a READ, WRITE, CAS or FAA on its
+ * arena (ucx_am.c); little-endian. A WRITE's data follows as the
+ * message's payload. */
+struct ucx_am_req {
+	uint8_t op;                  /* LOCO_OP_* */
+	uint8_t pad[3];
+	uint32_t len;
+	uint64_t token;              /* QP id << UCX_TOKEN_SEQ_BITS | sequence */
+	uint64_t off;                /* in the target's arena */
+	uint64_t a, b;               /* CAS: compare, swap; FAA: a is the addend */
+};
+
 struct loco_tp {
 	const struct ucx_api *api;
 	const char *tls;             /* UCX_TLS the transport's name fixes, or NULL */
+	/* READ, WRITE and atomics executed by loco's own messages (ucx_am.c)
+	 * rather than UCX's RMA and atomics: where UCX_TLS may use TCP, whose
+	 * RMA UCX emulates (LOCO_UCX_RMA overrides; docs/ucx.md) */
+	bool am;
 	uint32_t self;
 	const struct loco_hosts *hosts;
 	int timeout_ms;
@@ -84,6 +100,7 @@ struct loco_tp_cq {
 	 * tear-down by the owner; progress by the progress thread). */
 	pthread_mutex_t lock;
 	bool fence_due;              /* an op was issued since the last fence */
+	uint32_t next_qp_id;         /* for reply tokens (ucx_am.c) */
 	struct loco_tp_qp *qps;      /* this CQ's QPs */
 	/* Hints for the progress thread, read without the lock (relaxed):
 	 * the owner's last progress and post, and whether requests are
@@ -103,7 +120,11 @@ struct loco_tp_qp {
 	uint64_t remote_base;        /* the peer's arena address */
 	uint64_t remote_len;         /* and length */
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
+	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;
+	/* The headers of requests sent as messages, by ring slot: UCX reads
+	 * one until its send completes (1.13 does not copy it at once). */
+	struct ucx_am_req am_hdr[UCX_RING_SLOTS];
 	struct loco_tp_qp *next;     /* cq->qps */
 };
 
@@ -120,6 +141,18 @@ struct ucx_grave {
 int ucx_errno(ucs_status_t st);
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ucx_now_ns(void);
+
+/* ucx_am.c */
+
+/* Register the handler of requests on TP's target worker / of replies on
+ * CQ's worker. 0 or -errno (logged). */
+int ucx_am_target_init(struct loco_tp *tp);
+int ucx_am_cq_init(struct loco_tp_cq *cq);
+/* Send W, staged in S (the request at sequence SEQ of Q) as a message:
+ * the UCX send request, NULL if sent at once, or an error pointer. The
+ * request completes when the reply arrives (S->am_wait). cq->lock held. */
+void *ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *w,
+		   struct ucx_slot *s, uint64_t seq);
 
 /* ucx_progress.c */
 

@@ -2,8 +2,8 @@
 /* The ucx transport's progress thread, one per node:
  *  - it progresses the target worker, the one every peer's endpoints
  *    connect to (application threads lend a hand while they poll:
- *    ucx_target_help). Where UCX has no one-sided path (TCP) it emulates RMA and
- *    atomics with active messages that this worker executes, and every
+ *    ucx_target_help). On TCP peers' READs, WRITEs and atomics are
+ *    messages that this worker's handler executes (ucx_am.c), and every
  *    transport needs it for connection set-up: without it a node would
  *    only serve requests while one of its own threads happened to call
  *    UCX. It spins for LOCO_UCX_SPIN_US (default 20) after any activity,

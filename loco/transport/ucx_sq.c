@@ -216,11 +216,16 @@ static bool slot_settled(struct ucx_sq *sq, struct ucx_slot *s,
 		if (ops->check(ops->ctx, s->req, &st)) {
 			ops->free(ops->ctx, s->req);
 			s->req = NULL;
-			s->status = st;
+			if (!s->status)
+				s->status = st;
 		} else if (!ucx_sq_failed(sq)) {
 			return false;
 		}
 	}
+	/* Sent, the reply still out: wait, unless the send failed or the QP
+	 * did (the reply, if any, is then dropped). */
+	if (s->am_wait && !s->status && !ucx_sq_failed(sq))
+		return false;
 	if (s->status && !ucx_sq_failed(sq)) {
 		sq->fail_seq = sq->tail;
 		sq->fail_status = s->status;
@@ -254,6 +259,18 @@ unsigned ucx_sq_drain(struct ucx_sq *sq, const struct ucx_req_ops *ops,
 		sq->tail++;
 	}
 	return n;
+}
+
+struct ucx_slot *ucx_sq_reply(struct ucx_sq *sq, uint64_t token)
+{
+	const uint64_t mask = (UINT64_C(1) << UCX_TOKEN_SEQ_BITS) - 1;
+	/* The full sequence number: the one at or after the tail with these
+	 * low bits (staged requests, not committed yet, included). */
+	uint64_t seq = sq->tail + (((token & mask) - sq->tail) & mask);
+	if (seq - sq->tail >= UCX_RING_SLOTS)
+		return NULL;
+	struct ucx_slot *s = &sq->slot[seq & UCX_RING_MASK];
+	return s->am_wait && s->token == token ? s : NULL;
 }
 
 unsigned ucx_sq_reap(struct ucx_sq *sq, const struct ucx_req_ops *ops)

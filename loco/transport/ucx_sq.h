@@ -52,6 +52,11 @@ struct ucx_slot {
 	uint8_t heap;         /* BUF is malloc'd */
 	uint8_t silent;       /* issued as part of a refused batch: never reported */
 	uint8_t uses_bounce;
+	/* Executed by loco's messages (ucx_am.c): the target's reply, which
+	 * carries TOKEN, has not arrived yet. */
+	uint8_t am_wait;
+	uint8_t am_op;        /* its opcode */
+	uint64_t token;
 };
 
 struct ucx_bounce {
@@ -129,12 +134,19 @@ void ucx_sq_refused(struct ucx_sq *sq, unsigned k, unsigned n,
 /* The QP failed (endpoint error, abort): every outstanding request fails;
  * the first signalled one gets STATUS. A no-op if it already failed. */
 void ucx_sq_fail(struct ucx_sq *sq, int status);
-/* Retire requests in post order while they are complete (or the QP
- * failed): copy results out of successful READs and atomics, release
+/* Retire requests in post order while they are complete (their UCX
+ * request done and, for a request executed by a message, its reply in: see
+ * ucx_sq_reply; or the QP failed): copy results out of successful READs and atomics, release
  * their memory, write one completion per signalled request into OUT (at
  * most MAX). Returns the number written. */
 unsigned ucx_sq_drain(struct ucx_sq *sq, const struct ucx_req_ops *ops,
 		      struct loco_cqe *out, unsigned max);
+/* The slot of a request executed by a message whose reply carries TOKEN
+ * (sequence number in its low UCX_TOKEN_SEQ_BITS), if it still awaits
+ * it; else NULL (retired, its QP failed: the reply is dropped). The
+ * caller fills the result into the slot's buffer and clears am_wait. */
+#define UCX_TOKEN_SEQ_BITS 40
+struct ucx_slot *ucx_sq_reply(struct ucx_sq *sq, uint64_t token);
 /* Check the orphans; free the finished ones. Returns how many still run. */
 unsigned ucx_sq_reap(struct ucx_sq *sq, const struct ucx_req_ops *ops);
 

@@ -9,6 +9,9 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +31,7 @@
 
 static struct ucx_desc desc_sample(void)
 {
-	struct ucx_desc d = { .node = 7, .arena_addr = 0x7f0000001000,
+	struct ucx_desc d = { .node = 7, .flags = UCX_DESC_F_AM, .arena_addr = 0x7f0000001000,
 			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116 };
 	for (unsigned i = 0; i < d.rkey_len; i++)
 		d.rkey[i] = (uint8_t)(i * 3 + 1);
@@ -46,6 +49,7 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(len, UCX_DESC_FIXED + 4 + d.rkey_len + d.addr_len);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
 	ck_assert_uint_eq(out.node, 7);
+	ck_assert_uint_eq(out.flags, UCX_DESC_F_AM);
 	ck_assert_uint_eq(out.arena_addr, d.arena_addr);
 	ck_assert_uint_eq(out.arena_len, d.arena_len);
 	ck_assert_uint_eq(out.rkey_len, d.rkey_len);
@@ -75,6 +79,9 @@ START_TEST(desc_pack_refuses)
 	d = desc_sample();
 	d.arena_len = 0;
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
+	d = desc_sample();
+	d.flags = 2;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 }
 END_TEST
 
@@ -95,7 +102,7 @@ START_TEST(desc_unpack_refuses)
 {
 	ck_assert_int_eq(unpack_mutated(0, 'X', 0), -LOCO_EPROTO);   /* magic */
 	ck_assert_int_eq(unpack_mutated(4, 9, 0), -LOCO_EPROTO);     /* version */
-	ck_assert_int_eq(unpack_mutated(6, 1, 0), -LOCO_EPROTO);     /* reserved */
+	ck_assert_int_eq(unpack_mutated(6, 3, 0), -LOCO_EPROTO);     /* unknown flag */
 	ck_assert_int_eq(unpack_mutated(12, 1, 0), -LOCO_EPROTO);    /* padding */
 	ck_assert_int_eq(unpack_mutated(0, -1, -1), -LOCO_EPROTO);   /* cut short */
 	ck_assert_int_eq(unpack_mutated(0, -1, 1), -LOCO_EPROTO);    /* trailing byte */
@@ -373,6 +380,55 @@ START_TEST(sq_refused_batch)
 }
 END_TEST
 
+/* Requests executed by messages (ucx_am.c): a request retires only once
+ * its send completed and its reply came; a reply finds its slot by token
+ * and is dropped once the request is gone (retired, its QP failed). */
+START_TEST(sq_replies)
+{
+	ck_assert_int_eq(ucx_sq_init(&sq, 4), 0);
+	uint64_t a = 0, src = 5;
+	struct fake_req r[3] = { { 0 } };
+	struct fake_req *req[3] = { &r[0], &r[1], &r[2] };
+	struct loco_wr w[3] = { wr_read(1, 64, &a, 8), wr_write(2, 72, &src, 8),
+				wr_read(3, 80, &a, 8) };
+	w[0].signaled = w[1].signaled = w[2].signaled = 1;
+	uint64_t bhead;
+	ck_assert_int_eq(ucx_sq_stage(&sq, w, 3, ARENA, &bhead), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct ucx_slot *s = ucx_sq_staged(&sq, i);
+		s->req = req[i];
+		s->am_wait = 1;
+		s->token = (UINT64_C(9) << UCX_TOKEN_SEQ_BITS) | i;
+	}
+	ucx_sq_commit(&sq, 3, bhead);
+	struct loco_cqe c[4];
+	r[0].done = r[1].done = 1;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 0); /* no reply yet */
+	ck_assert_ptr_null(ucx_sq_reply(&sq, (UINT64_C(8) << UCX_TOKEN_SEQ_BITS) | 0));
+	ck_assert_ptr_null(ucx_sq_reply(&sq, (UINT64_C(9) << UCX_TOKEN_SEQ_BITS) | 7));
+	struct ucx_slot *s0 = ucx_sq_reply(&sq, (UINT64_C(9) << UCX_TOKEN_SEQ_BITS) | 0);
+	ck_assert_ptr_eq(s0, &sq.slot[0]);
+	memcpy(s0->buf, "\x2a\0\0\0\0\0\0\0", 8);
+	s0->am_wait = 0;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 1);
+	ck_assert_uint_eq(a, 42);
+	/* The reply of the WRITE says the target refused it: the QP fails
+	 * from it on, and the READ's late reply is dropped. */
+	struct ucx_slot *s1 = ucx_sq_reply(&sq, (UINT64_C(9) << UCX_TOKEN_SEQ_BITS) | 1);
+	ck_assert_ptr_nonnull(s1);
+	s1->status = -EINVAL;
+	s1->am_wait = 0;
+	ck_assert_uint_eq(ucx_sq_drain(&sq, &fake_ops, c, 4), 2);
+	ck_assert_int_eq(c[0].status, -EINVAL);
+	ck_assert_int_eq(c[1].status, -LOCO_EQP);
+	ck_assert_ptr_null(ucx_sq_reply(&sq, (UINT64_C(9) << UCX_TOKEN_SEQ_BITS) | 2));
+	ck_assert_uint_eq(sq.orphans, 1); /* the READ's send still ran */
+	r[2].done = 1;
+	ck_assert_uint_eq(ucx_sq_reap(&sq, &fake_ops), 0);
+	ucx_sq_fini(&sq, false);
+}
+END_TEST
+
 START_TEST(status_map)
 {
 	ck_assert_int_eq(ucx_errno(UCS_OK), 0);
@@ -400,6 +456,18 @@ static struct loco_tp_qp *qp;
 /* ucx-tcp and ucx-sm: the names that fix UCX_TLS. */
 static const struct loco_transport_ops *const named[] = { &loco_ucx_tcp_ops,
 							   &loco_ucx_sm_ops };
+
+/* The loop tests' variants: ucx-tcp and ucx-sm as they run (loco's
+ * messages on TCP, UCX's RMA on shared memory), then each with the other
+ * way of executing requests (LOCO_UCX_RMA). Each test runs in a process
+ * of its own (check forks), so the variable stays there. */
+#define VARIANTS 4
+static const struct loco_transport_ops *variant(int i)
+{
+	if (i >= 2)
+		setenv("LOCO_UCX_RMA", i == 2 ? "ucx" : "am", 1);
+	return named[i % 2];
+}
 
 /* Open a one-node transport (CFG) with a QP to itself. */
 static void node_open_cfg(const struct loco_transport_ops *o,
@@ -458,7 +526,7 @@ static int run(struct loco_wr *w, unsigned n)
 
 START_TEST(ops_every_opcode)
 {
-	node_open(named[_i]);
+	node_open(variant(_i));
 	uint8_t *arena = ops->arena_base(tp);
 	uint64_t data[8], back[8] = { 0 }, old = 1, zero = 0;
 	for (unsigned i = 0; i < 8; i++)
@@ -519,7 +587,7 @@ END_TEST
 
 START_TEST(ops_large_and_bounds)
 {
-	node_open(named[_i]);
+	node_open(variant(_i));
 	size_t n = 200 * 1024;
 	uint8_t *src = malloc(n), *dst = calloc(1, n);
 	for (size_t i = 0; i < n; i++)
@@ -544,7 +612,7 @@ END_TEST
 
 START_TEST(ops_abort)
 {
-	node_open(named[_i]);
+	node_open(variant(_i));
 	uint64_t x = 0;
 	struct loco_wr w = { .opcode = LOCO_OP_READ, .len = 8, .remote_off = 64,
 			     .local = &x, .signaled = 1, .wr_id = 5 };
@@ -571,7 +639,7 @@ START_TEST(ops_durable)
 	cfg.power_cut = true;
 	ck_assert_int_eq(loco_ucx_tcp_ops.open(&cfg, &tp), -EOPNOTSUPP);
 	cfg.power_cut = false;
-	node_open_cfg(named[_i], &cfg);
+	node_open_cfg(variant(_i), &cfg);
 	uint64_t v = 0xfeedfacecafebeef, got = 0;
 	struct loco_wr w[2] = {
 		{ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 4096, .local = &v },
@@ -612,6 +680,15 @@ START_TEST(peer_add_refuses)
 	ck_assert_int_eq(with_dm, -LOCO_EPROTO);
 	ck_assert_int_eq(garbage, -LOCO_EPROTO);
 	ck_assert_msg(count_substr(log, "sent a bad ucx arena descriptor") == 4, "log: %s", log);
+	/* A node that executes requests the other way (its flags). */
+	desc[6] ^= UCX_DESC_F_AM;
+	capture_start(&cap);
+	int other_way = ops->peer_add(tp, 0, desc, len, 1 << 20, 0);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(other_way, -LOCO_EPROTO);
+	ck_assert_msg(strstr(log, "node 0 executes READ, WRITE and atomics by UCX, this "
+			      "node by loco's messages: give every node the same UCX_TLS"),
+		      "log: %s", log);
 	struct loco_tp_qp *q2;
 	ck_assert_int_eq(ops->qp_create(tp, cq, 1, &q2), -EINVAL); /* not in hosts */
 	node_close();
@@ -653,6 +730,98 @@ START_TEST(open_no_usable_transport)
 }
 END_TEST
 
+START_TEST(open_bad_rma_mode)
+{
+	char log[4096];
+	setenv("LOCO_UCX_RMA", "maybe", 1);
+	ck_assert_int_eq(open_captured(log, sizeof(log)), -EINVAL);
+	ck_assert_msg(strstr(log, "LOCO_UCX_RMA=maybe: say am"), "log: %s", log);
+}
+END_TEST
+
+/* ---- a requester that dies ------------------------------------------------ */
+
+/* The requester process (this binary, --requester DESC VARIANT): node 0's
+ * arena descriptor in file DESC; it hammers that arena with batches of
+ * READs, WRITEs, CASes and FAAs until it is killed. */
+static int requester(const char *path, int v)
+{
+	uint8_t desc[LOCO_DESC_MAX];
+	FILE *f = fopen(path, "rb");
+	size_t len = f ? fread(desc, 1, sizeof(desc), f) : 0;
+	if (f)
+		fclose(f);
+	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
+	loco_log_set_level(LOCO_LOG_ERR);
+	ops = variant(v);
+	if (!len || ops->open(&cfg, &tp) || ops->peer_add(tp, 0, desc, len, 1 << 20, 0) ||
+	    ops->cq_create(tp, &cq) || ops->qp_create(tp, cq, 0, &qp))
+		return 1;
+	static uint8_t buf[16][4096];
+	uint64_t one = 1;
+	for (uint64_t round = 0;; round++) {
+		struct loco_wr w[16];
+		for (unsigned i = 0; i < 16; i++) {
+			uint64_t off = ((round * 16 + i) * 4096) % ((1 << 20) - 4096);
+			w[i] = (struct loco_wr){ .opcode = i % 4, .len = i % 4 < 2 ? 4096 : 8,
+						 .remote_off = off, .local = buf[i],
+						 .compare = 0, .operand = one };
+		}
+		w[15].signaled = 1;
+		if (ops->post(qp, w, 16))
+			return 1;
+		struct loco_cqe c;
+		int k;
+		while (!(k = ops->poll(cq, &c, 1)))
+			;
+		if (k < 0 || c.status)
+			return 1;
+	}
+}
+
+/* Requesters SIGKILLed with requests in flight to this node, again and
+ * again: the node serves the next one (UCX 1.13's own emulation of RMA
+ * over TCP aborted the target when the answer to a dead requester could
+ * not be sent; loco's messages fail that answer quietly). */
+START_TEST(target_survives_dead_requesters)
+{
+	node_open(variant(_i));
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t len = sizeof(desc);
+	ck_assert_int_eq(ops->arena_desc(tp, desc, &len), 0);
+	char path[] = "/tmp/loco-test-ucx-desc-XXXXXX", vs[8];
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, desc, len), (ssize_t)len);
+	close(fd);
+	snprintf(vs, sizeof(vs), "%d", _i);
+	srand((unsigned)time(NULL));
+	for (int k = 0; k < 12; k++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			execl("/proc/self/exe", "test_ucx", "--requester", path, vs, (char *)NULL);
+			_exit(127);
+		}
+		usleep(100000 + (useconds_t)(rand() % 150000));
+		int wst;
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+		ck_assert_msg(WIFSIGNALED(wst), "the requester stopped on its own: %d", wst);
+	}
+	unlink(path);
+	/* Still serving: a WRITE and a READ of its own. */
+	uint64_t v = 77, got = 0;
+	struct loco_wr w[2] = {
+		{ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 8, .local = &v },
+		{ .opcode = LOCO_OP_READ, .len = 8, .remote_off = 8, .local = &got },
+	};
+	ck_assert_int_eq(run(w, 2), 0);
+	ck_assert_uint_eq(got, 77);
+	node_close();
+}
+END_TEST
+
 static Suite *ucx_suite(void)
 {
 	Suite *s = suite_create("ucx");
@@ -669,22 +838,29 @@ static Suite *ucx_suite(void)
 	tcase_add_test(t, sq_memory);
 	tcase_add_test(t, sq_failure_rules);
 	tcase_add_test(t, sq_refused_batch);
+	tcase_add_test(t, sq_replies);
 	suite_add_tcase(s, t);
 	t = tcase_create("ops");
 	tcase_set_timeout(t, 60);
-	tcase_add_loop_test(t, ops_every_opcode, 0, 2);
-	tcase_add_loop_test(t, ops_large_and_bounds, 0, 2);
-	tcase_add_loop_test(t, ops_abort, 0, 2);
-	tcase_add_loop_test(t, ops_durable, 0, 2);
+	tcase_add_loop_test(t, ops_every_opcode, 0, VARIANTS);
+	tcase_add_loop_test(t, ops_large_and_bounds, 0, VARIANTS);
+	tcase_add_loop_test(t, ops_abort, 0, VARIANTS);
+	tcase_add_loop_test(t, ops_durable, 0, VARIANTS);
 	tcase_add_test(t, peer_add_refuses);
 	tcase_add_test(t, open_library_missing);
 	tcase_add_test(t, open_no_usable_transport);
+	tcase_add_test(t, open_bad_rma_mode);
+	/* ucx-tcp and ucx-sm as they run: LOCO_UCX_RMA=ucx on TCP (variant
+	 * 2) is the case that aborts (docs/ucx.md). */
+	tcase_add_loop_test(t, target_survives_dead_requesters, 0, 2);
 	suite_add_tcase(s, t);
 	return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "--requester"))
+		return requester(argv[2], atoi(argv[3]));
 	SRunner *r = srunner_create(ucx_suite());
 	srunner_run_all(r, CK_NORMAL);
 	int failed = srunner_ntests_failed(r);
