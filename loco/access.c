@@ -15,9 +15,9 @@
  * op), and then carries that region's key. An address in no known region
  * of a peer is asked for once (REGION_FIND) before it is refused. The
  * inline path (loco.h) checks the access a descriptor carries, which the
- * core set from the same declaration. Each thread keeps a copy of the last
- * region it used at each node, valid while the table's generation stays:
- * a repeated op takes no lock. */
+ * core set from the same declaration. Each thread keeps copies of the last
+ * few regions it used at each node, valid while the table's generation
+ * stays: an op on one of them takes no lock. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,16 +203,49 @@ uint32_t loco_region_key(struct loco_mgr *mgr, const struct loco_region *reg)
 
 /* ---- the check ------------------------------------------------------------------ */
 
-static bool cache_hit(const struct loco_thread *thr, uint32_t node,
-		      uint32_t space, uint64_t at, uint64_t len)
+static bool cache_holds(const struct loco_rcache *c, uint64_t gen,
+			uint32_t space, uint64_t at, uint64_t len)
 {
-	const struct loco_rcache *c = &thr->rcache[node];
-	/* Acquire: pairs with the release in ent_remove: an unchanged
-	 * generation means the copied entry is still in the table. */
-	return c->gen == atomic_load_explicit(&thr->mgr->rtab[node].gen,
-					      memory_order_acquire) &&
-	       c->space == space && at - c->off <= c->len &&
+	return c->gen == gen && c->space == space && at - c->off <= c->len &&
 	       len <= c->len - (at - c->off);
+}
+
+/* The entry of THR's cache for NODE that holds [AT, AT+LEN) of SPACE,
+ * swapped to the front, or NULL. */
+static const struct loco_rcache *cache_hit(struct loco_thread *thr,
+					   uint32_t node, uint32_t space,
+					   uint64_t at, uint64_t len)
+{
+	struct loco_rcache *c = thr->rcache[node];
+	/* Acquire: pairs with the release in ent_remove: an unchanged
+	 * generation means the copied entries are still in the table. */
+	uint64_t gen = atomic_load_explicit(&thr->mgr->rtab[node].gen,
+					    memory_order_acquire);
+	if (cache_holds(&c[0], gen, space, at, len))
+		return &c[0];
+	for (unsigned i = 1; i < LOCO_RCACHE_WAYS; i++) {
+		if (!cache_holds(&c[i], gen, space, at, len))
+			continue;
+		struct loco_rcache hit = c[i];
+		c[i] = c[0];
+		c[0] = hit;
+		return &c[0];
+	}
+	return NULL;
+}
+
+/* Put a copy of E (table generation GEN) first in THR's cache for NODE. */
+static const struct loco_rcache *cache_fill(struct loco_thread *thr,
+					    uint32_t node,
+					    const struct loco_rent *e,
+					    uint64_t gen)
+{
+	struct loco_rcache *c = thr->rcache[node];
+	memmove(&c[1], &c[0], (LOCO_RCACHE_WAYS - 1) * sizeof(*c));
+	c[0] = (struct loco_rcache){ .gen = gen, .off = e->off, .len = e->len,
+				     .space = e->space, .access = e->access,
+				     .key = e->key };
+	return &c[0];
 }
 
 /* Log a refused OPCODE on E at NODE once per kind of op (read lock held). */
@@ -247,10 +280,12 @@ static void outside_log(struct loco_mgr *mgr, uint32_t node, uint32_t space,
 }
 
 /* Look [AT, AT+LEN) of SPACE at NODE up for OPCODE (OPCODE > FAA: only
- * find the region): 0 and THR's cache filled, -EACCES if the region does
- * not allow it (LOG: say so once), -ENOENT if no known region holds it. */
+ * find the region): 0 and *OUT the copy put first in THR's cache, -EACCES
+ * if the region does not allow it (LOG: say so once), -ENOENT if no known
+ * region holds it. */
 static int lookup(struct loco_thread *thr, uint32_t node, uint32_t space,
-		  uint64_t at, uint64_t len, unsigned opcode, bool log)
+		  uint64_t at, uint64_t len, unsigned opcode, bool log,
+		  const struct loco_rcache **out)
 {
 	struct loco_rtab *t = &thr->mgr->rtab[node];
 	int rc = -ENOENT;
@@ -261,28 +296,28 @@ static int lookup(struct loco_thread *thr, uint32_t node, uint32_t space,
 			refuse_log(node, (struct loco_rent *)e, opcode, at, len);
 		rc = -EACCES;
 	} else if (e) {
-		thr->rcache[node] = (struct loco_rcache){
-			/* Relaxed: read under the lock that orders it. */
-			.gen = atomic_load_explicit(&t->gen, memory_order_relaxed),
-			.off = e->off, .len = e->len, .space = e->space,
-			.access = e->access, .key = e->key };
+		/* Relaxed: read under the lock that orders it. */
+		*out = cache_fill(thr, node, e, atomic_load_explicit(
+			&t->gen, memory_order_relaxed));
 		rc = 0;
 	}
 	pthread_rwlock_unlock(&t->lock);
 	return rc;
 }
 
-/* [AT, AT+LEN) of NODE's SPACE in THR's cache, asking NODE for the region
- * if this node knows none there; LOG: refusals are logged. */
+/* The region holding [AT, AT+LEN) of NODE's SPACE, from THR's cache or the
+ * table (asking NODE for it if this node knows none there) into *OUT; LOG:
+ * refusals are logged. 0 or -EACCES. */
 static int resolve(struct loco_thread *thr, uint32_t node, uint32_t space,
-		   uint64_t at, uint64_t len, unsigned opcode, bool log)
+		   uint64_t at, uint64_t len, unsigned opcode, bool log,
+		   const struct loco_rcache **out)
 {
-	if (cache_hit(thr, node, space, at, len))
+	if ((*out = cache_hit(thr, node, space, at, len)))
 		return 0;
-	int rc = lookup(thr, node, space, at, len, opcode, log);
+	int rc = lookup(thr, node, space, at, len, opcode, log, out);
 	if (rc == -ENOENT && node != thr->mgr->id &&
 	    !loco_region_find(thr->mgr, node, space, at, len))
-		rc = lookup(thr, node, space, at, len, opcode, log);
+		rc = lookup(thr, node, space, at, len, opcode, log, out);
 	if (rc == -ENOENT && log)
 		outside_log(thr->mgr, node, space, opcode, at, len);
 	return rc ? -EACCES : 0;
@@ -292,12 +327,12 @@ int loco_access_check(struct loco_thread *thr, uint32_t node, uint32_t space,
 		      uint64_t at, uint64_t len, unsigned opcode,
 		      uint32_t *key, uint64_t *key_off)
 {
-	int rc = resolve(thr, node, space, at, len, opcode, true);
+	const struct loco_rcache *c;
+	int rc = resolve(thr, node, space, at, len, opcode, true, &c);
 	if (rc)
 		return rc;
-	const struct loco_rcache *c = &thr->rcache[node];
 	if (!(c->access & loco_op_access(opcode)))
-		return lookup(thr, node, space, at, len, opcode, true);
+		return lookup(thr, node, space, at, len, opcode, true, &c);
 	*key = c->key;
 	*key_off = c->off;
 	return 0;
@@ -335,11 +370,11 @@ int loco_region_at(struct loco_mgr *mgr, uint32_t node, uint32_t space,
 int loco_access_region(struct loco_thread *thr, uint32_t node, uint64_t at,
 		       uint64_t len, struct loco_rregion *out)
 {
+	const struct loco_rcache *c;
 	int rc = resolve(thr, node, LOCO_SPACE_ARENA, at, len, LOCO_OP_FLUSH,
-			 false);
+			 false, &c);
 	if (rc)
 		return rc;
-	const struct loco_rcache *c = &thr->rcache[node];
 	*out = (struct loco_rregion){ .node = node, .space = c->space,
 				      .off = c->off, .len = c->len,
 				      .access = c->access };

@@ -73,7 +73,9 @@ struct loco_rtab {
 	_Atomic bool outside_logged; /* an op outside every region: logged */
 };
 
-/* A thread's copy of the last region it used at one node. */
+/* A thread's copy of a region it used at one node; it keeps the last
+ * LOCO_RCACHE_WAYS of each node, the latest first. */
+#define LOCO_RCACHE_WAYS 4
 struct loco_rcache {
 	uint64_t gen;            /* the table's GEN it was copied at; 0: none */
 	uint64_t off, len;
@@ -99,7 +101,7 @@ struct loco_thread {
 	struct loco_hist_buf *hist;   /* history recorder, NULL when off */
 	int cpu;              /* first CPU of its binding, -1 if not bound */
 	struct loco_thread *next;
-	struct loco_rcache rcache[LOCO_MAX_NODES]; /* owner only */
+	struct loco_rcache rcache[LOCO_MAX_NODES][LOCO_RCACHE_WAYS]; /* owner only */
 };
 static_assert(offsetof(struct loco_thread, hot) == 0,
 	      "loco_thread_hot() casts the thread to its hot part");
