@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define CHUNK_WORDS_PER_READ (RTX_SCAN_BYTES / 8)
@@ -415,7 +414,7 @@ static int claim_one(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx,
 	rc = rtx_persist(w);
 	if (rc)
 		return rc;
-	loco_crash_point("rtx.alloc_after_claim");
+	rtx_crash_point("rtx.alloc_after_claim");
 	RTX_INC(w, chunk_claims);
 	*got = true;
 	return claim_add(w, ni, idx);
@@ -529,9 +528,14 @@ static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
 	}
 }
 
+/* The first free block from the chunk the last one came from: most
+ * owned chunks are full between scans, so the search starts where the
+ * free blocks are. */
 static bool take_block(struct rtx_pool *p, uint64_t *block)
 {
-	for (unsigned i = 0; i < p->n; i++) {
+	for (unsigned k = 0, i = p->cur; k < p->n; k++, i++) {
+		if (i >= p->n)
+			i = 0;
 		struct rtx_chunk *c = &p->ch[i];
 		if (!c->free)
 			continue;
@@ -539,6 +543,7 @@ static bool take_block(struct rtx_pool *p, uint64_t *block)
 		c->free &= c->free - 1;
 		c->alloc |= UINT64_C(1) << b;
 		*block = (uint64_t)c->idx * LOCO_RTX_CHUNK_BLOCKS + b;
+		p->cur = i;
 		return true;
 	}
 	return false;

@@ -42,7 +42,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 /* ---- batches that post themselves when full ------------------------------ */
@@ -200,6 +199,8 @@ int rtx_release_prelocks(struct loco_rtx_worker *w)
 {
 	struct rtx_batch bt;
 	struct loco_ack ack = { 0, 0 };
+	if (!w->prelocked)
+		return 0;
 	bt_init(&bt, w, &ack);
 	for (unsigned i = 0; i < w->nr; i++) {
 		struct rtx_rent *r = &w->rs[i];
@@ -325,7 +326,7 @@ static int lock_and_validate(struct loco_rtx_worker *w, struct rtx_batch *bt0,
 		return rc;
 	*ok = locks_check(w, acquired);
 	if (*ok)
-		loco_crash_point(w->nw == 1 && !w->x->o.no_opt1 ?
+		rtx_crash_point(w->nw == 1 && !w->x->o.no_opt1 ?
 				 "rtx.opt1_after_lock" : "rtx.after_lock");
 	if (*ok && !w->single_node) {
 		bt_init(&bt, w, &w->ack);
@@ -380,30 +381,37 @@ static int exec_guard(struct loco_rtx_worker *w, struct rtx_exec *e)
 	return 1;
 }
 
+void rtx_exec_locate(const struct loco_rtx *x,
+		     const struct loco_rtx_log_ent *ent, unsigned n,
+		     struct rtx_loc *loc)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t ni = 0, idx = 0;
+		bool ok = !rtx_locate(x, ent[i].mptr, &ni, &idx);
+		loc[i] = (struct rtx_loc){ ok ? rtx_meta(x, ni) : NULL,
+					   (uint64_t)idx * RTX_META_LEN };
+	}
+}
+
 static void post_installs(struct loco_rtx_worker *w, const struct rtx_exec *e,
 			  struct rtx_batch *bt, unsigned from, unsigned to)
 {
-	for (unsigned i = from; i < to; i++) {
-		uint32_t ni, idx;
-		if (rtx_locate(w->x, e->ent[i].mptr, &ni, &idx))
-			continue;
-		bt_cas(bt, rtx_meta(w->x, ni),
-		       (uint64_t)idx * RTX_META_LEN + RTX_DPTR_OFF,
-		       e->ent[i].old_dptr, e->ent[i].new_dptr, &w->xres[i]);
-	}
+	for (unsigned i = from; i < to; i++)
+		if (e->loc[i].meta)
+			bt_cas(bt, e->loc[i].meta, e->loc[i].off + RTX_DPTR_OFF,
+			       e->ent[i].old_dptr, e->ent[i].new_dptr,
+			       &w->xres[i]);
 }
 
 static void post_releases(struct loco_rtx_worker *w, const struct rtx_exec *e,
 			  struct rtx_batch *bt, unsigned from, unsigned to)
 {
 	for (unsigned i = from; i < to; i++) {
-		uint32_t ni, idx;
-		if (rtx_locate(w->x, e->ent[i].mptr, &ni, &idx))
+		if (!e->loc[i].meta)
 			continue;
 		uint64_t rel = e->release ? e->release[i] : rtx_fresh_version(w);
-		bt_cas(bt, rtx_meta(w->x, ni),
-		       (uint64_t)idx * RTX_META_LEN + RTX_LOCK_OFF, e->lockv,
-		       rel, &w->xres[LOCO_RTX_WRITES_MAX + i]);
+		bt_cas(bt, e->loc[i].meta, e->loc[i].off + RTX_LOCK_OFF,
+		       e->lockv, rel, &w->xres[LOCO_RTX_WRITES_MAX + i]);
 	}
 }
 
@@ -444,14 +452,14 @@ static int exec_installs(struct loco_rtx_worker *w, struct rtx_exec *e)
 {
 	struct rtx_batch bt;
 	struct loco_ack ack = { 0, 0 };
-	unsigned first = loco_crash_armed("rtx.mid_install") && e->n > 1 ?
+	unsigned first = rtx_crash_armed("rtx.mid_install") && e->n > 1 ?
 			 1 : e->n;
 	bt_init(&bt, w, &ack);
 	post_installs(w, e, &bt, 0, first);
 	int rc = bt_run(&bt, w);
 	if (rc || first == e->n)
 		return rc;
-	loco_crash_point("rtx.mid_install");
+	rtx_crash_point("rtx.mid_install");
 	bt_init(&bt, w, &ack);
 	post_installs(w, e, &bt, first, e->n);
 	return bt_run(&bt, w);
@@ -461,15 +469,15 @@ static int exec_releases(struct loco_rtx_worker *w, struct rtx_exec *e)
 {
 	struct rtx_batch bt;
 	struct loco_ack ack = { 0, 0 };
-	unsigned first = loco_crash_armed("rtx.mid_release") && e->n > 1 ?
+	unsigned first = rtx_crash_armed("rtx.mid_release") && e->n > 1 ?
 			 1 : e->n;
-	loco_crash_point("rtx.before_release");
+	rtx_crash_point("rtx.before_release");
 	bt_init(&bt, w, &ack);
 	post_releases(w, e, &bt, 0, first);
 	int rc = bt_run(&bt, w);
 	if (rc || first == e->n)
 		return rc;
-	loco_crash_point("rtx.mid_release");
+	rtx_crash_point("rtx.mid_release");
 	bt_init(&bt, w, &ack);
 	post_releases(w, e, &bt, first, e->n);
 	return bt_run(&bt, w);
@@ -481,7 +489,7 @@ static bool exec_one_node(const struct loco_rtx_worker *w,
 	static const char *const split[] = { "rtx.mid_install",
 		"rtx.before_release", "rtx.mid_release", "rtx.before_done" };
 	for (unsigned i = 0; i < 4; i++)
-		if (loco_crash_armed(split[i]))
+		if (rtx_crash_armed(split[i]))
 			return false;
 	for (unsigned i = 0; i < e->n; i++)
 		if (loco_raddr_node(e->ent[i].mptr) != w->x->home)
@@ -534,7 +542,7 @@ int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e)
 	rc = exec_releases(w, e);
 	if (rc)
 		return rc;
-	loco_crash_point("rtx.before_done");
+	rtx_crash_point("rtx.before_done");
 	rc = exec_done(w, e);
 	return rc ? rc : rtx_persist(w);
 }
@@ -594,7 +602,7 @@ static int abort_logged(struct loco_rtx_worker *w, uint64_t acquired)
 	       &w->state_old);
 	int rc = bt_run(&bt, w);
 	if (!rc) {
-		loco_crash_point("rtx.mid_abort");
+		rtx_crash_point("rtx.mid_abort");
 		rc = release_acquired(w, acquired);
 	}
 	bt_init(&bt, w, &w->ack);
@@ -614,13 +622,17 @@ uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
 				   rtx_lease_end_ms(w->x, n));
 }
 
-/* INIT -> DOING with a fresh repair lease: the commit point. */
+/* INIT -> DOING: the commit point. The repair lease is the locks' lease
+ * and the wrap guard counts from the clock read of their tag: both were
+ * taken before this CAS, so neither reads the clock again (docs/rtx.md,
+ * "Clock reads"). */
 static int go_doing(struct loco_rtx_worker *w, uint64_t *doing,
 		    uint64_t *at_ns)
 {
 	struct rtx_batch bt;
 	uint64_t init = state_now(w, LOCO_RTX_LOG_INIT);
-	*doing = rtx_doing_word(w, w->seq, w->nw, at_ns);
+	*doing = state_now(w, LOCO_RTX_LOG_DOING);
+	*at_ns = w->tag_ns;
 	bt_init(&bt, w, &w->ack);
 	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
 	       &w->state_old);
@@ -632,9 +644,14 @@ static int owner_exec(struct loco_rtx_worker *w, uint64_t doing,
 		      uint64_t doing_ns)
 {
 	uint64_t rel[LOCO_RTX_WRITES_MAX];
-	for (unsigned i = 0; i < w->nw; i++)
-		rel[i] = loco_lllock_version(w->rs[w->ws[i].ri].lock) + 1;
-	struct rtx_exec e = { .ent = log_entries(w), .n = w->nw,
+	struct rtx_loc loc[LOCO_RTX_WRITES_MAX];
+	for (unsigned i = 0; i < w->nw; i++) {
+		const struct rtx_rent *r = &w->rs[w->ws[i].ri];
+		rel[i] = loco_lllock_version(r->lock) + 1;
+		loc[i] = (struct rtx_loc){ rtx_meta(w->x, r->ni),
+					   obj_off(r, 0) };
+	}
+	struct rtx_exec e = { .ent = log_entries(w), .loc = loc, .n = w->nw,
 			      .lockv = w->lockv, .release = rel,
 			      .slot = w->slot, .state = doing,
 			      .confirmed_ns = doing_ns };
@@ -680,7 +697,7 @@ static int prepare_logged(struct loco_rtx_worker *w, struct rtx_batch *bt)
 	post_data(w, bt);
 	post_log(w, bt);
 	return writes_before_locks(w, bt, need_fence(w) ||
-				   loco_crash_armed("rtx.after_log"));
+				   rtx_crash_armed("rtx.after_log"));
 }
 
 int rtx_commit_logged(struct loco_rtx_worker *w)
@@ -694,10 +711,10 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 		rtx_release_prelocks(w);
 		return rc;
 	}
-	loco_crash_point("rtx.after_log");
+	rtx_crash_point("rtx.after_log");
 	rc = lock_and_validate(w, &bt, &acquired, &ok);
 	if (!rc && ok) {
-		loco_crash_point("rtx.after_validate");
+		rtx_crash_point("rtx.after_validate");
 		rc = go_doing(w, &doing, &doing_ns);
 		if (rc == -EAGAIN)
 			ok = false;
@@ -706,7 +723,7 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 		int rc2 = abort_logged(w, acquired);
 		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
 	}
-	loco_crash_point("rtx.after_doing");
+	rtx_crash_point("rtx.after_doing");
 	return owner_exec(w, doing, doing_ns);
 }
 
@@ -742,7 +759,7 @@ static int install_nolog(struct loco_rtx_worker *w, bool *installed)
 	struct rtx_went *e = &w->ws[0];
 	const struct rtx_rent *r = &w->rs[e->ri];
 	const struct loco_rregion *m = rtx_meta(w->x, r->ni);
-	bool split = loco_crash_armed("rtx.opt1_installed");
+	bool split = rtx_crash_armed("rtx.opt1_installed");
 	struct rtx_batch bt;
 	bt_init(&bt, w, &w->ack);
 	bt_cas(&bt, m, obj_off(r, RTX_DPTR_OFF), r->dptr, e->new_dptr,
@@ -758,7 +775,7 @@ static int install_nolog(struct loco_rtx_worker *w, bool *installed)
 		rc = rtx_wait(w, &w->ack);
 		if (rc)
 			return rc;
-		loco_crash_point("rtx.opt1_installed");
+		rtx_crash_point("rtx.opt1_installed");
 	}
 	bt_cas(&bt, m, obj_off(r, RTX_LOCK_OFF), w->lockv,
 	       loco_lllock_version(r->lock) + 1, &e->cas_old[1]);

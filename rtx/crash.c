@@ -53,6 +53,10 @@ struct crash_arm {
 
 enum { CRASH_UNREAD, CRASH_NONE, CRASH_SOME };
 
+/* internal.h: 0 once we know no point can act here (the environment
+ * read, nothing armed, no hook). */
+_Atomic int rtx_crash_gate_ = 1;
+
 static struct {
 	pthread_once_t once;
 	_Atomic int state;          /* enum: whether any point is armed here */
@@ -64,10 +68,24 @@ static struct {
 	void *hook_arg;
 } crash = { .once = PTHREAD_ONCE_INIT, .state = CRASH_UNREAD };
 
+/* The gate from the table and the hook: open while the environment is
+ * unread (the next point reads it), a point is armed or a hook is set. */
+static void gate_update(void)
+{
+	/* Relaxed: the table and hook are set before any transaction that
+	 * reads the gate (crash_init's release, internal.h's rule for
+	 * hooks); a stale 1 only costs a call. */
+	int st = atomic_load_explicit(&crash.state, memory_order_relaxed);
+	atomic_store_explicit(&rtx_crash_gate_,
+			      st != CRASH_NONE || crash.hook != NULL,
+			      memory_order_relaxed);
+}
+
 void rtx_crash_set_hook(rtx_crash_hook fn, void *arg)
 {
 	crash.hook = fn;
 	crash.hook_arg = arg;
+	gate_update();
 }
 
 static const char *known_in(const char *const *table, const char *name,
@@ -172,6 +190,7 @@ static void crash_init(void)
 	/* Release: pairs with crash_some's acquire; the table is complete. */
 	atomic_store_explicit(&crash.state, crash.n ? CRASH_SOME : CRASH_NONE,
 			      memory_order_release);
+	gate_update();
 }
 
 /* Whether any point is armed on this node: after the first call, one

@@ -4,6 +4,7 @@
 #define LOCO_RTX_INTERNAL_H
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 
 #include <loco/channel.h>
 #include <loco/loco.h>
+#include <loco/rtx/crash.h>
 #include <loco/rtx/log.h>
 #include <loco/rtx/rtx.h>
 
@@ -125,6 +127,7 @@ struct rtx_pool {
 	unsigned n, cap;
 	int32_t *pos;              /* chunk index -> position in ch, or -1 */
 	uint32_t claim_cursor;
+	unsigned cur;              /* position take_block starts from */
 	uint64_t since_scan;       /* allocations since the last scan */
 	uint64_t want_seen;        /* the node's want word at our last scan */
 	unsigned unflushed;
@@ -136,6 +139,9 @@ struct loco_rtx_worker {
 	uint32_t slot, tidx;
 	uint64_t inc;              /* incarnation of this worker's slot */
 	uint64_t tag;              /* last tag issued */
+	uint64_t tag_ns;           /* CLOCK_MONOTONIC read for that tag */
+	uint64_t clk_off;          /* CLOCK_REALTIME - CLOCK_MONOTONIC (ns) */
+	uint64_t clk_at;           /* CLOCK_MONOTONIC when clk_off was read */
 	uint64_t hwm_ms;           /* slot's persisted lease high-water mark */
 	uint32_t seq;              /* last log sequence number used */
 	unsigned fresh_ctr;
@@ -148,6 +154,7 @@ struct loco_rtx_worker {
 	struct rtx_rent *rs;
 	struct rtx_went *ws;
 	uint64_t pretag;           /* tag of this transaction's pre-locks */
+	bool prelocked;            /* it took one (rs[].prelock may be set) */
 	uint64_t lockv;
 	struct loco_ack ack;       /* everything the transaction posted */
 	unsigned nrep;             /* expired locks noted */
@@ -170,9 +177,17 @@ struct loco_rtx_worker {
 	struct loco_rtx_worker *next;
 };
 
+/* Where a log entry's TXObj is: the meta region of its node and the
+ * TXObj's offset there (meta NULL: no TXObj of this rtx). */
+struct rtx_loc {
+	const struct loco_rregion *meta;
+	uint64_t off;
+};
+
 /* A TryCommit execution (owner or repairer), rTX Fig. 9. */
 struct rtx_exec {
 	const struct loco_rtx_log_ent *ent;
+	const struct rtx_loc *loc;  /* per entry */
 	unsigned n;
 	uint64_t lockv;
 	const uint64_t *release;   /* per entry; NULL: fresh versions */
@@ -197,32 +212,73 @@ static inline uint64_t rtx_lease_end_ms(const struct loco_rtx *x,
 {
 	return rtx_now_ms(x) + loco_rtx_lease_ms(x, nobj);
 }
-/* Strictly increasing tag for a transaction touching NOBJ objects. */
+/* Strictly increasing tag for a transaction touching NOBJ objects, its
+ * lease counted from one clock read, whose CLOCK_MONOTONIC time goes to
+ * w->tag_ns. */
 int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag);
 uint64_t rtx_fresh_version(struct loco_rtx_worker *w);
 /* Hosting node index and TXObj index of OBJ, or -EINVAL. */
-int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj, uint32_t *ni,
-	       uint32_t *idx);
-const struct loco_rregion *rtx_meta(const struct loco_rtx *x, uint32_t ni);
-uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot);
+static inline int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj,
+			     uint32_t *ni, uint32_t *idx)
+{
+	uint32_t node = loco_raddr_node(obj);
+	if (node >= LOCO_MAX_NODES || x->node_idx[node] < 0)
+		return -EINVAL;
+	const struct loco_rregion *m = &x->node[x->node_idx[node]].meta;
+	uint64_t off = loco_raddr_off(obj);
+	if (off < m->off || off - m->off >= m->len ||
+	    (off - m->off) % RTX_META_LEN)
+		return -EINVAL;
+	*ni = (uint32_t)x->node_idx[node];
+	*idx = (uint32_t)((off - m->off) / RTX_META_LEN);
+	return 0;
+}
+
+static inline const struct loco_rregion *rtx_meta(const struct loco_rtx *x,
+						  uint32_t ni)
+{
+	return &x->node[ni].meta;
+}
+
+static inline uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot)
+{
+	return (uint64_t)slot * x->log_len;
+}
+
 /* Offset of a hosting node's want word: after its chunk owner words. */
 static inline uint64_t rtx_want_off(const struct loco_rtx *x)
 {
 	return (uint64_t)x->nchunks * 8;
 }
-uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot);
+
+static inline uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot)
+{
+	return rtx_log_off(x, slot) + offsetof(struct loco_rtx_log_hdr, state);
+}
+
+int rtx_wait_slow(struct loco_rtx_worker *w, struct loco_ack *ack);
 /* Wait for ACK; on success clear it. */
-int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack);
-/* Persistence point (docs/durability.md, "rTX"): post, into ACK, the
- * persists that make durable everything this worker's thread wrote to the
- * durable hosting nodes; rtx_persist also waits. Nothing on nodes without
- * a durable image. */
-int rtx_persist_post(struct loco_rtx_worker *w, struct loco_ack *ack);
+static inline int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack)
+{
+	return ack->peers ? rtx_wait_slow(w, ack) : 0;
+}
+
 /* Whether the worker has persistence points to keep (durable hosting
  * nodes, and not the no_persist test option). */
 static inline bool rtx_durable(const struct loco_rtx_worker *w)
 {
 	return w->x->durable && !w->x->o.no_persist;
+}
+
+int rtx_persist_post_slow(struct loco_rtx_worker *w, struct loco_ack *ack);
+/* Persistence point (docs/durability.md, "rTX"): post, into ACK, the
+ * persists that make durable everything this worker's thread wrote to the
+ * durable hosting nodes; rtx_persist also waits. Nothing on nodes without
+ * a durable image. */
+static inline int rtx_persist_post(struct loco_rtx_worker *w,
+				   struct loco_ack *ack)
+{
+	return rtx_durable(w) ? rtx_persist_post_slow(w, ack) : 0;
 }
 int rtx_persist(struct loco_rtx_worker *w);
 /* Make durable bytes [OFF, OFF+LEN) of RR as they are now, whoever wrote
@@ -235,6 +291,10 @@ void rtx_sleep_us(unsigned us);
 /* Run (or finish) a TryCommit whose log is DOING with E->state. Returns 0
  * when the log is DONE, whoever finished it. */
 int rtx_exec_commit(struct loco_rtx_worker *w, struct rtx_exec *e);
+/* LOC[i] for each of the N log entries ENT. */
+void rtx_exec_locate(const struct loco_rtx *x,
+		     const struct loco_rtx_log_ent *ent, unsigned n,
+		     struct rtx_loc *loc);
 /* The DOING state word of sequence SEQ with a fresh repair lease for N
  * objects, for the owner's INIT -> DOING and a repairer's take. *AT_NS: a
  * time sampled before the caller's CAS, so no later than the moment DOING
@@ -289,5 +349,28 @@ void rtx_worker_drop(struct loco_rtx_worker *w);
  * of the protocol. */
 typedef void (*rtx_crash_hook)(const char *name, void *arg);
 void rtx_crash_set_hook(rtx_crash_hook fn, void *arg);
+
+/* ---- crash.c: rtx's own points --------------------------------------------
+ * rtx's commit path passes a dozen points per transaction: with nothing
+ * armed and no hook each costs one load of this gate instead of two calls
+ * (loco_crash_point reads the environment at its first call, so the gate
+ * stays open until then). */
+extern _Atomic int rtx_crash_gate_;
+static inline bool rtx_crash_open(void)
+{
+	/* Relaxed: see gate_update in crash.c. */
+	return atomic_load_explicit(&rtx_crash_gate_, memory_order_relaxed);
+}
+
+static inline void rtx_crash_point(const char *name)
+{
+	if (rtx_crash_open())
+		loco_crash_point(name);
+}
+
+static inline bool rtx_crash_armed(const char *name)
+{
+	return rtx_crash_open() && loco_crash_armed(name);
+}
 
 #endif

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define REPAIR_STEPS 8
@@ -101,7 +100,7 @@ static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,
 		rc = cas_sync(w, m, off, lockv, mine, &old);
 	if (rc || old != lockv)
 		return rc;
-	loco_crash_point("rtx.repair_after_steal");
+	rtx_crash_point("rtx.repair_after_steal");
 	RTX_INC(w, steals);
 	RTX_INC(w, repairs);
 	rc = switch_copy(w, ni, idx);
@@ -131,7 +130,7 @@ static int step_abort(struct loco_rtx_worker *w, uint32_t slot,
 	}
 	RTX_INC(w, rep_aborts);
 	RTX_INC(w, repairs);
-	loco_crash_point("rtx.repair_mid_abort");
+	rtx_crash_point("rtx.repair_mid_abort");
 	*state = ab;
 	return 0;
 }
@@ -187,12 +186,14 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 		*state = old;
 		return -EAGAIN;
 	}
-	loco_crash_point("rtx.repair_after_take");
+	rtx_crash_point("rtx.repair_after_take");
 	RTX_INC(w, rep_recommits);
 	RTX_INC(w, repairs);
-	struct rtx_exec e = { .ent = rlog_ent(w), .n = n, .lockv = lockv,
-			      .release = NULL, .slot = slot, .state = take,
-			      .confirmed_ns = take_ns };
+	struct rtx_loc loc[LOCO_RTX_WRITES_MAX];
+	rtx_exec_locate(w->x, rlog_ent(w), n, loc);
+	struct rtx_exec e = { .ent = rlog_ent(w), .loc = loc, .n = n,
+			      .lockv = lockv, .release = NULL, .slot = slot,
+			      .state = take, .confirmed_ns = take_ns };
 	return rtx_exec_commit(w, &e);
 }
 

@@ -14,6 +14,7 @@
 #define CFG_VERSION 2
 #define EPOCH_SLACK_MS (3600u * 1000u)  /* clients with slower clocks */
 #define HWM_AHEAD_MS 1000u             /* persisted lease headroom */
+#define CLOCK_REFRESH_NS (10u * 1000000u) /* worker_now's offset re-read */
 #define DEFAULT_MIN_CHUNKS 64u
 
 /* ---- options ------------------------------------------------------------- */
@@ -171,11 +172,16 @@ static uint64_t cfg_hash(const struct loco_rtx *x)
 	return h ? h : 1;
 }
 
-static uint64_t realtime_ms(void)
+static uint64_t realtime_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t realtime_ms(void)
+{
+	return realtime_ns() / 1000000u;
 }
 
 /* First creator: CAS the configuration hash and the epoch in; everyone
@@ -284,37 +290,6 @@ loco_raddr_t loco_rtx_obj(const struct loco_rtx *x, uint32_t node,
 	return loco_raddr(node, m->off + (uint64_t)index * RTX_META_LEN);
 }
 
-int rtx_locate(const struct loco_rtx *x, loco_raddr_t obj, uint32_t *ni,
-	       uint32_t *idx)
-{
-	uint32_t node = loco_raddr_node(obj);
-	if (node >= LOCO_MAX_NODES || x->node_idx[node] < 0)
-		return -EINVAL;
-	const struct loco_rregion *m = &x->node[x->node_idx[node]].meta;
-	uint64_t off = loco_raddr_off(obj);
-	if (off < m->off || off - m->off >= m->len ||
-	    (off - m->off) % RTX_META_LEN)
-		return -EINVAL;
-	*ni = (uint32_t)x->node_idx[node];
-	*idx = (uint32_t)((off - m->off) / RTX_META_LEN);
-	return 0;
-}
-
-const struct loco_rregion *rtx_meta(const struct loco_rtx *x, uint32_t ni)
-{
-	return &x->node[ni].meta;
-}
-
-uint64_t rtx_log_off(const struct loco_rtx *x, uint32_t slot)
-{
-	return (uint64_t)slot * x->log_len;
-}
-
-uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot)
-{
-	return rtx_log_off(x, slot) + offsetof(struct loco_rtx_log_hdr, state);
-}
-
 uint32_t loco_rtx_data_len(const struct loco_rtx *x)
 {
 	return x->o.data_len;
@@ -346,20 +321,16 @@ uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj)
 	return ((uint64_t)x->o.per_obj_us * nobj + 999) / 1000 + x->o.drift_ms;
 }
 
-int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack)
+int rtx_wait_slow(struct loco_rtx_worker *w, struct loco_ack *ack)
 {
-	if (!ack->peers)
-		return 0;
 	int rc = loco_ack_wait(w->thr, ack, -1);
 	loco_ack_clear(ack);
 	return rc;
 }
 
-int rtx_persist_post(struct loco_rtx_worker *w, struct loco_ack *ack)
+int rtx_persist_post_slow(struct loco_rtx_worker *w, struct loco_ack *ack)
 {
 	int rc = 0;
-	if (w->x->o.no_persist)
-		return 0;
 	for (uint64_t m = w->x->durable; m && !rc; m &= m - 1)
 		rc = loco_post_persist(w->thr, (uint32_t)__builtin_ctzll(m), ack);
 	return rc;
@@ -388,6 +359,27 @@ void rtx_sleep_us(unsigned us)
 
 /* ---- tags ---------------------------------------------------------------- */
 
+/* CLOCK_MONOTONIC now, and in *MS the rtx time (CLOCK_REALTIME ms since
+ * the epoch) from the same read: through the worker's offset between
+ * the two clocks, read again every CLOCK_REFRESH_NS. The offset changes
+ * only when the realtime clock is stepped (NTP slews both clocks alike),
+ * and it is read realtime first, so it errs low: a lease taken from it
+ * ends no later than one from CLOCK_REALTIME itself (docs/rtx.md,
+ * "Clock reads"). */
+static uint64_t worker_now(struct loco_rtx_worker *w, uint64_t *ms)
+{
+	uint64_t mono = loco_now_ns();
+	if (!w->clk_at || mono - w->clk_at >= CLOCK_REFRESH_NS) {
+		uint64_t rt = realtime_ns();
+		mono = loco_now_ns();
+		w->clk_off = rt - mono;
+		w->clk_at = mono;
+	}
+	uint64_t now = (mono + w->clk_off) / 1000000u;
+	*ms = now > w->x->epoch_ms ? now - w->x->epoch_ms : 0;
+	return mono;
+}
+
 /* Persist a new lease high-water mark before any lease above the old one
  * is published, so a later incarnation of the slot starts above it. */
 static int hwm_raise(struct loco_rtx_worker *w, uint64_t hwm)
@@ -406,7 +398,9 @@ static int hwm_raise(struct loco_rtx_worker *w, uint64_t hwm)
 
 int rtx_next_tag(struct loco_rtx_worker *w, unsigned nobj, uint64_t *tag)
 {
-	uint64_t t = loco_lllock_tag_of(rtx_lease_end_ms(w->x, nobj), 0);
+	uint64_t ms;
+	w->tag_ns = worker_now(w, &ms);
+	uint64_t t = loco_lllock_tag_of(ms + loco_rtx_lease_ms(w->x, nobj), 0);
 	if (t <= w->tag)
 		t = w->tag + 1;
 	if ((t >> LOCO_LLLOCK_SEQ_BITS) >= w->hwm_ms) {

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include <loco/rtx/crash.h>
 #include "rtx/internal.h"
 
 #define FETCH_TRIES 4
@@ -18,6 +17,7 @@ int loco_rtx_begin(struct loco_rtx_worker *w)
 	w->single_node = true;
 	w->nr = w->nw = 0;
 	w->pretag = 0;
+	w->prelocked = false;
 	w->nrep = 0;
 	loco_ack_clear(&w->ack);
 	return 0;
@@ -297,9 +297,10 @@ static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r)
 		return -EAGAIN;
 	}
 	r->prelock = plv;
+	w->prelocked = true;
 	if (meta[1] != r->dptr)
 		return -EAGAIN;   /* torn first read; abort releases */
-	loco_crash_point("rtx.prelock_held");
+	rtx_crash_point("rtx.prelock_held");
 	return 0;
 }
 
