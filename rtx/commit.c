@@ -666,7 +666,7 @@ static int owner_exec(struct loco_rtx_worker *w, uint64_t doing,
  * (posted now with their persists behind them, which the locking round's
  * wait completes): one QP places them before any lock names them. */
 static int writes_before_locks(struct loco_rtx_worker *w, struct rtx_batch *bt,
-			       bool split)
+			       bool split, bool fence)
 {
 	if (!split && !rtx_durable(w))
 		return 0;
@@ -674,7 +674,7 @@ static int writes_before_locks(struct loco_rtx_worker *w, struct rtx_batch *bt,
 	/* Completes with the locking round's wait. */
 	if (!rc)
 		rc = rtx_persist_post(w, &w->ack);
-	if (!rc && need_fence(w))
+	if (!rc && fence)
 		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
 	bt_init(bt, w, &w->ack);
 	return rc;
@@ -696,8 +696,9 @@ static int prepare_logged(struct loco_rtx_worker *w, struct rtx_batch *bt)
 	w->seq = (w->seq + 1) & LOCO_RTX_LOG_SEQ_MASK;
 	post_data(w, bt);
 	post_log(w, bt);
-	return writes_before_locks(w, bt, need_fence(w) ||
-				   rtx_crash_armed("rtx.after_log"));
+	bool fence = need_fence(w);
+	return writes_before_locks(w, bt, fence ||
+				   rtx_crash_armed("rtx.after_log"), fence);
 }
 
 int rtx_commit_logged(struct loco_rtx_worker *w)
@@ -749,7 +750,8 @@ static int prepare_nolog(struct loco_rtx_worker *w, struct rtx_batch *bt)
 		w->lockv = loco_lllock_make(tag, w->slot, true);
 	}
 	post_data(w, bt);
-	return writes_before_locks(w, bt, false);
+	return writes_before_locks(w, bt, false,
+				   rtx_durable(w) && need_fence(w));
 }
 
 /* Install CAS, then (same QP, so after it) the release CAS. If the

@@ -187,13 +187,34 @@ static int read_many_keep(struct loco_rtx_worker *w, unsigned n,
 	return rc;
 }
 
+static const void *rent_value(struct loco_rtx_worker *w,
+			      const struct rtx_rent *r);
+
+/* VALS of read_many: each object's new entry (AT[i] >= 0, at
+ * rs[FIRST + AT[i]] when none was left locked) or loco_rtx_read (an
+ * object read before, named twice, or one that was found locked). */
+static int read_many_vals(struct loco_rtx_worker *w, unsigned n,
+			  const loco_raddr_t *objs, const void **vals,
+			  const int8_t *at, unsigned first, bool any_locked)
+{
+	int rc = 0;
+	for (unsigned i = 0; !rc && i < n; i++) {
+		if (at[i] >= 0 && !any_locked)
+			vals[i] = rent_value(w, &w->rs[first + (unsigned)at[i]]);
+		else
+			rc = loco_rtx_read(w, objs[i], &vals[i]);
+	}
+	return rc;
+}
+
 int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 		       const loco_raddr_t *objs, const void **vals)
 {
 	struct rtx_rent *r[LOCO_RTX_READ_MANY];
 	uint64_t meta[LOCO_RTX_READ_MANY][2];
-	bool locked[LOCO_RTX_READ_MANY];
-	unsigned k = 0;
+	bool locked[LOCO_RTX_READ_MANY], any_locked = false;
+	int8_t at[LOCO_RTX_READ_MANY];
+	unsigned k = 0, first = w->nr;
 	if (!w->active || n > LOCO_RTX_READ_MANY)
 		return -EINVAL;
 	struct loco_batch b;
@@ -202,6 +223,7 @@ int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 		bool seen = rs_find(w, objs[i]) != NULL;
 		for (unsigned j = 0; j < k && !seen; j++)
 			seen = r[j]->obj == objs[i];
+		at[i] = -1;
 		if (seen)
 			continue;
 		int rc = rent_new(w, objs[i], k, &r[k]);
@@ -210,16 +232,17 @@ int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 		loco_batch_read(&b, rtx_meta(w->x, r[k]->ni),
 				(uint64_t)r[k]->idx * RTX_META_LEN, meta[k],
 				RTX_META_LEN);
-		k++;
+		at[i] = (int8_t)k++;
 	}
 	int rc = k ? batch_run(w, &b) : 0;
 	if (!rc && k)
 		rc = read_many_data(w, r, k, meta, locked);
+	for (unsigned i = 0; !rc && i < k; i++)
+		any_locked |= locked[i];
 	if (!rc && k)
 		rc = read_many_keep(w, k, locked);
-	for (unsigned i = 0; !rc && i < n; i++)
-		rc = loco_rtx_read(w, objs[i], &vals[i]);
-	return rc;
+	return rc ? rc : read_many_vals(w, n, objs, vals, at, first,
+					any_locked);
 }
 
 static const void *rent_value(struct loco_rtx_worker *w,
