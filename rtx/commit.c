@@ -274,7 +274,10 @@ static uint64_t lock_expect(const struct rtx_rent *r)
 }
 
 /* Lock CAS + TXObj READ per written object (the READ, after the CAS on
- * the same QP, sees our lock and the current data pointer). */
+ * the same QP, sees our lock and the current data pointer). A pre-locked
+ * object needs no READ: the pre-lock's READ found the pointer current,
+ * and a conversion CAS that finds our pre-lock word proves nobody held
+ * the object since (OPT1 keeps the pre-lock as it is: no CAS either). */
 static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	for (unsigned i = 0; i < w->nw; i++) {
@@ -286,7 +289,9 @@ static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 			       w->lockv, &e->lock_old);
 		else
 			e->lock_old = r->prelock;
-		bt_read(bt, m, obj_off(r, 0), r->vmeta, RTX_META_LEN);
+		e->reread = !r->prelock;
+		if (e->reread)
+			bt_read(bt, m, obj_off(r, 0), r->vmeta, RTX_META_LEN);
 	}
 }
 
@@ -305,7 +310,8 @@ static bool locks_check(struct loco_rtx_worker *w, uint64_t *acquired)
 		}
 		*acquired |= UINT64_C(1) << i;
 		r->prelock = 0;
-		if (r->vmeta[0] != w->lockv || r->vmeta[1] != r->dptr)
+		if (e->reread &&
+		    (r->vmeta[0] != w->lockv || r->vmeta[1] != r->dptr))
 			ok = false;
 	}
 	return ok;
@@ -754,22 +760,23 @@ static int prepare_nolog(struct loco_rtx_worker *w, struct rtx_batch *bt)
 				   rtx_durable(w) && need_fence(w));
 }
 
-/* Install CAS, then (same QP, so after it) the release CAS. If the
- * install fails, a repairer stole the lock, so the release fails too. */
-static int install_nolog(struct loco_rtx_worker *w, bool *installed)
+/* Install CAS, then (same QP, so after it) the release CAS, added to BT
+ * behind what it holds (the data WRITE, when no lock round came first).
+ * If the install fails, a repairer stole the lock, so the release fails
+ * too. */
+static int install_nolog(struct loco_rtx_worker *w, struct rtx_batch *bt,
+			 bool *installed)
 {
 	struct rtx_went *e = &w->ws[0];
 	const struct rtx_rent *r = &w->rs[e->ri];
 	const struct loco_rregion *m = rtx_meta(w->x, r->ni);
 	bool split = rtx_crash_armed("rtx.opt1_installed");
-	struct rtx_batch bt;
-	bt_init(&bt, w, &w->ack);
-	bt_cas(&bt, m, obj_off(r, RTX_DPTR_OFF), r->dptr, e->new_dptr,
+	bt_cas(bt, m, obj_off(r, RTX_DPTR_OFF), r->dptr, e->new_dptr,
 	       &e->cas_old[0]);
 	/* The install durable before the release (same QP: in order). */
 	int rc = 0;
 	if (split || rtx_durable(w)) {
-		rc = bt_post(&bt);
+		rc = bt_post(bt);
 		if (!rc)
 			rc = rtx_persist_post(w, &w->ack);
 	}
@@ -779,12 +786,38 @@ static int install_nolog(struct loco_rtx_worker *w, bool *installed)
 			return rc;
 		rtx_crash_point("rtx.opt1_installed");
 	}
-	bt_cas(&bt, m, obj_off(r, RTX_LOCK_OFF), w->lockv,
+	bt_cas(bt, m, obj_off(r, RTX_LOCK_OFF), w->lockv,
 	       loco_lllock_version(r->lock) + 1, &e->cas_old[1]);
 	if (!rc)
-		rc = bt_run_durable(&bt, w);
+		rc = bt_run_durable(bt, w);
 	*installed = e->cas_old[0] == r->dptr;
 	return rc;
+}
+
+/* The written object is pre-locked (its pre-lock is the commit's lock
+ * word) and no object needs a validation READ: the lock round would only
+ * carry the data WRITE, which then goes with the install instead (same
+ * QP: placed before the install names it). OPT2's pre-lock with OPT1's
+ * commit, as an index updating one pre-locked node does: one round trip. */
+static bool nolog_held(const struct loco_rtx_worker *w)
+{
+	const struct rtx_rent *r = &w->rs[w->ws[0].ri];
+	if (!r->prelock || r->prelock != w->lockv)
+		return false;
+	for (unsigned i = 0; i < w->nr; i++)
+		if (validated_here(&w->rs[i]))
+			return false;
+	return true;
+}
+
+/* nolog_held's commit: the lock is ours already (as locks_check would
+ * find it), then the crash point and the index's check. */
+static bool held_check(struct loco_rtx_worker *w, uint64_t *acquired)
+{
+	w->rs[w->ws[0].ri].prelock = 0;
+	*acquired = 1;
+	rtx_crash_point("rtx.opt1_after_lock");
+	return hooks_valid(w);
 }
 
 int rtx_commit_nolog(struct loco_rtx_worker *w)
@@ -798,13 +831,16 @@ int rtx_commit_nolog(struct loco_rtx_worker *w)
 		rtx_release_prelocks(w);
 		return rc;
 	}
-	rc = lock_and_validate(w, &bt, &acquired, &ok);
+	if (nolog_held(w))
+		ok = held_check(w, &acquired);
+	else
+		rc = lock_and_validate(w, &bt, &acquired, &ok);
 	if (rc || !ok) {
 		int rc2 = release_acquired(w, acquired);
 		free_blocks(w);
 		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
 	}
-	rc = install_nolog(w, &installed);
+	rc = install_nolog(w, &bt, &installed);
 	int rc2 = rtx_release_prelocks(w);
 	if (!rc && !installed) {
 		free_blocks(w);

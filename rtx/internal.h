@@ -106,6 +106,8 @@ struct rtx_went {
 	uint64_t block;            /* new block, 0 until allocated */
 	uint64_t new_dptr;
 	uint64_t lock_old;         /* lock CAS result */
+	bool reread;               /* the lock round READs the TXObj back (not
+				    * for a pre-lock: its READ came with it) */
 	uint64_t cas_old[2];       /* install / release CAS results */
 	uint8_t *data;
 };
@@ -296,9 +298,10 @@ void rtx_exec_locate(const struct loco_rtx *x,
 		     const struct loco_rtx_log_ent *ent, unsigned n,
 		     struct rtx_loc *loc);
 /* The DOING state word of sequence SEQ with a fresh repair lease for N
- * objects, for the owner's INIT -> DOING and a repairer's take. *AT_NS: a
- * time sampled before the caller's CAS, so no later than the moment DOING
- * is confirmed: the wrap guard counts from it. */
+ * objects, for a repairer's take (the owner's INIT -> DOING carries its
+ * locks' lease). *AT_NS: a time sampled before the caller's CAS, so no
+ * later than the moment DOING is confirmed: the wrap guard counts from
+ * it. */
 uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
 			uint64_t *at_ns);
 int rtx_commit_logged(struct loco_rtx_worker *w);

@@ -62,27 +62,133 @@ static int fetch_meta(struct loco_rtx_worker *w, struct rtx_rent *r,
 	return -EAGAIN;
 }
 
-static int fetch_data(struct loco_rtx_worker *w, struct rtx_rent *r)
+/* ---- OPT2 pre-locks ------------------------------------------------------
+ * A pre-lock is a CAS of the TXObj's lock word from the version read to
+ * our no-log word, with a READ of the TXObj behind it on the same QP: if
+ * we got the lock, the data pointer read back is current (a torn first
+ * READ shows here). An object pre-locked at its first access gets both
+ * in the round trip of its data READ: the CAS succeeds only if nobody
+ * committed on the object since its TXObj was read, and then, the lock
+ * ours, the pointer stays; so the block the data READ named was the
+ * current one whether the READ ran before or after the CAS. */
+
+/* Our no-log lock word for this transaction's pre-locks. */
+static int prelock_word(struct loco_rtx_worker *w, uint64_t *plv)
 {
-	uint64_t block = loco_rtx_dptr_block(r->dptr);
-	r->null = block == 0;
-	if (r->null) {
-		memset(r->data, 0, w->x->block_len);
-		return 0;
-	}
-	if (block >= w->x->nblocks)
-		return -EIO;
-	return loco_read(w->thr, &w->x->node[r->ni].data,
-			 block * w->x->block_len, r->data, w->x->o.data_len);
+	int rc = w->pretag ? 0 : rtx_next_tag(w, w->x->o.max_writes, &w->pretag);
+	if (!rc)
+		*plv = loco_lllock_make(w->pretag, w->slot, true);
+	return rc;
 }
 
-static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r);
+/* Add the pre-lock of R (unlocked when read) to B: the CAS (its old word
+ * into *OLD), then the TXObj READ into r->vmeta. */
+static void prelock_add(struct loco_rtx_worker *w, struct loco_batch *b,
+			struct rtx_rent *r, uint64_t plv, uint64_t *old)
+{
+	const struct loco_rregion *m = rtx_meta(w->x, r->ni);
+	uint64_t off = (uint64_t)r->idx * RTX_META_LEN;
+	loco_batch_cas(b, m, off + RTX_LOCK_OFF, r->lock, plv, old);
+	loco_batch_read(b, m, off, r->vmeta, RTX_META_LEN);
+}
 
+/* After prelock_add's batch: 0 if R is pre-locked (r->prelock), else
+ * -EAGAIN (taken by another: an expired one is noted for repair; or a
+ * torn first read, the lock kept in r->prelock for the abort to
+ * release). */
+static int prelock_done(struct loco_rtx_worker *w, struct rtx_rent *r,
+			uint64_t plv, uint64_t old)
+{
+	if (old != r->lock) {
+		if (loco_lllock_expired(old, rtx_now_ms(w->x)))
+			rtx_note_expired(w, r->obj, old);
+		return -EAGAIN;
+	}
+	r->prelock = plv;
+	w->prelocked = true;
+	if (r->vmeta[1] != r->dptr)
+		return -EAGAIN;
+	rtx_crash_point("rtx.prelock_held");
+	return 0;
+}
+
+/* Post batch B (if it holds ops) and wait for everything the worker
+ * posted. */
+static int batch_run(struct loco_rtx_worker *w, struct loco_batch *b)
+{
+	int rc = b->n ? loco_batch_post(b, &w->ack) : 0;
+	return rc ? rc : rtx_wait(w, &w->ack);
+}
+
+/* Pre-lock R, read before (one round trip). */
+static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r)
+{
+	uint64_t plv, old = 0;
+	struct loco_batch b;
+	int rc = prelock_word(w, &plv);
+	if (rc)
+		return rc;
+	loco_batch_init(&b, w->thr);
+	prelock_add(w, &b, r, plv, &old);
+	rc = batch_run(w, &b);
+	return rc ? rc : prelock_done(w, r, plv, old);
+}
+
+/* ---- reads ----------------------------------------------------------------- */
+
+/* R's data block, or 0 for a null object (whose value reads as zeros at
+ * once); -EIO for a pointer outside the pool. */
+static int data_block(struct loco_rtx_worker *w, struct rtx_rent *r,
+		      uint64_t *block)
+{
+	*block = loco_rtx_dptr_block(r->dptr);
+	r->null = *block == 0;
+	if (r->null)
+		memset(r->data, 0, w->x->block_len);
+	return *block < w->x->nblocks ? 0 : -EIO;
+}
+
+/* Add R's data READ to B. */
+static int data_add(struct loco_rtx_worker *w, struct loco_batch *b,
+		    struct rtx_rent *r)
+{
+	uint64_t block;
+	int rc = data_block(w, r, &block);
+	if (!rc && block)
+		loco_batch_read(b, &w->x->node[r->ni].data,
+				block * w->x->block_len, r->data,
+				w->x->o.data_len);
+	return rc;
+}
+
+/* READ R's data on its own. */
+static int fetch_data(struct loco_rtx_worker *w, struct rtx_rent *r)
+{
+	uint64_t block;
+	int rc = data_block(w, r, &block);
+	if (!rc && block)
+		rc = loco_read(w->thr, &w->x->node[r->ni].data,
+			       block * w->x->block_len, r->data,
+			       w->x->o.data_len);
+	return rc;
+}
+
+/* Count R (rs[nr]) into the read set. */
+static void rent_keep(struct loco_rtx_worker *w, const struct rtx_rent *r)
+{
+	if (w->nr && w->rs[0].ni != r->ni)
+		w->single_node = false;
+	w->nr++;
+}
+
+/* Read OBJ into the read set: TXObj, then its data, and with the data
+ * the pre-lock when LOCK or the hooks ask for one. */
 static int fetch(struct loco_rtx_worker *w, loco_raddr_t obj, bool write,
-		 struct rtx_rent **out)
+		 bool lock, struct rtx_rent **out)
 {
 	uint32_t ni, idx;
-	uint64_t meta[2];
+	uint64_t meta[2], plv = 0, old = 0;
+	struct loco_batch b;
 	if (rtx_locate(w->x, obj, &ni, &idx))
 		return -EINVAL;
 	if (w->nr == w->x->o.max_reads)
@@ -91,21 +197,29 @@ static int fetch(struct loco_rtx_worker *w, loco_raddr_t obj, bool write,
 	*r = (struct rtx_rent){ .obj = obj, .ni = ni, .idx = idx, .wi = -1,
 				.data = r->data };
 	r->cc = (uint8_t)classify(w, obj, write);
+	bool pre = lock || r->cc == LOCO_RTX_CC_PRELOCK;
 	int rc = fetch_meta(w, r, meta);
+	if (!rc && pre)
+		rc = prelock_word(w, &plv);
 	if (rc)
 		return rc;
 	r->lock = meta[0];
 	r->dptr = meta[1];
-	rc = fetch_data(w, r);
+	if (pre) {
+		loco_batch_init(&b, w->thr);
+		rc = data_add(w, &b, r);
+		if (!rc)
+			prelock_add(w, &b, r, plv, &old);
+		if (!rc)
+			rc = batch_run(w, &b);
+	} else {
+		rc = fetch_data(w, r);
+	}
 	if (rc)
 		return rc;
-	if (w->nr && w->rs[0].ni != ni)
-		w->single_node = false;
-	w->nr++;
-	if (r->cc == LOCO_RTX_CC_PRELOCK)
-		rc = prelock(w, r);
+	rent_keep(w, r);
 	*out = r;
-	return rc;
+	return pre ? prelock_done(w, r, plv, old) : 0;
 }
 
 /* A new read-set entry for OBJ at rs[w->nr + K] (not counted yet). */
@@ -124,52 +238,58 @@ static int rent_new(struct loco_rtx_worker *w, loco_raddr_t obj, unsigned k,
 	return 0;
 }
 
-/* Post batch B and wait for everything the worker posted. */
-static int batch_run(struct loco_rtx_worker *w, struct loco_batch *b)
-{
-	int rc = loco_batch_post(b, &w->ack);
-	return rc ? rc : rtx_wait(w, &w->ack);
-}
+/* What read_many did with each new entry R[i] in its second round. */
+struct many_state {
+	bool locked[LOCO_RTX_READ_MANY];  /* found locked: left for fetch() */
+	bool pre[LOCO_RTX_READ_MANY];     /* pre-lock posted with the data */
+	uint64_t old[LOCO_RTX_READ_MANY]; /* its CAS result */
+	uint64_t plv;
+};
 
 /* The entries R[0..N) (new, at rs[nr..nr+N)) got their TXObj words in
- * META: READ the data of the unlocked ones in one batch; a locked one
- * (LOCKED[i]) is left for fetch(). */
+ * META: READ the data of the unlocked ones in one batch, with the
+ * pre-locks the hooks ask for; a locked one is left for fetch(). */
 static int read_many_data(struct loco_rtx_worker *w, struct rtx_rent **r,
-			  unsigned n, uint64_t (*meta)[2], bool *locked)
+			  unsigned n, uint64_t (*meta)[2],
+			  struct many_state *st)
 {
 	struct loco_batch b;
+	int rc = 0;
 	loco_batch_init(&b, w->thr);
-	for (unsigned i = 0; i < n; i++) {
-		locked[i] = loco_lllock_is_locked(meta[i][0]);
-		if (locked[i])
+	for (unsigned i = 0; i < n && !rc; i++) {
+		st->pre[i] = false;
+		st->locked[i] = loco_lllock_is_locked(meta[i][0]);
+		if (st->locked[i])
 			continue;
 		r[i]->lock = meta[i][0];
 		r[i]->dptr = meta[i][1];
-		uint64_t block = loco_rtx_dptr_block(r[i]->dptr);
-		r[i]->null = block == 0;
-		if (r[i]->null) {
-			memset(r[i]->data, 0, w->x->block_len);
+		r[i]->cc = (uint8_t)classify(w, r[i]->obj, false);
+		uint64_t block;
+		rc = data_block(w, r[i], &block);
+		if (!rc && block)
+			loco_batch_read(&b, &w->x->node[r[i]->ni].data,
+					block * w->x->block_len, r[i]->data,
+					w->x->o.data_len);
+		if (rc || r[i]->cc != LOCO_RTX_CC_PRELOCK)
 			continue;
-		}
-		if (block >= w->x->nblocks)
-			return -EIO;
-		loco_batch_read(&b, &w->x->node[r[i]->ni].data,
-				block * w->x->block_len, r[i]->data,
-				w->x->o.data_len);
+		rc = st->plv ? 0 : prelock_word(w, &st->plv);
+		if (!rc)
+			prelock_add(w, &b, r[i], st->plv, &st->old[i]);
+		st->pre[i] = !rc;
 	}
-	return batch_run(w, &b);
+	return rc ? rc : batch_run(w, &b);
 }
 
 /* Count the entries read_many fetched (at rs[nr..nr+N), those not
- * LOCKED) into the read set, in order. Entries are swapped, not copied:
- * each owns its data buffer. */
+ * locked) into the read set, in order, and settle their pre-locks.
+ * Entries are swapped, not copied: each owns its data buffer. */
 static int read_many_keep(struct loco_rtx_worker *w, unsigned n,
-			  const bool *locked)
+			  const struct many_state *st)
 {
 	unsigned first = w->nr;
 	int rc = 0;
 	for (unsigned i = 0; i < n; i++) {
-		if (locked[i])
+		if (st->locked[i])
 			continue;
 		if (first + i != w->nr) {
 			struct rtx_rent t = w->rs[w->nr];
@@ -177,12 +297,11 @@ static int read_many_keep(struct loco_rtx_worker *w, unsigned n,
 			w->rs[first + i] = t;
 		}
 		struct rtx_rent *r = &w->rs[w->nr];
-		r->cc = (uint8_t)classify(w, r->obj, false);
-		if (w->nr && w->rs[0].ni != r->ni)
-			w->single_node = false;
-		w->nr++;
-		if (!rc && r->cc == LOCO_RTX_CC_PRELOCK)
-			rc = prelock(w, r);
+		rent_keep(w, r);
+		if (st->pre[i]) {
+			int rc2 = prelock_done(w, r, st->plv, st->old[i]);
+			rc = rc ? rc : rc2;
+		}
 	}
 	return rc;
 }
@@ -212,7 +331,8 @@ int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 {
 	struct rtx_rent *r[LOCO_RTX_READ_MANY];
 	uint64_t meta[LOCO_RTX_READ_MANY][2];
-	bool locked[LOCO_RTX_READ_MANY], any_locked = false;
+	struct many_state st;
+	bool any_locked = false;
 	int8_t at[LOCO_RTX_READ_MANY];
 	unsigned k = 0, first = w->nr;
 	if (!w->active || n > LOCO_RTX_READ_MANY)
@@ -234,13 +354,14 @@ int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 				RTX_META_LEN);
 		at[i] = (int8_t)k++;
 	}
+	st.plv = 0;
 	int rc = k ? batch_run(w, &b) : 0;
 	if (!rc && k)
-		rc = read_many_data(w, r, k, meta, locked);
+		rc = read_many_data(w, r, k, meta, &st);
 	for (unsigned i = 0; !rc && i < k; i++)
-		any_locked |= locked[i];
+		any_locked |= st.locked[i];
 	if (!rc && k)
-		rc = read_many_keep(w, k, locked);
+		rc = read_many_keep(w, k, &st);
 	return rc ? rc : read_many_vals(w, n, objs, vals, at, first,
 					any_locked);
 }
@@ -259,7 +380,7 @@ int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
 	if (!w->active)
 		return -EINVAL;
 	struct rtx_rent *r = rs_find(w, obj);
-	int rc = r ? 0 : fetch(w, obj, false, &r);
+	int rc = r ? 0 : fetch(w, obj, false, false, &r);
 	if (!rc)
 		*val = rent_value(w, r);
 	return rc;
@@ -271,7 +392,7 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 	if (!w->active)
 		return -EINVAL;
 	struct rtx_rent *r = rs_find(w, obj);
-	int rc = r ? 0 : fetch(w, obj, true, &r);
+	int rc = r ? 0 : fetch(w, obj, true, false, &r);
 	if (rc)
 		return rc;
 	if (r->wi < 0) {
@@ -286,53 +407,12 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 	return 0;
 }
 
-/* ---- OPT2 pre-locks ------------------------------------------------------ */
-
-/* CAS our no-log lock word in, READ the TXObj behind it on the same QP:
- * if we got the lock, the data pointer we read is current. */
-static int prelock_post(struct loco_rtx_worker *w, struct rtx_rent *r,
-			uint64_t plv, uint64_t *old, uint64_t meta[2])
-{
-	struct loco_batch b;
-	struct loco_ack ack = { 0, 0 };
-	uint64_t off = (uint64_t)r->idx * RTX_META_LEN;
-	loco_batch_init(&b, w->thr);
-	loco_batch_cas(&b, rtx_meta(w->x, r->ni), off + RTX_LOCK_OFF, r->lock,
-		       plv, old);
-	loco_batch_read(&b, rtx_meta(w->x, r->ni), off, meta, RTX_META_LEN);
-	int rc = loco_batch_post(&b, &ack);
-	return rc ? rc : rtx_wait(w, &ack);
-}
-
-static int prelock(struct loco_rtx_worker *w, struct rtx_rent *r)
-{
-	uint64_t old = 0, meta[2] = { 0, 0 };
-	int rc = w->pretag ? 0 : rtx_next_tag(w, w->x->o.max_writes, &w->pretag);
-	if (rc)
-		return rc;
-	uint64_t plv = loco_lllock_make(w->pretag, w->slot, true);
-	rc = prelock_post(w, r, plv, &old, meta);
-	if (rc)
-		return rc;
-	if (old != r->lock) {
-		if (loco_lllock_expired(old, rtx_now_ms(w->x)))
-			rtx_note_expired(w, r->obj, old);
-		return -EAGAIN;
-	}
-	r->prelock = plv;
-	w->prelocked = true;
-	if (meta[1] != r->dptr)
-		return -EAGAIN;   /* torn first read; abort releases */
-	rtx_crash_point("rtx.prelock_held");
-	return 0;
-}
-
 int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj)
 {
 	if (!w->active)
 		return -EINVAL;
 	struct rtx_rent *r = rs_find(w, obj);
-	int rc = r ? 0 : fetch(w, obj, true, &r);
+	int rc = r ? 0 : fetch(w, obj, true, true, &r);
 	if (rc)
 		return rc;
 	return r->prelock ? 0 : prelock(w, r);

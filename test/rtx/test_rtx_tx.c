@@ -495,6 +495,103 @@ START_TEST(opt2_prelock)
 }
 END_TEST
 
+static enum loco_rtx_cc cc_prelock_all(void *arg, loco_raddr_t o, bool wr)
+{
+	(void)arg;
+	(void)o;
+	(void)wr;
+	return LOCO_RTX_CC_PRELOCK;
+}
+
+static struct loco_stats delta(const struct loco_stats *s0)
+{
+	struct loco_stats s1;
+	loco_thread_stats(thr, &s1);
+	return (struct loco_stats){ .reads = s1.reads - s0->reads,
+				    .writes = s1.writes - s0->writes,
+				    .cas = s1.cas - s0->cas,
+				    .rtts = s1.rtts - s0->rtts };
+}
+
+/* OPT2 by the round trip: a pre-lock at first access rides with the data
+ * READ (lock and read: 2 round trips, 4 verbs); a pre-locked single write
+ * commits in one (data WRITE, install CAS, release CAS: no lock round, no
+ * READ back); read_many pre-locks its objects with their data READs (2
+ * round trips) and the logged commit converts the pre-locks with no READ
+ * back (3 round trips, 3 WRITEs, 8 CASes); a refusing validate hook stops
+ * the one-round commit before anything is posted and the abort frees the
+ * pre-lock. */
+START_TEST(opt2_round_trips)
+{
+	static const struct loco_rtx_hooks h = { .classify = cc_prelock_all,
+						 .validate = validate_refuse };
+	int verdict = 0;
+	const uint64_t *p;
+	const void *v[2];
+	uint64_t val = 7;
+	struct loco_stats s0, d;
+	put(5, 1);
+	put(6, 2);
+	put(7, 3);
+	w->hwm_ms = UINT64_MAX / 2;   /* no high-water WRITE in the counts */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(5)), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 2);
+	ck_assert_uint_eq(d.reads, 3);
+	ck_assert_uint_eq(d.cas, 1);
+	ck_assert_int_eq(loco_rtx_read(w, obj(5), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 1);
+	ck_assert_int_eq(loco_rtx_write(w, obj(5), &val), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 1);
+	ck_assert_uint_eq(d.reads, 0);
+	ck_assert_uint_eq(d.writes, 1);
+	ck_assert_uint_eq(d.cas, 2);
+	ck_assert_uint_eq(stats().nolog_commits, 4);
+	ck_assert_int_eq(get(5), 7);
+	ck_assert(!loco_lllock_is_locked(word(5, RTX_LOCK_OFF)));
+	/* read_many pre-locking both objects, then a logged commit. */
+	loco_rtx_set_hooks(w, &h, &verdict);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	loco_raddr_t o[2] = { obj(6), obj(7) };
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_read_many(w, 2, o, v), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 2);
+	ck_assert_uint_eq(d.reads, 6);
+	ck_assert_uint_eq(d.cas, 2);
+	ck_assert(loco_lllock_nolog(word(6, RTX_LOCK_OFF)));
+	ck_assert(loco_lllock_nolog(word(7, RTX_LOCK_OFF)));
+	uint64_t a = *(const uint64_t *)v[0] + 1, b = *(const uint64_t *)v[1] - 1;
+	ck_assert_int_eq(loco_rtx_write(w, obj(6), &a), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(7), &b), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 3);
+	ck_assert_uint_eq(d.reads, 0);
+	ck_assert_uint_eq(d.writes, 3);
+	ck_assert_uint_eq(d.cas, 8);
+	/* The validate hook refuses the one-round commit. */
+	verdict = -EAGAIN;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(5)), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(5), &val), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	loco_rtx_set_hooks(w, NULL, NULL);
+	ck_assert(!loco_lllock_is_locked(word(5, RTX_LOCK_OFF)));
+	ck_assert_int_eq(get(5), 7);
+	ck_assert_int_eq(get(6), 3);
+	ck_assert_int_eq(get(7), 2);
+	ck_assert(!loco_lllock_is_locked(word(6, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(7, RTX_LOCK_OFF)));
+}
+END_TEST
+
 /* Renewal moves every pre-lock to a later lease and keeps it usable by
  * the commit; a stolen pre-lock makes it -EAGAIN. */
 START_TEST(opt2_renew)
@@ -1146,6 +1243,7 @@ static Suite *suite(void)
 	tcase_add_test(t, limits);
 	tcase_add_test(t, concurrent_counters);
 	tcase_add_test(t, opt2_prelock);
+	tcase_add_test(t, opt2_round_trips);
 	tcase_add_test(t, opt2_renew);
 	tcase_add_test(t, peek_values);
 	tcase_add_test(t, opt2_delegate_and_validate);
