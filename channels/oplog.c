@@ -286,10 +286,11 @@ int loco_oplog_append(struct loco_oplog *l, struct loco_thread *thr,
 		.len = len,
 	};
 	memset(r, 0, l->cfg.rec_size);
+	memcpy(r, &h, sizeof(h));
 	if (len)
 		memcpy(r + sizeof(h), params, len);
 	h.sum = rec_sum(&h, r + sizeof(h));
-	memcpy(r, &h, sizeof(h));
+	memcpy(r + offsetof(struct rec_hdr, sum), &h.sum, sizeof(h.sum));
 	l->nstaged++;
 	l->stats.appended++;
 	if (seq)

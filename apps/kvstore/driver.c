@@ -56,6 +56,10 @@ static const char usage[] =
 "  --verify          each thread works on its own keys only and, after the\n"
 "                    run, reads every one back: it must hold the last\n"
 "                    acknowledged write (exit 1 if not)\n"
+"  --verify-after-outage  tests only: with --verify and --data memory, a\n"
+"                    thread that saw no outage of the data node during the\n"
+"                    run waits (60 s at most) for one before it checks, so\n"
+"                    the check reads what a restart or a mirror kept\n"
 "Each node stores up to --keys values (arena: keys x (value-size + 32) bytes;\n"
 "raise --arena-mb for big runs).\n";
 
@@ -90,6 +94,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'H': o->hot_locks = true; return 0;
 	case 'V': o->verify = true; return 0;
 	case 'P': o->broken_persist = true; return 0;
+	case 'O': o->verify_after_outage = true; return 0;
 	case 'D':
 		if (!strcmp(arg, "memory") || !strcmp(arg, "compute")) {
 			o->data_memory = arg[0] == 'm';
@@ -123,10 +128,14 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 		{ "data", required_argument, NULL, 'D' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "broken-persist", no_argument, NULL, 'P' },
+		{ "verify-after-outage", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
 		return 2;
+	if (o->verify_after_outage && (!o->verify || !o->data_memory))
+		return bench_opt_error("loco-kvstore", "--verify-after-outage "
+				       "needs --verify and --data memory");
 	if (o->read + 2 * o->insert + o->put > 1.0 + 1e-9)
 		return bench_opt_error("loco-kvstore", "--read-ratio %g + 2 x "
 				       "--insert-ratio %g + --put-ratio %g "

@@ -32,7 +32,11 @@ struct drv_opts {
 	bool data_memory;           /* --data memory: kv_config.remote_data */
 	bool broken_persist;        /* tests: see kv_config */
 	bool verify;                /* --verify: own keys only, checked at the end */
+	bool verify_after_outage;   /* --verify-after-outage (tests) */
 };
+
+/* --verify-after-outage: how long a worker waits for the outage. */
+#define DRV_OUTAGE_WAIT_MS 60000
 
 /* Counters of a worker, also the extra fields of the results row. */
 enum {

@@ -18,6 +18,7 @@
 
 #include "apps/kvstore/drv.h"
 #include <loco/history.h>
+#include <loco/wait.h>
 
 #define LAT_CAP (1u << 20)
 
@@ -333,6 +334,33 @@ static int run(struct drv_worker *w)
 	}
 }
 
+/* --verify-after-outage: wait (60 s at most) until a READ of the slots
+ * finds the data node down, then until it is back, unless this worker
+ * already saw an outage during the run. Every write of the run is then
+ * behind the node's death, so the check that follows reads what the
+ * restart (or the mirror) kept, not the volatile layer it replaced. */
+static int await_outage(struct drv_worker *w)
+{
+	struct drv *d = w->d;
+	struct loco_wait wt;
+	loco_wait_init(&wt, NULL, DRV_OUTAGE_WAIT_MS);
+	if (w->n[X_OUTAGES])
+		return 0;
+	for (;;) {
+		int rc = kv_probe_slots(&w->kt[0]);
+		if (rc == -LOCO_EDOWN)
+			return get_outage(w, &w->slot[0], rc);
+		if (rc)
+			return rc;
+		if (loco_wait_step(&wt)) {
+			fprintf(stderr, "kvstore: node %u: --verify-after-outage: "
+				"the data node did not go down within %d ms\n",
+				d->self, DRV_OUTAGE_WAIT_MS);
+			return -ETIMEDOUT;
+		}
+	}
+}
+
 /* --verify: every owned key holds its last acknowledged value (or is
  * absent if that was a delete), read back with gets after the run. */
 static int verify(struct drv_worker *w)
@@ -430,6 +458,8 @@ void *drv_worker_main(void *arg)
 	pthread_barrier_wait(&d->phase);   /* every node prefilled */
 	if (!w->rc)
 		w->rc = run(w);
+	if (!w->rc && d->o.verify_after_outage)
+		w->rc = await_outage(w);
 	if (!w->rc && d->o.verify)
 		w->rc = verify(w);
 	if (w->rc)

@@ -329,6 +329,13 @@ static int slot_persist(struct kv_thread *t, uint32_t host)
 	return slot_redo(t, rc);
 }
 
+int kv_probe_slots(struct kv_thread *t)
+{
+	uint64_t off, word;
+	const struct loco_rregion *rr = slot_rr(t->kv, t->kv->self, 0, &off);
+	return rr ? loco_read(t->thr, rr, off, &word, sizeof(word)) : -EINVAL;
+}
+
 /* ---- get ---------------------------------------------------------------- */
 
 /* Look G's key up and post the READ of its slot: 1 if not indexed (done,

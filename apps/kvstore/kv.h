@@ -240,6 +240,12 @@ static inline const void *kv_get_value(const struct kv_get *g)
 int kv_get(struct kv_thread *t, struct kv_get *g, uint64_t key, void *val,
 	   uint32_t *len);
 
+/* READ one word of this node's first slot where the slots live (the
+ * data node with remote data): 0, or -LOCO_EDOWN while that node is down
+ * (tests wait for a memory node's death with it; nothing is written).
+ * Ordering: none. Completion: synchronous. Caller: T's thread. */
+int kv_probe_slots(struct kv_thread *t);
+
 /* Insert KEY -> VAL (LEN bytes, 1..value_size) if KEY is absent.
  * Returns 0, -EEXIST (present, nothing changed), -ENOSPC (no free slot on
  * this node), -EINVAL, or an error (the outcome is then unknown).
