@@ -236,8 +236,9 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 		return rc;
 	rc = loco_peer_add(mgr, &h, true);
 	if (rc) {
-		snprintf(msg, msglen, "cannot attach node %u's memory: %s", h.id,
-			 loco_strerror(rc));
+		snprintf(msg, msglen, "cannot attach node %u's memory: %s%s",
+			 h.id, loco_strerror(rc), rc == -LOCO_ETRANSPORT ?
+			 " (the refusing node's log says which setting)" : "");
 		return rc;
 	}
 	*from = h.id;

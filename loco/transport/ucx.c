@@ -513,7 +513,7 @@ static int ucx_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 			 "node by %s: give every node the same UCX_TLS (and LOCO_UCX_RMA)",
 			 peer, d->flags & UCX_DESC_F_AM ? "loco's messages" : "UCX",
 			 tp->am ? "loco's messages" : "UCX");
-		rc = -LOCO_EPROTO;
+		rc = -LOCO_ETRANSPORT;
 	} else {
 		pthread_mutex_lock(&tp->peer_lock);
 		tp->peer[peer] = *d;

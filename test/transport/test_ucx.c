@@ -685,7 +685,7 @@ START_TEST(peer_add_refuses)
 	capture_start(&cap);
 	int other_way = ops->peer_add(tp, 0, desc, len, 1 << 20, 0);
 	capture_end(&cap, log, sizeof(log));
-	ck_assert_int_eq(other_way, -LOCO_EPROTO);
+	ck_assert_int_eq(other_way, -LOCO_ETRANSPORT);
 	ck_assert_msg(strstr(log, "node 0 executes READ, WRITE and atomics by UCX, this "
 			      "node by loco's messages: give every node the same UCX_TLS"),
 		      "log: %s", log);
