@@ -94,6 +94,18 @@ void race_pools_fini(struct loco_race_client *c)
 	c->pool = NULL;
 }
 
+void race_pools_forget(struct loco_race_client *c)
+{
+	for (unsigned i = 0; c->pool && i < c->r->nmn; i++) {
+		struct race_pool *p = &c->pool[i];
+		free(p->ch);
+		p->ch = NULL;
+		p->n = p->cap = 0;
+		p->nfree = 0;
+		p->ahead = -1;
+	}
+}
+
 static struct race_own *own_find(struct race_pool *p, uint32_t idx)
 {
 	for (unsigned i = 0; i < p->n; i++)
@@ -278,8 +290,10 @@ static int claim(struct loco_race_client *c, unsigned ni, bool *got)
 			uint64_t old = 0;
 			if (own[i])
 				continue;
-			rc = loco_cas(c->thr, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
-				      0, owner_word(c), &old);
+			/* Durable before we hand its blocks out: after a
+			 * power cut nobody may claim it again. */
+			rc = race_cas_sync(c, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
+					   0, owner_word(c), &old, true);
 			if (rc || old)
 				continue;
 			loco_crash_point("race.alloc_claimed");
@@ -376,7 +390,13 @@ int race_free_local(struct loco_race_client *c, unsigned ni, uint32_t block,
 
 int race_free_remote(struct loco_race_client *c, uint64_t slot, uint64_t w0)
 {
-	return post_dead(c, race_slot_ni(slot), race_slot_block(slot), w0);
+	unsigned ni = race_slot_ni(slot);
+	int rc = post_dead(c, ni, race_slot_block(slot), w0);
+	/* Durable too (the unlink before it was persisted already): else a
+	 * power cut leaves the block LIVE and its owner never reuses it. */
+	if (!rc && race_op_durable(c->r, c->r->mn[ni].id))
+		rc = race_persist_post(c, c->r->mn[ni].id);
+	return rc;
 }
 
 int race_pools_release(struct loco_race_client *c)
@@ -393,6 +413,10 @@ int race_pools_release(struct loco_race_client *c)
 		}
 		p->nfree = 0;
 		p->ahead = -1;
+		/* Durable, or a power cut leaves them with our incarnation,
+		 * which nobody adopts. */
+		if (!rc)
+			rc = race_persist(c, c->r->mn[ni].id);
 	}
 	return rc;
 }
@@ -413,8 +437,8 @@ static int take_stale(struct loco_race_client *c, unsigned ni, unsigned *n)
 			uint64_t v = own[i], old = 0;
 			if (!v || owner_slot(v) != c->slot || v == owner_word(c))
 				continue;
-			rc = loco_cas(c->thr, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
-				      v, owner_word(c), &old);
+			rc = race_cas_sync(c, &r->mn[ni].kvc, (uint64_t)(f + i) * 8,
+					   v, owner_word(c), &old, true);
 			if (rc || old != v)
 				continue;
 			struct race_own *o = own_add(&c->pool[ni], f + i);
@@ -443,7 +467,18 @@ static int adopt_chunk(struct loco_race_client *c, unsigned ni,
 			      w0[i], w0[i] | RACE_KV_DEAD, &old);
 		*n += !rc && old == w0[i];
 	}
-	return rc ? rc : own_learn(c, ni, o);
+	if (!rc)
+		rc = own_learn(c, ni, o);
+	/* A free block skips a generation: the old incarnation may have
+	 * written it with the next one, which a power cut took back, and a
+	 * reader still holding a slot value naming that write must not match
+	 * ours. (A block in use keeps its word's: its free is by that.) */
+	for (unsigned i = 0; !rc && i < RACE_CHUNK_BLOCKS; i++) {
+		uint16_t g = (uint16_t)(o->gen[i] + 1);
+		if (o->free & UINT64_C(1) << i)
+			o->gen[i] = g ? g : 1;
+	}
+	return rc;
 }
 
 int race_adopt_own(struct loco_race_client *c)

@@ -28,6 +28,14 @@ static int peek_all(struct loco_race_client *c, struct race_desc *d,
 		objs[s] = race_desc_obj(r, s);
 	int rc = loco_rtx_peek(c->w, objs, r->ndesc, d, locks);
 	free(objs);
+	/* Durable as read (docs/race.md, "Durability"): the TXObjs are
+	 * contiguous, one FLUSH. */
+	if (!rc && race_durable(r, r->meta.node)) {
+		uint64_t at = loco_raddr_off(race_desc_obj(r, 0)) - r->meta.off;
+		rc = race_persist_seen(c, &r->meta, at, (uint64_t)r->ndesc * 16);
+		if (!rc)
+			rc = race_pend_wait(c);
+	}
 	return rc;
 }
 
@@ -95,7 +103,8 @@ static int scan_pass(struct loco_race_client *c, const struct race_desc *d,
 		if (!desc_valid(&d[s]))
 			continue;
 		st_from(r, &d[s], s, &st);
-		rc = loco_read(c->thr, &st.rr, 0, c->big, r->st_bytes);
+		/* Durable as read: blocks are freed on the strength of it. */
+		rc = race_read_seen(c, &st.rr, 0, c->big, r->st_bytes);
 		if (!rc)
 			mark_refs(r, (const uint64_t *)c->big, refs);
 	}

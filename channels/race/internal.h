@@ -192,6 +192,11 @@ struct loco_race {
 	uint32_t ndesc;                      /* 1 << max_depth */
 	uint32_t nslots;                     /* client slots (incarnations) */
 	uint64_t cfg;
+	uint64_t durable;                    /* hosting nodes with a durable
+					      * image (a bit per id): their
+					      * writes need persists */
+	struct loco_rregion meta;            /* the descriptors' TXObjs (the
+					      * rtx's metadata on the home) */
 	pthread_mutex_t lock;                /* retired, clients */
 	uint64_t retired[RACE_NSTATS];
 	struct loco_race_client *clients;
@@ -310,6 +315,48 @@ int race_pend_wait(struct loco_race_client *c);
  * round trip. */
 int race_run(struct loco_race_client *c, struct loco_batch *b);
 
+/* ---- persistence points (docs/race.md, "Durability") ----------------------
+ * Nothing is posted for a node without a durable image: there a FLUSH
+ * would be a fence the callers do not need. */
+static inline bool race_durable(const struct loco_race *r, uint32_t node)
+{
+	return node < 64 && (r->durable >> node & 1);
+}
+/* The operations' own persistence points, which the broken variant
+ * LOCO_RACE_BROKEN_NO_PERSIST leaves out (setup, allocation and resizes
+ * keep theirs). */
+static inline bool race_op_durable(const struct loco_race *r, uint32_t node)
+{
+	return race_durable(r, node) &&
+	       !(r->o.broken & LOCO_RACE_BROKEN_NO_PERSIST);
+}
+/* Post into the client's asynchronous set the FLUSHes that make durable
+ * everything its thread wrote to NODE (a FLUSH executes after the
+ * requests before it on the QP): the next wait covers them. */
+int race_persist_post(struct loco_race_client *c, uint32_t node);
+/* The same, and wait. */
+int race_persist(struct loco_race_client *c, uint32_t node);
+/* Post the FLUSH of [OFF, OFF+LEN) of RR, whoever wrote those bytes: what
+ * the client read and acts on, or returns, is durable once the wait
+ * covering it returns. */
+int race_persist_seen(struct loco_race_client *c, const struct loco_rregion *rr,
+		      uint64_t off, uint64_t len);
+/* CAS OFF of RR; with PERSIST (and RR's node durable) its FLUSH follows
+ * it in the same round trip. 0 or an op error; *OLD the word found. */
+int race_cas_sync(struct loco_race_client *c, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired,
+		  uint64_t *old, bool persist);
+/* READ [OFF, OFF+LEN) of RR into DST and (RR's node durable) FLUSH it
+ * behind the READ: one round trip, the bytes read durable. */
+int race_read_seen(struct loco_race_client *c, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len);
+/* Make the values of descriptors S[0..N) durable as they are (a value
+ * read by loco_rtx_peek may be installed and not yet persisted by its
+ * commit, which persists it before it releases the lock). One round
+ * trip on a durable home, nothing otherwise. */
+int race_desc_persist(struct loco_race_client *c, const uint32_t *s,
+		      unsigned n);
+
 /* Any number of ops, posted into the client's asynchronous set in batches
  * of LOCO_BATCH_MAX (a doorbell each) as they are added; race_ops_run
  * waits for all of them at once: one round trip. */
@@ -328,6 +375,9 @@ void race_ops_cas(struct race_ops *l, const struct loco_rregion *rr,
 int race_ops_post(struct race_ops *l);
 /* Post what is left and wait for everything: 0 or the first error. */
 int race_ops_run(struct race_ops *l);
+/* The same with the persist of this thread's writes to NODE behind them
+ * (a durable NODE): each step of a move is durable before the next. */
+int race_ops_run_durable(struct race_ops *l, uint32_t node);
 
 /* ---- ops.c ------------------------------------------------------------------ */
 /* Checksum of the LEN bytes of KV block BLK, with word 2 zero and DEAD
@@ -361,6 +411,9 @@ int race_wait_resize(struct loco_race_client *c, const struct race_st *st,
 /* ---- alloc.c ------------------------------------------------------------------ */
 int race_pools_init(struct loco_race_client *c);
 void race_pools_fini(struct loco_race_client *c);
+/* Drop every chunk we own, writing nothing (a reset: the next
+ * incarnation adopts them). */
+void race_pools_forget(struct loco_race_client *c);
 /* A block on memory node NI for a new KV; *GEN: its generation (write it
  * into word 0). Reclaims freed blocks of our chunks, or claims a chunk,
  * when none is known free. -ENOMEM: the node's pool is exhausted. */

@@ -138,6 +138,49 @@ static void look_post(struct loco_race_client *c, struct race_look *l,
 	}
 }
 
+/* On durable memory nodes: post the FLUSHes of the combined buckets of L
+ * (whoever wrote them), behind their READs on the same QPs. What an
+ * operation returns on the strength of a READ (a value, an absence, a
+ * copy that makes an insert fail) is then durable when the round's wait
+ * returns: a power cut cannot take back what a caller was told. */
+static int look_persist(struct loco_race_client *c, const struct race_look *l)
+{
+	int rc = 0;
+	for (unsigned t = 0; t < l->nst && !rc; t++) {
+		if (!race_op_durable(c->r, l->st[t].rr.node))
+			continue;
+		for (unsigned i = 0; i < 2 && !rc; i++)
+			if (!l->cb[t][i].dup)
+				rc = race_persist_seen(c, &l->st[t].rr,
+						       cb_off(l->cb[t][i].m),
+						       RACE_CBUCKET_BYTES);
+	}
+	return rc;
+}
+
+/* Post batch B (the view L's READs, a WRITE of a new block on BNODE
+ * first, or BNODE ~0u: none), then the persists of durable nodes: the
+ * block (ours, durable before a slot names it) and, with SEEN, the view;
+ * and wait: one round trip. */
+static int look_run(struct loco_race_client *c, const struct race_look *l,
+		    struct loco_batch *b, uint32_t bnode, bool seen)
+{
+	int rc = loco_batch_post(b, &c->pend);
+	if (!rc && bnode != ~0u && race_op_durable(c->r, bnode))
+		rc = race_persist_post(c, bnode);
+	if (!rc && seen)
+		rc = look_persist(c, l);
+	return rc ? rc : race_pend_wait(c);
+}
+
+/* A view that did not persist with its READs (the common outcome needs
+ * none): persist it now, before the operation returns what it saw. */
+static int look_seen(struct loco_race_client *c, const struct race_look *l)
+{
+	int rc = look_persist(c, l);
+	return rc ? rc : race_pend_wait(c);
+}
+
 enum look_verdict { LOOK_OK, LOOK_STALE, LOOK_CLOSED };
 
 /* Algorithm 5 on the key's subtable (not on a MOVING child's parent,
@@ -365,6 +408,8 @@ static int op_start(struct race_op *op, struct loco_race_client *c,
 {
 	if (klen > c->r->o.key_max || (val && vlen > c->r->o.value_max))
 		return -E2BIG;
+	if (!c->w)
+		return -ENOTCONN;   /* a reset failed: reset again first */
 	/* The deadline is taken at the first retry: most operations have
 	 * none, and a clock read per operation shows. */
 	*op = (struct race_op){ .c = c, .val = val, .vlen = vlen };
@@ -483,14 +528,25 @@ static void op_post_block(struct race_op *op, struct loco_batch *b)
 			 race_slot_len(op->item) * RACE_LEN_UNIT);
 }
 
-static void op_drop_block(struct race_op *op)
+/* The node id of the op's new block, ~0u if none. */
+static uint32_t op_bnode(const struct race_op *op)
 {
-	if (!op->has_block)
+	return op->has_block ? op->c->r->mn[op->bni].id : ~0u;
+}
+
+/* The op ended with RC and its block was never committed: ours again,
+ * unless RC leaves its fate unknown (a node died under the op: a slot
+ * may name it after the restart), then it stays in use until a reset
+ * adopts it (reference scan) or the audit frees it. */
+static void op_drop_block(struct race_op *op, int rc)
+{
+	if (!op->has_block || (rc && rc != -EEXIST && rc != -ENOENT &&
+			       rc != -ENOSPC && rc != -ENOMEM && rc != -E2BIG))
 		return;
-	int rc = race_free_local(op->c, op->bni, op->block, op->bw0);
-	if (rc)
+	int frc = race_free_local(op->c, op->bni, op->block, op->bw0);
+	if (frc)
 		loco_warn(op->c->r->base.name, "freeing an unused block: %s",
-			  loco_strerror(rc));
+			  loco_strerror(frc));
 	op->has_block = false;
 }
 
@@ -521,7 +577,7 @@ static int get_once(struct race_op *op, const struct race_st *st, bool only_st,
 	look_init(c, &l, st, &op->k, !only_st);
 	loco_batch_init(&b, c->thr);
 	look_post(c, &l, 0, &b);
-	int rc = race_run(c, &b);
+	int rc = look_run(c, &l, &b, ~0u, true);
 	if (rc)
 		return rc;
 	rc = look_current(op, &l);
@@ -705,7 +761,7 @@ static int insert_look(struct race_op *op, const struct race_st *st,
 	loco_batch_init(&b, c->thr);
 	op_post_block(op, &b);
 	look_post(c, l, 0, &b);
-	rc = race_run(c, &b);
+	rc = look_run(c, l, &b, op_bnode(op), false);
 	if (rc)
 		return rc;
 	enum look_verdict v = look_check(c, l, &op->k);
@@ -718,7 +774,7 @@ static int insert_look(struct race_op *op, const struct race_st *st,
 	if (rc)
 		return rc;
 	if (present)
-		return -EEXIST;
+		return (rc = look_seen(c, l)) ? rc : -EEXIST;
 	if (tent || changed)
 		return again(op_retry(op));
 	/* The broken variant without the duplicate re-read also spreads
@@ -746,7 +802,8 @@ static int insert_claim(struct race_op *op, const struct race_st *st,
 	loco_batch_init(&b, c->thr);
 	loco_batch_cas(&b, &st->rr, off, 0, mine, &old);
 	look_post(c, l, 0, &b);
-	int rc = race_run(c, &b);
+	/* The view decides: no other copy (commit) or one (-EEXIST). */
+	int rc = look_run(c, l, &b, ~0u, true);
 	if (rc)
 		return rc;
 	if (old != 0)
@@ -785,9 +842,10 @@ static int insert_try(struct race_op *op)
 	if (rc)
 		return rc;
 	loco_crash_point("race.insert_tentative");
-	/* The linearization point: visible from here. */
-	rc = loco_cas(op->c->thr, &st.rr, off, tentative(op->item), op->item,
-		      &old);
+	/* The linearization point: visible from here; durable before the
+	 * insert returns. */
+	rc = race_cas_sync(op->c, &st.rr, off, tentative(op->item), op->item,
+			   &old, race_op_durable(op->c->r, st.rr.node));
 	if (rc)
 		return rc;
 	if (old != tentative(op->item))
@@ -807,7 +865,7 @@ int loco_race_insert(struct loco_race_client *c, const void *key,
 	do
 		rc = insert_try(&op);
 	while (rc == INS_AGAIN);
-	op_drop_block(&op);
+	op_drop_block(&op, rc);
 	return rc;
 }
 
@@ -828,7 +886,7 @@ static int find_once(struct race_op *op, const struct race_st *st, bool only_st,
 	if (op->has_block)
 		op_post_block(op, &b);
 	look_post(c, l, 0, &b);
-	int rc = race_run(c, &b);
+	int rc = look_run(c, l, &b, op_bnode(op), false);
 	if (!rc)
 		rc = look_current(op, l);
 	if (rc)
@@ -840,7 +898,7 @@ static int find_once(struct race_op *op, const struct race_st *st, bool only_st,
 	if (h.found < 0 && h.changed)
 		return again(op_retry(op));
 	if (h.found < 0)
-		return -ENOENT;
+		return (rc = look_seen(c, l)) ? rc : -ENOENT;
 	*pos = p[h.found];
 	*w0 = h.w0;
 	if (race_slot_frozen(pos->v))
@@ -889,8 +947,11 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 		}
 		if (point)
 			loco_crash_point(point);
-		rc = loco_cas(op->c->thr, &st->rr, slot_off(pos.bucket, pos.j),
-			      pos.v, nv, &old);
+		/* The linearization point, durable before the op returns (and
+		 * before the old block is freed). */
+		rc = race_cas_sync(op->c, &st->rr, slot_off(pos.bucket, pos.j),
+				   pos.v, nv, &old,
+				   race_op_durable(op->c->r, st->rr.node));
 		if (rc)
 			return rc;
 		if (old == pos.v) {
@@ -917,7 +978,7 @@ int loco_race_update(struct loco_race_client *c, const void *key,
 		return rc;
 	RACE_INC(c, updates);
 	rc = replace(&op, 0, "race.update_written");
-	op_drop_block(&op);
+	op_drop_block(&op, rc);
 	return rc;
 }
 

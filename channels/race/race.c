@@ -217,6 +217,15 @@ static int open_rtx(struct loco_race *r)
 	return loco_rtx_create(r->base.mgr, &x, &r->rtx);
 }
 
+/* The region of the descriptors' TXObjs, whose values a client persists
+ * after reading them (race_desc_persist). */
+static int open_meta(struct loco_race *r)
+{
+	loco_raddr_t a = race_desc_obj(r, 0);
+	return loco_region_at(r->base.mgr, loco_raddr_node(a), LOCO_SPACE_ARENA,
+			      loco_raddr_off(a), (uint64_t)r->ndesc * 16, &r->meta);
+}
+
 /* First creator CASes the layout hash in; everyone else must find it. */
 static int super_check(struct loco_race *r, struct loco_thread *thr)
 {
@@ -231,6 +240,10 @@ static int super_check(struct loco_race *r, struct loco_thread *thr)
 			 (unsigned long long)r->cfg);
 		return -LOCO_EMISMATCH;
 	}
+	/* Durable before a client relies on it (a power cut must not let
+	 * another geometry in). */
+	if (!rc && race_durable(r, r->home))
+		rc = loco_persist(thr, r->home);
 	return rc;
 }
 
@@ -285,6 +298,9 @@ static int root_headers(struct loco_race *r, struct loco_thread *thr,
 		if (!rc)
 			rc = loco_ack_wait(thr, &ack, -1);
 	}
+	/* Durable before the descriptor's commit names the subtable. */
+	if (!rc && race_durable(r, rr->node))
+		rc = loco_persist(thr, rr->node);
 	return rc;
 }
 
@@ -356,6 +372,9 @@ static int race_setup(struct loco_race *r)
 		rc = loco_channel_join(&r->base);
 	for (unsigned i = 0; !rc && i < r->nmn; i++)
 		rc = open_mnode(r, &r->mn[i]);
+	for (unsigned i = 0; !rc && i < r->nmn; i++)
+		if (loco_peer_durable(r->base.mgr, r->mn[i].id))
+			r->durable |= UINT64_C(1) << r->mn[i].id;
 	struct loco_thread *thr = NULL;
 	if (!rc)
 		rc = loco_thread_create(r->base.mgr, &thr);
@@ -363,6 +382,8 @@ static int race_setup(struct loco_race *r)
 		rc = super_check(r, thr);
 	if (!rc)
 		rc = open_rtx(r);
+	if (!rc)
+		rc = open_meta(r);
 	struct loco_rtx_worker *w = NULL;
 	if (!rc)
 		rc = loco_rtx_worker_create(r->rtx, thr, &w);
@@ -514,6 +535,8 @@ int race_refresh(struct loco_race_client *c, uint64_t h1)
 	}
 	RACE_INC(c, refreshes);
 	int rc = loco_rtx_peek(c->w, objs, n, d, NULL);
+	if (!rc)
+		rc = race_desc_persist(c, sfx, n);
 	for (unsigned i = 0; !rc && i < n; i++)
 		cache_note(c, sfx[i], &d[i]);
 	return rc;
@@ -524,6 +547,8 @@ int race_refresh_one(struct loco_race_client *c, uint32_t s, uint64_t *lock)
 	loco_raddr_t obj = race_desc_obj(c->r, s);
 	struct race_desc d;
 	int rc = loco_rtx_peek(c->w, &obj, 1, &d, lock);
+	if (!rc)
+		rc = race_desc_persist(c, &s, 1);
 	if (!rc)
 		cache_note(c, s, &d);
 	return rc;
@@ -611,6 +636,74 @@ int race_run(struct loco_race_client *c, struct loco_batch *b)
 	return rc ? rc : race_pend_wait(c);
 }
 
+/* ---- persistence points --------------------------------------------------------- */
+
+int race_persist_post(struct loco_race_client *c, uint32_t node)
+{
+	return race_durable(c->r, node) ?
+	       loco_post_persist(c->thr, node, &c->pend) : 0;
+}
+
+int race_persist(struct loco_race_client *c, uint32_t node)
+{
+	int rc = race_persist_post(c, node);
+	return rc ? rc : race_pend_wait(c);
+}
+
+int race_persist_seen(struct loco_race_client *c, const struct loco_rregion *rr,
+		      uint64_t off, uint64_t len)
+{
+	return race_durable(c->r, rr->node) ?
+	       loco_post_persist_range(c->thr, rr, off, len, &c->pend) : 0;
+}
+
+int race_cas_sync(struct loco_race_client *c, const struct loco_rregion *rr,
+		  uint64_t off, uint64_t expect, uint64_t desired,
+		  uint64_t *old, bool persist)
+{
+	if (!persist || !race_durable(c->r, rr->node))
+		return loco_cas(c->thr, rr, off, expect, desired, old);
+	struct loco_batch b;
+	loco_batch_init(&b, c->thr);
+	loco_batch_cas(&b, rr, off, expect, desired, old);
+	int rc = loco_batch_post(&b, &c->pend);
+	/* Ordering: the FLUSH executes after the CAS on their QP. */
+	if (!rc)
+		rc = race_persist_post(c, rr->node);
+	return rc ? rc : race_pend_wait(c);
+}
+
+int race_read_seen(struct loco_race_client *c, const struct loco_rregion *rr,
+		   uint64_t off, void *dst, uint32_t len)
+{
+	if (!race_durable(c->r, rr->node))
+		return loco_read(c->thr, rr, off, dst, len);
+	struct loco_batch b;
+	loco_batch_init(&b, c->thr);
+	loco_batch_read(&b, rr, off, dst, len);
+	int rc = loco_batch_post(&b, &c->pend);
+	/* Ordering: the FLUSH executes after the READ on their QP, so the
+	 * bytes the READ saw (or later ones) are what it makes durable. */
+	if (!rc)
+		rc = race_persist_seen(c, rr, off, len);
+	return rc ? rc : race_pend_wait(c);
+}
+
+int race_desc_persist(struct loco_race_client *c, const uint32_t *s,
+		      unsigned n)
+{
+	const struct loco_race *r = c->r;
+	if (!race_durable(r, r->meta.node))
+		return 0;
+	int rc = 0;
+	for (unsigned i = 0; i < n && !rc; i++) {
+		loco_raddr_t a = race_desc_obj(r, s[i]);
+		rc = race_persist_seen(c, &r->meta,
+				       loco_raddr_off(a) - r->meta.off, 16);
+	}
+	return rc ? rc : race_pend_wait(c);
+}
+
 void race_ops_init(struct race_ops *l, struct loco_race_client *c)
 {
 	l->c = c;
@@ -654,6 +747,15 @@ int race_ops_run(struct race_ops *l)
 	return rc ? rc : race_pend_wait(l->c);
 }
 
+int race_ops_run_durable(struct race_ops *l, uint32_t node)
+{
+	struct loco_race_client *c = l->c;
+	int rc = race_ops_post(l);
+	if (!rc)
+		rc = race_persist_post(c, node);
+	return rc ? rc : race_pend_wait(c);
+}
+
 /* ---- clients ------------------------------------------------------------------ */
 
 static void client_free(struct loco_race_client *c)
@@ -695,6 +797,10 @@ static int slot_attach(struct loco_race_client *c)
 {
 	uint64_t old = 0;
 	int rc = loco_faa(c->thr, &c->r->slots, (uint64_t)c->slot * 8, 1, &old);
+	/* Durable before it names chunks: a power cut must not hand the
+	 * same incarnation out again. */
+	if (!rc)
+		rc = race_persist(c, c->r->home);
 	if (rc)
 		return rc;
 	c->inc = (old + 1) & 0xffffffffffffu;
@@ -731,6 +837,31 @@ int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
 	pthread_mutex_unlock(&r->lock);
 	*out = c;
 	return 0;
+}
+
+int loco_race_client_reset(struct loco_race_client *c)
+{
+	struct loco_race *r = c->r;
+	/* The dead incarnation's ops keep their error in the set; its QPs
+	 * are drained when renewed, before anything new is posted there. */
+	loco_ack_clear(&c->pend);
+	c->npend = 0;
+	race_pools_forget(c);
+	memset(c->cache, 0, (size_t)r->ndesc * sizeof(*c->cache));
+	c->gd = 0;
+	int rc = loco_rtx_worker_destroy(c->w);
+	c->w = NULL;
+	if (rc == -LOCO_EDOWN)
+		return rc;
+	rc = loco_rtx_worker_create(r->rtx, c->thr, &c->w);
+	if (rc)
+		return rc;
+	c->slot = loco_rtx_worker_slot(c->w);
+	rc = slot_attach(c);
+	if (rc)
+		loco_warn(r->base.name, "client slot %u: reset: %s", c->slot,
+			  loco_strerror(rc));
+	return rc;
 }
 
 static void client_unlink(struct loco_race_client *c)
@@ -781,8 +912,9 @@ void loco_race_client_stats(const struct loco_race_client *c,
 		/* Relaxed: statistics. */
 		v[i] = atomic_load_explicit(&c->st[i], memory_order_relaxed);
 	memcpy(out, v, sizeof(*out));
-	struct loco_rtx_stats x;
-	loco_rtx_worker_stats(c->w, &x);
+	struct loco_rtx_stats x = { 0 };
+	if (c->w)   /* none after a reset that failed */
+		loco_rtx_worker_stats(c->w, &x);
 	out->rtx_repairs = x.repairs;
 }
 

@@ -85,6 +85,10 @@ enum loco_race_resize {
 					     * duplicate re-read */
 #define LOCO_RACE_BROKEN_NO_STALE_CHECK 0x2 /* bucket headers and frozen
 					     * slots are not checked */
+#define LOCO_RACE_BROKEN_NO_PERSIST 0x4     /* on durable memory nodes,
+					     * operations return before
+					     * what they wrote or read is
+					     * persisted */
 
 /* Zero means "default". All clients of one table use the same geometry
  * (name, mem_nodes, groups, depths, key_max, value_max, kv_blocks,
@@ -172,6 +176,20 @@ int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
  * Completion: synchronous.
  * Caller: the client's thread, with no operation of it running. */
 void loco_race_client_destroy(struct loco_race_client *c);
+
+/* Start client C over after a memory node's outage: an operation
+ * failed with -LOCO_EDOWN (its outcome unknown) and loco_peer_wait
+ * returned 0. C becomes a new incarnation of a slot of this node (a new
+ * rtx worker, which repairs what the old one left), adopts the KV chunks
+ * its old incarnation held (what a power cut took back may have changed
+ * their blocks: they are learnt anew, and blocks no slot references are
+ * freed) and forgets its directory cache. Returns 0, -LOCO_EDOWN (a node
+ * died again: wait and reset again), -LOCO_ELOST or another op error;
+ * until a reset succeeds, operations on C return -ENOTCONN.
+ * Ordering: C's old incarnation is settled before return.
+ * Completion: synchronous (a reference scan of the table).
+ * Caller: the client's thread, with no operation of it running. */
+int loco_race_client_reset(struct loco_race_client *c);
 
 /* Get KEY: copies its value (at most CAP bytes) into VAL and its length
  * into *VLEN. -ENOENT if absent, -ENOBUFS if CAP is too small (*VLEN set).

@@ -239,19 +239,34 @@ static unsigned build_halves(const struct loco_race *r, const uint64_t *snap,
 	return moved;
 }
 
-static int write_halves(struct loco_race_client *c, unsigned ld, uint32_t s,
+/* Write O' (LO) and N (HI) into fresh regions of split ST: placed, and
+ * on durable nodes persisted together with ST's frozen slots, before the
+ * commit's descriptors name them (a power cut after the commit must find
+ * O' and N whole, and O frozen for the clients that still read it). */
+static int write_halves(struct loco_race_client *c, const struct race_st *st,
 			const uint64_t *lo, const uint64_t *hi,
 			struct loco_rregion *rlo, struct loco_rregion *rhi)
 {
-	int rc = new_block(c, ld + 1, s, rlo);
+	const struct loco_race *r = c->r;
+	unsigned ld = st->ld;
+	int rc = new_block(c, ld + 1, st->suffix, rlo);
 	if (!rc)
-		rc = new_block(c, ld + 1, s | UINT32_C(1) << ld, rhi);
+		rc = new_block(c, ld + 1, st->suffix | UINT32_C(1) << ld, rhi);
 	if (!rc)
-		rc = loco_write(c->thr, rlo, 0, lo, c->r->st_bytes);
+		rc = loco_write(c->thr, rlo, 0, lo, r->st_bytes);
 	if (!rc)
-		rc = loco_write(c->thr, rhi, 0, hi, c->r->st_bytes);
-	/* Placed before the commit's descriptors name them. */
-	return rc ? rc : loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+		rc = loco_write(c->thr, rhi, 0, hi, r->st_bytes);
+	if (rc)
+		return rc;
+	if (!race_durable(r, rlo->node) && !race_durable(r, rhi->node) &&
+	    !race_durable(r, st->rr.node))
+		return loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+	rc = race_persist_post(c, rlo->node);
+	if (!rc && rhi->node != rlo->node)
+		rc = race_persist_post(c, rhi->node);
+	if (!rc)
+		rc = race_persist_seen(c, &st->rr, 0, r->st_bytes);
+	return rc ? rc : race_pend_wait(c);
 }
 
 static int split_rtx(struct loco_race_client *c, const struct race_st *st,
@@ -277,7 +292,7 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 		race_count(c, RACE_STAT(moved),
 			   build_halves(r, snap, res + nslots, st->ld, st->suffix,
 					lo, hi));
-		rc = write_halves(c, st->ld, st->suffix, lo, hi, &rlo, &rhi);
+		rc = write_halves(c, st, lo, hi, &rlo, &rhi);
 	}
 	free(res);
 	if (rc) {
@@ -318,7 +333,7 @@ static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
 		race_ops_cas(&l, &m->o, grp_off(g) + k * RACE_BUCKET_BYTES, from, to,
 		       &m->res[k]);
 	race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
-	int rc = race_ops_run(&l);
+	int rc = race_ops_run_durable(&l, m->o.node);
 	for (unsigned k = 0; !rc && k < 3; k++)
 		if (m->res[k] != from && m->res[k] != to)
 			/* Deeper already: this move was finished, and the
@@ -380,7 +395,7 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 			return 0;
 		/* Then READ the group again behind the CASes. */
 		race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
-		rc = race_ops_run(&l);
+		rc = race_ops_run_durable(&l, m->o.node);
 		if (rc)
 			return rc;
 	}
@@ -401,7 +416,7 @@ static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 			race_ops_cas(&l, &m->n, kslot_off(g, k), 0, v, &m->res[k]);
 			n++;
 		}
-		int rc = race_ops_run(&l);
+		int rc = race_ops_run_durable(&l, m->n.node);
 		if (rc || !n)
 			return rc;
 		bool again = false;
@@ -419,7 +434,7 @@ static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 			race_ops_cas(&l, &m->n, kslot_off(g, k), got, 0, &m->res[k]);
 			again = true;
 		}
-		rc = race_ops_run(&l);
+		rc = race_ops_run_durable(&l, m->n.node);
 		if (rc || !again)
 			return rc;
 	}
@@ -436,7 +451,7 @@ static int group_clear(struct loco_race_client *c, struct move *m, uint32_t g)
 		if (race_slot_frozen(v) && race_slot_item(v))
 			race_ops_cas(&l, &m->o, kslot_off(g, k), v, 0, &m->res[k]);
 	}
-	return race_ops_run(&l);
+	return race_ops_run_durable(&l, m->o.node);
 }
 
 /* e: unfreeze N's group (every frozen item: ours, or an earlier mover's
@@ -460,13 +475,16 @@ static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
 	for (unsigned b = 0; b < 3; b++)
 		race_ops_cas(&l, &m->n, grp_off(g) + b * RACE_BUCKET_BYTES, closed, open,
 		       &m->res[3 * RACE_SLOTS + b]);
-	return race_ops_run(&l);
+	return race_ops_run_durable(&l, m->n.node);
 }
 
 /* Steps a-e on group G. Ordering: each step's CASes are complete before
  * the next step posts (race_ops_run waits; a completed CAS has executed
  * at its target, unlike a completed WRITE), so across O's and N's QPs the
- * headers change before any slot, and an item is in N before it leaves O. */
+ * headers change before any slot, and an item is in N before it leaves O.
+ * On durable nodes each step's round also persists its CASes, so what a
+ * power cut leaves is a prefix of the steps, from which whoever takes the
+ * move over goes on. */
 static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	int rc = group_headers(c, m, g);
@@ -561,9 +579,11 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 	int rc = new_block(c, st->ld + 1, ns, &rn);
 	if (!rc)
 		rc = loco_write(c->thr, &rn, 0, init, r->st_bytes);
-	/* N's headers are placed before a descriptor names it. */
+	/* N's headers are placed (durable on a durable node) before a
+	 * descriptor names it. */
 	if (!rc)
-		rc = loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+		rc = race_durable(r, rn.node) ? race_persist(c, rn.node) :
+		     loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
 	if (rc) {
 		loco_rtx_abort(c->w);
 		return rc;
