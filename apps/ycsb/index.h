@@ -10,9 +10,12 @@
  *
  * Every operation returns 0 or a negative errno; the map outcomes are
  * -ENOENT (get/update/remove of an absent key) and -EEXIST (insert of a
- * present key). Any other negative value is an error the driver reports
- * (and the op is recorded as of unknown outcome). Outputs are written only
- * on success. */
+ * present key). -LOCO_EDOWN (a memory node died under the operation) is
+ * an outage: the driver records the op as of unknown outcome, waits for
+ * the memory nodes, lets the index recover and goes on. Any other
+ * negative value is an error the driver reports (the op is recorded as
+ * of unknown outcome and the thread stops). Outputs are written only on
+ * success. */
 #ifndef LOCO_APPS_YCSB_INDEX_H
 #define LOCO_APPS_YCSB_INDEX_H
 
@@ -91,6 +94,15 @@ struct ycsb_index_ops {
 	 * OUT; *N gets the count. NULL when !ordered. */
 	int (*scan)(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
 		    unsigned max, struct ycsb_pair *out, unsigned *n);
+
+	/* After a memory node's outage: an operation of T returned
+	 * -LOCO_EDOWN (its outcome unknown) and every memory node is back
+	 * (loco_peer_wait returned 0). Settle what T's remote state may have
+	 * lost (e.g. start a new client incarnation) so that its next
+	 * operation can run. 0, -LOCO_EDOWN (a node died again: the driver
+	 * waits and calls it again) or an error. May be NULL (nothing to
+	 * settle). */
+	int (*recover)(struct ycsb_ixthr *t);
 
 	/* This node's counters so far; may be NULL. The driver calls it
 	 * after every thread handle is closed. */

@@ -20,8 +20,12 @@
  * present. Which concurrent writer wins is checked by --record and
  * loco-lincheck.
  *
- * A worker stops at its first failed call, whose outcome is unknown: its
- * key may then hold either state (open_key/open_alt). */
+ * A write whose outcome is unknown (a memory node died under it: the
+ * worker goes on after the outage; or the error that stopped the worker)
+ * leaves its key in either state: the value it wrote (or the absence a
+ * delete leaves) is an alternative to the last acknowledged one until the
+ * writer's next acknowledged write of that key. Nothing that was
+ * acknowledged may be missing; what was not may be either way. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -49,15 +53,68 @@ int track_init(struct ycsb_worker *w)
 	for (uint64_t i = 0; i < n; i++)
 		t->cur[i] = TRK_NONE;
 	t->n = t->cap = n;
-	t->open = false;
+	t->alt = NULL;
+	t->nalt = t->altcap = 0;
 	return 0;
 }
 
 void track_fini(struct ycsb_worker *w)
 {
 	free(w->trk.cur);
+	free(w->trk.alt);
 	w->trk.cur = NULL;
+	w->trk.alt = NULL;
 	w->trk.n = w->trk.cap = 0;
+	w->trk.nalt = w->trk.altcap = 0;
+}
+
+/* Whether KEY may hold GOT by a write of unknown outcome. */
+static bool alt_has(const struct ycsb_track *t, uint64_t key, uint64_t got)
+{
+	for (unsigned i = 0; i < t->nalt; i++)
+		if (t->alt[i].key == key && t->alt[i].id == got)
+			return true;
+	return false;
+}
+
+/* Whether KEY has a write of unknown outcome that leaves it present
+ * (PRESENT) or absent. */
+static bool alt_presence(const struct ycsb_track *t, uint64_t key,
+			 bool present)
+{
+	for (unsigned i = 0; i < t->nalt; i++)
+		if (t->alt[i].key == key &&
+		    (t->alt[i].id != TRK_ABSENT) == present)
+			return true;
+	return false;
+}
+
+static void alt_add(struct ycsb_worker *w, uint64_t key, uint64_t id)
+{
+	struct ycsb_track *t = &w->trk;
+	if (alt_has(t, key, id))
+		return;
+	if (t->nalt == t->altcap) {
+		unsigned cap = t->altcap ? 2 * t->altcap : 16;
+		struct ycsb_alt *a = realloc(t->alt, cap * sizeof(*a));
+		if (!a) {
+			w->rc = w->rc ? w->rc : -ENOMEM;
+			return;
+		}
+		t->alt = a;
+		t->altcap = cap;
+	}
+	t->alt[t->nalt++] = (struct ycsb_alt){ key, id };
+}
+
+/* An acknowledged write of KEY: its state is known again. */
+static void alt_drop(struct ycsb_track *t, uint64_t key)
+{
+	for (unsigned i = 0; i < t->nalt;)
+		if (t->alt[i].key == key)
+			t->alt[i] = t->alt[--t->nalt];
+		else
+			i++;
 }
 
 /* Index of KEY in the table, false if this worker does not track it:
@@ -117,8 +174,7 @@ uint64_t *track_at(struct ycsb_worker *w, uint64_t key)
  * saw: GOT (an id, or TRK_ABSENT). */
 static void expect(struct ycsb_worker *w, uint64_t key, uint64_t e, uint64_t got)
 {
-	if (got == e || e == TRK_NONE ||
-	    (w->trk.open && w->trk.open_key == key && w->trk.open_alt == got))
+	if (got == e || e == TRK_NONE || alt_has(&w->trk, key, got))
 		return;
 	if (got == TRK_ABSENT)
 		w->n[X_MISSING]++;
@@ -132,9 +188,7 @@ static void expect_presence(struct ycsb_worker *w, uint64_t key, uint64_t e,
 			    bool present)
 {
 	bool was = e != TRK_ABSENT && e != TRK_NONE;
-	if (present == was)
-		return;
-	if (w->trk.open && w->trk.open_key == key)
+	if (present == was || alt_presence(&w->trk, key, present))
 		return;
 	if (was)
 		w->n[X_MISSING]++;
@@ -142,22 +196,26 @@ static void expect_presence(struct ycsb_worker *w, uint64_t key, uint64_t e,
 		w->n[X_WRONG]++;
 }
 
-static void track_write_failed(struct ycsb_worker *w, enum ycsb_kind k,
-			       uint64_t key, uint64_t id)
+/* A write of KEY whose outcome is unknown. A key never written before
+ * counts as written: its read-back must find either state. */
+static void track_write_unknown(struct ycsb_worker *w, enum ycsb_kind k,
+				uint64_t key, uint64_t id)
 {
-	struct ycsb_track *t = &w->trk;
 	if (k != K_INSERT && k != K_UPDATE && k != K_DELETE)
 		return;
-	t->open = true;
-	t->open_key = key;
-	t->open_alt = k == K_DELETE ? TRK_ABSENT : id;
+	uint64_t *e = track_at(w, key);
+	if (!e)
+		return;
+	if (*e == TRK_NONE)
+		*e = TRK_ABSENT;
+	alt_add(w, key, k == K_DELETE ? TRK_ABSENT : id);
 }
 
 void track_result(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 		  uint64_t id, int rc, uint64_t got)
 {
-	if (rc < 0) {
-		track_write_failed(w, k, key, id);
+	if (rc < 0 || rc == YCSB_UNKNOWN) {
+		track_write_unknown(w, k, key, id);
 		return;
 	}
 	bool sole = sole_writer(w, key);
@@ -175,14 +233,18 @@ void track_result(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 	case K_UPDATE:
 		if (sole)
 			expect_presence(w, key, *e, k == K_INSERT ? rc : !rc);
-		if (!rc)
+		if (!rc) {
 			*e = id;
+			alt_drop(&w->trk, key);
+		}
 		return;
 	default:
 		if (sole)
 			expect_presence(w, key, *e, !rc);
-		if (!rc)
+		if (!rc) {
 			*e = TRK_ABSENT;
+			alt_drop(&w->trk, key);
+		}
 		return;
 	}
 }
@@ -208,7 +270,10 @@ int track_check(struct ycsb_worker *w)
 		uint64_t e = t->cur[i], key = track_key(w, i), got;
 		if (e == TRK_NONE)
 			continue;
-		int rc = ycsb_call(w, K_GET, key, 0, &got);
+		int rc;
+		do   /* an outage: the read goes again (a get changes nothing) */
+			rc = ycsb_call(w, K_GET, key, 0, &got);
+		while (rc == YCSB_UNKNOWN);
 		if (rc < 0)
 			return rc;
 		w->n[X_CHECKED]++;

@@ -67,6 +67,7 @@ enum {
 	X_RMW, X_HIT, X_SCANNED, X_DONE_FALSE,
 	X_LOADED, X_CHECKED, X_MISSING, X_WRONG, X_CORRUPT,
 	X_RESIZES, X_RETRIES, X_CACHE_MISSES, X_REPAIRS, X_VERIFY_FAILED,
+	X_UNKNOWN, X_OUTAGES, X_FLUSHES,
 	X_N
 };
 static_assert(X_N <= CL_EXTRA, "the row holds the counters");
@@ -79,13 +80,18 @@ enum ycsb_kind { K_GET, K_INSERT, K_UPDATE, K_DELETE, K_SCAN, K_N };
 #define TRK_ABSENT UINT64_C(0)
 #define TRK_NONE UINT64_MAX
 
+/* A write of unknown outcome (a memory node died under it, or the error
+ * that stopped the worker): KEY may hold ID (TRK_ABSENT: a delete's)
+ * instead of its cur, until the writer's next acknowledged write of KEY. */
+struct ycsb_alt {
+	uint64_t key, id;
+};
+
 struct ycsb_track {
 	uint64_t *cur;
 	uint64_t n, cap;
-	/* The one operation of unknown outcome (the worker stops at its
-	 * first error): the key may hold ALT instead of its cur. */
-	bool open;
-	uint64_t open_key, open_alt;
+	struct ycsb_alt *alt;
+	unsigned nalt, altcap;
 };
 
 struct ycsb;
@@ -158,12 +164,23 @@ void *ycsb_worker_main(void *arg);
 /* ycsb_call's result for a get that read a value no write put there: it
  * is counted (corrupt), recorded as open, and the thread goes on. */
 #define YCSB_CORRUPT 2
+/* ycsb_call's result for a call a memory node's death interrupted: its
+ * outcome is unknown (recorded open, tracked as either), the memory
+ * nodes are back and the index recovered: the thread goes on. */
+#define YCSB_UNKNOWN 3
+/* Memory nodes get this long to come back after an outage. */
+#define YCSB_BACK_MS 30000
 /* One index call of kind K, recorded and counted; 0, or 1 for the map
  * outcome "absent"/"present" (-ENOENT, -EEXIST), YCSB_CORRUPT, or an
  * error (the thread then stops). ID is the value id written
  * (insert/update) and *GOT the id read (get: 0 when absent). */
 int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 	      uint64_t id, uint64_t *got);
+/* A call failed with -LOCO_EDOWN: wait for every memory node (-LOCO_ELOST,
+ * one that came back without its memory, ends the run with a message)
+ * and let the index recover. YCSB_UNKNOWN, or an error (the thread
+ * stops). */
+int ycsb_outage(struct ycsb_worker *w, const char *what, uint64_t key);
 
 /* track.c */
 int track_init(struct ycsb_worker *w);
@@ -173,7 +190,8 @@ void track_fini(struct ycsb_worker *w);
 uint64_t *track_at(struct ycsb_worker *w, uint64_t key);
 /* The call of kind K on KEY writing ID ended with RC (ycsb_call): update
  * what W knows, and with --writers owner compare the outcome with it
- * (a get by the owner must return its last write). */
+ * (a get by the owner must return its last write). RC < 0 or
+ * YCSB_UNKNOWN: the write's outcome is unknown (KEY may hold either). */
 void track_result(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 		  uint64_t id, int rc, uint64_t got);
 /* Read back every key W wrote and count missing and wrong values. */
