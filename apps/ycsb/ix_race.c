@@ -11,14 +11,18 @@
  *   max-depth=D      largest local depth (default: room for 4 x --keys)
  *   kv-blocks=N      KV blocks per memory node (default 3 x --keys over
  *                    the memory nodes, at least 65536)
- *   broken=none|no-dup-check|no-stale-check  tests only: inserts commit
- *                    without the duplicate re-read / bucket headers and
- *                    frozen slots are not checked (a stale cache is used)
+ *   broken=none|no-dup-check|no-stale-check|no-persist  tests only:
+ *                    inserts commit without the duplicate re-read / bucket
+ *                    headers and frozen slots are not checked (a stale
+ *                    cache is used) / on durable memory nodes operations
+ *                    return before what they wrote is persisted (a power
+ *                    cut loses acknowledged writes)
  * Counters: resizes are the splits this node finished, retries restarted
  * attempts, cache_misses directory cache refreshes, repairs resizes taken
  * over from a dead client plus rTX repairs. --verify runs
  * loco_race_verify: settle what dead clients left, then check every
- * subtable, key and KV block. */
+ * subtable, key and KV block. After a memory node's outage a thread's
+ * client starts over as a new incarnation (loco_race_client_reset). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +51,11 @@ static int rx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 		  struct loco_race_opts *o)
 {
 	static const char *const broken[] = { "none", "no-dup-check",
-					      "no-stale-check", NULL };
+					      "no-stale-check", "no-persist",
+					      NULL };
 	static const unsigned flags[] = { 0, LOCO_RACE_BROKEN_NO_DUP_CHECK,
-					  LOCO_RACE_BROKEN_NO_STALE_CHECK };
+					  LOCO_RACE_BROKEN_NO_STALE_CHECK,
+					  LOCO_RACE_BROKEN_NO_PERSIST };
 	const char *key = cfg->opt_key[i];
 	uint64_t v = 0;
 	unsigned b = 0;
@@ -196,6 +202,11 @@ static int rx_remove(struct ycsb_ixthr *t, uint64_t key)
 	return loco_race_delete(t->c, &key, sizeof(key));
 }
 
+static int rx_recover(struct ycsb_ixthr *t)
+{
+	return loco_race_client_reset(t->c);
+}
+
 static void rx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
 {
 	struct loco_race_stats s;
@@ -240,6 +251,7 @@ const struct ycsb_index_ops ycsb_ix_race = {
 	.insert = rx_insert,
 	.update = rx_update,
 	.remove = rx_remove,
+	.recover = rx_recover,
 	.counters = rx_counters,
 	.verify = rx_verify,
 };

@@ -64,6 +64,10 @@ static const char usage[] =
 "                    directory gets nodeID.jsonl\n"
 "  --verify          after the check, the index walks its whole structure\n"
 "                    (indexes that can)\n"
+"  --verify-after-outage  crash tests: after the measured phase each thread\n"
+"                    waits (60 s at most) until a memory node goes down and\n"
+"                    comes back, unless it saw an outage during the run, so\n"
+"                    the check reads what the restart kept\n"
 "  --dead-ms MS      nodes may die (crash tests): instead of barriers, each\n"
 "                    node's heartbeat and phase in a record on the first\n"
 "                    memory node; a node silent for MS is dead, the others\n"
@@ -184,6 +188,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 's': return bench_parse_u64(arg, 0, UINT64_MAX, &o->seed, expect);
 	case 'R': o->record = arg; return 0;
 	case 'V': o->verify = true; return 0;
+	case 'O': o->verify_after_outage = true; return 0;
 	case 'M': return bench_parse_uint(arg, 10, 600000, &o->dead_ms, expect);
 	default: return -1;
 	}
@@ -207,6 +212,7 @@ static const struct option longopts[] = {
 	{ "seed", required_argument, NULL, 's' },
 	{ "record", required_argument, NULL, 'R' },
 	{ "verify", no_argument, NULL, 'V' },
+	{ "verify-after-outage", no_argument, NULL, 'O' },
 	{ "dead-ms", required_argument, NULL, 'M' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -457,6 +463,10 @@ static void report(void *arg, const struct cl_row *row,
 	       PRIu64 ",\"missing\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"corrupt\":%"
 	       PRIu64, x[X_RESIZES], x[X_RETRIES], x[X_CACHE_MISSES], x[X_REPAIRS],
 	       x[X_LOADED], x[X_CHECKED], x[X_MISSING], x[X_WRONG], x[X_CORRUPT]);
+	printf(",\"lost_writes\":%" PRIu64 ",\"unknown\":%" PRIu64
+	       ",\"outages\":%" PRIu64 ",\"flushes_per_op\":%.3f",
+	       x[X_MISSING] + x[X_WRONG], x[X_UNKNOWN], x[X_OUTAGES],
+	       per(x[X_FLUSHES], row->ops));
 	if (o->verify)
 		printf(",\"verify_failed\":%" PRIu64, x[X_VERIFY_FAILED]);
 	if (o->dead_ms) {

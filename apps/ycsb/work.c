@@ -33,6 +33,7 @@
 
 #include "apps/ycsb/ycsb.h"
 #include <loco/history.h>
+#include <loco/wait.h>
 
 #define LAT_CAP (1u << 20)
 #define SEQ_MASK ((UINT64_C(1) << 40) - 1)
@@ -138,6 +139,67 @@ static void count_call(struct ycsb_worker *w, enum ycsb_kind k,
 	loco_thread_stats(w->thr, &s1);
 	w->n[X_GET + k]++;
 	w->n[X_GET_RTT + k] += s1.rtts - s0->rtts;
+	w->n[X_FLUSHES] += s1.flushes - s0->flushes;
+}
+
+/* ---- outages ------------------------------------------------------------------ */
+
+/* Wait until every memory node is up (loco_peer_wait), then let the
+ * index settle (its recover hook); again while a node dies under that. */
+static int back_up(struct ycsb_worker *w)
+{
+	const struct ycsb *y = w->y;
+	const struct loco_hosts *h = loco_mgr_hosts(y->mgr);
+	int rc;
+	do {
+		rc = 0;
+		for (uint32_t id = 0; id <= h->max_id && !rc; id++)
+			if (h->node[id].present &&
+			    h->node[id].role == LOCO_ROLE_MEMORY)
+				rc = loco_peer_wait(y->mgr, id, YCSB_BACK_MS);
+		if (!rc && y->o.ix->recover)
+			rc = y->o.ix->recover(w->ixt);
+	} while (rc == -LOCO_EDOWN);
+	return rc;
+}
+
+int ycsb_outage(struct ycsb_worker *w, const char *what, uint64_t key)
+{
+	w->n[X_OUTAGES]++;
+	int rc = back_up(w);
+	if (!rc)
+		return YCSB_UNKNOWN;
+	fprintf(stderr, "loco-ycsb: node %u thread %u: %s of key %" PRIu64
+		": a memory node died and %s\n", w->y->self, w->idx, what, key,
+		rc == -LOCO_ELOST ? "came back without its memory" :
+		loco_strerror(rc));
+	return rc;
+}
+
+int ycsb_await_outage(struct ycsb_worker *w)
+{
+	struct loco_wait wt;
+	uint32_t len = 0;
+	if (w->n[X_OUTAGES])
+		return 0;
+	loco_wait_init(&wt, NULL, YCSB_OUTAGE_WAIT_MS);
+	for (;;) {
+		/* A get changes nothing: a probe of the index's nodes. */
+		int rc = w->y->o.ix->get(w->ixt, 0, w->rval, &len);
+		if (rc == -LOCO_EDOWN) {
+			rc = ycsb_outage(w, "--verify-after-outage probe", 0);
+			return rc == YCSB_UNKNOWN ? 0 : rc;
+		}
+		if (rc && rc != -ENOENT)
+			return rc;
+		if (loco_wait_step(&wt)) {
+			fprintf(stderr, "loco-ycsb: node %u thread %u: "
+				"--verify-after-outage: no memory node went down "
+				"within %d ms\n", w->y->self, w->idx,
+				YCSB_OUTAGE_WAIT_MS);
+			return -ETIMEDOUT;
+		}
+	}
 }
 
 int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
@@ -155,6 +217,14 @@ int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
 		loco_thread_stats(w->thr, &s0);
 	int rc = call_index(w, k, key, &v);
 	count_call(w, k, &s0);
+	if (rc == -LOCO_EDOWN) {
+		/* Open: a memory node died under the call; its outcome is
+		 * unknown, its write may be there or not (track.c). */
+		loco_hist_info(w->thr, hid);
+		w->n[X_UNKNOWN]++;
+		track_result(w, k, key, id, YCSB_UNKNOWN, v);
+		return ycsb_outage(w, kind_name[k], key);
+	}
 	if (rc < 0 || rc == YCSB_CORRUPT) {
 		/* Open in the history: an error's outcome is unknown, and a
 		 * corrupt value is no result of the map. */
@@ -217,6 +287,12 @@ static int ycsb_scan(struct ycsb_worker *w, uint64_t lo, unsigned len)
 		loco_thread_stats(w->thr, &s0);
 	int rc = w->y->o.ix->scan(w->ixt, lo, hi, len, w->pairs, &n);
 	count_call(w, K_SCAN, &s0);
+	if (rc == -LOCO_EDOWN) {
+		loco_hist_info(w->thr, hid);
+		w->n[X_UNKNOWN]++;
+		rc = ycsb_outage(w, "scan", lo);
+		return rc == YCSB_UNKNOWN ? 0 : rc;
+	}
 	if (rc) {
 		loco_hist_info(w->thr, hid);
 		call_error(w, "scan", lo, rc);
@@ -418,6 +494,8 @@ void *ycsb_worker_main(void *arg)
 	pthread_barrier_wait(&y->phase);   /* every node loaded */
 	if (!w->rc)
 		w->rc = run(w);
+	if (!w->rc && y->o.verify_after_outage)
+		w->rc = ycsb_await_outage(w);
 	/* Release: pairs with the acquire load in cl_progress_run; the
 	 * worker's run counters are final. */
 	atomic_fetch_add_explicit(&y->done, 1, memory_order_release);

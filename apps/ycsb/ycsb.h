@@ -54,6 +54,7 @@ struct ycsb_opts {
 	const char *resize;
 	uint64_t seed;
 	bool verify;
+	bool verify_after_outage;   /* --verify-after-outage (crash tests) */
 	unsigned dead_ms;           /* --dead-ms: nodes may die (ctl.c); 0: no */
 	struct ycsb_index_cfg cfg;  /* what the index is opened with */
 };
@@ -170,6 +171,8 @@ void *ycsb_worker_main(void *arg);
 #define YCSB_UNKNOWN 3
 /* Memory nodes get this long to come back after an outage. */
 #define YCSB_BACK_MS 30000
+/* --verify-after-outage: how long a worker waits for a node to die. */
+#define YCSB_OUTAGE_WAIT_MS 60000
 /* One index call of kind K, recorded and counted; 0, or 1 for the map
  * outcome "absent"/"present" (-ENOENT, -EEXIST), YCSB_CORRUPT, or an
  * error (the thread then stops). ID is the value id written
@@ -181,6 +184,11 @@ int ycsb_call(struct ycsb_worker *w, enum ycsb_kind k, uint64_t key,
  * and let the index recover. YCSB_UNKNOWN, or an error (the thread
  * stops). */
 int ycsb_outage(struct ycsb_worker *w, const char *what, uint64_t key);
+/* --verify-after-outage: unless W already lived through an outage, probe
+ * the index with gets until a memory node is down, then wait it out
+ * (ycsb_outage). 0, -ETIMEDOUT (none within YCSB_OUTAGE_WAIT_MS) or an
+ * error. */
+int ycsb_await_outage(struct ycsb_worker *w);
 
 /* track.c */
 int track_init(struct ycsb_worker *w);

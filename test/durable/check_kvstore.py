@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: MIT
 """Run loco-kvstore --verify under tools/loco-run and check its cluster line.
 
-usage: check_kvstore.py [--min-outages N] -- LOCO-RUN-ARGS... -- loco-kvstore ARGS...
+usage: check_kvstore.py [--min-outages N] [--checked FIELD] -- LOCO-RUN-ARGS...
+           -- loco-kvstore|loco-ycsb ARGS...
 
 Passes when loco-run exits 0 (every node's read-back found the last
 acknowledged write of each of its keys) and the cluster's JSON line says
-"lost_writes": 0, "verified" > 0 and at least --min-outages waits for a
-dead memory node (default 1: the restart happened during the run).
+"lost_writes": 0, FIELD > 0 (the keys read back: "verified", the
+default, for loco-kvstore, "checked" for loco-ycsb) and at least
+--min-outages waits for a dead memory node (default 1: the restart
+happened during the run).
 Exit 0 on success, 1 on failure."""
 
 import json
@@ -21,11 +24,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 def main(argv):
     min_outages = 1
-    if argv[:1] == ["--min-outages"]:
-        min_outages = int(argv[1])
+    checked = "verified"
+    while argv[:1] in (["--min-outages"], ["--checked"]):
+        if argv[0] == "--min-outages":
+            min_outages = int(argv[1])
+        else:
+            checked = argv[1]
         argv = argv[2:]
     if argv[:1] != ["--"]:
-        sys.exit("check_kvstore: usage: [--min-outages N] -- LOCO-RUN-ARGS")
+        sys.exit("check_kvstore: usage: [--min-outages N] [--checked FIELD] "
+                 "-- LOCO-RUN-ARGS")
     scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
     p = subprocess.run([os.path.join(REPO, "tools", "loco-run")] + argv[1:],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -44,9 +52,9 @@ def main(argv):
         bad.append("no cluster line")
     else:
         print(json.dumps(res))
-        if res.get("lost_writes", 1) != 0 or res.get("verified", 0) == 0:
-            bad.append("verified %s, lost_writes %s" % (
-                res.get("verified"), res.get("lost_writes")))
+        if res.get("lost_writes", 1) != 0 or res.get(checked, 0) == 0:
+            bad.append("%s %s, lost_writes %s" % (
+                checked, res.get(checked), res.get("lost_writes")))
         if res.get("outages", 0) < min_outages:
             bad.append("%d outages, want >= %d" % (res.get("outages", 0),
                                                    min_outages))
