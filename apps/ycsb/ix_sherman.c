@@ -16,14 +16,18 @@
  *   combine=0|1     write-back and release in one batch (1)
  *   handover=N      consecutive local handovers, 0: none (4)
  *   lease-ms=N      plain mode lock lease (100)
- *   broken=none|no-check|no-scan-check  tests only: node reads not
- *                   checked (torn values returned) / scans not validated
+ *   broken=none|no-check|no-scan-check|no-persist  tests only: node
+ *                   reads not checked (torn values returned) / scans not
+ *                   validated / on durable memory nodes plain mode
+ *                   write-backs released unpersisted (a power cut loses
+ *                   acknowledged writes)
  * Counters: resizes = splits, retries = torn reads read again + scans
  * and rTX attempts tried again, cache_misses = stale cache entries,
  * repairs = expired locks taken over (plain) or rTX repairs.
  * --verify: repairs the locks of dead clients (none may stay held),
  * then walks every level (loco_sherman_verify) and links nodes whose
- * parent entry a dead splitter left missing. */
+ * parent entry a dead splitter left missing. After a memory node's
+ * outage a thread's worker starts over (loco_sherman_worker_reset). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,7 +69,11 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 		  struct loco_sherman_opts *o)
 {
 	static const char *const broken[] = { "none", "no-check",
-					      "no-scan-check", NULL };
+					      "no-scan-check", "no-persist",
+					      NULL };
+	static const unsigned flags[] = { 0, LOCO_SHERMAN_UNSAFE_NO_CHECK,
+					  LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK,
+					  LOCO_SHERMAN_UNSAFE_NO_PERSIST };
 	const char *key = cfg->opt_key[i];
 	uint64_t v = 0;
 	unsigned b = 0;
@@ -98,8 +106,7 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 		o->lease_ms = (uint32_t)v;
 	} else {
 		rc = ix_opt_word(cfg, i, "sherman", broken, &b);
-		o->unsafe = b == 1 ? LOCO_SHERMAN_UNSAFE_NO_CHECK :
-			    b == 2 ? LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK : 0;
+		o->unsafe = flags[b];
 	}
 	return rc;
 }
@@ -208,6 +215,11 @@ static int sx_remove(struct ycsb_ixthr *t, uint64_t key)
 	return loco_sherman_delete(t->w, key);
 }
 
+static int sx_recover(struct ycsb_ixthr *t)
+{
+	return loco_sherman_worker_reset(t->w);
+}
+
 static int sx_scan(struct ycsb_ixthr *t, uint64_t lo, uint64_t hi,
 		   unsigned max, struct ycsb_pair *out, unsigned *count)
 {
@@ -287,6 +299,7 @@ const struct ycsb_index_ops ycsb_ix_sherman = {
 	.insert = sx_insert,
 	.update = sx_update,
 	.remove = sx_remove,
+	.recover = sx_recover,
 	.scan = sx_scan,
 	.counters = sx_counters,
 	.verify = sx_verify,

@@ -151,6 +151,8 @@ struct loco_sherman {
 	struct sh_part *part;                 /* nparts, by id; part[0]: home */
 	int8_t part_idx[LOCO_MAX_NODES];      /* -1: not hosting */
 	uint64_t part_mask;
+	uint64_t durable;                     /* hosting nodes with a durable
+					       * image (a bit per id) */
 	struct loco_rregion super;
 	uint64_t epoch_ms;
 	uint32_t entry_len, leaf_slots, int_cap, redo_len, nslots;
@@ -169,6 +171,25 @@ struct loco_sherman {
 	uint64_t retired[SH_NSTATS];
 };
 static_assert(offsetof(struct loco_sherman, base) == 0, "base first");
+
+/* ---- persistence points (docs/sherman.md, "Durability") ------------------ */
+
+/* Whether NODE keeps a durable image: its writes need persists. */
+static inline bool sh_durable(const struct loco_sherman *t, uint32_t node)
+{
+	return node < 64 && (t->durable >> node & 1);
+}
+/* The same, for the write-backs the broken variant
+ * LOCO_SHERMAN_UNSAFE_NO_PERSIST releases unpersisted. */
+static inline bool sh_op_durable(const struct loco_sherman *t, uint32_t node)
+{
+	return sh_durable(t, node) &&
+	       !(t->o.unsafe & LOCO_SHERMAN_UNSAFE_NO_PERSIST);
+}
+
+/* 0, or -ENOTCONN for a worker whose reset failed (rtx mode: no rTX
+ * worker until a reset succeeds). */
+static inline int sh_ready(const struct loco_sherman_worker *w);
 
 /* A lock held by a worker (plain mode). */
 struct sh_held {
@@ -266,6 +287,11 @@ struct loco_sherman_worker {
 	loco_raddr_t pending[SH_PENDING], spare[SH_PENDING];
 	struct sh_counters st;
 };
+
+static inline int sh_ready(const struct loco_sherman_worker *w)
+{
+	return w->t->o.rtx && !w->xw ? -ENOTCONN : 0;
+}
 
 static inline void sh_count_add(struct loco_sherman_worker *w, size_t idx,
 				uint64_t n)

@@ -139,6 +139,29 @@ static void add_writes(struct loco_sherman_worker *w, struct loco_batch *b,
 	loco_batch_write(b, &p->nodes, noff + SH_SEQ_OFF, &w->seqw[1], 8);
 }
 
+/* Post B (a write-back), then the persist of this thread's writes to
+ * NODE, then REL (its release, if any), and wait: one round trip. */
+static int write_persist(struct loco_sherman_worker *w, struct loco_batch *b,
+			 uint32_t node, struct loco_batch *rel)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	/* Ordering: the FLUSH executes after the write-back on their QP and
+	 * before the release behind it (docs/ordering.md rule 7): nobody
+	 * sees the lock free before the node is durable. */
+	if (!rc)
+		rc = loco_post_persist(w->thr, node, &ack);
+	if (!rc && rel && rel->n)
+		rc = loco_batch_post(rel, &ack);
+	if (rc) {
+		/* Nothing more is posted: wait out what was. */
+		loco_ack_wait(w->thr, &ack, -1);
+		loco_ack_clear(&ack);
+		return rc;
+	}
+	return sh_wait(w, &ack);
+}
+
 int sh_write_placed(struct loco_sherman_worker *w, struct sh_held *h,
 		    loco_raddr_t a, uint64_t seq, uint32_t off,
 		    const void *data, uint32_t len)
@@ -150,6 +173,8 @@ int sh_write_placed(struct loco_sherman_worker *w, struct sh_held *h,
 	if (rc)
 		return rc;
 	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
+	if (sh_op_durable(w->t, loco_raddr_node(a)))
+		return write_persist(w, &b, loco_raddr_node(a), NULL);
 	/* Ordering: a READ on the same QP completes after the WRITEs before
 	 * it are placed (docs/ordering.md rule 3). */
 	loco_batch_read(&b, &w->t->part[pi].nodes, noff + SH_SEQ_OFF,
@@ -531,8 +556,15 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 		return rc;   /* lost or failed: nothing written, nothing held */
 	bool hand = want_handover(w, h);
 	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
-	add_release(w, &b, h, pi, hand);
-	rc = sh_batch_wait(w, &b);
+	if (sh_op_durable(w->t, loco_raddr_node(a))) {
+		struct loco_batch rel;
+		loco_batch_init(&rel, w->thr);
+		add_release(w, &rel, h, pi, hand);
+		rc = write_persist(w, &b, loco_raddr_node(a), &rel);
+	} else {
+		add_release(w, &b, h, pi, hand);
+		rc = sh_batch_wait(w, &b);
+	}
 	if (!rc && !hand && w->t->o.no_combine) {
 		/* Ordering: the CAS follows the writes on their QP (the node
 		 * and its lock word share a hosting node), which places them

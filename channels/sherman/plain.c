@@ -18,20 +18,34 @@
 
 #define WRITE_TRIES 64
 
-/* Write new, not yet reachable nodes and place them (one round trip). */
+/* Write N (at most 2) new, not yet reachable nodes and place them; on
+ * durable nodes persist them, in the same round trip. */
 static int write_new(struct loco_sherman_worker *w, unsigned n,
 		     const loco_raddr_t *a, void *const *img)
 {
 	struct loco_ack ack = { 0, 0 };
+	bool fence = false;
 	int rc = 0;
 	for (unsigned i = 0; i < n && !rc; i++)
 		rc = loco_post_write_raddr(w->thr, a[i], img[i],
 					   w->t->o.node_size, &ack);
+	/* Ordering: a FLUSH executes after the WRITEs before it on its QP
+	 * (docs/ordering.md rule 7): they are durable, and placed, when it
+	 * completes. One per node: a[1] on a[0]'s node is covered. */
+	for (unsigned i = 0; i < n && !rc; i++) {
+		uint32_t node = loco_raddr_node(a[i]);
+		if (!sh_op_durable(w->t, node))
+			fence = true;
+		else if (!i || node != loco_raddr_node(a[0]))
+			rc = loco_post_persist(w->thr, node, &ack);
+	}
 	if (!rc)
 		rc = sh_wait(w, &ack);
 	/* Ordering: placed before a write on another QP (the node that will
 	 * point to them) publishes them. */
-	return rc ? rc : loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
+	if (!rc && fence)
+		rc = loco_fence(w->thr, LOCO_FENCE_THREAD, 0);
+	return rc;
 }
 
 /* Lock the node of LEVEL that holds KEY, from *A moving right: IMG gets

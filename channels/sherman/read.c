@@ -174,10 +174,13 @@ int loco_sherman_lookup(struct loco_sherman_worker *w, uint64_t key, void *val)
 	struct loco_sherman *t = w->t;
 	if (key > LOCO_SHERMAN_KEY_MAX || !val)
 		return -EINVAL;
+	int rc = sh_ready(w);
+	if (rc)
+		return rc;
 	SH_INC(w, lookups);
 	uint8_t *img = w->nb[1];
 	loco_raddr_t a;
-	int rc = leaf_for(w, key, &a, img);
+	rc = leaf_for(w, key, &a, img);
 	if (rc)
 		return rc;
 	int i = sh_leaf_find(t, img, key, NULL);

@@ -70,6 +70,9 @@
 /* Broken variants, for the tests that must see them fail. */
 #define LOCO_SHERMAN_UNSAFE_NO_CHECK 0x1u  /* node reads not checked */
 #define LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK 0x2u /* scans not validated */
+#define LOCO_SHERMAN_UNSAFE_NO_PERSIST 0x4u /* on durable memory nodes,
+					     * plain mode write-backs are
+					     * released unpersisted */
 
 struct loco_sherman;
 struct loco_sherman_worker;
@@ -180,6 +183,21 @@ void loco_sherman_stats(struct loco_sherman *t, struct loco_sherman_stats *out);
 int loco_sherman_worker_create(struct loco_sherman *t, struct loco_thread *thr,
 			       struct loco_sherman_worker **out);
 void loco_sherman_worker_destroy(struct loco_sherman_worker *w);
+
+/* Start worker W over after a memory node's outage: an operation failed
+ * with -LOCO_EDOWN (its outcome unknown) and loco_peer_wait returned 0.
+ * Plain mode settles the locks W's slot held (their leases end, their
+ * redo records are applied, they are released); rtx mode starts a new
+ * rTX worker on the slot (which repairs what the old one left and adopts
+ * its chunks). An insert whose outcome is unknown may be run again: it
+ * finds its own key (-EEXIST) if the first one took effect, so it is
+ * never applied twice. Returns 0, -LOCO_EDOWN (a node died again: wait
+ * and reset again) or another op error; in rtx mode, until a reset
+ * succeeds, operations on W return -ENOTCONN.
+ * Ordering: what W's slot held is settled on return.
+ * Completion: synchronous.
+ * Caller: W's thread, with no operation of W running. */
+int loco_sherman_worker_reset(struct loco_sherman_worker *w);
 void loco_sherman_worker_stats(const struct loco_sherman_worker *w,
 			       struct loco_sherman_stats *out);
 

@@ -71,7 +71,8 @@ static int opts_check(const struct loco_sherman_opts *o)
 	else if (o->lease_ms < 2 || o->lease_ms > 60000)
 		bad = "lease_ms (2..60000)";
 	else if (o->unsafe & ~(LOCO_SHERMAN_UNSAFE_NO_CHECK |
-			       LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK))
+			       LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK |
+			       LOCO_SHERMAN_UNSAFE_NO_PERSIST))
 		bad = "unsafe";
 	if (bad)
 		loco_err("sherman", "bad option: %s", bad);
@@ -224,6 +225,10 @@ static int super_init(struct loco_sherman *t, struct loco_thread *thr)
 	if (!rc)
 		rc = loco_cas(thr, &t->super, offsetof(struct sh_super, epoch_ms),
 			      0, epoch, &old);
+	/* Durable before the tree is used: a power cut must not let
+	 * another layout, or another epoch for the leases, in. */
+	if (!rc && sh_durable(t, t->super.node))
+		rc = loco_persist(thr, t->super.node);
 	if (!rc)
 		t->epoch_ms = old ? old : epoch;
 	return rc;
@@ -257,6 +262,9 @@ static int tree_setup(struct loco_sherman *t)
 	rc = loco_channel_join(&t->base);
 	for (unsigned i = 0; i < t->nparts && !rc; i++)
 		rc = open_part(t, &t->part[i]);
+	for (unsigned i = 0; i < t->nparts && !rc; i++)
+		if (loco_peer_durable(t->base.mgr, t->part[i].id))
+			t->durable |= UINT64_C(1) << t->part[i].id;
 	if (!rc && t->o.rtx)
 		rc = open_rtx(t);
 	if (rc)
@@ -377,6 +385,10 @@ static int part_take(struct loco_sherman_worker *w, uint32_t pi,
 	if (w->chunk_next[pi] == w->chunk_end[pi]) {
 		uint64_t old = 0;
 		int rc = loco_faa(w->thr, &t->part[pi].alloc, 0, SH_CHUNK, &old);
+		/* Durable before a node of the chunk is written: after a power
+		 * cut nobody may take the same chunk again. */
+		if (!rc && sh_durable(t, t->part[pi].id))
+			rc = loco_persist(w->thr, t->part[pi].id);
 		if (rc)
 			return rc;
 		if (old + 1 + SH_CHUNK > t->o.nodes)
@@ -557,6 +569,23 @@ void loco_sherman_worker_destroy(struct loco_sherman_worker *w)
 	worker_free(w);
 }
 
+int loco_sherman_worker_reset(struct loco_sherman_worker *w)
+{
+	struct loco_sherman *t = w->t;
+	if (!t->o.rtx)
+		return sh_settle_locks(w, w->slot, -1, NULL);
+	if (w->xw) {
+		struct loco_rtx_stats x;
+		loco_rtx_worker_stats(w->xw, &x);
+		SH_INC_BY(w, rtx_repairs, x.repairs);
+		int rc = loco_rtx_worker_destroy(w->xw);
+		w->xw = NULL;
+		if (rc == -LOCO_EDOWN)
+			return rc;
+	}
+	return loco_rtx_worker_create(t->rtx, w->thr, &w->xw);
+}
+
 /* ---- statistics ---------------------------------------------------------- */
 
 static void stats_add(uint64_t *dst, const struct sh_counters *c)
@@ -608,6 +637,9 @@ static int write_op(struct loco_sherman_worker *w, enum sh_op op, uint64_t key,
 {
 	if (!key_ok(key) || (op != SH_DELETE && !val))
 		return -EINVAL;
+	int rc = sh_ready(w);
+	if (rc)
+		return rc;
 	return w->t->o.rtx ? sh_rtx_write(w, op, key, val) :
 			     sh_plain_write(w, op, key, val);
 }
@@ -637,6 +669,9 @@ int loco_sherman_scan(struct loco_sherman_worker *w, uint64_t lo, uint64_t hi,
 {
 	if (lo > hi || !max || !key_ok(hi) || !keys || !vals || !n)
 		return -EINVAL;
+	int rc = sh_ready(w);
+	if (rc)
+		return rc;
 	SH_INC(w, scans);
 	return sh_scan(w, lo, hi, max, keys, vals, n);
 }
@@ -644,6 +679,9 @@ int loco_sherman_scan(struct loco_sherman_worker *w, uint64_t lo, uint64_t hi,
 int loco_sherman_repair_locks(struct loco_sherman_worker *w, int timeout_ms,
 			      uint64_t *held)
 {
+	int rc = sh_ready(w);
+	if (rc)
+		return rc;
 	if (w->t->o.rtx)
 		return loco_rtx_repair_all(w->xw, timeout_ms, held);
 	return sh_settle_locks(w, ~0u, timeout_ms, held);
