@@ -194,14 +194,24 @@ int loco_race_client_reset(struct loco_race_client *c);
 /* Get KEY: copies its value (at most CAP bytes) into VAL and its length
  * into *VLEN. -ENOENT if absent, -ENOBUFS if CAP is too small (*VLEN set).
  * Ordering: linearizable: the value was the key's at the moment of the
- *   bucket READ that found its slot.
+ *   bucket READ that found its slot. On a durable memory node the buckets
+ *   read are persisted behind their READs (same round trip): what a get
+ *   returns, a power cut cannot take back.
  * Completion: synchronous, 2 RTTs without resize or collision.
  * Caller: the client's thread. */
 int loco_race_get(struct loco_race_client *c, const void *key, uint32_t klen,
 		  void *val, uint32_t cap, uint32_t *vlen);
 /* Insert KEY -> VAL; -EEXIST if present.
  * Ordering: linearizable at the CAS that commits the tentative slot; the
- *   KV block is placed before (same QP, written first).
+ *   KV block is placed before (same QP, written first). On a durable
+ *   memory node the block is persisted before the slot CAS (its FLUSH in
+ *   the block WRITE's round trip) and the committing CAS is persisted
+ *   before return (its FLUSH behind it, same round trip): acknowledged
+ *   means durable. On other nodes no FLUSH is posted.
+ *   -LOCO_EDOWN: outcome unknown; after loco_race_client_reset the insert
+ *   may be run again: it finds its own key (-EEXIST) if the first one
+ *   committed (a tentative slot it left is cleared by whoever finds it
+ *   stale), so it never lands twice.
  * Completion: synchronous, 3 RTTs (one more per fingerprint collision);
  *   may split a full subtable first.
  * Caller: the client's thread. */
@@ -209,13 +219,17 @@ int loco_race_insert(struct loco_race_client *c, const void *key,
 		     uint32_t klen, const void *val, uint32_t vlen);
 /* Replace KEY's value (out of place: new block, CAS of the slot); -ENOENT
  * if absent. The old block is freed (its owner reuses it later).
- * Ordering: linearizable at the slot CAS; the new block is placed before.
+ * Ordering: linearizable at the slot CAS; the new block is placed before
+ *   (durable on a durable memory node, and the slot CAS persisted before
+ *   return and before the old block is freed, as for insert).
  * Completion: synchronous, 3 RTTs.
  * Caller: the client's thread. */
 int loco_race_update(struct loco_race_client *c, const void *key,
 		     uint32_t klen, const void *val, uint32_t vlen);
 /* Delete KEY; -ENOENT if absent.
- * Ordering: linearizable at the CAS that empties the slot.
+ * Ordering: linearizable at the CAS that empties the slot, persisted
+ *   before return on a durable memory node (and before the block is
+ *   freed).
  * Completion: synchronous, 3 RTTs.
  * Caller: the client's thread. */
 int loco_race_delete(struct loco_race_client *c, const void *key,

@@ -212,6 +212,14 @@ int loco_sherman_lookup(struct loco_sherman_worker *w, uint64_t key, void *val);
 
 /* Insert KEY with VAL; -EEXIST if present (nothing changes).
  * Ordering: linearizable; on return 0 the entry is placed on its node.
+ *   On a durable memory node it is durable too, before anyone can see
+ *   the lock free: plain mode posts the leaf's FLUSH between the
+ *   write-back and the release (same round trip); a split's new nodes
+ *   are persisted before the write that links them; rtx mode's commit
+ *   rounds persist (docs/rtx.md). Update and delete likewise.
+ *   -LOCO_EDOWN: outcome unknown; after loco_sherman_worker_reset the
+ *   insert may be run again: it finds its own key (-EEXIST) if the first
+ *   one took effect.
  * Completion: synchronous; plain mode: lock CAS and leaf READ in one
  *   batch, then the write-back and the release in one (2 round trips).
  * Caller: the worker's thread. */
