@@ -53,6 +53,9 @@ struct ycsb_index_counters {
 	uint64_t retries;       /* optimistic retries (torn reads, lost CAS) */
 	uint64_t cache_misses;  /* stale or missing client-cache entries */
 	uint64_t repairs;       /* rTX repairs this node performed */
+	uint64_t lock_fails;    /* lock CASes that found the lock held (one
+				 * round trip each; reported for the
+				 * measured phase only) */
 };
 
 /* One pair of a scan result. */

@@ -23,7 +23,9 @@
  *                   acknowledged writes)
  * Counters: resizes = splits, retries = torn reads read again + scans
  * and rTX attempts tried again, cache_misses = stale cache entries,
- * repairs = expired locks taken over (plain) or rTX repairs.
+ * repairs = expired locks taken over (plain) or rTX repairs, lock_fails
+ * = global lock CASes that found the lock held (plain; one round trip
+ * each).
  * --verify: repairs the locks of dead clients (none may stay held),
  * then walks every level (loco_sherman_verify) and links nodes whose
  * parent entry a dead splitter left missing. After a memory node's
@@ -254,6 +256,7 @@ static void sx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
 	c->retries = s.torn_retries + s.scan_retries + s.rtx_retries;
 	c->cache_misses = s.cache_stale;
 	c->repairs = s.steals + s.rtx_repairs;
+	c->lock_fails = s.lock_fails;
 }
 
 static int sx_verify(struct ycsb_ixthr *t, char *msg, size_t len)

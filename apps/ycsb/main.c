@@ -459,10 +459,11 @@ static void report(void *arg, const struct cl_row *row,
 	       per(x[X_UPDATE_RTT], x[X_UPDATE]), per(x[X_DELETE_RTT], x[X_DELETE]),
 	       per(x[X_SCAN_RTT], x[X_SCAN]));
 	printf(",\"resizes\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"cache_misses\":%"
-	       PRIu64 ",\"repairs\":%" PRIu64 ",\"loaded\":%" PRIu64 ",\"checked\":%"
+	       PRIu64 ",\"repairs\":%" PRIu64 ",\"lock_fails\":%" PRIu64
+	       ",\"loaded\":%" PRIu64 ",\"checked\":%"
 	       PRIu64 ",\"missing\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"corrupt\":%"
 	       PRIu64, x[X_RESIZES], x[X_RETRIES], x[X_CACHE_MISSES], x[X_REPAIRS],
-	       x[X_LOADED], x[X_CHECKED], x[X_MISSING], x[X_WRONG], x[X_CORRUPT]);
+	       x[X_LOCK_FAILS], x[X_LOADED], x[X_CHECKED], x[X_MISSING], x[X_WRONG], x[X_CORRUPT]);
 	printf(",\"lost_writes\":%" PRIu64 ",\"unknown\":%" PRIu64
 	       ",\"outages\":%" PRIu64 ",\"flushes_per_op\":%.3f",
 	       x[X_MISSING] + x[X_WRONG], x[X_UNKNOWN], x[X_OUTAGES],
@@ -486,6 +487,15 @@ static int sync_all(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 	       cl_run_sync(&y->run, thr, timeout_ms);
 }
 
+/* The index's failed lock CASes so far (0 without counters). */
+static uint64_t lock_fails(struct ycsb *y)
+{
+	struct ycsb_index_counters c = { 0 };
+	if (y->o.ix->counters)
+		y->o.ix->counters(y->ix, &c);
+	return c.lock_fails;
+}
+
 /* The main thread's side of the workers' phases (ycsb_worker_main):
  * a cluster barrier between each two of their local ones. */
 static int phases(struct ycsb *y, struct loco_thread *thr, struct cl_row *row)
@@ -494,6 +504,7 @@ static int phases(struct ycsb *y, struct loco_thread *thr, struct cl_row *row)
 	pthread_barrier_wait(&y->phase);            /* loaded */
 	int rc = sync_all(y, thr, YCSB_PHASE_LOADED, SYNC_MS);
 	loco_mgr_stats(y->mgr, &s0);
+	uint64_t lf0 = lock_fails(y);
 	uint64_t t0 = loco_now_ns();
 	y->end_ns = rc ? t0 : y->o.duration > 0 ?
 		    t0 + (uint64_t)(y->o.duration * 1e9) : 0;
@@ -508,6 +519,10 @@ static int phases(struct ycsb *y, struct loco_thread *thr, struct cl_row *row)
 			row->dur_ns = y->w[i].end_ns - t0;
 	loco_mgr_stats(y->mgr, &s1);
 	cl_row_verbs(row, &s0, &s1);
+	/* Of the measured phase (an index started over after an outage may
+	 * have counted afresh). */
+	uint64_t lf1 = lock_fails(y);
+	row->extra[X_LOCK_FAILS] = lf1 >= lf0 ? lf1 - lf0 : lf1;
 	int src = sync_all(y, thr, YCSB_PHASE_RUN, FINAL_MS);
 	rc = rc ? rc : src;
 	pthread_barrier_wait(&y->phase);

@@ -37,7 +37,8 @@ OWN = {"index": str, "ordered": bool, "distributed": bool, "workload": str, "zip
        "scanned": int, "not_done": int, "get_rtts": float,
        "insert_rtts": float, "update_rtts": float, "delete_rtts": float,
        "scan_rtts": float, "resizes": int, "retries": int,
-       "cache_misses": int, "repairs": int, "loaded": int, "checked": int,
+       "cache_misses": int, "repairs": int, "lock_fails": int,
+       "loaded": int, "checked": int,
        "missing": int, "wrong": int, "corrupt": int}
 CALLS = ("gets", "inserts", "updates", "deletes", "scans")
 
