@@ -695,7 +695,12 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack);
 int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack);
 
 /* Post everything added: ops to one peer go as one linked list with one
- * doorbell and one signalled completion. Empties the batch.
+ * doorbell and one signalled completion. Empties the batch. A batch with
+ * nothing added posts nothing and returns 0 at once, unless an add
+ * failed: that error is returned here even when no op was added (a
+ * target found down adds nothing), so post every batch you filled,
+ * never only those with ops (b->n), or the error is lost and the
+ * READs' buffers are used unwritten.
  * Ordering: as for single ops, in the order added.
  * Completion: ACK (unioned) covers every op of the batch.
  * Caller: the owner of the batch's thread. Returns 0 or the first error. */
@@ -703,6 +708,8 @@ static inline int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 {
 	if (!b->err && !b->slow && b->n)  /* only direct words */
 		return loco_batch_post_direct(b, ack);
+	if (!b->err && !b->n)
+		return 0;
 	return loco_batch_post_slow(b, ack);
 }
 

@@ -89,10 +89,7 @@ static void bt_cas(struct rtx_batch *bt, const struct loco_rregion *rr,
 
 static int bt_post(struct rtx_batch *bt)
 {
-	int rc = bt->rc;
-	if (!rc && bt->b.n)
-		rc = loco_batch_post(&bt->b, bt->ack);
-	return rc;
+	return bt->rc ? bt->rc : loco_batch_post(&bt->b, bt->ack);
 }
 
 /* Post and wait. */

@@ -112,11 +112,11 @@ static int prelock_done(struct loco_rtx_worker *w, struct rtx_rent *r,
 	return 0;
 }
 
-/* Post batch B (if it holds ops) and wait for everything the worker
- * posted. */
+/* Post batch B (nothing if empty, but an add's error is returned) and
+ * wait for everything the worker posted. */
 static int batch_run(struct loco_rtx_worker *w, struct loco_batch *b)
 {
-	int rc = b->n ? loco_batch_post(b, &w->ack) : 0;
+	int rc = loco_batch_post(b, &w->ack);
 	return rc ? rc : rtx_wait(w, &w->ack);
 }
 
@@ -442,7 +442,7 @@ int loco_rtx_renew(struct loco_rtx_worker *w)
 					       RTX_LOCK_OFF, r->prelock, fresh,
 					       &olds[i - from]);
 		}
-		rc = b.n ? loco_batch_post(&b, &ack) : 0;
+		rc = loco_batch_post(&b, &ack);
 		if (!rc)
 			rc = rtx_wait(w, &ack);
 		for (unsigned i = from; !rc && i < to; i++) {

@@ -734,9 +734,7 @@ void race_ops_cas(struct race_ops *l, const struct loco_rregion *rr,
 
 int race_ops_post(struct race_ops *l)
 {
-	int rc = l->rc;
-	if (!rc && l->b.n)
-		rc = loco_batch_post(&l->b, &l->c->pend);
+	int rc = l->rc ? l->rc : loco_batch_post(&l->b, &l->c->pend);
 	race_ops_init(l, l->c);
 	return rc;
 }

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* rtx on a memory node that dies (a real loco-memnode child, durable,
+ * killed with a power cut; test/common/memnode.h): once the node is
+ * down, every operation that reaches it fails with -LOCO_EDOWN, and none
+ * hands out bytes it did not read. A batch whose ops all failed at their
+ * add (the node found down in the bounds check) posts nothing: its error
+ * must still reach the caller, or read_many reads TXObj words that were
+ * never written (a garbage data pointer, -EIO), renew judges pre-locks by
+ * CAS results that never came, and a read-only commit validates against
+ * READs that never ran. W's commit is a logged one (two writes). Runs
+ * on the transport LOCO_TRANSPORT names. */
+#include <check.h>
+#include <errno.h>
+#include <time.h>
+
+#include "rtx/internal.h"
+#include "test/common/memnode.h"
+
+static const char *const power_cut[] = { "LOCO_POWER_CUT=1", NULL };
+
+static struct mcluster mc;
+static struct loco_rtx *x;
+static struct loco_thread *thr, *thr2;
+static struct loco_rtx_worker *w, *w2;
+
+static void setup(void)
+{
+	struct loco_rtx_opts o = { .objects = 16, .data_len = 8 };
+	mc_init(&mc);
+	mc_start_mem(&mc, true, power_cut);
+	mc_start_self(&mc, 5000);
+	ck_assert_int_eq(loco_rtx_create(mc.mgr, &o, &x), 0);
+	ck_assert_uint_eq(x->home, 0);
+	ck_assert_int_eq(loco_thread_create(mc.mgr, &thr), 0);
+	ck_assert_int_eq(loco_thread_create(mc.mgr, &thr2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr2, &w2), 0);
+}
+
+/* The node is dead: giving chunks back fails, which is not under test. */
+static void teardown(void)
+{
+	loco_rtx_worker_destroy(w2);
+	loco_rtx_worker_destroy(w);
+	loco_thread_destroy(thr2);
+	loco_thread_destroy(thr);
+	loco_rtx_destroy(x);
+	mc_fini(&mc);
+}
+
+static loco_raddr_t obj(uint32_t i)
+{
+	return loco_rtx_obj(x, 0, i);
+}
+
+static void put(uint32_t i, uint64_t v)
+{
+	int rc;
+	LOCO_RTX_BLOCK(w, rc) {
+		rc = loco_rtx_write(w, obj(i), &v);
+	}
+	ck_assert_int_eq(rc, 0);
+}
+
+/* Kill the memory node and wait (2 s at most) until this node has found
+ * it down: a READ of a TXObj fails with -LOCO_EDOWN. */
+static void kill_node(void)
+{
+	uint64_t v[2], t0 = loco_now_ns();
+	int rc;
+	mc_stop_mem(&mc, SIGKILL);
+	while (!(rc = loco_read(thr, rtx_meta(x, 0), 0, v, sizeof(v))) &&
+	       loco_now_ns() - t0 < 2000000000ull) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_eq(rc, -LOCO_EDOWN);
+}
+
+START_TEST(ops_on_a_dead_node_fail_down)
+{
+	const void *vals[2], *v;
+	const uint64_t one = 1;
+	loco_raddr_t pair[2] = { obj(0), obj(1) }, later[2] = { obj(4), obj(5) };
+	for (uint32_t i = 0; i < 6; i++)
+		put(i, 100 + i);
+	/* While the node is up: W reads and pre-locks (a renew to come), W2
+	 * reads two objects (a read-only commit to validate). Each read_many
+	 * also leaves real TXObj words where a later one's buffers lie. */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_many(w, 2, pair, vals), 0);
+	ck_assert_uint_eq(*(const uint64_t *)vals[1], 101);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(2)), 0);
+	ck_assert_int_eq(loco_rtx_begin(w2), 0);
+	ck_assert_int_eq(loco_rtx_read(w2, obj(0), &v), 0);
+	ck_assert_int_eq(loco_rtx_read(w2, obj(3), &v), 0);
+	ck_assert_uint_eq(*(const uint64_t *)v, 103);
+
+	kill_node();
+	ck_assert_int_eq(loco_rtx_renew(w), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_rtx_write(w, obj(0), &one), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &one), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_rtx_commit(w2), -LOCO_EDOWN);
+
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	vals[0] = vals[1] = NULL;
+	ck_assert_int_eq(loco_rtx_read_many(w, 2, later, vals), -LOCO_EDOWN);
+	ck_assert_ptr_null(vals[0]);
+	ck_assert_ptr_null(vals[1]);
+	ck_assert_int_eq(loco_rtx_read(w, obj(6), &v), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(7)), -LOCO_EDOWN);
+	loco_rtx_abort(w);
+	uint64_t peeked[2];
+	ck_assert_int_eq(loco_rtx_peek(w, later, 2, peeked, NULL), -LOCO_EDOWN);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("rtx_down");
+	TCase *t = tcase_create("down");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, ops_on_a_dead_node_fail_down);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
