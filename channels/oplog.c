@@ -159,6 +159,15 @@ static int put(struct loco_thread *thr, const struct loco_rregion *rr,
 	return chunked(thr, rr, off, (uint8_t *)(uintptr_t)src, len, true);
 }
 
+/* A small block (under CHUNK bytes) from a caller's stack: WRITE it and
+ * wait, so SRC may go out of scope at once (durable at the next persist,
+ * as put's). */
+static int put_now(struct loco_thread *thr, const struct loco_rregion *rr,
+		   uint64_t off, const void *src, uint32_t len)
+{
+	return loco_write(thr, rr, off, src, len);
+}
+
 static int get(struct loco_thread *thr, const struct loco_rregion *rr,
 	       uint64_t off, void *dst, uint64_t len)
 {
@@ -517,7 +526,7 @@ static int geo_check(struct loco_oplog *l, struct loco_thread *thr)
 		return rc;
 	geo_fill(l, &want);
 	if (g.magic == 0 && g.sum == 0)
-		return put(thr, &l->log, 0, &want, sizeof(want));
+		return put_now(thr, &l->log, 0, &want, sizeof(want));
 	if (g.magic != OPLOG_MAGIC || g.sum != XXH3_64bits(&g, offsetof(struct geo, sum))) {
 		loco_err(l->base.name, "log geometry block damaged");
 		return -EIO;
@@ -555,7 +564,8 @@ static int gen_next(struct loco_oplog *l, struct loco_thread *thr,
 	b.sum = gen_sum(&b);
 	l->gen = b.gen;
 	l->gen_start = gen_start;
-	return put(thr, &l->log, GEN_OFF + (b.gen % 2) * GEN_LEN, &b, sizeof(b));
+	return put_now(thr, &l->log, GEN_OFF + (b.gen % 2) * GEN_LEN, &b,
+		       sizeof(b));
 }
 
 /* Whether BUF (an area) holds a complete batch. */

@@ -231,19 +231,33 @@ static void arena_write_back(struct loco_tp *tp)
 			 tp->id, loco_strerror(rc));
 }
 
+static void peer_image_free(struct loco_dimg *img)
+{
+	if (img) {
+		loco_dimg_close(img);
+		free(img);
+	}
+}
+
+/* Unmap P's incarnation and every older one. */
+static void peer_unmap(struct shm_peer *p)
+{
+	for (struct shm_peer *older = p->older, *next; older; older = next) {
+		next = older->older;
+		munmap(older->base, older->len);
+		peer_image_free(older->img);
+		free(older);
+	}
+	if (p->base)
+		munmap(p->base, p->len);
+	peer_image_free(p->img);
+}
+
 void loco_shm_close_common(struct loco_tp *tp)
 {
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
-		struct shm_peer *p = &tp->peers[i];
-		if (i == tp->id)
-			continue;
-		if (p->base)
-			munmap(p->base, p->len);
-		if (p->img) {
-			loco_dimg_close(p->img);
-			free(p->img);
-		}
-	}
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		if (i != tp->id)
+			peer_unmap(&tp->peers[i]);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
 	if (tp->arena) {
@@ -333,8 +347,18 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		return rc;
 	}
 	/* A restarted peer (new nonce) gets a fresh mapping (and image
-	 * handle); the old ones stay because other threads may be copying
-	 * from them right now. */
+	 * handle); the old ones stay until the close because other threads
+	 * may be copying from them right now. */
+	if (p->base) {
+		struct shm_peer *old = malloc(sizeof(*old));
+		if (!old) {
+			munmap(base, arena_len);
+			peer_image_free(img);
+			return -ENOMEM;
+		}
+		*old = *p;
+		p->older = old;
+	}
 	p->base = base;
 	p->len = arena_len;
 	p->nonce = d.nonce;

@@ -15,6 +15,8 @@ struct shm_peer {
 	uint64_t len;
 	uint64_t nonce;      /* identifies one incarnation of the peer */
 	struct loco_dimg *img; /* its durable image, NULL if it has none */
+	struct shm_peer *older; /* earlier incarnations' mappings (kept to
+				 * the close: QPs may still use them) */
 };
 
 struct loco_tp {
