@@ -258,7 +258,7 @@ struct loco_mgr {
 	pthread_mutex_t ropen_lock;
 	struct loco_ropen *ropens;
 	pthread_t keeper;
-	bool keeper_started;
+	_Atomic bool keeper_started; /* the pipe is set up (see peers.c) */
 	int keeper_pipe[2];          /* wakes the keeper (a new connection) */
 	uint64_t boot_id;            /* this process's incarnation (random) */
 	uint64_t image_id;           /* durable: the region table's identity */
@@ -408,7 +408,10 @@ static inline int loco_peer_span(struct loco_mgr *mgr, uint32_t peer,
  * one: it watches their control connections and reconnects the ones
  * that went down. */
 int loco_peers_start(struct loco_mgr *mgr);
+/* Join the keeper; loco_peers_fini (after the control thread stopped)
+ * closes its pipe and forgets the regions opened on peers. */
 void loco_peers_stop(struct loco_mgr *mgr);
+void loco_peers_fini(struct loco_mgr *mgr);
 /* A memory node's control connection went away (or an op found it dead):
  * mark it DOWN unless it is already. WHY goes to the log. */
 void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why);

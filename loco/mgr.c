@@ -241,6 +241,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 	loco_peers_stop(mgr);
 	loco_mirror_stop(mgr);
 	loco_ctrl_stop(mgr);
+	loco_peers_fini(mgr);
 	loco_thread_retire_all(mgr);
 	loco_history_close(mgr);
 	loco_arena_free_all(mgr);

@@ -353,7 +353,8 @@ int loco_mirror_check(const struct loco_mgr *mgr)
 
 int loco_mirror_start(struct loco_mgr *mgr)
 {
-	mgr->mirror_node = LOCO_MAX_NODES;
+	/* mirror_node is LOCO_MAX_NODES from locks_init (mgr.c), before the
+	 * control thread that changes it under alloc_lock starts. */
 	if (!mgr->opts.mirror)
 		return 0;
 	if (loco_mirror_taken(mgr)) {

@@ -158,7 +158,10 @@ void loco_peer_watch(struct loco_mgr *mgr, uint32_t peer, int fd)
 		return;
 	/* Relaxed: the keeper checks the fd under the connection's lock. */
 	atomic_store_explicit(&mgr->out[peer].watch_fd, fd, memory_order_relaxed);
-	if (fd >= 0 && mgr->keeper_started) {
+	/* Acquire: pairs with loco_peers_start's release; the pipe stays
+	 * open until loco_peers_fini, after the control thread stopped. */
+	if (fd >= 0 && atomic_load_explicit(&mgr->keeper_started,
+					    memory_order_acquire)) {
 		char b = 1;
 		if (write(mgr->keeper_pipe[1], &b, 1) < 0 && errno != EAGAIN)
 			loco_warn("peers", "cannot wake the peer keeper: %s",
@@ -414,13 +417,16 @@ int loco_peers_start(struct loco_mgr *mgr)
 	if (pipe2(mgr->keeper_pipe, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
 	int rc = -pthread_create(&mgr->keeper, NULL, keeper_main, mgr);
-	mgr->keeper_started = !rc;
+	/* Release: the pipe is set up before the control thread (running
+	 * already) may write to it. */
+	atomic_store_explicit(&mgr->keeper_started, !rc, memory_order_release);
 	return rc;
 }
 
 void loco_peers_stop(struct loco_mgr *mgr)
 {
-	if (mgr->keeper_started) {
+	/* Relaxed: only this thread stores it after the start. */
+	if (atomic_load_explicit(&mgr->keeper_started, memory_order_relaxed)) {
 		/* Relaxed: the keeper reads it each round; the join orders. */
 		atomic_store_explicit(&mgr->stopping, true, memory_order_relaxed);
 		char b = 1;
@@ -428,8 +434,14 @@ void loco_peers_stop(struct loco_mgr *mgr)
 			loco_warn("peers", "cannot wake the peer keeper: %s",
 				  strerror(errno));
 		pthread_join(mgr->keeper, NULL);
-		mgr->keeper_started = false;
+		/* Relaxed: a late loco_peer_watch then only skips the wake. */
+		atomic_store_explicit(&mgr->keeper_started, false,
+				      memory_order_relaxed);
 	}
+}
+
+void loco_peers_fini(struct loco_mgr *mgr)
+{
 	for (int i = 0; i < 2; i++)
 		if (mgr->keeper_pipe[i] >= 0)
 			close(mgr->keeper_pipe[i]);

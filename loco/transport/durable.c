@@ -38,6 +38,10 @@ _Static_assert(sizeof(struct dimg_hdr) == LOCO_DIMG_HDR, "image header");
 
 /* A handle's own path, and the mirror its FLUSHes copy into. */
 struct dimg_mirror {
+	/* Orders this process's FLUSHes through the handle: the span lock
+	 * (an OFD lock) excludes other processes only, not other threads
+	 * on the same open file description. */
+	pthread_mutex_t flush;
 	pthread_mutex_t lock;
 	char path[LOCO_PATH_MAX];   /* the image's real path */
 	struct loco_dimg img;       /* the mirror's image (fd -1: none) */
@@ -97,6 +101,7 @@ static int mx_new(struct loco_dimg *d, const char *path)
 	if (!realpath(path, mx->path))
 		snprintf(mx->path, sizeof(mx->path), "%s", path);
 	pthread_mutex_init(&mx->lock, NULL);
+	pthread_mutex_init(&mx->flush, NULL);
 	mx->img.fd = -1;
 	d->mx = mx;
 	return 0;
@@ -464,6 +469,27 @@ int loco_dimg_take_over(struct loco_dimg *p, uint32_t me, uint64_t my_epoch)
 	return rc ? rc : urc;
 }
 
+/* Copy D's ranges R[0..N) (span [LO, HI)) from SRC into the image and its
+ * mirror under the span lock, this process's other flushes excluded. */
+static int flush_copy(struct loco_dimg *d, const uint8_t *src,
+		      const struct loco_drange *r, unsigned n, uint64_t lo,
+		      uint64_t hi)
+{
+	int rc = ofd_lock(d->fd, F_WRLCK, lo, hi - lo, true);
+	if (rc)
+		return rc;
+	rc = flush_allowed(d, d->own);
+	for (unsigned i = 0; !rc && src != d->map && i < n; i++)
+		/* Acquire loads of the live bytes (writers race with us);
+		 * the image side is ours under the locks. */
+		loco_tp_copy_in(d->map + r[i].off, src + r[i].off,
+				 (uint32_t)r[i].len);
+	if (!rc)
+		mirror_copy(d, r, n);
+	int urc = ofd_lock(d->fd, F_UNLCK, lo, hi - lo, false);
+	return rc ? rc : urc;
+}
+
 int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 		    const struct loco_drange *r, unsigned n)
 {
@@ -471,22 +497,15 @@ int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 	span_of(r, n, &lo, &hi);
 	if (!n || lo < LOCO_DIMG_HDR || hi > d->len)
 		return n ? -EINVAL : 0;
-	int rc = ofd_lock(d->fd, F_WRLCK, lo, hi - lo, true);
-	if (rc)
-		return rc;
-	rc = flush_allowed(d, d->own);
-	for (unsigned i = 0; !rc && src != d->map && i < n; i++)
-		/* Acquire loads of the live bytes (writers race with us);
-		 * the image side is ours under the lock. */
-		loco_shm_copy_in(d->map + r[i].off, src + r[i].off,
-				 (uint32_t)r[i].len);
-	if (!rc)
-		mirror_copy(d, r, n);
-	int urc = ofd_lock(d->fd, F_UNLCK, lo, hi - lo, false);
+	if (d->mx)
+		pthread_mutex_lock(&d->mx->flush);
+	int rc = flush_copy(d, src, r, n, lo, hi);
+	if (d->mx)
+		pthread_mutex_unlock(&d->mx->flush);
 	int mode = (int)(hdr_of(d)->flags & DIMG_SYNC_MASK);
 	for (unsigned i = 0; !rc && i < n; i++)
 		rc = dimg_sync(d, mode, r[i].off, r[i].len);
-	return rc ? rc : urc;
+	return rc;
 }
 
 int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
@@ -517,6 +536,7 @@ void loco_dimg_close(struct loco_dimg *d)
 	if (d->mx) {
 		loco_dimg_close(&d->mx->img);
 		pthread_mutex_destroy(&d->mx->lock);
+		pthread_mutex_destroy(&d->mx->flush);
 		free(d->mx);
 		d->mx = NULL;
 	}

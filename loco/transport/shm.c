@@ -169,6 +169,7 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	int rc = loco_shm_dir_create(cfg->run_dir);
 	if (rc)
 		return rc;
+	pthread_mutex_init(&tp->peer_lock, NULL);
 	tp->id = cfg->node_id;
 	tp->len = cfg->arena_bytes;
 	tp->mirror = cfg->mirror;
@@ -258,6 +259,7 @@ void loco_shm_close_common(struct loco_tp *tp)
 	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
 		if (i != tp->id)
 			peer_unmap(&tp->peers[i]);
+	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
 	if (tp->arena) {
@@ -349,13 +351,14 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	/* A restarted peer (new nonce) gets a fresh mapping (and image
 	 * handle); the old ones stay until the close because other threads
 	 * may be copying from them right now. */
-	if (p->base) {
-		struct shm_peer *old = malloc(sizeof(*old));
-		if (!old) {
-			munmap(base, arena_len);
-			peer_image_free(img);
-			return -ENOMEM;
-		}
+	struct shm_peer *old = p->base ? malloc(sizeof(*old)) : NULL;
+	if (p->base && !old) {
+		munmap(base, arena_len);
+		peer_image_free(img);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&tp->peer_lock);
+	if (old) {
 		*old = *p;
 		p->older = old;
 	}
@@ -363,7 +366,21 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	p->len = arena_len;
 	p->nonce = d.nonce;
 	p->img = img;
+	pthread_mutex_unlock(&tp->peer_lock);
 	return 0;
+}
+
+int loco_shm_qp_peer(struct loco_tp *tp, uint32_t peer, struct loco_tp_qp *qp)
+{
+	if (peer >= LOCO_MAX_NODES)
+		return -ENOTCONN;
+	pthread_mutex_lock(&tp->peer_lock);
+	const struct shm_peer *p = &tp->peers[peer];
+	qp->base = p->base;
+	qp->len = p->len;
+	qp->img = p->img;
+	pthread_mutex_unlock(&tp->peer_lock);
+	return qp->base ? 0 : -ENOTCONN;
 }
 
 uint64_t loco_shm_dm_len(struct loco_tp *tp)
@@ -398,16 +415,16 @@ static void shm_cq_destroy(struct loco_tp_cq *cq)
 static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 			 uint32_t peer, struct loco_tp_qp **out)
 {
-	if (peer >= LOCO_MAX_NODES || !tp->peers[peer].base)
-		return -ENOTCONN;
 	struct loco_tp_qp *qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return -ENOMEM;
+	int rc = loco_shm_qp_peer(tp, peer, qp);
+	if (rc) {
+		free(qp);
+		return rc;
+	}
 	qp->tp = tp;
 	qp->peer = peer;
-	qp->base = tp->peers[peer].base;
-	qp->len = tp->peers[peer].len;
-	qp->img = tp->peers[peer].img;
 	cq->qps[cq->nqp++] = qp;
 	qp->cq = cq;
 	*out = qp;
@@ -428,45 +445,6 @@ static void shm_qp_destroy(struct loco_tp_qp *qp)
 
 /* ---- data movement --------------------------------------------------------- */
 
-/* Copy with 8-byte atomic pieces where both sides are aligned, bytes
- * elsewhere: release stores into and acquire loads from shared memory. */
-void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len)
-{
-	uint32_t i = 0;
-	if ((((uintptr_t)remote ^ (uintptr_t)src) & 7) == 0) {
-		for (; i < len && ((uintptr_t)(remote + i) & 7); i++)
-			atomic_store_explicit((_Atomic uint8_t *)(remote + i),
-					      src[i], memory_order_release); /* pairs with copy_in */
-		for (; i + 8 <= len; i += 8) {
-			uint64_t v;
-			memcpy(&v, src + i, 8);
-			atomic_store_explicit((_Atomic uint64_t *)(remote + i), v,
-					      memory_order_release); /* pairs with copy_in */
-		}
-	}
-	for (; i < len; i++)
-		atomic_store_explicit((_Atomic uint8_t *)(remote + i), src[i],
-				      memory_order_release); /* pairs with copy_in */
-}
-
-void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len)
-{
-	uint32_t i = 0;
-	if ((((uintptr_t)remote ^ (uintptr_t)dst) & 7) == 0) {
-		for (; i < len && ((uintptr_t)(remote + i) & 7); i++)
-			dst[i] = atomic_load_explicit((_Atomic uint8_t *)(remote + i),
-						      memory_order_acquire); /* pairs with copy_out */
-		for (; i + 8 <= len; i += 8) {
-			uint64_t v = atomic_load_explicit(
-				(_Atomic uint64_t *)(remote + i),
-				memory_order_acquire); /* pairs with copy_out */
-			memcpy(dst + i, &v, 8);
-		}
-	}
-	for (; i < len; i++)
-		dst[i] = atomic_load_explicit((_Atomic uint8_t *)(remote + i),
-					      memory_order_acquire); /* pairs with copy_out */
-}
 
 /* Execute one request against BASE (the target arena). */
 void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
@@ -476,10 +454,10 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 	uint64_t old;
 	switch (wr->opcode) {
 	case LOCO_OP_READ:
-		loco_shm_copy_in(wr->local, at, wr->len);
+		loco_tp_copy_in(wr->local, at, wr->len);
 		break;
 	case LOCO_OP_WRITE:
-		loco_shm_copy_out(at, wr->local, wr->len);
+		loco_tp_copy_out(at, wr->local, wr->len);
 		break;
 	case LOCO_OP_CAS:
 		old = wr->compare;
@@ -531,6 +509,17 @@ int loco_shm_flush(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 	return 0;
 }
 
+/* PEER's current durable image (another node's), or NULL. */
+static struct loco_dimg *peer_img(struct loco_tp *tp, uint32_t peer)
+{
+	if (peer >= LOCO_MAX_NODES || peer == tp->id)
+		return NULL;
+	pthread_mutex_lock(&tp->peer_lock);
+	struct loco_dimg *img = tp->peers[peer].img;
+	pthread_mutex_unlock(&tp->peer_lock);
+	return img;
+}
+
 int loco_shm_mirror_set(struct loco_tp *tp, uint32_t peer)
 {
 	if (!tp->durable)
@@ -539,14 +528,13 @@ int loco_shm_mirror_set(struct loco_tp *tp, uint32_t peer)
 		loco_dimg_mirror_drop(&tp->img);
 		return 0;
 	}
-	struct loco_dimg *m = peer != tp->id ? tp->peers[peer].img : NULL;
+	struct loco_dimg *m = peer_img(tp, peer);
 	return m ? loco_dimg_mirror_add(&tp->img, m, peer) : -EINVAL;
 }
 
 int loco_shm_take_over(struct loco_tp *tp, uint32_t peer)
 {
-	struct loco_dimg *p = peer < LOCO_MAX_NODES && peer != tp->id ?
-			      tp->peers[peer].img : NULL;
+	struct loco_dimg *p = peer_img(tp, peer);
 	if (!tp->durable || !p)
 		return -EINVAL;
 	int rc = loco_dimg_take_over(p, tp->id, tp->img.epoch);

@@ -3,10 +3,12 @@
 #ifndef LOCO_TRANSPORT_SHM_H
 #define LOCO_TRANSPORT_SHM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "loco/transport/copy.h"
 #include "loco/transport/durable.h"
 #include "loco/transport/transport.h"
 
@@ -32,6 +34,9 @@ struct loco_tp {
 	char dir[LOCO_PATH_MAX];
 	char path[LOCO_PATH_MAX + 64];
 	struct shm_peer peers[LOCO_MAX_NODES];
+	/* peers[]' incarnations: peer_add replaces them under it, a QP's
+	 * creation copies them under it (loco_shm_qp_peer). */
+	pthread_mutex_t peer_lock;
 	void *weak;          /* shm-weak state */
 };
 
@@ -56,14 +61,16 @@ struct loco_tp_qp {
 int loco_shm_dir_create(const char *dir);
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp);
 void loco_shm_close_common(struct loco_tp *tp);
+/* Give QP PEER's current incarnation (mapping, length, image): 0, or
+ * -ENOTCONN before PEER's hello. */
+int loco_shm_qp_peer(struct loco_tp *tp, uint32_t peer,
+		     struct loco_tp_qp *qp);
 int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		      size_t len, uint64_t arena_len, uint64_t dm_len);
 /* No device memory: dm_len 0 and dm_zero -EOPNOTSUPP; the core then posts
  * nothing outside the arena (loco_peer_span refuses a DM space of 0). */
 uint64_t loco_shm_dm_len(struct loco_tp *tp);
 int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len);
-void loco_shm_copy_out(uint8_t *remote, const uint8_t *src, uint32_t len);
-void loco_shm_copy_in(uint8_t *dst, const uint8_t *remote, uint32_t len);
 void loco_shm_execute(uint8_t *base, const struct loco_wr *wr);
 /* Execute the N FLUSH requests at WR (one run of a post) on QP: copy
  * their ranges into the peer's durable image and sync them; nothing for

@@ -203,7 +203,7 @@ static int weak_poll(struct loco_tp_cq *tcq, struct loco_cqe *out, unsigned max)
 static void piece_place(struct weak_qp *qp, struct unplaced *u, uint32_t i)
 {
 	uint32_t at = i * 8, n = u->len - at < 8 ? u->len - at : 8;
-	loco_shm_copy_out(qp->owner->base + u->remote_off + at, u->data + at, n);
+	loco_tp_copy_out(qp->owner->base + u->remote_off + at, u->data + at, n);
 	u->done[i] = 1;
 	u->left--;
 }
@@ -256,7 +256,7 @@ static int exec_write(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 		return -ENOMEM;
 	}
 	/* The source is read now, not at post time (lazy NIC DMA). */
-	loco_shm_copy_in(u->data, wr->local, wr->len);
+	loco_tp_copy_in(u->data, wr->local, wr->len);
 	u->remote_off = wr->remote_off;
 	u->len = wr->len;
 	uint64_t defer = rng_next(rng);
@@ -296,7 +296,7 @@ static void exec_read(uint64_t *rng, struct weak_qp *qp, const struct loco_wr *w
 		step--;
 	for (uint32_t k = 0, i = start; k < pieces; k++, i = (i + step) % pieces) {
 		uint32_t at = i * 8, n = wr->len - at < 8 ? wr->len - at : 8;
-		loco_shm_copy_in((uint8_t *)wr->local + at,
+		loco_tp_copy_in((uint8_t *)wr->local + at,
 				 qp->owner->base + wr->remote_off + at, n);
 	}
 }
@@ -580,21 +580,17 @@ static void weak_cq_destroy(struct loco_tp_cq *tcq)
 static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 			  uint32_t peer, struct loco_tp_qp **out)
 {
-	if (peer >= LOCO_MAX_NODES || !tp->peers[peer].base)
-		return -ENOTCONN;
 	struct loco_tp_qp *tqp = calloc(1, sizeof(*tqp));
 	struct weak_qp *qp = calloc(1, sizeof(*qp));
-	if (!tqp || !qp) {
+	int rc = tqp && qp ? loco_shm_qp_peer(tp, peer, tqp) : -ENOMEM;
+	if (rc) {
 		free(tqp);
 		free(qp);
-		return -ENOMEM;
+		return rc;
 	}
 	tqp->tp = tp;
 	tqp->cq = cq;
 	tqp->peer = peer;
-	tqp->base = tp->peers[peer].base;
-	tqp->len = tp->peers[peer].len;
-	tqp->img = tp->peers[peer].img;
 	tqp->weak = qp;
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	/* Relaxed: a unique number is all that is needed. */

@@ -24,6 +24,7 @@
  *    already retired, its QP failed, is dropped), copies the result into
  *    the slot's own memory and lets it retire (ucx_sq.c).
  * A WRITE completes when its reply says it was placed. */
+#include "loco/transport/copy.h"
 #include "loco/transport/ucx_int.h"
 
 #include <endian.h>
@@ -74,7 +75,9 @@ static int execute(struct loco_tp *tp, const struct ucx_am_req *q,
 	case LOCO_OP_WRITE:
 		if (len != n)
 			return -EPROTO;
-		memcpy(at, data, n);
+		/* 8-byte release stores, as a shm WRITE places its words:
+		 * the target's own threads load them concurrently. */
+		loco_tp_copy_out(at, data, n);
 		return 0;
 	case LOCO_OP_CAS:
 	case LOCO_OP_FAA: {
