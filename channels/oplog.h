@@ -218,8 +218,10 @@ static inline const struct loco_rregion *loco_oplog_data(
 
 /* Finish; operations staged and not committed are dropped (the in-place
  * writes of the last apply are fenced first, errors ignored: call
- * loco_oplog_sync before to know). Caller: the writer, with THR (may be
- * NULL: nothing is fenced). */
+ * loco_oplog_sync before to know). Caller: the writer, with THR; NULL
+ * fences nothing, so the thread that posted into the log (whose WRITEs
+ * read the buffers this frees until they complete) must be destroyed
+ * first. */
 void loco_oplog_fini(struct loco_oplog *l, struct loco_thread *thr);
 
 #endif

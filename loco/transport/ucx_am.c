@@ -127,8 +127,10 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 	rep.status = (int32_t)htole32((uint32_t)rc);
 	rep.len = htole32(n);
 	*r = rep;
+	/* Acquire loads, as a shm READ takes the words: the target's own
+	 * threads store them concurrently. */
 	if (n)
-		memcpy(r + 1, src, n);
+		loco_tp_copy_in((uint8_t *)(r + 1), src, n);
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
 				UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,

@@ -137,10 +137,12 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (lg.base.mgr)
-		loco_oplog_fini(&lg, NULL);
+	/* The thread first: it waits out the WRITEs it posted from the
+	 * log's buffers, which the fini frees. */
 	if (thr)
 		loco_thread_destroy(thr);
+	if (lg.base.mgr)
+		loco_oplog_fini(&lg, NULL);
 	thr = NULL;
 	mc_fini(&mc);
 }
@@ -223,9 +225,9 @@ static void open_log(const struct loco_oplog_cfg *cfg, uint64_t *replayed)
  * synced), the manager goes. */
 static void front_crash(void)
 {
-	loco_oplog_fini(&lg, NULL);
 	loco_thread_destroy(thr);
 	thr = NULL;
+	loco_oplog_fini(&lg, NULL);
 	mc_stop_self(&mc);
 }
 
