@@ -425,9 +425,7 @@ int loco_race_create(struct loco_mgr *mgr, const struct loco_race_opts *opts,
 	pthread_mutex_init(&r->lock, NULL);
 	rc = race_setup(r);
 	if (rc) {
-		channels_fini(r);
-		pthread_mutex_destroy(&r->lock);
-		free(r);
+		loco_race_destroy(r);
 		return rc;
 	}
 	*out = r;

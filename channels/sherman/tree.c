@@ -324,9 +324,7 @@ int loco_sherman_create(struct loco_mgr *mgr,
 	if (!rc)
 		rc = tree_setup(t);
 	if (rc) {
-		channels_fini(t);
-		local_fini(t);
-		free(t);
+		loco_sherman_destroy(t);
 		return rc;
 	}
 	*out = t;
