@@ -7,13 +7,15 @@
  *                              READ then a WRITE, which loses updates.
  *   owned-var OPS [--broken]   the lowest node stores versions of a
  *                              256-byte owned_var (every word = version)
- *                              every ~2 us while the others pull OPS times
+ *                              every ~2 us (~1 ms after 16 x OPS)
+ *                              while the others pull OPS times
  *                              (model register). --broken:
  *                              readers READ the owner's copy raw, without
  *                              the checksum, and may return a torn mix.
  * Exit 0 when the run completed (the verdict is the checker's). */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,20 +191,24 @@ static int ov_read(struct loco_owned_var *ov, struct ctx *c)
 	return 0;
 }
 
-/* Owner: store versions every ~2 us until every reader has finished
- * (counted on DONE), so that reads overlap stores all along. */
+/* Owner: store versions until every reader has finished (counted on
+ * DONE), so that reads overlap stores all along: every ~2 us for the first
+ * 16 x OPS versions, then every ~1 ms, so that slow readers (ucx-tcp on a
+ * loaded host) do not make a history too long to check. */
 static int ov_owner(struct loco_owned_var *ov, struct loco_atomic_var *done,
 		    struct ctx *c)
 {
 	uint64_t readers = (uint64_t)__builtin_popcountll(
 		loco_mgr_compute_peers(c->mgr)), finished = 0, v = 0;
+	uint64_t fast = 16 * (uint64_t)c->ops;
 	int rc = 0;
 	while (!rc && finished < readers) {
 		for (int i = 0; i < 64 && !rc; i++) {
 			rc = ov_write(ov, c, ++v);
-			uint64_t t0 = loco_now_ns();
-			while (loco_now_ns() - t0 < 2000)
-				;
+			uint64_t t0 = loco_now_ns(), gap = v < fast ? 2000 : 1000000;
+			while (loco_now_ns() - t0 < gap)
+				if (gap > 2000)
+					sched_yield();
 		}
 		if (!rc)
 			rc = loco_atomic_var_read(done, c->thr, &finished);
