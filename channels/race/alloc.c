@@ -29,7 +29,9 @@
 #include "channels/race/internal.h"
 
 #define OWNERS_PER_READ 512
-#define RECLAIM_MIN_FREE 8   /* claim a chunk when reclaiming found fewer */
+#define RECLAIM_CHUNKS 16    /* chunks a reclaim reads (one round trip) */
+#define RECLAIM_READS 64     /* READs it posts at most, beyond a chunk */
+#define CLAIM_BACKOFF 64     /* reclaims without a claim after one failed */
 #define AHEAD_BELOW 16       /* READ ahead when fewer blocks are free */
 #define CHUNK_READ_MAX (16u * 1024)  /* one READ of a chunk up to this */
 
@@ -103,6 +105,7 @@ void race_pools_forget(struct loco_race_client *c)
 		p->n = p->cap = 0;
 		p->nfree = 0;
 		p->ahead = -1;
+		p->claim_skip = 0;
 	}
 }
 
@@ -130,24 +133,32 @@ static struct race_own *own_add(struct race_pool *p, uint32_t idx)
 	return o;
 }
 
+/* READs post_words posts for the blocks WANT of a chunk. */
+static unsigned words_reads(const struct loco_race *r, uint64_t want)
+{
+	return chunk_bytes(r) <= CHUNK_READ_MAX ? 1 :
+	       (unsigned)__builtin_popcountll(want);
+}
+
 /* Add READs of word 0 of the blocks WANT of chunk IDX into BUF
  * (words_bytes) to L: the whole chunk in one READ when it is small (BUF
  * then holds the blocks), else a READ per block (BUF holds 64 words). */
-static void post_words(struct race_ops *l, unsigned ni, uint32_t idx,
-		       uint64_t want, uint8_t *buf)
+static unsigned post_words(struct race_ops *l, unsigned ni, uint32_t idx,
+			   uint64_t want, uint8_t *buf)
 {
 	const struct loco_race *r = l->c->r;
 	uint64_t base = block_off(r, idx * RACE_CHUNK_BLOCKS);
 	if (chunk_bytes(r) <= CHUNK_READ_MAX) {
 		race_ops_read(l, race_kv(r, ni), base, buf,
 			      (uint32_t)chunk_bytes(r));
-		return;
+		return 1;
 	}
 	for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++)
 		if (want & UINT64_C(1) << i)
 			race_ops_read(l, race_kv(r, ni),
 				      base + (uint64_t)i * r->block_len,
 				      buf + 8 * i, 8);
+	return words_reads(r, want);
 }
 
 /* Word 0 of block I from a buffer post_words filled. */
@@ -217,23 +228,50 @@ static void absorb(struct race_pool *p, struct race_own *o,
 	}
 }
 
-/* Find the blocks we handed out that an unlinker marked DEAD since:
- * every owned chunk's words in one pipelined round trip. */
-static int reclaim(struct loco_race_client *c, unsigned ni)
+/* Find the blocks we handed out that an unlinker marked DEAD since, in
+ * one pipelined round trip: the words of the owned chunks with blocks out
+ * from the round-robin position on: up to MAX_CHUNKS chunks and
+ * MAX_READS READs (at least one chunk). *CHUNKS and *READS get the chunks
+ * read and the READs posted. */
+static int reclaim(struct loco_race_client *c, unsigned ni, unsigned max_chunks,
+		   unsigned max_reads, unsigned *chunks, unsigned *reads)
 {
 	struct race_pool *p = &c->pool[ni];
 	size_t per = words_bytes(c->r);
-	uint8_t *buf = malloc(per * (p->n ? p->n : 1));
-	if (!buf)
-		return -ENOMEM;
+	unsigned n = max_chunks < p->n ? max_chunks : p->n;
+	uint8_t *buf = malloc(per * (n ? n : 1));
+	struct race_own **o = malloc(sizeof(*o) * (n ? n : 1));
+	uint64_t *want = malloc(sizeof(*want) * (n ? n : 1));
+	uint64_t f0 = p->nfree;
+	unsigned k = 0, seen = 0;
+	int rc = buf && o && want ? 0 : -ENOMEM;
 	struct race_ops l;
 	race_ops_init(&l, c);
-	for (unsigned k = 0; k < p->n; k++)
-		post_words(&l, ni, p->ch[k].idx, p->ch[k].used, buf + k * per);
-	int rc = race_ops_run(&l);
-	for (unsigned k = 0; !rc && k < p->n; k++)
-		absorb(p, &p->ch[k], c->r, buf + k * per, p->ch[k].used);
+	*reads = 0;
+	for (; !rc && k < n && seen < p->n; seen++) {
+		struct race_own *x = &p->ch[(p->ahead_next + seen) % p->n];
+		if (!x->used)
+			continue;
+		if (k && *reads + words_reads(c->r, x->used) > max_reads)
+			break;
+		o[k] = x;
+		want[k] = x->used;
+		*reads += post_words(&l, ni, x->idx, x->used, buf + k * per);
+		k++;
+	}
+	if (p->n)
+		p->ahead_next = (p->ahead_next + seen) % p->n;
+	*chunks = k;
+	if (!rc && k)
+		rc = race_ops_run(&l);
+	for (unsigned j = 0; !rc && j < k; j++)
+		absorb(p, o[j], c->r, buf + j * per, want[j]);
+	RACE_INC(c, reclaims);
+	race_count(c, RACE_STAT(reclaim_reads), *reads);
+	race_count(c, RACE_STAT(reclaim_found), p->nfree - f0);
 	free(buf);
+	free(o);
+	free(want);
 	return rc;
 }
 
@@ -254,7 +292,8 @@ static void ahead_post(struct loco_race_client *c, unsigned ni)
 	p->ahead_next = (unsigned)(best - p->ch) + 1;
 	struct race_ops l;
 	race_ops_init(&l, c);
-	post_words(&l, ni, best->idx, best->used, p->abuf);
+	race_count(c, RACE_STAT(ahead_reads),
+		   post_words(&l, ni, best->idx, best->used, p->abuf));
 	if (!race_ops_post(&l)) {
 		p->ahead = best->idx;
 		p->ahead_want = best->used;
@@ -268,8 +307,10 @@ static void ahead_take(struct loco_race_client *c, unsigned ni)
 		return;   /* none, or not known complete yet */
 	struct race_own *o = own_find(p, (uint32_t)p->ahead);
 	p->ahead = -1;
+	uint64_t f0 = p->nfree;
 	if (o)
 		absorb(p, o, c->r, p->abuf, p->ahead_want);
+	race_count(c, RACE_STAT(ahead_found), p->nfree - f0);
 }
 
 /* Claim a chunk nobody owns (from our cursor) and learn its blocks. */
@@ -297,6 +338,7 @@ static int claim(struct loco_race_client *c, unsigned ni, bool *got)
 			if (rc || old)
 				continue;
 			loco_crash_point("race.alloc_claimed");
+			RACE_INC(c, claims);
 			p->cursor = (f + i + 1) % r->nchunks;
 			struct race_own *o = own_add(p, f + i);
 			*got = true;
@@ -306,6 +348,42 @@ static int claim(struct loco_race_client *c, unsigned ni, bool *got)
 			return rc;
 	}
 	return 0;
+}
+
+/* No block known free: read the next few owned chunks' words; if they
+ * held few freed blocks, claim a fresh chunk rather than read the rest
+ * (the blocks freed meanwhile accumulate, so the next READs find more);
+ * only when that gives nothing either, read every owned chunk, and claim
+ * again (the pool may have freed a chunk meanwhile) before -ENOMEM. */
+static int refill(struct loco_race_client *c, unsigned ni)
+{
+	struct race_pool *p = &c->pool[ni];
+	unsigned chunks = 0, reads = 0;
+	bool got = false;
+	int rc = reclaim(c, ni, RECLAIM_CHUNKS, RECLAIM_READS, &chunks, &reads);
+	/* Enough: at most 4 READs per block found, and 2 blocks per chunk
+	 * read (the slack this keeps is about 2 of a chunk's 64 blocks). */
+	uint64_t want = reads / 4 > 2 * chunks ? reads / 4 : 2 * chunks;
+	want = want ? want : 1;   /* no chunk yet */
+	if (!rc && p->nfree < want && p->claim_skip) {
+		p->claim_skip--;
+	} else if (!rc && p->nfree < want) {
+		rc = claim(c, ni, &got);
+		if (!rc && !got)
+			p->claim_skip = CLAIM_BACKOFF;
+	}
+	if (!rc && !p->nfree)
+		rc = reclaim(c, ni, p->n, UINT32_MAX, &chunks, &reads);
+	if (!rc && !p->nfree) {
+		rc = claim(c, ni, &got);
+		if (!rc && !got) {
+			loco_warn(c->r->base.name, "node %u: KV pool exhausted "
+				  "(%u blocks, %u chunks held by slot %u)",
+				  c->r->mn[ni].id, c->r->nblocks, p->n, c->slot);
+			rc = -ENOMEM;
+		}
+	}
+	return rc;
 }
 
 static bool take(struct race_pool *p, uint32_t *block, unsigned *gen)
@@ -337,17 +415,7 @@ int race_alloc(struct loco_race_client *c, unsigned ni, uint32_t *block,
 			ahead_post(c, ni);
 		return 0;
 	}
-	int rc = reclaim(c, ni);
-	if (!rc && p->nfree < RECLAIM_MIN_FREE) {
-		bool got = false;
-		rc = claim(c, ni, &got);
-		if (!rc && !got && !p->nfree) {
-			loco_warn(c->r->base.name, "node %u: KV pool exhausted "
-				  "(%u blocks, %u chunks held by slot %u)",
-				  c->r->mn[ni].id, c->r->nblocks, p->n, c->slot);
-			rc = -ENOMEM;
-		}
-	}
+	int rc = refill(c, ni);
 	if (rc)
 		return rc;
 	return take(p, block, gen) ? 0 : -ENOMEM;

@@ -232,7 +232,10 @@ struct race_pool {
 	uint64_t nfree;         /* free blocks over every owned chunk */
 	int64_t ahead;          /* chunk whose words a READ ahead fetches, -1 */
 	uint64_t ahead_want;    /* its blocks whose words it fetches */
-	unsigned ahead_next;    /* where the next READ ahead starts */
+	unsigned ahead_next;    /* where the next READ ahead or reclaim
+				 * starts (round robin over ch) */
+	unsigned claim_skip;    /* reclaims left before a claim is tried
+				 * again (one found no free chunk) */
 	uint8_t *abuf;          /* its destination */
 };
 

@@ -126,6 +126,15 @@ struct loco_race_stats {
 	uint64_t tent_steals;    /* stale tentative slots cleared */
 	uint64_t rtx_repairs;    /* rTX repair actions of the client's worker
 				  * (a dead resizer's descriptor locks) */
+	uint64_t reclaims;       /* rounds of READs of owned KV chunks' words
+				  * by allocations that knew no free block
+				  * (a round trip each) */
+	uint64_t reclaim_reads;  /* READs those posted */
+	uint64_t reclaim_found;  /* freed blocks they found */
+	uint64_t ahead_reads;    /* READs ahead of chunks' words (no round
+				  * trip of their own) */
+	uint64_t ahead_found;    /* freed blocks those found */
+	uint64_t claims;         /* KV chunks claimed */
 };
 
 /* Result of loco_race_verify. */

@@ -839,6 +839,97 @@ START_TEST(alloc_no_double)
 }
 END_TEST
 
+struct pool_view {
+	struct loco_race *r;
+	struct loco_race_client *c;
+	uint64_t *held;          /* word 0 we wrote, per block; 0 free */
+	uint32_t *list, n;       /* blocks held */
+};
+
+static int view_alloc(struct pool_view *v, unsigned step)
+{
+	uint32_t b;
+	unsigned g;
+	int rc = race_alloc(v->c, 0, &b, &g);
+	if (rc)
+		return rc;
+	ck_assert_msg(!v->held[b], "step %u: block %u handed out twice", step, b);
+	v->held[b] = race_kv_w0(g, 8, 16);
+	ck_assert_int_eq(loco_write(cl.thr[0], race_kv(v->r, 0),
+				    (uint64_t)b * v->r->block_len, &v->held[b],
+				    8), 0);
+	v->list[v->n++] = b;
+	return 0;
+}
+
+/* Free the K-th held block as an unlinker does (a DEAD CAS): the owner
+ * learns of it only by reading the block's word 0. */
+static void view_free(struct pool_view *v, uint32_t k)
+{
+	uint32_t b = v->list[k];
+	uint64_t slot = race_slot(1, 1, 0, race_kv_gen(v->held[b]), b);
+	ck_assert_int_eq(race_free_remote(v->c, slot, v->held[b]), 0);
+	v->held[b] = 0;
+	v->list[k] = v->list[--v->n];
+}
+
+/* Blocks freed by DEAD CASes only (as other clients free an owner's
+ * blocks): with half the pool live and one free per allocation, no block
+ * is handed out twice and reclaiming reads a bounded number of chunks
+ * per block it finds (the owner does not read every chunk it owns each
+ * time it runs short); then the pool fills to its last block before
+ * -ENOMEM, and a block freed then is found again. */
+START_TEST(alloc_remote_frees)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	o.kv_blocks = 16384;   /* 128 chunks held at half */
+	struct tab t;
+	tab_open(&t, 0, &o);
+	uint32_t nb = t.r->nblocks;
+	struct pool_view v = { .r = t.r, .c = t.c, .held = calloc(nb, 8),
+			       .list = calloc(nb, 4) };
+	uint64_t rng = 777;
+	for (unsigned i = 0; i < nb / 2; i++)
+		ck_assert_int_eq(view_alloc(&v, i), 0);
+	struct loco_race_stats s0 = stats(t.c);
+	unsigned steps = 20000;
+	for (unsigned step = 0; step < steps; step++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		view_free(&v, (uint32_t)(rng >> 20) % v.n);
+		ck_assert_int_eq(view_alloc(&v, step), 0);
+		if ((rng >> 40) % 4 == 0)
+			ck_assert_int_eq(race_pend_wait(t.c), 0);
+	}
+	struct loco_race_stats s1 = stats(t.c);
+	uint64_t reads = s1.reclaim_reads - s0.reclaim_reads +
+			 s1.ahead_reads - s0.ahead_reads;
+	ck_assert_msg(reads < steps / 2, "%llu READs of chunk words for %u "
+		      "allocations", (unsigned long long)reads, steps);
+	ck_assert_int_eq(race_pend_wait(t.c), 0);
+	int rc = 0;
+	while (v.n < nb && !(rc = view_alloc(&v, steps)))
+		;
+	ck_assert_uint_eq(v.n, nb);
+	ck_assert_int_eq(view_alloc(&v, steps), -ENOMEM);
+	uint32_t last = v.list[v.n / 3];
+	view_free(&v, v.n / 3);
+	ck_assert_int_eq(race_pend_wait(t.c), 0);
+	ck_assert_int_eq(view_alloc(&v, steps), 0);
+	ck_assert_uint_eq(v.list[v.n - 1], last);
+	while (v.n)
+		view_free(&v, v.n - 1);
+	struct loco_race_audit a;
+	verify_ok(t.c, &a);
+	ck_assert_uint_eq(a.allocated, 0);
+	ck_assert_uint_eq(a.reclaimed, 0);
+	free(v.held);
+	free(v.list);
+	tab_close(&t);
+}
+END_TEST
+
 struct creator {
 	const struct loco_race_opts *o;
 	struct loco_race *r;
@@ -1013,6 +1104,7 @@ static Suite *suite(void)
 	tcase_add_test(t, takeover_cas_published);
 	tcase_add_test(t, fp_flood_moving);
 	tcase_add_test(t, alloc_no_double);
+	tcase_add_test(t, alloc_remote_frees);
 	tcase_add_test(t, late_creator);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
