@@ -930,6 +930,205 @@ START_TEST(alloc_remote_frees)
 }
 END_TEST
 
+/* ---- two owners sharing a pool to its last block ------------------------------- */
+
+struct fill {
+	struct loco_race *r;
+	struct loco_race_client *c[2];   /* one per node, one table */
+	struct loco_thread *thr[2];
+	uint64_t *held;          /* word 0 we wrote, per block; 0 free */
+	uint32_t *list, n;       /* blocks held */
+	uint64_t rng;
+};
+
+static uint64_t fill_rand(struct fill *f)
+{
+	f->rng ^= f->rng << 13;
+	f->rng ^= f->rng >> 7;
+	f->rng ^= f->rng << 17;
+	return f->rng;
+}
+
+/* Client X allocates a block and writes its word 0 as an insert does;
+ * every DEAD CAS posted so far has completed (race_pend_wait both). */
+static int fill_alloc(struct fill *f, unsigned x)
+{
+	uint32_t b;
+	unsigned g;
+	ck_assert_int_eq(race_pend_wait(f->c[0]), 0);
+	ck_assert_int_eq(race_pend_wait(f->c[1]), 0);
+	int rc = race_alloc(f->c[x], 0, &b, &g);
+	if (rc)
+		return rc;
+	ck_assert_msg(!f->held[b], "block %u handed out twice", b);
+	f->held[b] = race_kv_w0(g, 8, 16);
+	uint64_t off = (uint64_t)b * f->r->block_len, w;
+	ck_assert_int_eq(loco_write(f->thr[x], race_kv(f->r, 0), off,
+				    &f->held[b], 8), 0);
+	/* Placed before the other client's DEAD CAS (shm-weak places a
+	 * WRITE late, but before a later READ of its QP), as an insert's
+	 * slot CAS orders it. */
+	ck_assert_int_eq(loco_read(f->thr[x], race_kv(f->r, 0), off, &w, 8), 0);
+	ck_assert_uint_eq(w, f->held[b]);
+	f->list[f->n++] = b;
+	return 0;
+}
+
+/* A random held block freed by a random client's DEAD CAS (an unlinker:
+ * mostly not the block's owner). */
+static void fill_free(struct fill *f)
+{
+	uint64_t x = fill_rand(f);
+	uint32_t k = (uint32_t)(x >> 20) % f->n, b = f->list[k];
+	uint64_t slot = race_slot(1, 1, 0, race_kv_gen(f->held[b]), b);
+	ck_assert_int_eq(race_free_remote(f->c[x >> 60 & 1], slot, f->held[b]),
+			 0);
+	f->held[b] = 0;
+	f->list[k] = f->list[--f->n];
+}
+
+/* The owner table and every block's word 0 as the memory node holds
+ * them (after both clients' waits). */
+static void fill_read(struct fill *f, uint64_t *own, uint64_t *w0)
+{
+	const struct loco_race *r = f->r;
+	ck_assert_int_eq(loco_read(f->thr[0], &r->mn[0].kvc, 0, own,
+				   r->nchunks * 8), 0);
+	for (uint32_t b = 0; b < r->nblocks; b++)
+		ck_assert_int_eq(loco_read(f->thr[0], race_kv(r, 0),
+					   (uint64_t)b * r->block_len, &w0[b], 8),
+				 0);
+}
+
+/* The allocators' books against memory: each chunk a client lists is
+ * its own in the owner table, and each chunk owned there is listed by
+ * its owner; a chunk's blocks are free or handed out, not both; a free
+ * one is neither held nor LIVE, a held one is handed out; nfree counts
+ * the free ones. Returns the blocks a client lists free or handed out:
+ * every block of the pool when it is all owned. */
+static uint64_t fill_books(struct fill *f, const uint64_t *own,
+			   const uint64_t *w0)
+{
+	const struct loco_race *r = f->r;
+	uint64_t blocks = 0;
+	uint32_t listed = 0, owned = 0;
+	for (uint32_t i = 0; i < r->nchunks; i++)
+		owned += own[i] != 0;
+	for (unsigned x = 0; x < 2; x++) {
+		const struct loco_race_client *c = f->c[x];
+		const struct race_pool *p = &c->pool[0];
+		uint64_t nfree = 0;
+		for (unsigned k = 0; k < p->n; k++) {
+			const struct race_own *o = &p->ch[k];
+			ck_assert_uint_eq(own[o->idx], c->inc << 16 | (c->slot + 1));
+			ck_assert_msg(!(o->free & o->used) && (o->free | o->used) ==
+				      ~UINT64_C(0), "client %u chunk %u: free %llx "
+				      "used %llx", x, o->idx,
+				      (unsigned long long)o->free,
+				      (unsigned long long)o->used);
+			for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
+				uint32_t b = o->idx * RACE_CHUNK_BLOCKS + i;
+				if (!(o->free >> i & 1))
+					continue;
+				ck_assert_msg(!f->held[b] && !race_kv_live(w0[b]),
+					      "block %u listed free but in use", b);
+			}
+			nfree += (unsigned)__builtin_popcountll(o->free);
+			blocks += RACE_CHUNK_BLOCKS;
+		}
+		ck_assert_uint_eq(nfree, p->nfree);
+		listed += p->n;
+	}
+	ck_assert_uint_eq(listed, owned);
+	return blocks;
+}
+
+/* Client X found no block: every chunk is owned, and every block of
+ * X's chunks is held (LIVE): none of them was freed unseen. */
+static void fill_full_for(struct fill *f, unsigned x)
+{
+	const struct loco_race *r = f->r;
+	uint64_t *own = calloc(r->nchunks, 8), *w0 = calloc(r->nblocks, 8);
+	fill_read(f, own, w0);
+	for (uint32_t i = 0; i < r->nchunks; i++)
+		ck_assert_msg(own[i], "-ENOMEM with chunk %u unowned", i);
+	const struct race_pool *p = &f->c[x]->pool[0];
+	for (unsigned k = 0; k < p->n; k++)
+		for (unsigned i = 0; i < RACE_CHUNK_BLOCKS; i++) {
+			uint32_t b = p->ch[k].idx * RACE_CHUNK_BLOCKS + i;
+			ck_assert_msg(f->held[b] && race_kv_live(w0[b]),
+				      "-ENOMEM for client %u but its block %u "
+				      "is free", x, b);
+		}
+	ck_assert_uint_eq(fill_books(f, own, w0), r->nblocks);
+	free(own);
+	free(w0);
+}
+
+/* Two clients (one per node) allocate from one pool and free each
+ * other's blocks (DEAD CASes: an owner learns of them only by reading),
+ * allocating a little more than they free, until one finds no block:
+ * no block is handed out twice; then every chunk is owned and every
+ * block of that client's chunks is in use; the books of both agree with
+ * memory. Then everything is freed by the other side and both clients
+ * allocate until each finds none: together they hand out every block of
+ * the pool again (none lost to the allocator), and the audit agrees. */
+static void shared_fill(uint32_t value_max)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	o.value_max = value_max;
+	struct tab t0, t1;
+	tab_open(&t0, 0, &o);
+	tab_open(&t1, 1, &o);
+	uint32_t nb = t0.r->nblocks;
+	struct fill f = { .r = t0.r, .c = { t0.c, t1.c },
+			  .thr = { cl.thr[0], cl.thr[1] },
+			  .held = calloc(nb, 8), .list = calloc(nb, 4),
+			  .rng = 4242 + value_max };
+	unsigned x = 0;
+	int rc = 0;
+	for (unsigned step = 0; !rc; step++) {
+		x = fill_rand(&f) >> 63;
+		rc = fill_alloc(&f, x);
+		if (!rc && f.n > 64 && fill_rand(&f) % 8 < 7)
+			fill_free(&f);
+		ck_assert_uint_lt(step, 100 * nb);
+	}
+	ck_assert_int_eq(rc, -ENOMEM);
+	fill_full_for(&f, x);
+	while (f.n)
+		fill_free(&f);
+	bool done[2] = { false, false };
+	while (!done[0] || !done[1]) {
+		x = fill_rand(&f) >> 63;
+		if (done[x])
+			continue;
+		rc = fill_alloc(&f, x);
+		ck_assert(!rc || rc == -ENOMEM);
+		done[x] = rc == -ENOMEM;
+	}
+	ck_assert_uint_eq(f.n, nb);
+	fill_full_for(&f, 0);
+	fill_full_for(&f, 1);
+	while (f.n)
+		fill_free(&f);
+	ck_assert_int_eq(race_pend_wait(t1.c), 0);
+	struct loco_race_audit a;
+	verify_ok(t0.c, &a);
+	ck_assert_uint_eq(a.allocated, 0);
+	ck_assert_uint_eq(a.reclaimed, 0);
+	free(f.held);
+	free(f.list);
+	loco_race_client_destroy(t1.c);
+	loco_race_destroy(t1.r);
+	tab_close(&t0);
+}
+
+START_TEST(alloc_shared_fill) { shared_fill(40); }
+END_TEST
+START_TEST(alloc_shared_fill_big) { shared_fill(512); }
+END_TEST
+
 struct creator {
 	const struct loco_race_opts *o;
 	struct loco_race *r;
@@ -1103,11 +1302,14 @@ static Suite *suite(void)
 	tcase_add_test(t, takeover_cas_group);
 	tcase_add_test(t, takeover_cas_published);
 	tcase_add_test(t, fp_flood_moving);
-	tcase_add_test(t, alloc_no_double);
-	tcase_add_test(t, alloc_remote_frees);
 	tcase_add_test(t, late_creator);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
+	t = tcase(s, "alloc");
+	tcase_add_test(t, alloc_no_double);
+	tcase_add_test(t, alloc_remote_frees);
+	tcase_add_test(t, alloc_shared_fill);
+	tcase_add_test(t, alloc_shared_fill_big);
 	return s;
 }
 
