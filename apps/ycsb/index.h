@@ -29,9 +29,18 @@
 #define YCSB_IX_OPTS 16         /* --ix-opt KEY=VALUE, at most */
 
 /* What the driver tells an index at open. */
+/* Operations per second per thread no distributed index reaches here
+ * (race's workload D does about 1 M on shm): the fresh keys a timed run
+ * may insert are sized from it. */
+#define YCSB_RATE_MAX 3e6
+
 struct ycsb_index_cfg {
 	const char *name;       /* channel name, e.g. "ycsb" */
 	uint64_t keys;          /* key space (sizing hint): keys 0..keys-1 */
+	/* Fresh keys the run's inserts may add, over every client (sizing
+	 * hint, 0: none): the insert share of --ops per thread, or of
+	 * --duration at YCSB_RATE_MAX ops/s per thread, whichever is less. */
+	uint64_t fresh;
 	uint32_t value_size;    /* bytes of every value, 8..YCSB_VALUE_MAX */
 	unsigned threads;       /* application threads of this node */
 	/* --resize, the index's own word (race: "rtx" or "cas", sherman:

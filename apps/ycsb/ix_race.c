@@ -8,9 +8,11 @@
  *   groups=N         bucket groups per subtable (default 64; 1 is a tiny
  *                    table of 21 slots that splits at once)
  *   initial-depth=D  subtables at creation: 2^D (0..4, default 0)
- *   max-depth=D      largest local depth (default: room for 4 x --keys)
- *   kv-blocks=N      KV blocks per memory node (default 3 x --keys over
- *                    the memory nodes, at least 65536)
+ *   max-depth=D      largest local depth (default: room for 4 x the
+ *                    loaded and fresh keys)
+ *   kv-blocks=N      KV blocks per memory node (default 3 x --keys plus
+ *                    5/4 x the fresh keys the run may insert, over the
+ *                    memory nodes, at least 65536)
  *   broken=none|no-dup-check|no-stale-check|no-persist  tests only:
  *                    inserts commit without the duplicate re-read / bucket
  *                    headers and frozen slots are not checked (a stale
@@ -90,22 +92,27 @@ static unsigned memory_nodes(struct loco_mgr *mgr)
 	return n ? n : 1;
 }
 
-/* Sizes from --keys where no option gave them. */
+/* Sizes from --keys and the run's fresh keys where no option gave them.
+ * The pool holds every key the run may hold, with room for the blocks
+ * owners keep (freed blocks not read yet, a chunk part used per client)
+ * and for the insert count's spread about its expected share. */
 static void rx_defaults(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 			struct loco_race_opts *o)
 {
 	uint32_t groups = o->groups ? o->groups : 64;
+	uint64_t keys = cfg->keys + cfg->fresh;
 	if (!o->max_depth) {
-		/* Subtables split about half full: room for 4 x --keys. */
+		/* Subtables split about half full: room for 4 x the keys. */
 		uint64_t per = (uint64_t)groups * RX_SLOTS_PER_GROUP / 2;
 		unsigned d = 1;
 		while (d < LOCO_RACE_DEPTH_MAX &&
-		       (per << d) < 4 * (cfg->keys ? cfg->keys : 1))
+		       (per << d) < 4 * (keys ? keys : 1))
 			d++;
 		o->max_depth = d < 12 ? 12 : d;
 	}
 	if (!o->kv_blocks) {
-		uint64_t b = 3 * cfg->keys / memory_nodes(mgr);
+		uint64_t b = (3 * cfg->keys + cfg->fresh + cfg->fresh / 4) /
+			     memory_nodes(mgr);
 		o->kv_blocks = (uint32_t)(b < RX_MIN_BLOCKS ? RX_MIN_BLOCKS :
 					  b > (UINT32_C(1) << 29) ?
 					  UINT32_C(1) << 29 : b);

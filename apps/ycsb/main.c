@@ -299,11 +299,22 @@ static void cluster_shape(struct ycsb *y)
 	y->fresh_base = (y->o.keys + y->clients - 1) / y->clients * y->clients;
 }
 
+/* The fresh keys the measured phase may insert (cfg.fresh): bounded by
+ * --ops, and by --duration at YCSB_RATE_MAX per thread. */
+static uint64_t fresh_bound(const struct ycsb *y)
+{
+	double ops = y->o.duration > 0 ? y->o.duration * YCSB_RATE_MAX : 0;
+	if (y->o.max_ops && (!ops || (double)y->o.max_ops < ops))
+		ops = (double)y->o.max_ops;
+	return (uint64_t)(ops * y->o.mix.insert + 0.5) * y->clients;
+}
+
 static int open_index(struct ycsb *y)
 {
 	struct ycsb_index_cfg *c = &y->o.cfg;
 	c->name = "ycsb";
 	c->keys = y->o.keys;
+	c->fresh = fresh_bound(y);
 	c->value_size = y->o.value_size;
 	c->threads = y->o.threads;
 	c->resize = y->o.resize;
