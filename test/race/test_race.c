@@ -63,6 +63,15 @@ static void verify_ok(struct loco_race_client *c, struct loco_race_audit *a)
 	ck_assert_msg(rc == 0, "verify: %d %s", rc, msg);
 }
 
+/* The check passes with no KV block in use and nothing to reclaim. */
+static void verify_empty(struct loco_race_client *c)
+{
+	struct loco_race_audit a;
+	verify_ok(c, &a);
+	ck_assert_uint_eq(a.allocated, 0);
+	ck_assert_uint_eq(a.reclaimed, 0);
+}
+
 /* Key i as 8 bytes, value derived from (i, version). */
 static int put(struct loco_race_client *c, uint64_t i, uint64_t ver)
 {
@@ -829,10 +838,7 @@ START_TEST(alloc_no_double)
 		uint64_t slot = race_slot(1, 1, 0, race_kv_gen(held[b]), b);
 		ck_assert_int_eq(race_free_remote(c, slot, held[b]), 0);
 	}
-	struct loco_race_audit a;
-	verify_ok(c, &a);
-	ck_assert_uint_eq(a.allocated, 0);
-	ck_assert_uint_eq(a.reclaimed, 0);
+	verify_empty(c);
 	free(held);
 	free(list);
 	tab_close(&t);
@@ -920,10 +926,7 @@ START_TEST(alloc_remote_frees)
 	ck_assert_uint_eq(v.list[v.n - 1], last);
 	while (v.n)
 		view_free(&v, v.n - 1);
-	struct loco_race_audit a;
-	verify_ok(t.c, &a);
-	ck_assert_uint_eq(a.allocated, 0);
-	ck_assert_uint_eq(a.reclaimed, 0);
+	verify_empty(t.c);
 	free(v.held);
 	free(v.list);
 	tab_close(&t);
@@ -1113,10 +1116,7 @@ static void shared_fill(uint32_t value_max)
 	while (f.n)
 		fill_free(&f);
 	ck_assert_int_eq(race_pend_wait(t1.c), 0);
-	struct loco_race_audit a;
-	verify_ok(t0.c, &a);
-	ck_assert_uint_eq(a.allocated, 0);
-	ck_assert_uint_eq(a.reclaimed, 0);
+	verify_empty(t0.c);
 	free(f.held);
 	free(f.list);
 	loco_race_client_destroy(t1.c);
