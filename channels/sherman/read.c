@@ -133,9 +133,13 @@ int sh_descend(struct loco_sherman_worker *w, uint64_t key, unsigned level,
 			return 0;
 		}
 		uint64_t low = h->low;   /* IMG gets the child */
+		loco_raddr_t pick = child;
 		rc = sh_read_covering(w, key, &child, img);
-		if (rc == -ESTALE && cached) {
-			/* The cached parent led below the key: stale. */
+		if ((rc == -ESTALE || (!rc && child != pick)) && cached) {
+			/* The cached parent led below the key, or left of the
+			 * node that holds it (it lacks a split's separator):
+			 * stale. Kept, it would send every descent it starts
+			 * along the same sibling chain. */
 			SH_INC(w, cache_stale);
 			sh_cache_drop(&t->cache, lv, low);
 		}
