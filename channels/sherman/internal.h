@@ -44,6 +44,14 @@
 #define SH_SEQ_OFF 0
 #define SH_REPAIR_EVERY 64        /* torn reads before a reader repairs */
 #define SH_PREFETCH 10            /* leaves a scan reads in one batch */
+/* A waiter for a global lock held by another node (lock.c's
+ * lock_backoff): waits from one round trip doubling to 2^SHIFT of them;
+ * a round trip measured above RTT_MAX counts as RTT_MAX (the waiter was
+ * descheduled, the network was not slow); it spins through the last
+ * SPIN of a wait and yields before. */
+#define SH_BACKOFF_SHIFT 4
+#define SH_BACKOFF_RTT_MAX_NS 50000u
+#define SH_BACKOFF_SPIN_NS 5000u
 #define SH_RTX_LOCK_OFF 0         /* an rTX object's lock word: TXObj word 1
 				   * (<loco/rtx/lllock.h>) */
 

@@ -35,6 +35,7 @@
  * write-back lands long before (the assumption, as rTX's, is that a
  * posted batch is placed within half a lease). */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -328,8 +329,38 @@ static int steal(struct loco_sherman_worker *w, struct sh_held *h,
 	return rc;
 }
 
+/* Wait before the next CAS of a lock that FAILS CASes in a row found
+ * held, the last one taking RTT_NS: a holder keeps it about a round trip
+ * more (its write-back) when it runs, far longer when it is descheduled
+ * or its writes are placed late, so the wait starts at one round trip
+ * and doubles up to 2^SH_BACKOFF_SHIFT of them (jittered, so that two
+ * waiters do not retry in step). Capped so that a waiter still tries
+ * several times while another node's threads hand the lock round their
+ * streak (handover_max): it gets its turn when the streak releases the
+ * word. Yields (more threads than cores) until the last few microseconds
+ * of the wait, which it spins. */
+static void lock_backoff(uint64_t rtt_ns, unsigned fails)
+{
+	if (rtt_ns > SH_BACKOFF_RTT_MAX_NS)
+		rtt_ns = SH_BACKOFF_RTT_MAX_NS;
+	unsigned shift = fails - 1 < SH_BACKOFF_SHIFT ? fails - 1 :
+			 SH_BACKOFF_SHIFT;
+	uint64_t now = loco_now_ns();
+	uint64_t span = rtt_ns << shift;
+	/* Jitter: 1/2 to 3/2 of the span, from the clock's low bits. */
+	uint64_t until = now + span / 2 +
+			 (now * UINT64_C(0x9e3779b97f4a7c15) >> 40) % (span + 1);
+	while ((now = loco_now_ns()) < until) {
+		if (until - now > SH_BACKOFF_SPIN_NS)
+			sched_yield();
+		else
+			loco_cpu_relax();
+	}
+}
+
 /* The global word of H for node A: CAS 0 -> ours (the first try batched
- * with the node READ), stealing it once its lease is over. */
+ * with the node READ), stealing it once its lease is over; a CAS that
+ * finds it held is followed by a wait (lock_backoff). */
 static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 			  loco_raddr_t a, void *img)
 {
@@ -337,16 +368,17 @@ static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 	uint64_t old = 0;
 	struct loco_wait wait;
 	loco_wait_init(&wait, t->base.mgr, -1);
-	for (bool first = true;; first = false) {
+	for (unsigned fails = 0;; fails++) {
 		uint64_t mine = new_word(w);
-		int rc = first ? cas_and_read(w, h, 0, mine, a, img, &old) :
+		uint64_t t0 = loco_now_ns();
+		int rc = !fails ? cas_and_read(w, h, 0, mine, a, img, &old) :
 			 loco_cas(w->thr, locks_of(t, h), (uint64_t)h->idx * 8,
 				  0, mine, &old);
 		if (rc)
 			return rc;
 		if (!old) {
 			h->word = mine;
-			rc = locked_image(w, h, a, img, first);
+			rc = locked_image(w, h, a, img, !fails);
 			if (rc)
 				release_global(w, h);
 			return rc;
@@ -364,6 +396,7 @@ static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 				 loco_lllock_owner(old));
 			return -ETIMEDOUT;
 		}
+		lock_backoff(loco_now_ns() - t0, fails + 1);
 	}
 }
 
