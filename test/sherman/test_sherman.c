@@ -4,7 +4,7 @@
  * matters: operations and their outcomes, bad input, splits of tiny nodes
  * to a deep tree checked by verify, scans with ranges and limits, nodes
  * spread over two hosting nodes, round trips per operation, HOCL's
- * handover, torn reads with and without the checks, concurrent histories
+ * handover and another node's writer getting its turn, torn reads with and without the checks, concurrent histories
  * checked by loco-lincheck's ordered-map model (and the broken scan
  * caught), crash states a dead writer leaves (crafted, or a worker
  * stalled at a sherman.* point past its lease), and verify catching a
@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -504,6 +505,111 @@ START_TEST(hocl_handover)
 	ck_assert_uint_eq(held, 0);
 	loco_sherman_worker_destroy(w);
 	loco_sherman_destroy(t);
+}
+END_TEST
+
+/* ---- a remote waiter against a node's handovers ------------------------------------ */
+
+#define LOCAL_HOGS 3
+#define REMOTE_OPS 200
+
+struct hog_arg {
+	struct loco_sherman *t;
+	uint64_t key, last;        /* its own key, the last value written */
+	struct loco_sherman_stats st;
+};
+
+static atomic_bool remote_done;
+static atomic_uint hogs_going;
+
+/* A thread of node 0: updates its key (values 1, 2, ...) until the
+ * remote writer is done; counted as going after its 20th. */
+static void *hog_thread(void *p)
+{
+	struct hog_arg *a = p;
+	struct loco_thread *thr;
+	struct loco_sherman_worker *w = thread_worker(a->t, 0, &thr);
+	/* Relaxed: a stop flag; nothing is published with it. */
+	while (!atomic_load_explicit(&remote_done, memory_order_relaxed)) {
+		uint64_t v = a->last + 1;
+		ck_assert_int_eq(loco_sherman_update(w, a->key, &v), 0);
+		a->last = v;
+		if (v == 20)
+			/* Relaxed: a count the test thread waits for;
+			 * nothing is published with it. */
+			atomic_fetch_add_explicit(&hogs_going, 1,
+						  memory_order_relaxed);
+	}
+	thread_worker_end(w, thr, &a->st);
+	return NULL;
+}
+
+/* Node 0's threads keep one leaf's lock busy, handing it over among
+ * themselves; node 1's writer of a key of that leaf gets its turn
+ * whenever a streak ends (handover_max), its CASes spaced by its
+ * backoff: every one of its updates completes (no -ETIMEDOUT) while node
+ * 0 never stops, and no update of either node is lost. Whether node 1's
+ * CASes fail, and how often, depends on the scheduler: printed. (With
+ * streaks unbounded, handover_max 10^9, node 1 times out on shm-weak.) */
+START_TEST(remote_waiter_gets_its_turn)
+{
+	struct loco_sherman_opts o = { .node_size = 256, .nodes = 256,
+				       .locks = 64 };
+	struct loco_sherman *t0 = make(0, o), *t1 = make(1, o);
+	struct loco_sherman_worker *w = worker(t0, cl.thr[0]);
+	for (uint64_t key = 0; key <= LOCAL_HOGS; key++) {
+		uint64_t v = 0;
+		ck_assert_int_eq(loco_sherman_insert(w, key, &v), 0);
+	}
+	loco_sherman_worker_destroy(w);
+	w = worker(t1, cl.thr[1]);
+	uint64_t got;
+	ck_assert_int_eq(loco_sherman_lookup(w, LOCAL_HOGS, &got), 0);
+	/* Relaxed: set before the threads start (pthread_create orders). */
+	atomic_store_explicit(&remote_done, false, memory_order_relaxed);
+	atomic_store_explicit(&hogs_going, 0, memory_order_relaxed);
+	pthread_t th[LOCAL_HOGS];
+	struct hog_arg a[LOCAL_HOGS];
+	for (unsigned i = 0; i < LOCAL_HOGS; i++) {
+		a[i] = (struct hog_arg){ .t = t0, .key = i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, hog_thread, &a[i]), 0);
+	}
+	uint64_t until = loco_now_ns() + (uint64_t)TIMEOUT_MS * 1000000u;
+	/* Relaxed: see hog_thread. */
+	while (atomic_load_explicit(&hogs_going, memory_order_relaxed) <
+	       LOCAL_HOGS && loco_now_ns() < until)
+		sched_yield();
+	int rc = 0;
+	for (uint64_t i = 1; i <= REMOTE_OPS && !rc; i++)
+		rc = loco_sherman_update(w, LOCAL_HOGS, &i);
+	/* Relaxed: see hog_thread. */
+	atomic_store_explicit(&remote_done, true, memory_order_relaxed);
+	uint64_t hand = 0, local_ops = 0;
+	for (unsigned i = 0; i < LOCAL_HOGS; i++) {
+		pthread_join(th[i], NULL);
+		hand += a[i].st.handovers;
+		local_ops += a[i].last;
+	}
+	struct loco_sherman_stats s1;
+	loco_sherman_worker_stats(w, &s1);
+	fprintf(stderr, "remote waiter: %d updates, %llu failed lock CASes; "
+		"node 0: %llu updates, %llu handovers\n", REMOTE_OPS,
+		(unsigned long long)s1.lock_fails,
+		(unsigned long long)local_ops, (unsigned long long)hand);
+	ck_assert_int_eq(rc, 0);
+	for (unsigned i = 0; i < LOCAL_HOGS; i++) {
+		ck_assert_int_eq(loco_sherman_lookup(w, i, &got), 0);
+		ck_assert_uint_eq(got, a[i].last);
+	}
+	ck_assert_int_eq(loco_sherman_lookup(w, LOCAL_HOGS, &got), 0);
+	ck_assert_uint_eq(got, REMOTE_OPS);
+	check_tree(w, LOCAL_HOGS + 1);
+	uint64_t held = 1;
+	ck_assert_int_eq(loco_sherman_repair_locks(w, 100, &held), 0);
+	ck_assert_uint_eq(held, 0);
+	loco_sherman_worker_destroy(w);
+	loco_sherman_destroy(t0);
+	loco_sherman_destroy(t1);
 }
 END_TEST
 
@@ -1518,6 +1624,7 @@ int main(void)
 	tcase_add_test(t, stalled_holder_loses_its_lock);
 	tcase_add_test(t, layout_mismatch);
 	tcase_add_loop_test(t, two_hosting_nodes, 0, 2);
+	tcase_add_test(t, remote_waiter_gets_its_turn);
 	t = tc(s, "concurrency", setup1, 120);
 	tcase_add_loop_test(t, hocl_handover, 0, 2);
 	tcase_add_test(t, hocl_hands_over);
