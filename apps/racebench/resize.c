@@ -123,6 +123,7 @@ static int insert_one(struct loco_race_client *c, struct loco_thread *thr,
 	m->splits += b.splits - a.splits;
 	m->ns += b.split_ns - a.split_ns;
 	m->rtts += d.rtts > INSERT_RTTS ? d.rtts - INSERT_RTTS : 0;
+	fprintf(stderr, "DBGSPLIT rtts %llu verbs %llu\n", (unsigned long long)d.rtts - INSERT_RTTS, (unsigned long long)loco_stats_verbs(&d));
 	m->verbs += loco_stats_verbs(&d);
 	m->moved += b.moved - a.moved;
 	bench_stats_add(&m->st, &d);
@@ -203,6 +204,12 @@ static void report(struct rz *o, struct rz_mode *m, unsigned nm)
 		       bench_lat_pct_us(&m[i].lat, 99), x->name,
 		       per(x->rtts, x->splits), x->name, per(x->verbs, x->splits),
 		       x->name, per(x->moved, x->splits));
+		printf(",\"%s_reads_per_split\":%.1f,\"%s_writes_per_split\":%.1f,"
+		       "\"%s_cas_per_split\":%.1f,\"%s_faa_per_split\":%.1f",
+		       x->name, per(x->st.reads, x->splits), x->name,
+		       per(x->st.writes, x->splits), x->name,
+		       per(x->st.cas, x->splits), x->name,
+		       per(x->st.faa, x->splits));
 	}
 	if (nm == 2 && mean[0] > 0)
 		printf(",\"cas_over_rtx\":%.2f", mean[1] / mean[0]);
