@@ -13,10 +13,12 @@
  *   1  pre-lock descriptor s, read it
  *   2  freeze every slot of O: CAS each word to itself | M (a tentative
  *      or empty slot to M alone); the CASes go out in pipelined batches
- *   3  READ the key hash of every item (word 1 of its block)
+ *   3  READ the key hash of every item (word 1 of its block), in the same
+ *      batches as the CASes (freeze_all says why that is safe)
  *   4  build O' = (ld + 1, s) and N = (ld + 1, s + 2^ld): every item keeps
  *      its bucket and slot index, in O' or N by hash bit ld; WRITE both
- *      into fresh regions named for this attempt, fence
+ *      into fresh regions named for this attempt (one region, one WRITE,
+ *      when they share a memory node), fence
  *   5  rTX commit writing both descriptors: log, locks, DOING, the two
  *      pointer-install CASes, releases, DONE.
  * Frozen, O never changes again: its content, hence O' and N, is the
@@ -131,16 +133,18 @@ static int commit_descs(struct loco_race_client *c, uint32_t s1,
 	return loco_rtx_commit(c->w);
 }
 
-/* A fresh region for subtable (LD, SUFFIX), named for this attempt. */
+/* A fresh region for N subtables from (LD, SUFFIX) on, named for this
+ * attempt (one control-plane request). */
 static int new_block(struct loco_race_client *c, unsigned ld, uint32_t suffix,
-		     struct loco_rregion *rr)
+		     unsigned n, struct loco_rregion *rr)
 {
 	const struct loco_race *r = c->r;
 	char name[LOCO_NAME_MAX];
 	snprintf(name, sizeof(name), "%s.st%u-%u-%u-%llu-%u", r->base.name, ld,
 		 suffix, c->slot, (unsigned long long)c->inc, ++c->split_seq);
 	return loco_region_open_ex(r->base.mgr, r->mn[race_node_for(r, suffix)].id,
-				   name, r->st_bytes, RACE_ST_ACCESS, rr);
+				   name, (uint64_t)n * r->st_bytes, RACE_ST_ACCESS,
+				   rr);
 }
 
 /* ---- rtx mode --------------------------------------------------------------------- */
@@ -150,69 +154,86 @@ static uint64_t frozen_of(uint64_t v)
 	return race_slot_tent(v) || !v ? RACE_SLOT_M : v | RACE_SLOT_M;
 }
 
-/* Freeze every slot of ST; SNAP (st_bytes) ends with the frozen words. */
+/* READ the key hash (word 1 of its block) of the item in slot value V
+ * into *H. */
+static int hash_read(struct race_ops *l, const struct loco_race *r, uint64_t v,
+		     uint64_t *h)
+{
+	if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
+		return -EPROTO;
+	race_ops_read(l, race_kv(r, race_slot_ni(v)),
+		      (uint64_t)race_slot_block(v) * r->block_len + 8, h, 8);
+	return 0;
+}
+
+/* Freeze every slot of ST and read the key hash of every item: SNAP
+ * (st_bytes) ends with the frozen words, H (a word per slot) with the
+ * hashes of its items; HV (a byte per slot, zeroed) marks those read.
+ * Each item's hash READ goes out in the round of its freeze CAS,
+ * unordered with it: a CAS that hits proves the slot held the item from
+ * the snapshot READ on (no ABA: a freed block comes back with another
+ * generation), and frozen it keeps it for good, so its block is never
+ * freed and word 1 is the item's hash whenever the READ executes; the
+ * READ of a CAS that missed is dropped and redone with the value the CAS
+ * found. An item found frozen (a dead or slow splitter's) gets its READ
+ * alone. */
 static int freeze_all(struct loco_race_client *c, const struct race_st *st,
-		      uint64_t *snap, uint64_t *res, bool *took_over)
+		      uint64_t *snap, uint64_t *res, uint64_t *h, uint8_t *hv,
+		      bool *took_over)
 {
 	const struct loco_race *r = c->r;
-	uint32_t nb = 3 * r->groups;
+	uint32_t nk = 3 * r->groups * RACE_SLOTS;
 	int rc = loco_read(c->thr, &st->rr, 0, snap, r->st_bytes);
-	for (uint32_t k = 0; !rc && k < nb * RACE_SLOTS; k++)
+	for (uint32_t k = 0; !rc && k < nk; k++)
 		*took_over |= race_slot_frozen(snap[slot_word(k / RACE_SLOTS,
 							      k % RACE_SLOTS)]);
 	for (unsigned round = 0; !rc; round++) {
 		struct race_ops l;
-		unsigned n = 0;
+		unsigned n = 0, ncas = 0;
 		bool split_point = loco_crash_armed("race.split_mid_freeze");
 		if (round == FREEZE_ROUNDS)
 			return -EAGAIN;
 		race_ops_init(&l, c);
-		for (uint32_t k = 0; k < nb * RACE_SLOTS; k++) {
+		for (uint32_t k = 0; !rc && k < nk; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
-			if (race_slot_frozen(snap[w]))
+			uint64_t v = snap[w];
+			if (race_slot_frozen(v)) {
+				if (race_slot_item(v) && !hv[k]) {
+					rc = hash_read(&l, r, v, &h[k]);
+					hv[k] = 1;
+					n++;
+				}
 				continue;
-			race_ops_cas(&l, &st->rr, w * 8, snap[w], frozen_of(snap[w]),
-			       &res[k]);
+			}
+			if (split_point && ncas == nk / 2)
+				continue;
+			race_ops_cas(&l, &st->rr, w * 8, v, frozen_of(v), &res[k]);
+			if (race_slot_item(frozen_of(v)))
+				rc = hash_read(&l, r, v, &h[k]);
 			n++;
-			if (split_point && n == nb * RACE_SLOTS / 2)
-				break;
+			ncas++;
 		}
-		if (!n)
-			break;
-		rc = race_ops_run(&l);
-		for (uint32_t k = 0; !rc && k < nb * RACE_SLOTS; k++) {
+		/* Wait even after an error: the READs target H. */
+		int rc2 = n ? race_ops_run(&l) : race_ops_post(&l);
+		rc = rc ? rc : rc2;
+		if (rc || !n)
+			return rc;
+		for (uint32_t k = 0; k < nk; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
 			if (race_slot_frozen(snap[w]) || res[k] == UINT64_MAX)
 				continue;
-			snap[w] = res[k] == snap[w] ? frozen_of(snap[w]) : res[k];
+			if (res[k] == snap[w]) {
+				snap[w] = frozen_of(snap[w]);
+				hv[k] = race_slot_item(snap[w]);
+			} else
+				snap[w] = res[k];
 			res[k] = UINT64_MAX;
 		}
-		if (!rc && split_point)
+		if (split_point)
 			loco_crash_point("race.split_mid_freeze");
-		if (!rc)
-			rc = renew_maybe(c);
+		rc = renew_maybe(c);
 	}
 	return rc;
-}
-
-/* Hash word of every item of SNAP (frozen, so its block cannot change). */
-static int read_hashes(struct loco_race_client *c, const uint64_t *snap,
-		       uint64_t *h)
-{
-	const struct loco_race *r = c->r;
-	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
-	struct race_ops l;
-	race_ops_init(&l, c);
-	for (uint32_t k = 0; k < nslots; k++) {
-		uint64_t v = snap[slot_word(k / RACE_SLOTS, k % RACE_SLOTS)];
-		if (!race_slot_item(v))
-			continue;
-		if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
-			return -EPROTO;
-		race_ops_read(&l, race_kv(r, race_slot_ni(v)),
-			(uint64_t)race_slot_block(v) * r->block_len + 8, &h[k], 8);
-	}
-	return race_ops_run(&l);
 }
 
 /* O' and N from the frozen SNAP: same bucket and slot, split by bit LD. */
@@ -239,7 +260,8 @@ static unsigned build_halves(const struct loco_race *r, const uint64_t *snap,
 	return moved;
 }
 
-/* Write O' (LO) and N (HI) into fresh regions of split ST: placed, and
+/* Write O' (LO) and N (HI = LO + st_bytes, adjacent) into fresh regions
+ * of split ST (one region when they share a node): placed, and
  * on durable nodes persisted together with ST's frozen slots, before the
  * commit's descriptors name them (a power cut after the commit must find
  * O' and N whole, and O frozen for the clients that still read it). */
@@ -249,13 +271,27 @@ static int write_halves(struct loco_race_client *c, const struct race_st *st,
 {
 	const struct loco_race *r = c->r;
 	unsigned ld = st->ld;
-	int rc = new_block(c, ld + 1, st->suffix, rlo);
-	if (!rc)
-		rc = new_block(c, ld + 1, st->suffix | UINT32_C(1) << ld, rhi);
-	if (!rc)
-		rc = loco_write(c->thr, rlo, 0, lo, r->st_bytes);
-	if (!rc)
-		rc = loco_write(c->thr, rhi, 0, hi, r->st_bytes);
+	uint32_t ns = st->suffix | UINT32_C(1) << ld;
+	int rc;
+	if (race_node_for(r, ns) == race_node_for(r, st->suffix)) {
+		/* Both on one node: one region, O' then N, one WRITE. */
+		rc = new_block(c, ld + 1, st->suffix, 2, rlo);
+		if (!rc)
+			rc = loco_write(c->thr, rlo, 0, lo, 2 * r->st_bytes);
+		if (!rc) {
+			*rhi = *rlo;
+			rhi->off += r->st_bytes;
+			rlo->len = rhi->len = r->st_bytes;
+		}
+	} else {
+		rc = new_block(c, ld + 1, st->suffix, 1, rlo);
+		if (!rc)
+			rc = new_block(c, ld + 1, ns, 1, rhi);
+		if (!rc)
+			rc = loco_write(c->thr, rlo, 0, lo, r->st_bytes);
+		if (!rc)
+			rc = loco_write(c->thr, rhi, 0, hi, r->st_bytes);
+	}
 	if (rc)
 		return rc;
 	if (!race_durable(r, rlo->node) && !race_durable(r, rhi->node) &&
@@ -276,18 +312,16 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
 	uint64_t *snap = (uint64_t *)c->big;
 	uint64_t *lo = snap + r->st_bytes / 8, *hi = lo + r->st_bytes / 8;
-	uint64_t *res = malloc((size_t)nslots * 2 * 8);
+	uint64_t *res = malloc((size_t)nslots * (2 * 8 + 1));
+	uint8_t *hv = (uint8_t *)(res + 2 * (size_t)nslots);
 	struct loco_rregion rlo, rhi;
 	if (!res)
 		return -ENOMEM;
 	memset(res, 0xff, (size_t)nslots * 8);
-	int rc = freeze_all(c, st, snap, res, took_over);
-	if (!rc) {
-		loco_crash_point("race.split_frozen");
-		rc = read_hashes(c, snap, res + nslots);
-	}
+	memset(hv, 0, nslots);
+	int rc = freeze_all(c, st, snap, res, res + nslots, hv, took_over);
 	if (!rc)
-		rc = renew_maybe(c);
+		loco_crash_point("race.split_frozen");
 	if (!rc) {
 		race_count(c, RACE_STAT(moved),
 			   build_halves(r, snap, res + nslots, st->ld, st->suffix,
@@ -576,7 +610,7 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 	memset(init, 0, r->st_bytes);
 	for (uint32_t b = 0; b < 3 * r->groups; b++)
 		init[b * 8] = race_hdr(st->ld + 1, ns, true);
-	int rc = new_block(c, st->ld + 1, ns, &rn);
+	int rc = new_block(c, st->ld + 1, ns, 1, &rn);
 	if (!rc)
 		rc = loco_write(c->thr, &rn, 0, init, r->st_bytes);
 	/* N's headers are placed (durable on a durable node) before a
