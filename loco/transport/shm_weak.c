@@ -226,7 +226,8 @@ static void unplaced_pop(struct weak_qp *qp)
 static void place_one(uint64_t *rng, struct weak_qp *qp)
 {
 	struct unplaced *u = &qp->up[qp->uhead];
-	uint32_t k = (uint32_t)(rng_next(rng) % u->left);
+	/* k uniform in [0, left) by a multiply, not a division. */
+	uint32_t k = (uint32_t)(((rng_next(rng) >> 32) * u->left) >> 32);
 	uint32_t i = u->todo[k];
 	u->todo[k] = u->todo[--u->left];
 	piece_place(qp, u, i);
