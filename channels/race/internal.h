@@ -24,6 +24,7 @@
 #define RACE_SLOTS 7
 #define RACE_BUCKET_BYTES 64
 #define RACE_GROUP_BYTES (3 * RACE_BUCKET_BYTES)
+#define RACE_ST_BYTES_MAX (UINT32_C(64) << 20)   /* a subtable at most */
 #define RACE_CBUCKET_BYTES (2 * RACE_BUCKET_BYTES)
 #define RACE_CSLOTS (2 * RACE_SLOTS)       /* slots of a combined bucket */
 

@@ -15,7 +15,6 @@
 #define CFG_VERSION 1
 #define HASH_SEED1 UINT64_C(0x52414345)      /* "RACE" */
 #define HASH_SEED2 UINT64_C(0x9e3779b97f4a7c15)
-#define ST_BYTES_MAX (UINT32_C(64) << 20)
 #define BACKOFF_MAX_US 200u
 
 /* Crash points of this layer (docs/race.md), registered with rtx's. */
@@ -80,9 +79,9 @@ static int opts_check(const struct loco_race_opts *o, char *why, size_t len)
 		 o->initial_depth > o->max_depth)
 		snprintf(why, len, "initial_depth %u (at most %u and max_depth)",
 			 o->initial_depth, LOCO_RACE_INITIAL_MAX);
-	else if ((uint64_t)o->groups * RACE_GROUP_BYTES > ST_BYTES_MAX)
+	else if ((uint64_t)o->groups * RACE_GROUP_BYTES > RACE_ST_BYTES_MAX)
 		snprintf(why, len, "groups %u: subtable over %u MiB", o->groups,
-			 ST_BYTES_MAX >> 20);
+			 RACE_ST_BYTES_MAX >> 20);
 	else if (o->key_max > LOCO_RACE_KEY_MAX)
 		snprintf(why, len, "key_max %u > %u", o->key_max,
 			 LOCO_RACE_KEY_MAX);

@@ -45,6 +45,7 @@
  * Every step is a CAS with exact expected values, so a client taking
  * over (the owner's lease ran out) runs the same steps from wherever the
  * state is. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,32 +155,139 @@ static uint64_t frozen_of(uint64_t v)
 	return race_slot_tent(v) || !v ? RACE_SLOT_M : v | RACE_SLOT_M;
 }
 
-/* READ the key hash (word 1 of its block) of the item in slot value V
- * into *H. */
-static int hash_read(struct race_ops *l, const struct loco_race *r, uint64_t v,
-		     uint64_t *h)
+/* The hash READs of a freeze round, coalesced: items whose blocks lie
+ * close together on one node are read by one READ over the blocks
+ * between (a verb costs a NIC and its poster more than HASH_GAP bytes
+ * more of a READ). A table whose subtables are few, or filled by few
+ * clients, has many neighbouring blocks; a deep one filled by many
+ * clients has almost none, and gets a READ an item. */
+#define HASH_GAP 128            /* bytes a READ may skip to reach a hash */
+#define HASH_RUN_MAX 65536      /* bytes of one hash READ at most */
+#define HASH_BUF_WORDS 131072   /* a round's READs in 1 MiB, bar singles */
+#define KEY_SHIFT 23            /* slot index bits */
+
+struct freeze {
+	uint64_t *res;          /* CAS results, a word per slot */
+	uint64_t *h;            /* the items' hashes, a word per slot */
+	uint8_t *hv;            /* per slot: h read */
+	uint64_t *key, *tmp;    /* (node << 30 | block) << KEY_SHIFT | slot */
+	uint32_t *at;           /* per sorted key: its word in buf */
+	uint64_t *buf;          /* what the round's hash READs return */
+	uint32_t n;             /* keys of the round */
+};
+
+static_assert(RACE_ST_BYTES_MAX / RACE_BUCKET_BYTES * RACE_SLOTS <
+	      1u << KEY_SHIFT, "a slot index fits in a key");
+
+/* Note the hash READ of the item in slot value V (slot K). */
+static int hash_need(const struct loco_race *r, struct freeze *f, uint64_t v,
+		     uint32_t k)
 {
-	if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
+	uint64_t ni = race_slot_ni(v), b = race_slot_block(v);
+	if (ni >= r->nmn || b >= r->nblocks)
 		return -EPROTO;
-	race_ops_read(l, race_kv(r, race_slot_ni(v)),
-		      (uint64_t)race_slot_block(v) * r->block_len + 8, h, 8);
+	f->key[f->n++] = (ni << 30 | b) << KEY_SHIFT | k;
 	return 0;
 }
 
+/* Sort F's keys by node and block (LSD radix, 12 bits a pass). */
+static void keys_sort(struct freeze *f)
+{
+	uint64_t *a = f->key, *t = f->tmp;
+	for (unsigned sh = KEY_SHIFT; sh < KEY_SHIFT + 36; sh += 12) {
+		uint32_t cnt[4097] = { 0 };
+		for (uint32_t i = 0; i < f->n; i++)
+			cnt[((a[i] >> sh) & 4095) + 1]++;
+		for (unsigned d = 0; d < 4096; d++)
+			cnt[d + 1] += cnt[d];
+		for (uint32_t i = 0; i < f->n; i++)
+			t[cnt[(a[i] >> sh) & 4095]++] = a[i];
+		uint64_t *x = a;
+		a = t;
+		t = x;
+	}
+	f->key = a;
+	f->tmp = t;
+}
+
+/* One hash READ of the blocks FIRST..LAST (node << 30 | block) into
+ * f->buf at word AT, if L. */
+static void hash_read(struct race_ops *l, const struct loco_race *r,
+		      struct freeze *f, uint64_t first, uint64_t last, uint64_t at)
+{
+	uint64_t bl = r->block_len;
+	if (l)
+		race_ops_read(l, race_kv(r, (unsigned)(first >> 30)),
+			      (first & ((UINT64_C(1) << 30) - 1)) * bl + 8,
+			      f->buf + at, (uint32_t)((last - first) * bl + 8));
+}
+
+/* Walk F's sorted keys into READs: with L, post them into f->buf; without,
+ * only count the words they need. A run that would take the buffer over
+ * HASH_BUF_WORDS is read an item at a time (the buffer stays under
+ * HASH_BUF_WORDS + a word an item). Returns the words. */
+static uint64_t hash_runs(struct race_ops *l, const struct loco_race *r,
+			  struct freeze *f)
+{
+	uint64_t words = 0, bl = r->block_len;
+	for (uint32_t i = 0, j; i < f->n; i = j) {
+		uint64_t first = f->key[i] >> KEY_SHIFT, last = first;
+		for (j = i + 1; j < f->n; j++) {
+			uint64_t nx = f->key[j] >> KEY_SHIFT;
+			if (nx >> 30 != first >> 30 || (nx - last) * bl > HASH_GAP ||
+			    (nx - first) * bl + 8 > HASH_RUN_MAX)
+				break;
+			last = nx;
+		}
+		uint64_t run = (last - first) * bl / 8 + 1;
+		if (j - i > 1 && words + run > HASH_BUF_WORDS) {
+			for (uint32_t m = i; m < j; m++, words++) {
+				uint64_t b = f->key[m] >> KEY_SHIFT;
+				f->at[m] = (uint32_t)words;
+				hash_read(l, r, f, b, b, words);
+			}
+			continue;
+		}
+		for (uint32_t m = i; m < j; m++)
+			f->at[m] = (uint32_t)(words + ((f->key[m] >> KEY_SHIFT) -
+						       first) * bl / 8);
+		hash_read(l, r, f, first, last, words);
+		words += run;
+	}
+	return words;
+}
+
+/* Post the round's hash READs into L. */
+static int hash_post(struct race_ops *l, const struct loco_race *r,
+		     struct freeze *f)
+{
+	keys_sort(f);
+	f->buf = malloc((size_t)hash_runs(NULL, r, f) * 8);
+	if (!f->buf)
+		return -ENOMEM;
+	hash_runs(l, r, f);
+	return 0;
+}
+
+/* The round's READs done: each item's hash to f->h. */
+static void hash_take(struct freeze *f)
+{
+	for (uint32_t i = 0; i < f->n; i++)
+		f->h[f->key[i] & ((1u << KEY_SHIFT) - 1)] = f->buf[f->at[i]];
+}
+
 /* Freeze every slot of ST and read the key hash of every item: SNAP
- * (st_bytes) ends with the frozen words, H (a word per slot) with the
- * hashes of its items; HV (a byte per slot, zeroed) marks those read.
- * Each item's hash READ goes out in the round of its freeze CAS,
- * unordered with it: a CAS that hits proves the slot held the item from
- * the snapshot READ on (no ABA: a freed block comes back with another
- * generation), and frozen it keeps it for good, so its block is never
- * freed and word 1 is the item's hash whenever the READ executes; the
- * READ of a CAS that missed is dropped and redone with the value the CAS
- * found. An item found frozen (a dead or slow splitter's) gets its READ
- * alone. */
+ * (st_bytes) ends with the frozen words, f->h with the hashes of its
+ * items (f->hv marks those read; zeroed by the caller). Each item's hash
+ * READ goes out in the round of its freeze CAS, unordered with it: a CAS
+ * that hits proves the slot held the item from the snapshot READ on (no
+ * ABA: a freed block comes back with another generation), and frozen it
+ * keeps it for good, so its block is never freed and word 1 is the item's
+ * hash whenever the READ executes; the READ of a CAS that missed is
+ * dropped and redone with the value the CAS found. An item found frozen
+ * (a dead or slow splitter's) gets its READ alone. */
 static int freeze_all(struct loco_race_client *c, const struct race_st *st,
-		      uint64_t *snap, uint64_t *res, uint64_t *h, uint8_t *hv,
-		      bool *took_over)
+		      uint64_t *snap, struct freeze *f, bool *took_over)
 {
 	const struct loco_race *r = c->r;
 	uint32_t nk = 3 * r->groups * RACE_SLOTS;
@@ -189,45 +297,50 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 							      k % RACE_SLOTS)]);
 	for (unsigned round = 0; !rc; round++) {
 		struct race_ops l;
-		unsigned n = 0, ncas = 0;
+		unsigned ncas = 0;
 		bool split_point = loco_crash_armed("race.split_mid_freeze");
 		if (round == FREEZE_ROUNDS)
 			return -EAGAIN;
 		race_ops_init(&l, c);
+		f->n = 0;
+		f->buf = NULL;
 		for (uint32_t k = 0; !rc && k < nk; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
 			uint64_t v = snap[w];
 			if (race_slot_frozen(v)) {
-				if (race_slot_item(v) && !hv[k]) {
-					rc = hash_read(&l, r, v, &h[k]);
-					hv[k] = 1;
-					n++;
+				if (race_slot_item(v) && !f->hv[k]) {
+					rc = hash_need(r, f, v, k);
+					f->hv[k] = 1;
 				}
 				continue;
 			}
 			if (split_point && ncas == nk / 2)
 				continue;
-			race_ops_cas(&l, &st->rr, w * 8, v, frozen_of(v), &res[k]);
+			race_ops_cas(&l, &st->rr, w * 8, v, frozen_of(v), &f->res[k]);
 			if (race_slot_item(frozen_of(v)))
-				rc = hash_read(&l, r, v, &h[k]);
-			n++;
+				rc = hash_need(r, f, v, k);
 			ncas++;
 		}
-		/* Wait even after an error: the READs target H. */
-		int rc2 = n ? race_ops_run(&l) : race_ops_post(&l);
+		if (!rc && f->n)
+			rc = hash_post(&l, r, f);
+		/* Wait even after an error: the READs target f->buf. */
+		int rc2 = race_ops_run(&l);
 		rc = rc ? rc : rc2;
-		if (rc || !n)
+		if (!rc)
+			hash_take(f);
+		free(f->buf);
+		if (rc || !(ncas + f->n))
 			return rc;
 		for (uint32_t k = 0; k < nk; k++) {
 			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
-			if (race_slot_frozen(snap[w]) || res[k] == UINT64_MAX)
+			if (race_slot_frozen(snap[w]) || f->res[k] == UINT64_MAX)
 				continue;
-			if (res[k] == snap[w]) {
+			if (f->res[k] == snap[w]) {
 				snap[w] = frozen_of(snap[w]);
-				hv[k] = race_slot_item(snap[w]);
+				f->hv[k] = race_slot_item(snap[w]);
 			} else
-				snap[w] = res[k];
-			res[k] = UINT64_MAX;
+				snap[w] = f->res[k];
+			f->res[k] = UINT64_MAX;
 		}
 		if (split_point)
 			loco_crash_point("race.split_mid_freeze");
@@ -309,26 +422,28 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 		     bool *took_over)
 {
 	const struct loco_race *r = c->r;
-	uint32_t nslots = 3 * r->groups * RACE_SLOTS;
+	size_t nk = 3 * (size_t)r->groups * RACE_SLOTS;
 	uint64_t *snap = (uint64_t *)c->big;
 	uint64_t *lo = snap + r->st_bytes / 8, *hi = lo + r->st_bytes / 8;
-	uint64_t *res = malloc((size_t)nslots * (2 * 8 + 1));
-	uint8_t *hv = (uint8_t *)(res + 2 * (size_t)nslots);
+	uint64_t *mem = malloc(nk * (4 * 8 + 4 + 1));
 	struct loco_rregion rlo, rhi;
-	if (!res)
+	if (!mem)
 		return -ENOMEM;
-	memset(res, 0xff, (size_t)nslots * 8);
-	memset(hv, 0, nslots);
-	int rc = freeze_all(c, st, snap, res, res + nslots, hv, took_over);
+	struct freeze f = { .res = mem, .h = mem + nk, .key = mem + 2 * nk,
+			    .tmp = mem + 3 * nk,
+			    .at = (uint32_t *)(mem + 4 * nk),
+			    .hv = (uint8_t *)(mem + 4 * nk) + 4 * nk };
+	memset(f.res, 0xff, nk * 8);
+	memset(f.hv, 0, nk);
+	int rc = freeze_all(c, st, snap, &f, took_over);
 	if (!rc)
 		loco_crash_point("race.split_frozen");
 	if (!rc) {
 		race_count(c, RACE_STAT(moved),
-			   build_halves(r, snap, res + nslots, st->ld, st->suffix,
-					lo, hi));
+			   build_halves(r, snap, f.h, st->ld, st->suffix, lo, hi));
 		rc = write_halves(c, st, lo, hi, &rlo, &rhi);
 	}
-	free(res);
+	free(mem);
 	if (rc) {
 		loco_rtx_abort(c->w);
 		return rc;
