@@ -391,7 +391,8 @@ static int check_subtable(struct verify *v, uint32_t s, struct vkeys *ks,
 
 static void check_keys(struct verify *v, struct vkeys *ks)
 {
-	qsort(ks->k, ks->n, sizeof(*ks->k), vkey_cmp);
+	if (ks->n > 1)   /* an empty table has no array (qsort wants one) */
+		qsort(ks->k, ks->n, sizeof(*ks->k), vkey_cmp);
 	for (size_t i = 1; i < ks->n; i++)
 		if (!vkey_cmp(&ks->k[i - 1], &ks->k[i]))
 			bad(v, "key of hash %016llx twice (subtables %u and %u)",
