@@ -276,6 +276,23 @@ static void hash_take(struct freeze *f)
 		f->h[f->key[i] & ((1u << KEY_SHIFT) - 1)] = f->buf[f->at[i]];
 }
 
+/* A freeze round's CASes done: a hit freezes the slot in SNAP (and its
+ * hash READ counts), a miss leaves SNAP the value found. */
+static void freeze_apply(uint64_t *snap, struct freeze *f, uint32_t nk)
+{
+	for (uint32_t k = 0; k < nk; k++) {
+		uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
+		if (race_slot_frozen(snap[w]) || f->res[k] == UINT64_MAX)
+			continue;
+		if (f->res[k] == snap[w]) {
+			snap[w] = frozen_of(snap[w]);
+			f->hv[k] = race_slot_item(snap[w]);
+		} else
+			snap[w] = f->res[k];
+		f->res[k] = UINT64_MAX;
+	}
+}
+
 /* Freeze every slot of ST and read the key hash of every item: SNAP
  * (st_bytes) ends with the frozen words, f->h with the hashes of its
  * items (f->hv marks those read; zeroed by the caller). Each item's hash
@@ -323,7 +340,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 		}
 		if (!rc && f->n)
 			rc = hash_post(&l, r, f);
-		/* Wait even after an error: the READs target f->buf. */
+		/* Wait even after an error: the ops write into F. */
 		int rc2 = race_ops_run(&l);
 		rc = rc ? rc : rc2;
 		if (!rc)
@@ -331,17 +348,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 		free(f->buf);
 		if (rc || !(ncas + f->n))
 			return rc;
-		for (uint32_t k = 0; k < nk; k++) {
-			uint64_t w = slot_word(k / RACE_SLOTS, k % RACE_SLOTS);
-			if (race_slot_frozen(snap[w]) || f->res[k] == UINT64_MAX)
-				continue;
-			if (f->res[k] == snap[w]) {
-				snap[w] = frozen_of(snap[w]);
-				f->hv[k] = race_slot_item(snap[w]);
-			} else
-				snap[w] = f->res[k];
-			f->res[k] = UINT64_MAX;
-		}
+		freeze_apply(snap, f, nk);
 		if (split_point)
 			loco_crash_point("race.split_mid_freeze");
 		rc = renew_maybe(c);
