@@ -863,10 +863,10 @@ static void ucx_qp_abort(struct loco_tp_qp *q)
 
 /* ---- data path ---------------------------------------------------------- */
 
-/* Issue W (staged into S, sequence number SEQ) on Q's endpoint: the UCX
- * request, NULL if it completed at once, or an error pointer. */
+/* Issue W (staged into S) on Q's endpoint by UCX's RMA and atomics: the
+ * UCX request, NULL if it completed at once, or an error pointer. */
 static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
-		   struct ucx_slot *s, uint64_t seq)
+		   struct ucx_slot *s)
 {
 	const struct ucx_api *api = q->cq->tp->api;
 	uint64_t raddr = q->remote_base + w->remote_off;
@@ -874,13 +874,6 @@ static void *issue(struct loco_tp_qp *q, const struct loco_wr *w,
 		.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
-	if (q->cq->tp->am) {
-		/* Complete at the target once their replies are in, and retired
-		 * in order: a FLUSH or fence READ has nothing left to wait for. */
-		if (w->opcode == LOCO_OP_FLUSH || (w->opcode == LOCO_OP_READ && !w->len))
-			return NULL;
-		return ucx_am_issue(q, w, s, seq);
-	}
 	switch (w->opcode) {
 	case LOCO_OP_FLUSH:
 		/* Every earlier request complete at the target: placed in its
@@ -911,18 +904,29 @@ static void post_log(const struct loco_tp_qp *q, const struct loco_wr *w,
 		 names[w->opcode] : "opcode?", w->len, w->remote_off, loco_strerror(rc));
 }
 
-/* Issue the N staged requests, a worker fence before each one that
- * follows another of this thread (the per-QP order of docs/ordering.md);
- * cq->lock held. */
+/* Issue the N staged requests: as one message of loco's (TCP), or by
+ * UCX's RMA with a worker fence before each one that follows another of
+ * this thread (the per-QP order of docs/ordering.md); cq->lock held. */
 static int issue_all(struct loco_tp_qp *q, const struct loco_wr *wr,
 		     unsigned n, uint64_t bhead)
 {
 	struct loco_tp_cq *cq = q->cq;
 	const struct ucx_api *api = cq->tp->api;
+	if (cq->tp->am) {
+		/* One message: executed in order at the target. */
+		int rc = ucx_am_issue(q, wr, n);
+		if (rc) {
+			post_log(q, &wr[0], 0, n, rc);
+			ucx_sq_refused(&q->sq, 0, n, bhead, rc);
+			return -LOCO_EQP;
+		}
+		ucx_sq_commit(&q->sq, n, bhead);
+		return 0;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		ucs_status_t st = cq->fence_due ? api->worker_fence(cq->worker) : UCS_OK;
 		struct ucx_slot *s = ucx_sq_staged(&q->sq, i);
-		void *r = st == UCS_OK ? issue(q, &wr[i], s, q->sq.head + i) :
+		void *r = st == UCS_OK ? issue(q, &wr[i], s) :
 			  UCS_STATUS_PTR(st);
 		if (UCS_PTR_IS_ERR(r)) {
 			int rc = ucx_errno(UCS_PTR_STATUS(r));

@@ -39,173 +39,351 @@
 #define UCX_AM_REQ 0x4c0
 #define UCX_AM_REP 0x4c1
 
-/* The answer; little-endian. */
+/* A batch's message, request or reply: this header, then COUNT entries
+ * (struct ucx_am_req, or struct ucx_am_rep), then the entries' data in
+ * order (the WRITEs' bytes, or the READs'); little-endian. */
+struct ucx_am_hdr {
+	uint32_t count;
+	uint32_t pad;
+};
+
+/* The answer to one request. */
 struct ucx_am_rep {
 	uint64_t token;
 	int32_t status;              /* 0 or -errno */
-	uint32_t len;                /* payload bytes (a READ's data) */
+	uint32_t len;                /* data bytes (a READ's) */
 	uint64_t old;                /* CAS, FAA: the word before */
 };
 
-/* ---- target side -------------------------------------------------------- */
-
-/* A reply went out (or could not: the requester is gone, nobody to tell). */
-static void rep_sent(void *req, ucs_status_t st, void *user_data)
+/* A message UCX may still read until its send completes: freed then. */
+static void msg_sent(void *req, ucs_status_t st, void *user_data)
 {
 	(void)req;
 	(void)st;
 	free(user_data);
 }
 
-/* Execute Q (a WRITE's DATA of LEN bytes) on TP's arena, filling REP's
- * old word. A READ's data is at *SRC on return. 0 or -errno. */
-static int execute(struct loco_tp *tp, const struct ucx_am_req *q,
-		   const void *data, size_t len, struct ucx_am_rep *rep,
-		   const uint8_t **src)
+/* Send MSG (header then BYTES of data, malloc'd) as message ID on EP,
+ * eager; FLAGS adds to UCP_AM_SEND_FLAG_EAGER. MSG belongs to the send
+ * from here on. The UCX request, NULL if sent at once, or an error
+ * pointer. */
+static void *msg_send(struct loco_tp *tp, ucp_ep_h ep, unsigned id,
+		      struct ucx_am_hdr *msg, size_t bytes, uint32_t flags)
 {
-	uint64_t off = le64toh(q->off);
+	ucp_request_param_t p = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+				UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+		.flags = UCP_AM_SEND_FLAG_EAGER | flags,
+		.cb.send = msg_sent,
+		.user_data = msg,
+		.memory_type = UCS_MEMORY_TYPE_HOST,
+	};
+	void *r = tp->api->am_send_nbx(ep, id, msg, sizeof(*msg), msg + 1, bytes, &p);
+	/* Sent at once, or failed: no callback comes. */
+	if (!UCS_PTR_IS_PTR(r))
+		free(msg);
+	return r;
+}
+
+/* Where data of LEN bytes for arena offset OFF goes in a data area whose
+ * first POS bytes are taken: at the next position congruent with OFF
+ * modulo 8, so that an 8-aligned area copies it in 8-byte words, as the
+ * model's untorn aligned words need (loco/transport/copy.c). */
+static size_t data_at(size_t pos, uint64_t off)
+{
+	return pos + ((off - pos) & 7);
+}
+
+/* ---- target side -------------------------------------------------------- */
+
+/* Whether Q is well formed and within TP's arena and, for a WRITE, its
+ * data within the message's DLEN data bytes: 0, -EINVAL or -EPROTO. */
+static int req_check(const struct loco_tp *tp, const struct ucx_am_req *q,
+		     size_t dlen)
+{
+	uint64_t off = le64toh(q->off), at = le64toh(q->b);
 	uint32_t n = le32toh(q->len);
 	if (off > tp->arena_len || n > tp->arena_len - off)
 		return -EINVAL;
-	uint8_t *at = tp->arena + off;
 	switch (q->op) {
 	case LOCO_OP_READ:
-		*src = at;
 		return 0;
 	case LOCO_OP_WRITE:
-		if (len != n)
-			return -EPROTO;
-		/* 8-byte release stores, as a shm WRITE places its words:
-		 * the target's own threads load them concurrently. */
-		loco_tp_copy_out(at, data, n);
-		return 0;
+		return at > dlen || n > dlen - at ? -EPROTO : 0;
 	case LOCO_OP_CAS:
-	case LOCO_OP_FAA: {
-		if (n != 8 || off % 8)
-			return -EINVAL;
-		uint64_t *w = (uint64_t *)(void *)at;
-		uint64_t old = le64toh(q->a);
-		if (q->op == LOCO_OP_CAS)
-			__atomic_compare_exchange_n(w, &old, le64toh(q->b), false,
-						    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-		else
-			old = __atomic_fetch_add(w, old, __ATOMIC_SEQ_CST);
-		rep->old = htole64(old);
-		return 0;
-	}
+	case LOCO_OP_FAA:
+		return n != 8 || off % 8 ? -EINVAL : 0;
 	default:
 		return -EPROTO;
 	}
 }
 
+/* Execute Q, checked, on TP's arena: a WRITE from DATA (the message's data
+ * area), a READ into DST, an atomic's old word into REP. */
+static void execute(struct loco_tp *tp, const struct ucx_am_req *q,
+		    const uint8_t *data, uint8_t *dst, struct ucx_am_rep *rep)
+{
+	uint8_t *at = tp->arena + le64toh(q->off);
+	uint32_t n = le32toh(q->len);
+	uint64_t old = le64toh(q->a);
+	switch (q->op) {
+	case LOCO_OP_READ:
+		/* Acquire loads, as a shm READ takes the words: the target's
+		 * own threads store them concurrently. */
+		loco_tp_copy_in(dst, at, n);
+		return;
+	case LOCO_OP_WRITE:
+		/* 8-byte release stores, as a shm WRITE places its words:
+		 * the target's own threads load them concurrently. */
+		loco_tp_copy_out(at, data + le64toh(q->b), n);
+		return;
+	case LOCO_OP_CAS:
+		__atomic_compare_exchange_n((uint64_t *)(void *)at, &old,
+					    le64toh(q->b), false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		break;
+	default:
+		old = __atomic_fetch_add((uint64_t *)(void *)at, old, __ATOMIC_SEQ_CST);
+		break;
+	}
+	rep->old = htole64(old);
+}
+
+/* The reply's data bytes for the COUNT requests at Q (their READs' data,
+ * placed by data_at), DLEN data bytes following them. */
+static size_t reply_bytes(const struct loco_tp *tp, const uint8_t *q,
+			  uint32_t count, size_t dlen)
+{
+	size_t out = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		struct ucx_am_req r;
+		memcpy(&r, q + i * sizeof(r), sizeof(r));
+		if (r.op == LOCO_OP_READ && !req_check(tp, &r, dlen))
+			out = data_at(out, le64toh(r.off)) + le32toh(r.len);
+	}
+	return out;
+}
+
+/* Execute the batch's COUNT requests at Q in order (their WRITE data in
+ * the DLEN bytes at DATA) into reply REP: its entries, then the READs'
+ * data (an entry's old word says where in it). */
+static void batch_run(struct loco_tp *tp, const uint8_t *q, uint32_t count,
+		      const uint8_t *data, size_t dlen, struct ucx_am_hdr *rep)
+{
+	struct ucx_am_rep *e = (struct ucx_am_rep *)(rep + 1);
+	uint8_t *out = (uint8_t *)(e + count);
+	size_t pos = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		struct ucx_am_req r;
+		memcpy(&r, q + i * sizeof(r), sizeof(r));
+		int rc = req_check(tp, &r, dlen);
+		uint32_t n = !rc && r.op == LOCO_OP_READ ? le32toh(r.len) : 0;
+		e[i] = (struct ucx_am_rep){ .token = r.token,
+					    .status = (int32_t)htole32((uint32_t)rc),
+					    .len = htole32(n) };
+		if (n) {
+			pos = data_at(pos, le64toh(r.off));
+			e[i].old = htole64(pos);
+		}
+		if (!rc)
+			execute(tp, &r, data, out + pos, &e[i]);
+		pos += n;
+	}
+}
+
+/* The reply to a batch of COUNT requests at Q, DLEN data bytes after
+ * them (8-aligned): executed in order, sent back as one message. */
+static void batch_serve(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
+			uint32_t count, size_t dlen)
+{
+	size_t qbytes = count * sizeof(struct ucx_am_req);
+	size_t bytes = count * sizeof(struct ucx_am_rep) +
+		       reply_bytes(tp, q, count, dlen);
+	struct ucx_am_hdr *rep = malloc(sizeof(*rep) + bytes);
+	if (!rep) {
+		loco_err(UCX_LOG, "no memory for a reply: a peer's requests time out");
+		return;
+	}
+	*rep = (struct ucx_am_hdr){ .count = htole32(count) };
+	batch_run(tp, q, count, q + qbytes, dlen, rep);
+	/* A reply that cannot be sent (the requester died) fails quietly. */
+	msg_send(tp, reply_ep, UCX_AM_REP, rep, bytes, 0);
+}
+
 /* UCX_AM_REQ on the target worker (the progress thread, or an application
- * thread lending a hand, with tp->target_lock held). */
+ * thread lending a hand, with tp->target_lock held): a batch of requests,
+ * executed in order, answered by one reply. */
 static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 				void *data, size_t len, const ucp_am_recv_param_t *param)
 {
 	struct loco_tp *tp = arg;
-	struct ucx_am_req q;
-	if (hlen != sizeof(q) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
-	    !param->reply_ep) {
+	struct ucx_am_hdr h;
+	if (hlen != sizeof(h) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+	    !param->reply_ep || param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		loco_warn(UCX_LOG, "dropped a malformed request message (%zu header bytes)",
 			  hlen);
 		return UCS_OK;
 	}
-	memcpy(&q, header, sizeof(q));
-	struct ucx_am_rep rep = { .token = q.token };
-	const uint8_t *src = NULL;
-	/* Eager only (the sender says so): a rendezvous message would carry
-	 * no data here. */
-	int rc = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV ? -EPROTO :
-		 execute(tp, &q, data, len, &rep, &src);
-	uint32_t n = !rc && src ? le32toh(q.len) : 0;
-	struct ucx_am_rep *r = malloc(sizeof(*r) + n);
-	if (!r) {
-		loco_err(UCX_LOG, "no memory for a reply: a peer's request times out");
+	memcpy(&h, header, sizeof(h));
+	uint32_t count = le32toh(h.count);
+	size_t qbytes = (size_t)count * sizeof(struct ucx_am_req);
+	if (!count || count > UCX_SQ_DEPTH || len < qbytes) {
+		loco_warn(UCX_LOG, "dropped a malformed request message (%" PRIu32
+			  " requests, %zu bytes)", count, len);
 		return UCS_OK;
 	}
-	rep.status = (int32_t)htole32((uint32_t)rc);
-	rep.len = htole32(n);
-	*r = rep;
-	/* Acquire loads, as a shm READ takes the words: the target's own
-	 * threads store them concurrently. */
-	if (n)
-		loco_tp_copy_in((uint8_t *)(r + 1), src, n);
-	ucp_request_param_t p = {
-		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
-				UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-		.flags = UCP_AM_SEND_FLAG_EAGER,
-		.cb.send = rep_sent,
-		.user_data = r,
-		.memory_type = UCS_MEMORY_TYPE_HOST,
-	};
-	void *sr = tp->api->am_send_nbx(param->reply_ep, UCX_AM_REP, r, sizeof(*r),
-					n ? (void *)(r + 1) : NULL, n, &p);
-	/* Sent at once, or failed (the requester died): no callback comes. */
-	if (!UCS_PTR_IS_PTR(sr))
-		free(r);
+	if ((uintptr_t)data % 8 == 0) {
+		batch_serve(tp, param->reply_ep, data, count, len - qbytes);
+		return UCS_OK;
+	}
+	/* WRITE data must sit as data_at put it, for 8-byte stores. */
+	uint64_t *copy = malloc(len);
+	if (!copy) {
+		loco_err(UCX_LOG, "no memory for a request: a peer's requests time out");
+		return UCS_OK;
+	}
+	memcpy(copy, data, len);
+	batch_serve(tp, param->reply_ep, (const uint8_t *)copy, count, len - qbytes);
+	free(copy);
 	return UCS_OK;
 }
 
 /* ---- requester side ----------------------------------------------------- */
 
-/* UCX_AM_REP on an application thread's worker (cq->lock held). */
+/* Fill Q's slot for reply entry E, the reply's data area D of DLEN bytes
+ * (a reply for a slot that no longer waits is dropped: its QP failed). */
+static void rep_one(struct loco_tp_qp *q, const struct ucx_am_rep *e,
+		    const uint8_t *d, size_t dlen)
+{
+	struct ucx_slot *s = ucx_sq_reply(&q->sq, le64toh(e->token));
+	if (!s)
+		return;
+	int st = (int32_t)le32toh((uint32_t)e->status);
+	uint32_t n = le32toh(e->len);
+	uint64_t at = le64toh(e->old);
+	if (!st && s->am_op == LOCO_OP_READ) {
+		if (n != s->copy_len || at > dlen || n > dlen - at)
+			st = -LOCO_EPROTO;
+		else
+			memcpy(s->buf, d + at, n);
+	} else if (!st && (s->am_op == LOCO_OP_CAS || s->am_op == LOCO_OP_FAA)) {
+		memcpy(s->buf + s->copy_off, &at, 8);
+	}
+	s->status = st;
+	s->am_wait = 0;
+}
+
+/* UCX_AM_REP on an application thread's worker (cq->lock held): the
+ * answers to one batch, in order. */
 static ucs_status_t rep_handler(void *arg, const void *header, size_t hlen,
 				void *data, size_t len, const ucp_am_recv_param_t *param)
 {
 	struct loco_tp_cq *cq = arg;
-	struct ucx_am_rep rep;
-	if (hlen != sizeof(rep))
+	struct ucx_am_hdr h;
+	if (hlen != sizeof(h) || param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
 		return UCS_OK;
-	memcpy(&rep, header, sizeof(rep));
-	uint64_t token = le64toh(rep.token);
-	uint32_t id = (uint32_t)(token >> UCX_TOKEN_SEQ_BITS);
+	memcpy(&h, header, sizeof(h));
+	uint32_t count = le32toh(h.count);
+	size_t ebytes = (size_t)count * sizeof(struct ucx_am_rep);
+	if (!count || len < ebytes)
+		return UCS_OK;
+	const uint8_t *d = data;
+	struct ucx_am_rep e;
+	memcpy(&e, d, sizeof(e));
+	uint32_t id = (uint32_t)(le64toh(e.token) >> UCX_TOKEN_SEQ_BITS);
 	struct loco_tp_qp *q = cq->qps;
 	while (q && q->id != id)
 		q = q->next;
-	struct ucx_slot *s = q ? ucx_sq_reply(&q->sq, token) : NULL;
-	if (!s)
-		return UCS_OK; /* its QP failed or is gone: dropped */
-	int st = (int32_t)le32toh((uint32_t)rep.status);
-	if (!st && s->am_op == LOCO_OP_READ) {
-		if (len != s->copy_len || param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
-			st = -LOCO_EPROTO;
-		else
-			memcpy(s->buf, data, len);
-	} else if (!st && (s->am_op == LOCO_OP_CAS || s->am_op == LOCO_OP_FAA)) {
-		uint64_t old = le64toh(rep.old);
-		memcpy(s->buf + s->copy_off, &old, 8);
+	if (!q)
+		return UCS_OK; /* its QP is gone: dropped */
+	for (uint32_t i = 0; i < count; i++) {
+		memcpy(&e, d + i * sizeof(e), sizeof(e));
+		rep_one(q, &e, d + ebytes, len - ebytes);
 	}
-	s->status = st;
-	s->am_wait = 0;
 	return UCS_OK;
 }
 
-void *ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *w,
-		   struct ucx_slot *s, uint64_t seq)
+/* Whether W is sent: a FLUSH or fence READ only waits for the replies of
+ * the requests before it. */
+static bool sent(const struct loco_wr *w)
+{
+	return !(w->opcode == LOCO_OP_FLUSH || (w->opcode == LOCO_OP_READ && !w->len));
+}
+
+/* Describe W, staged at slot S with sequence number SEQ of Q, in E; a
+ * WRITE's data at AT of the data area. */
+static void req_fill(struct loco_tp_qp *q, const struct loco_wr *w,
+		     struct ucx_slot *s, uint64_t seq, size_t at,
+		     struct ucx_am_req *e)
 {
 	const uint64_t mask = (UINT64_C(1) << UCX_TOKEN_SEQ_BITS) - 1;
-	struct ucx_am_req *h = &q->am_hdr[seq & (UCX_RING_SLOTS - 1)];
 	uint64_t token = (uint64_t)q->id << UCX_TOKEN_SEQ_BITS | (seq & mask);
-	*h = (struct ucx_am_req){
+	bool cas = w->opcode == LOCO_OP_CAS;
+	*e = (struct ucx_am_req){
 		.op = (uint8_t)w->opcode,
 		.len = htole32(w->len),
 		.token = htole64(token),
 		.off = htole64(w->remote_off),
-		.a = htole64(w->opcode == LOCO_OP_CAS ? w->compare : w->operand),
-		.b = htole64(w->opcode == LOCO_OP_CAS ? w->operand : 0),
+		.a = htole64(cas ? w->compare : w->operand),
+		.b = htole64(cas ? w->operand : w->opcode == LOCO_OP_WRITE ? at : 0),
 	};
 	s->token = token;
 	s->am_op = (uint8_t)w->opcode;
 	s->am_wait = 1;
-	ucp_request_param_t p = {
-		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-		.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
-		.memory_type = UCS_MEMORY_TYPE_HOST,
-	};
-	bool write = w->opcode == LOCO_OP_WRITE;
-	return q->cq->tp->api->am_send_nbx(q->ep, UCX_AM_REQ, h, sizeof(*h),
-					   write ? s->buf : NULL, write ? w->len : 0, &p);
+}
+
+/* The request message's data bytes for the N requests WR (the WRITEs'
+ * data, placed by data_at), and in *COUNT how many are sent. */
+static size_t batch_bytes(const struct loco_wr *wr, unsigned n, uint32_t *count)
+{
+	size_t pos = 0;
+	*count = 0;
+	for (unsigned i = 0; i < n; i++) {
+		*count += sent(&wr[i]);
+		if (wr[i].opcode == LOCO_OP_WRITE)
+			pos = data_at(pos, wr[i].remote_off) + wr[i].len;
+	}
+	return pos;
+}
+
+int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
+{
+	uint32_t count;
+	size_t dbytes = batch_bytes(wr, n, &count), pos = 0;
+	if (!count)
+		return 0;
+	size_t qbytes = count * sizeof(struct ucx_am_req);
+	/* Zeroed: the padding before WRITE data goes out too. */
+	struct ucx_am_hdr *msg = calloc(1, sizeof(*msg) + qbytes + dbytes);
+	if (!msg)
+		return -ENOMEM;
+	*msg = (struct ucx_am_hdr){ .count = htole32(count) };
+	struct ucx_am_req *e = (struct ucx_am_req *)(msg + 1);
+	uint8_t *data = (uint8_t *)(e + count);
+	struct ucx_slot *first = NULL;
+	for (unsigned i = 0; i < n; i++) {
+		struct ucx_slot *s = ucx_sq_staged(&q->sq, i);
+		if (!sent(&wr[i]))
+			continue;
+		if (wr[i].opcode == LOCO_OP_WRITE) {
+			pos = data_at(pos, wr[i].remote_off);
+			memcpy(data + pos, s->buf, wr[i].len);
+		}
+		req_fill(q, &wr[i], s, q->sq.head + i, pos, e++);
+		if (wr[i].opcode == LOCO_OP_WRITE)
+			pos += wr[i].len;
+		first = first ? first : s;
+	}
+	void *r = msg_send(q->cq->tp, q->ep, UCX_AM_REQ, msg, qbytes + dbytes,
+			   UCP_AM_SEND_FLAG_REPLY);
+	if (UCS_PTR_IS_ERR(r)) {
+		int rc = ucx_errno(UCS_PTR_STATUS(r));
+		return rc ? rc : -EIO;
+	}
+	/* The batch's first request retires only once the send completed
+	 * too (the replies imply delivery; a failed send fails it). */
+	first->req = r;
+	return 0;
 }
 
 /* ---- set-up ------------------------------------------------------------- */

@@ -37,16 +37,17 @@
 
 struct loco_tp_cq;
 
-/* The message asking a node to execute a READ, WRITE, CAS or FAA on its
- * arena (ucx_am.c); little-endian. A WRITE's data follows as the
- * message's payload. */
+/* One request of a message asking a node to execute READs, WRITEs, CASes
+ * and FAAs on its arena (ucx_am.c); little-endian. */
 struct ucx_am_req {
 	uint8_t op;                  /* LOCO_OP_* */
 	uint8_t pad[3];
 	uint32_t len;
 	uint64_t token;              /* QP id << UCX_TOKEN_SEQ_BITS | sequence */
 	uint64_t off;                /* in the target's arena */
-	uint64_t a, b;               /* CAS: compare, swap; FAA: a is the addend */
+	uint64_t a, b;               /* CAS: compare, swap; FAA: a is the addend;
+					WRITE: b is where its data starts in the
+					message's data area */
 };
 
 struct loco_tp {
@@ -122,9 +123,6 @@ struct loco_tp_qp {
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
 	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;
-	/* The headers of requests sent as messages, by ring slot: UCX reads
-	 * one until its send completes (1.13 does not copy it at once). */
-	struct ucx_am_req am_hdr[UCX_RING_SLOTS];
 	struct loco_tp_qp *next;     /* cq->qps */
 };
 
@@ -148,11 +146,12 @@ uint64_t ucx_now_ns(void);
  * CQ's worker. 0 or -errno (logged). */
 int ucx_am_target_init(struct loco_tp *tp);
 int ucx_am_cq_init(struct loco_tp_cq *cq);
-/* Send W, staged in S (the request at sequence SEQ of Q) as a message:
- * the UCX send request, NULL if sent at once, or an error pointer. The
- * request completes when the reply arrives (S->am_wait). cq->lock held. */
-void *ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *w,
-		   struct ucx_slot *s, uint64_t seq);
+/* Send the N requests WR, staged in Q's slots from its head, as one
+ * message (a FLUSH or a fence READ is not sent: it retires after the
+ * replies before it). The first sent one keeps the UCX send request; each
+ * completes when its reply arrives (am_wait). 0 or -errno (nothing sent).
+ * cq->lock held. */
+int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
 
 /* ucx_progress.c */
 

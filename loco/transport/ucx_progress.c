@@ -196,6 +196,8 @@ int ucx_progress_start(struct loco_tp *tp)
 	atomic_init(&tp->served_ns, ucx_now_ns());
 	if (!rc)
 		rc = -pthread_create(&tp->progress, NULL, progress_main, tp);
+	if (!rc)  /* for top and perf; a failure only loses the name */
+		pthread_setname_np(tp->progress, "loco-ucx-prog");
 	if (rc) {
 		loco_err(UCX_LOG, "cannot start the progress thread: %s", loco_strerror(rc));
 		fds_close(tp);

@@ -585,6 +585,47 @@ START_TEST(ops_every_opcode)
 }
 END_TEST
 
+/* One batch of every opcode at odd offsets and lengths (on TCP one
+ * message, executed in order): each request sees the ones before it,
+ * every READ and atomic gets its own result back. */
+START_TEST(ops_mixed_batch)
+{
+	node_open(variant(_i));
+	uint8_t *arena = ops->arena_base(tp);
+	uint8_t a[3] = { 1, 2, 3 }, b[13], ra[3] = { 0 }, rb[13] = { 0 };
+	uint64_t c[2] = { 0x1111, 0x2222 }, rc2[2] = { 0 }, cas_old = 9,
+		 faa_old = 9, word = 0;
+	for (unsigned i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(0xa0 + i);
+	struct loco_wr w[] = {
+		{ .opcode = LOCO_OP_WRITE, .len = 3, .remote_off = 1001, .local = a },
+		{ .opcode = LOCO_OP_WRITE, .len = 16, .remote_off = 2048, .local = c },
+		{ .opcode = LOCO_OP_READ, .len = 3, .remote_off = 1001, .local = ra },
+		{ .opcode = LOCO_OP_CAS, .len = 8, .remote_off = 2048, .local = &cas_old,
+		  .compare = 0x1111, .operand = 0x3333 },
+		{ .opcode = LOCO_OP_READ, .len = 0, .remote_off = 64 },
+		{ .opcode = LOCO_OP_FAA, .len = 8, .remote_off = 2056, .local = &faa_old,
+		  .operand = 2 },
+		{ .opcode = LOCO_OP_WRITE, .len = 13, .remote_off = 3005, .local = b },
+		{ .opcode = LOCO_OP_READ, .len = 16, .remote_off = 2048, .local = rc2 },
+		{ .opcode = LOCO_OP_READ, .len = 13, .remote_off = 3005, .local = rb },
+		{ .opcode = LOCO_OP_READ, .len = 8, .remote_off = 2056, .local = &word },
+	};
+	/* The last completes after every earlier one (retired in order). */
+	ck_assert_int_eq(run(w, sizeof(w) / sizeof(w[0])), 0);
+	ck_assert_mem_eq(ra, a, 3);
+	ck_assert_uint_eq(cas_old, 0x1111);
+	ck_assert_uint_eq(faa_old, 0x2222);
+	ck_assert_uint_eq(rc2[0], 0x3333);
+	ck_assert_uint_eq(rc2[1], 0x2224);
+	ck_assert_uint_eq(word, 0x2224);
+	ck_assert_mem_eq(rb, b, 13);
+	ck_assert_mem_eq(arena + 3005, b, 13);
+	ck_assert_mem_eq(arena + 1001, a, 3);
+	node_close();
+}
+END_TEST
+
 START_TEST(ops_large_and_bounds)
 {
 	node_open(variant(_i));
@@ -843,6 +884,7 @@ static Suite *ucx_suite(void)
 	t = tcase_create("ops");
 	tcase_set_timeout(t, 60);
 	tcase_add_loop_test(t, ops_every_opcode, 0, VARIANTS);
+	tcase_add_loop_test(t, ops_mixed_batch, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_large_and_bounds, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_abort, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_durable, 0, VARIANTS);
