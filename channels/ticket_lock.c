@@ -49,6 +49,17 @@ struct loco_tl_waiter {
  * many, and so on up to PASS_POLLS_MAX: a few extra READs per wait. */
 #define PASS_POLLS 4
 #define PASS_POLLS_MAX 1024
+/* A waiter with D > 1 tickets ahead naps (D - 1) x serve_ns between its
+ * polls, at most NAP_MAX_NS: it cannot be served sooner, and its polls
+ * would take the CPU and the host's time from the holder and the next in
+ * line (a host with more nodes than cores; on ucx-tcp every poll is a
+ * message the host's CPU answers). Below NAP_MIN_NS (a nap takes about
+ * that long whatever it asks: the timer slack) it yields instead, as on
+ * shm, where a ticket is served in a microsecond. serve_ns starts at
+ * SERVE_NS_INIT and follows the waits' measurements. */
+#define SERVE_NS_INIT 20000u
+#define NAP_MIN_NS 60000u
+#define NAP_MAX_NS 1000000u
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
  * once the call has to wait (an uncontended acquire reads no clock). */
@@ -92,6 +103,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->streak = 0;
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
 	l->abandoned_mark = 0;
+	l->serve_ns = SERVE_NS_INIT;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
@@ -436,16 +448,30 @@ static bool handover(struct loco_ticket_lock *l)
 /* ---- global lock ------------------------------------------------------- */
 
 /* One step of a ticket wait with D tickets still to be served before
- * ours: the next in line spins briefly, then yields; the others yield at
- * once (on a host with more nodes than cores the holder and the next in
- * line need the CPU). No sleep: a sleeper that is served before it wakes
- * leaves the lock idle. */
-static void wait_step(uint64_t d, unsigned *spins)
+ * ours: the next in line spins briefly, then yields (on a host with more
+ * nodes than cores the holder needs the CPU); the others nap until their
+ * turn is near (see NAP_MAX_NS). A nap is shorter than the turns ahead,
+ * so a waiter is polling again by the time it is next. */
+static void wait_step(struct loco_ticket_lock *l, uint64_t d, unsigned *spins)
 {
-	if (d == 1 && ++*spins < LOCO_WAIT_SPINS)
+	if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
 		loco_cpu_relax();
-	else
+		return;
+	}
+	uint64_t ns = (d - 1) * l->serve_ns;
+	if (d == 1 || ns < NAP_MIN_NS) {
 		sched_yield();
+		return;
+	}
+	struct timespec ts = { 0, (long)(ns < NAP_MAX_NS ? ns : NAP_MAX_NS) };
+	nanosleep(&ts, NULL);
+}
+
+/* Serving moved by N tickets in NS: fold it into serve_ns (1/4 weight). */
+static void serve_learn(struct loco_ticket_lock *l, uint64_t n, uint64_t ns)
+{
+	uint64_t per = ns / n;
+	l->serve_ns = (3 * l->serve_ns + (per < NAP_MAX_NS ? per : NAP_MAX_NS)) / 4;
 }
 
 /* Serving sits at S, ahead of our ticket: if S is marked abandoned, take
@@ -485,6 +511,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, struct loco_wait *dl)
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS;
+	uint64_t moved_ns = 0;   /* when serving was last seen to move */
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -503,14 +530,19 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		wait_step(t - s, &spins);
+		wait_step(l, t - s, &spins);
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
 			return rc;
 		still = now == s ? still + 1 : 0;
-		if (now != s)
+		if (now != s) {
+			uint64_t at = loco_now_ns();
+			if (moved_ns && now > s)
+				serve_learn(l, now - s, at - moved_ns);
+			moved_ns = at;
 			check = PASS_POLLS;
+		}
 		s = now;
 		seen_set(l, s);
 	}

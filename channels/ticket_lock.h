@@ -133,10 +133,13 @@ struct loco_ticket_lock {
 	/* The local owner's (ownership passes by the CAS or under mu): the
 	 * ticket this node holds while a local thread holds the lock, the
 	 * handovers since the global acquire, and this node's abandoned
-	 * ticket T as its skip-slot mark T + 1 (0 for none). */
+	 * ticket T as its skip-slot mark T + 1 (0 for none), and the time
+	 * one ticket took to be served, as its waits saw it (a moving
+	 * average that paces the polls of a waiter not next in line). */
 	uint64_t ticket;
 	unsigned streak;
 	uint64_t abandoned_mark;
+	uint64_t serve_ns;
 	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
