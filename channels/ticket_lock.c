@@ -104,6 +104,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->handover_max = LOCO_TICKET_LOCK_HANDOVER_MAX;
 	l->abandoned_mark = 0;
 	l->serve_ns = SERVE_NS_INIT;
+	l->guess_missed = false;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
@@ -645,7 +646,10 @@ static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
 {
 	a->guess = seen_get(l);
 	a->speculate = a->guess == l->ticket + 1;
-	a->read = !a->speculate;
+	/* Also when the last such guess was wrong: the READ rides in the
+	 * FAA's round trip, where a wrong guess costs a READ of serving
+	 * and the caller's READs again, two round trips. */
+	a->read = !a->speculate || l->guess_missed;
 	loco_batch_faa(b, l->next_rr, 0, 1, &a->ticket);
 	if (a->read)
 		loco_batch_read(b, l->serving_rr, 0, &a->serving, 8);
@@ -796,6 +800,8 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	 * release we saw and our FAA (a holder of that ticket would have
 	 * made our FAA return more). */
 	bool early = a->ticket == a->guess;
+	if (a->speculate)
+		l->guess_missed = !early;
 	/* The READ of serving executed after the FAA, and the caller's ops
 	 * to the host after it, on one QP: served then, they ran under the
 	 * lock. */

@@ -135,11 +135,14 @@ struct loco_ticket_lock {
 	 * handovers since the global acquire, and this node's abandoned
 	 * ticket T as its skip-slot mark T + 1 (0 for none), and the time
 	 * one ticket took to be served, as its waits saw it (a moving
-	 * average that paces the polls of a waiter not next in line). */
+	 * average that paces the polls of a waiter not next in line), and
+	 * whether the last acquire that guessed the lock free (this node
+	 * released it last) found another node had taken it meanwhile. */
 	uint64_t ticket;
 	unsigned streak;
 	uint64_t abandoned_mark;
 	uint64_t serve_ns;
+	bool guess_missed;
 	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
@@ -223,7 +226,10 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
  * there up to TIMEOUT_MS), then either hold the lock already (a local
  * handover, or after a timeout's abandoned ticket: A->held, nothing added
  * to B) or add the ticket FAA to batch B, with a READ of serving behind it
- * when this node did not release the lock last. A->speculate says whether
+ * when this node did not release the lock last, or did but found the
+ * lock taken by another node since on its last such acquire (the READ
+ * then tells whether the guess holds in the same round trip). A->speculate
+ * says whether
  * READs the caller adds to B after this call will probably run under the
  * lock. Returns 0, -ETIMEDOUT (local queue), -ENOTCONN, -EPERM (as
  * lock), or B's error (B full); on an error the lock is not held and
