@@ -53,7 +53,8 @@ struct loco_tl_waiter {
  * polls, at most NAP_MAX_NS: it cannot be served sooner, and its polls
  * would take the CPU and the host's time from the holder and the next in
  * line (a host with more nodes than cores; on ucx-tcp every poll is a
- * message the host's CPU answers). Below NAP_MIN_NS (a nap takes about
+ * message the host's CPU answers). The next in line naps through the
+ * first half of the turn it saw begin, for the same reason. Below NAP_MIN_NS (a nap takes about
  * that long whatever it asks: the timer slack) it yields instead, as on
  * shm, where a ticket is served in a microsecond. serve_ns starts at
  * SERVE_NS_INIT and follows the waits' measurements. */
@@ -449,23 +450,27 @@ static bool handover(struct loco_ticket_lock *l)
 /* ---- global lock ------------------------------------------------------- */
 
 /* One step of a ticket wait with D tickets still to be served before
- * ours: the next in line spins briefly, then yields (on a host with more
- * nodes than cores the holder needs the CPU); the others nap until their
- * turn is near (see NAP_MAX_NS). A nap is shorter than the turns ahead,
- * so a waiter is polling again by the time it is next. */
-static void wait_step(struct loco_ticket_lock *l, uint64_t d, unsigned *spins)
+ * ours, serving last seen to move at MOVED_NS (0: not seen): the next in
+ * line spins briefly, then yields, but naps while the holder that began
+ * at MOVED_NS is probably in the first half of its turn; the others nap
+ * until their turn is near. Naps shorter than NAP_MIN_NS yield instead
+ * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. */
+static void wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
+		      unsigned *spins)
 {
-	if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
-		loco_cpu_relax();
-		return;
-	}
 	uint64_t ns = (d - 1) * l->serve_ns;
-	if (d == 1 || ns < NAP_MIN_NS) {
-		sched_yield();
-		return;
+	if (d == 1 && moved_ns) {
+		uint64_t now = loco_now_ns(), half = moved_ns + l->serve_ns / 2;
+		ns = now < half ? half - now : 0;
 	}
-	struct timespec ts = { 0, (long)(ns < NAP_MAX_NS ? ns : NAP_MAX_NS) };
-	nanosleep(&ts, NULL);
+	if (ns >= NAP_MIN_NS) {
+		struct timespec ts = { 0, (long)(ns < NAP_MAX_NS ? ns : NAP_MAX_NS) };
+		nanosleep(&ts, NULL);
+	} else if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
+		loco_cpu_relax();
+	} else {
+		sched_yield();
+	}
 }
 
 /* Serving moved by N tickets in NS: fold it into serve_ns (1/4 weight). */
@@ -531,7 +536,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		wait_step(l, t - s, &spins);
+		wait_step(l, t - s, moved_ns, &spins);
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
