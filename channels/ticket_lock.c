@@ -16,6 +16,7 @@
  * whose ticket equals such a value holds the lock: the hint `seen` spares
  * the READ of serving when this node released last. */
 #include <errno.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <time.h>
 
@@ -54,12 +55,14 @@ struct loco_tl_waiter {
  * would take the CPU and the host's time from the holder and the next in
  * line (a host with more nodes than cores; on ucx-tcp every poll is a
  * message the host's CPU answers). The next in line naps through the
- * first half of the turn it saw begin, for the same reason. Below NAP_MIN_NS (a nap takes about
- * that long whatever it asks: the timer slack) it yields instead, as on
- * shm, where a ticket is served in a microsecond. serve_ns starts at
- * SERVE_NS_INIT and follows the waits' measurements. */
+ * first half of the turn it saw begin (at its own release, when the
+ * holder took the lock from it), for the same reason. A nap shorter than
+ * NAP_MIN_NS yields instead: a nap overshoots by the timer slack (50 us),
+ * which would delay the handover of a lock whose turns are short (an idle
+ * host; shm, where a ticket is served in a microsecond). serve_ns starts
+ * at SERVE_NS_INIT and follows the waits' measurements. */
 #define SERVE_NS_INIT 20000u
-#define NAP_MIN_NS 60000u
+#define NAP_MIN_NS 200000u
 #define NAP_MAX_NS 1000000u
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
@@ -106,6 +109,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->abandoned_mark = 0;
 	l->serve_ns = SERVE_NS_INIT;
 	l->guess_missed = false;
+	l->released_ns = 0;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
@@ -517,7 +521,9 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, struct loco_wait *dl)
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS;
-	uint64_t moved_ns = 0;   /* when serving was last seen to move */
+	/* When serving was last seen to move: at this node's release, if
+	 * the holder now is the one after it. */
+	uint64_t moved_ns = s == l->ticket + 1 ? l->released_ns : 0;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -729,8 +735,10 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	uint64_t old;
 	int rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
-	if (!rc)
+	if (!rc) {
 		seen_set(l, t + 1);
+		l->released_ns = loco_now_ns();
+	}
 	return rc;
 }
 
@@ -878,8 +886,10 @@ int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
 				   enum loco_fence_scope scope, uint32_t peer)
 {
 	if (!r->handover) {
-		if (!rc)
+		if (!rc) {
 			seen_set(l, l->ticket + 1);
+			l->released_ns = loco_now_ns();
+		}
 		local_pass(l);
 		return rc;
 	}
