@@ -203,10 +203,13 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 /* Acquire: join the local queue if another thread of this node owns the
  * lock (handover without remote ops), else take a ticket (FAA next, with
  * a READ of serving behind it in the same doorbell unless this node
- * released last; after a timeout, first a CAS taking back the abandoned
- * ticket) and wait until serving reaches it (more READs of serving while
- * it has not: the next in line spins briefly, then yields; the others
- * yield; a ticket ahead found abandoned is passed). Returns 0 (held; also when the ticket
+ * released last and its last such guess held; after a timeout, first a
+ * CAS taking back the abandoned ticket) and wait until serving reaches it
+ * (more READs of serving while it has not: the next in line spins
+ * briefly, then yields; the others yield; where turns are long, the
+ * others nap until their turn is near and the next in line through the
+ * first half of the current turn, each nap 200 us or more; a ticket
+ * ahead found abandoned is passed). Returns 0 (held; also when the ticket
  * turns out to be served while a timed-out attempt leaves it),
  * -ETIMEDOUT after TIMEOUT_MS (< 0: the manager default; the ticket is
  * given back or abandoned, see above, with at most four remote ops after
