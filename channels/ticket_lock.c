@@ -522,8 +522,11 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS;
 	/* When serving was last seen to move: at this node's release, if
-	 * the holder now is the one after it. */
+	 * the holder now is the one after it (who may have taken its ticket
+	 * later: an early bound of its turn's start, which paces the polls
+	 * but is not learned from). */
 	uint64_t moved_ns = s == l->ticket + 1 ? l->released_ns : 0;
+	bool seen_move = false;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -550,9 +553,10 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		still = now == s ? still + 1 : 0;
 		if (now != s) {
 			uint64_t at = loco_now_ns();
-			if (moved_ns && now > s)
+			if (seen_move && now > s)
 				serve_learn(l, now - s, at - moved_ns);
 			moved_ns = at;
+			seen_move = true;
 			check = PASS_POLLS;
 		}
 		s = now;
