@@ -110,6 +110,8 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->serve_ns = SERVE_NS_INIT;
 	l->guess_missed = false;
 	l->released_ns = 0;
+	l->held_ns = 0;
+	l->contended = false;
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
@@ -416,6 +418,8 @@ static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
 	l->ticket = t;
 	l->streak = 0;
+	/* The clock only where turns are timed: see released. */
+	l->held_ns = l->contended ? loco_now_ns() : 0;
 	/* Relaxed: a counter; its one writer at a time is the local owner. */
 	atomic_store_explicit(&l->acquires,
 			      atomic_load_explicit(&l->acquires,
@@ -484,6 +488,20 @@ static void serve_learn(struct loco_ticket_lock *l, uint64_t n, uint64_t ns)
 	l->serve_ns = (3 * l->serve_ns + (per < NAP_MAX_NS ? per : NAP_MAX_NS)) / 4;
 }
 
+/* This node released its ticket: when (a waiter's turn after it starts
+ * then), and how long it held the lock, a turn's length as the holder
+ * saw it. Timed only while the lock is contended (this node's last wait
+ * had to poll): an uncontended lock reads no clock. */
+static void released(struct loco_ticket_lock *l)
+{
+	if (!l->contended)
+		return;
+	uint64_t now = loco_now_ns();
+	if (l->held_ns && now > l->held_ns)
+		serve_learn(l, 1, now - l->held_ns);
+	l->released_ns = now;
+}
+
 /* Serving sits at S, ahead of our ticket: if S is marked abandoned, take
  * the mark (CAS S+1 -> 0: only one node wins it) and move serving past S
  * (serving is S: a marked ticket is neither held nor passed). *S becomes
@@ -527,6 +545,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 	 * but is not learned from). */
 	uint64_t moved_ns = s == l->ticket + 1 ? l->released_ns : 0;
 	bool seen_move = false;
+	l->contended = s != t;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -741,7 +760,7 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 	int rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
 	if (!rc) {
 		seen_set(l, t + 1);
-		l->released_ns = loco_now_ns();
+		released(l);
 	}
 	return rc;
 }
@@ -892,7 +911,7 @@ int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
 	if (!r->handover) {
 		if (!rc) {
 			seen_set(l, l->ticket + 1);
-			l->released_ns = loco_now_ns();
+			released(l);
 		}
 		local_pass(l);
 		return rc;

@@ -137,14 +137,16 @@ struct loco_ticket_lock {
 	 * one ticket took to be served, as its waits saw it (a moving
 	 * average that paces the polls of a waiter not next in line), and
 	 * whether the last acquire that guessed the lock free (this node
-	 * released it last) found another node had taken it meanwhile, and
-	 * when this node last released it. */
+	 * released it last) found another node had taken it meanwhile,
+	 * whether this node's last wait for it had to poll, and (then) when
+	 * this node last took and released it. */
 	uint64_t ticket;
 	unsigned streak;
 	uint64_t abandoned_mark;
 	uint64_t serve_ns;
 	bool guess_missed;
-	uint64_t released_ns;
+	bool contended;
+	uint64_t held_ns, released_ns;
 	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
