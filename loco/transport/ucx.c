@@ -387,6 +387,7 @@ static void tp_free(struct loco_tp *tp)
 	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->cq_lock);
 	pthread_mutex_destroy(&tp->target_lock);
+	free(tp->am_copy);
 	free(tp);
 }
 

@@ -65,6 +65,10 @@ struct loco_tp {
 	 * thread and polling application threads take turns on it */
 	ucp_worker_h target;
 	pthread_mutex_t target_lock;
+	/* Under target_lock: the request handler's 8-aligned copy of a
+	 * message (UCX hands its data at an odd offset), grown as needed */
+	uint64_t *am_copy;
+	size_t am_copy_cap;
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
