@@ -882,19 +882,20 @@ void race_client_forget(struct loco_race_client *c)
 	client_free(c);
 }
 
-void loco_race_client_destroy(struct loco_race_client *c)
+int loco_race_client_destroy(struct loco_race_client *c)
 {
 	if (!c)
-		return;
+		return 0;
 	int rc = race_pend_wait(c);
 	if (!rc)
 		rc = race_pools_release(c);
 	if (rc)
 		loco_warn(c->r->base.name, "client slot %u: giving chunks back: "
 			  "%s", c->slot, loco_strerror(rc));
-	loco_rtx_worker_destroy(c->w);
+	int wrc = loco_rtx_worker_destroy(c->w);
 	client_unlink(c);
 	client_free(c);
+	return rc ? rc : wrc;
 }
 
 /* ---- statistics ---------------------------------------------------------------- */

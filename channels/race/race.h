@@ -181,10 +181,13 @@ int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
 /* Completes the client's asynchronous frees, gives every KV chunk back
  * (owner word to 0: another client claims it and learns its blocks from
  * their word 0) and destroys its rtx worker.
+ * Returns 0, or the first error of those remote steps (the client is
+ * freed either way; chunks it could not give back stay with its slot,
+ * for its next incarnation or an adoption).
  * Ordering: the frees and the owner-word CASes are complete on return.
  * Completion: synchronous.
  * Caller: the client's thread, with no operation of it running. */
-void loco_race_client_destroy(struct loco_race_client *c);
+int loco_race_client_destroy(struct loco_race_client *c);
 
 /* Start client C over after a memory node's outage: an operation
  * failed with -LOCO_EDOWN (its outcome unknown) and loco_peer_wait

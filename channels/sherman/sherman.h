@@ -182,7 +182,14 @@ void loco_sherman_stats(struct loco_sherman *t, struct loco_sherman_stats *out);
  * Caller: the thread owning THR, which then owns the worker. */
 int loco_sherman_worker_create(struct loco_sherman *t, struct loco_thread *thr,
 			       struct loco_sherman_worker **out);
-void loco_sherman_worker_destroy(struct loco_sherman_worker *w);
+/* Retire worker W: its statistics go to the tree's totals, its slot is
+ * free for another worker; in rtx mode its rtx worker is destroyed
+ * (its data chunks given back). Returns 0, or that rtx worker's remote
+ * error (loco_rtx_worker_destroy); W is freed either way. NULL: 0.
+ * Ordering: as loco_rtx_worker_destroy's.
+ * Completion: synchronous.
+ * Caller: the worker's thread, with no operation of it running. */
+int loco_sherman_worker_destroy(struct loco_sherman_worker *w);
 
 /* Start worker W over after a memory node's outage: an operation failed
  * with -LOCO_EDOWN (its outcome unknown) and loco_peer_wait returned 0.

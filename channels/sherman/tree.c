@@ -539,16 +539,17 @@ int loco_sherman_worker_create(struct loco_sherman *t, struct loco_thread *thr,
 	return 0;
 }
 
-void loco_sherman_worker_destroy(struct loco_sherman_worker *w)
+int loco_sherman_worker_destroy(struct loco_sherman_worker *w)
 {
 	if (!w)
-		return;
+		return 0;
 	struct loco_sherman *t = w->t;
+	int rc = 0;
 	if (w->xw) {
 		struct loco_rtx_stats x;
 		loco_rtx_worker_stats(w->xw, &x);
 		SH_INC_BY(w, rtx_repairs, x.repairs);
-		loco_rtx_worker_destroy(w->xw);
+		rc = loco_rtx_worker_destroy(w->xw);
 	}
 	pthread_mutex_lock(&t->lock);
 	for (struct loco_sherman_worker **pp = &t->workers; *pp;
@@ -565,6 +566,7 @@ void loco_sherman_worker_destroy(struct loco_sherman_worker *w)
 	t->slot_tag[w->tidx] = w->tag;
 	pthread_mutex_unlock(&t->lock);
 	worker_free(w);
+	return rc;
 }
 
 int loco_sherman_worker_reset(struct loco_sherman_worker *w)

@@ -221,6 +221,28 @@ def act_200(cl):
             return why
     return ""
 
+def held(pid):
+    """(open fds, threads, RSS in KiB) of process PID."""
+    fds = len(os.listdir("/proc/%d/fd" % pid))
+    threads = len(os.listdir("/proc/%d/task" % pid))
+    with open("/proc/%d/status" % pid) as f:
+        rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    return fds, threads, rss
+
+
+def holds_nothing(cl, base):
+    """'' once node 0 is back to BASE's fds and threads (its RSS at most
+    4 MiB above: 200 connections of 4 KiB each stay far below), else why."""
+    end = time.monotonic() + 3
+    while True:
+        now = held(cl.mem.pid)
+        if now[0] <= base[0] and now[1] <= base[1] and now[2] <= base[2] + 4096:
+            return ""
+        if time.monotonic() > end:
+            return ("after the abuse: %d fds, %d threads, %d KiB RSS; "
+                    "before: %d, %d, %d" % (now + base))
+        time.sleep(0.1)
+
 
 def auth(cl, key, cid=1):
     """The AUTH exchange with KEY as node CID: (socket, status of the ACK)."""
@@ -524,6 +546,7 @@ def cluster_cases():
         if rc != 0:
             record("cluster: start", False, out[-400:])
             return
+        base = held(cl.mem.pid)
         abuse("control: random bytes", cl, act_random)
         abuse("control: huge length field", cl, act_huge_len)
         abuse("control: truncated frame", cl, act_truncated)
@@ -534,6 +557,9 @@ def cluster_cases():
         abuse("control: old protocol version", cl, act_old_version)
         abuse("control: node with another key", cl, act_wrong_key_node)
         abuse("control: right key accepted", cl, act_right_key)
+        if ONLY in "control: abuse leaves nothing held":
+            why = holds_nothing(cl, base)
+            record("control: abuse leaves nothing held", not why, why)
         if ONLY in "control: refusals logged once per address":
             n = cl.memlog().count("refused a control connection from 127.0.0.1")
             record("control: refusals logged once per address", n == 1,
