@@ -9,7 +9,7 @@
  * Options (--ix-opt):
  *   node=BYTES      node size, a multiple of 64 in 128..4096 (1024)
  *   nodes=N         node pool per hosting node (default: room for the
- *                   keys and the run's inserts four times over)
+ *                   keys four times over and for the run's fresh keys)
  *   cache-mib=N     index cache per process, 0: none (16)
  *   locks=N         global lock words per hosting node (16384)
  *   hocl=0|1        the local lock table with handover (1)
@@ -113,13 +113,14 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 	return rc;
 }
 
-/* Room for the loaded keys and the run's inserts, leaves half full,
- * four times over, spread over the hosting nodes. */
+/* Room per hosting node, leaves half full: the loaded keys four times
+ * over, and the fresh keys the run may insert (cfg->fresh, sized at
+ * YCSB_RATE_MAX, already well above what a run inserts). */
 static uint32_t default_nodes(const struct ycsb_index_cfg *cfg,
 			      uint32_t node_size)
 {
 	uint64_t per_leaf = (node_size - 64) / (16 + cfg->value_size) / 2 + 1;
-	uint64_t n = 4 * (cfg->keys + 1) / per_leaf + 4096;
+	uint64_t n = (4 * (cfg->keys + 1) + cfg->fresh) / per_leaf + 4096;
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
