@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,9 +339,27 @@ static int arena_map(struct loco_tp *tp, uint64_t bytes)
 	return 0;
 }
 
+/* Draw the arena token: 128 random bits that a request message of
+ * loco's must carry (ucx_am.c); a new one with every arena, so a node's
+ * restart invalidates what its peers had. Never all zero. */
+static int token_draw(struct loco_tp *tp)
+{
+	do {
+		if (getrandom(tp->arena_token, sizeof(tp->arena_token), 0) !=
+		    (ssize_t)sizeof(tp->arena_token)) {
+			int rc = -errno;
+			loco_err(UCX_LOG, "getrandom for the arena token: %s", strerror(errno));
+			return rc ? rc : -EIO;
+		}
+	} while (!(tp->arena_token[0] | tp->arena_token[1]));
+	return 0;
+}
+
 static int arena_open(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
-	int rc = cfg->durable_dir ? arena_durable(tp, cfg) : 0;
+	int rc = token_draw(tp);
+	if (!rc)
+		rc = cfg->durable_dir ? arena_durable(tp, cfg) : 0;
 	if (!rc && (rc = arena_map(tp, cfg->arena_bytes)))
 		arena_durable_close(tp);
 	return rc;
@@ -480,6 +499,7 @@ static int ucx_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	d->flags = tp->am ? UCX_DESC_F_AM : 0;
 	d->arena_addr = (uintptr_t)tp->arena;
 	d->arena_len = tp->arena_len;
+	memcpy(d->arena_token, tp->arena_token, sizeof(d->arena_token));
 	d->rkey_len = (uint16_t)tp->rkey_len;
 	memcpy(d->rkey, tp->rkey_buf, tp->rkey_len);
 	d->addr_len = (uint16_t)tp->target_addr_len;
@@ -772,6 +792,7 @@ static int ucx_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	q->peer = peer;
 	q->remote_base = d->arena_addr;
 	q->remote_len = d->arena_len;
+	memcpy(q->arena_token, d->arena_token, sizeof(q->arena_token));
 	pthread_mutex_lock(&cq->lock);
 	q->id = cq->next_qp_id++ & ((UINT32_C(1) << (64 - UCX_TOKEN_SEQ_BITS)) - 1);
 	rc = ep_open(q, d);

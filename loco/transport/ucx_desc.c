@@ -2,16 +2,24 @@
 #include "loco/transport/ucx_desc.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <loco/error.h>
 #include "loco/wire.h"
 
+/* Whether T, an arena token, is all zero (never drawn). */
+static bool token_zero(const uint64_t *t)
+{
+	return !(t[0] | t[1]);
+}
+
 int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len)
 {
 	if (d->rkey_len > UCX_RKEY_MAX || d->addr_len > UCX_ADDR_MAX)
 		return -EMSGSIZE;
-	if (!d->rkey_len || !d->addr_len || !d->arena_len || (d->flags & ~UCX_DESC_F_AM))
+	if (!d->rkey_len || !d->addr_len || !d->arena_len || (d->flags & ~UCX_DESC_F_AM) ||
+	    token_zero(d->arena_token))
 		return -EINVAL;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
@@ -22,6 +30,8 @@ int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len)
 	loco_put_u32(&w, 0);
 	loco_put_u64(&w, d->arena_addr);
 	loco_put_u64(&w, d->arena_len);
+	loco_put_u64(&w, d->arena_token[0]);
+	loco_put_u64(&w, d->arena_token[1]);
 	loco_put_bytes(&w, d->rkey, d->rkey_len);
 	loco_put_bytes(&w, d->addr, d->addr_len);
 	int rc = w.err;
@@ -47,11 +57,13 @@ int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out)
 	uint32_t pad = loco_get_u32(&r);
 	d.arena_addr = loco_get_u64(&r);
 	d.arena_len = loco_get_u64(&r);
+	d.arena_token[0] = loco_get_u64(&r);
+	d.arena_token[1] = loco_get_u64(&r);
 	d.rkey_len = loco_get_bytes(&r, d.rkey, sizeof(d.rkey));
 	d.addr_len = loco_get_bytes(&r, d.addr, sizeof(d.addr));
 	if (loco_rbuf_done(&r) || magic != UCX_DESC_MAGIC ||
 	    version != UCX_DESC_VERSION || (d.flags & ~UCX_DESC_F_AM) || pad || !d.rkey_len ||
-	    !d.addr_len || !d.arena_addr || !d.arena_len ||
+	    !d.addr_len || !d.arena_addr || !d.arena_len || token_zero(d.arena_token) ||
 	    d.arena_addr + d.arena_len < d.arena_addr)
 		return -LOCO_EPROTO;
 	*out = d;

@@ -81,6 +81,10 @@ struct loco_tp {
 	struct loco_dimg img;
 	void *rkey_buf;
 	size_t rkey_len;
+	/* 128 random bits, drawn with the arena, in the descriptor only
+	 * authenticated members get: a request message must carry them
+	 * (ucx_am.c), as an RDMA request carries the rkey */
+	uint64_t arena_token[UCX_TOKEN_WORDS];
 	/* peers' arena descriptors */
 	pthread_mutex_t peer_lock;
 	bool peer_known[LOCO_MAX_NODES];
@@ -124,6 +128,7 @@ struct loco_tp_qp {
 	ucp_rkey_h rkey;
 	uint64_t remote_base;        /* the peer's arena address */
 	uint64_t remote_len;         /* and length */
+	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the peer's, from its descriptor */
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
 	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;

@@ -32,7 +32,8 @@
 static struct ucx_desc desc_sample(void)
 {
 	struct ucx_desc d = { .node = 7, .flags = UCX_DESC_F_AM, .arena_addr = 0x7f0000001000,
-			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116 };
+			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116,
+			      .arena_token = { 0x0123456789abcdef, 0xfedcba9876543210 } };
 	for (unsigned i = 0; i < d.rkey_len; i++)
 		d.rkey[i] = (uint8_t)(i * 3 + 1);
 	for (unsigned i = 0; i < d.addr_len; i++)
@@ -52,6 +53,8 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(out.flags, UCX_DESC_F_AM);
 	ck_assert_uint_eq(out.arena_addr, d.arena_addr);
 	ck_assert_uint_eq(out.arena_len, d.arena_len);
+	ck_assert_uint_eq(out.arena_token[0], d.arena_token[0]);
+	ck_assert_uint_eq(out.arena_token[1], d.arena_token[1]);
 	ck_assert_uint_eq(out.rkey_len, d.rkey_len);
 	ck_assert_uint_eq(out.addr_len, d.addr_len);
 	ck_assert_mem_eq(out.rkey, d.rkey, d.rkey_len);
@@ -82,6 +85,9 @@ START_TEST(desc_pack_refuses)
 	d = desc_sample();
 	d.flags = 2;
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
+	d = desc_sample();
+	d.arena_token[0] = d.arena_token[1] = 0; /* never drawn */
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 }
 END_TEST
 
@@ -102,6 +108,7 @@ START_TEST(desc_unpack_refuses)
 {
 	ck_assert_int_eq(unpack_mutated(0, 'X', 0), -LOCO_EPROTO);   /* magic */
 	ck_assert_int_eq(unpack_mutated(4, 9, 0), -LOCO_EPROTO);     /* version */
+	ck_assert_int_eq(unpack_mutated(4, 1, 0), -LOCO_EPROTO);     /* version 1: no token */
 	ck_assert_int_eq(unpack_mutated(6, 3, 0), -LOCO_EPROTO);     /* unknown flag */
 	ck_assert_int_eq(unpack_mutated(12, 1, 0), -LOCO_EPROTO);    /* padding */
 	ck_assert_int_eq(unpack_mutated(0, -1, -1), -LOCO_EPROTO);   /* cut short */
@@ -117,6 +124,11 @@ START_TEST(desc_unpack_refuses)
 	d = desc_sample();
 	d.arena_addr = 0;
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
+	/* An all-zero arena token (bytes 32 to 47). */
+	d = desc_sample();
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	memset(buf + 32, 0, 16);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
 }
 END_TEST
