@@ -14,15 +14,18 @@
  * the messages of one endpoint in order and runs their handlers in that
  * order, which is the per-QP order of docs/ordering.md):
  *  - request (UCX_AM_REQ, to the peer's target worker, the reply endpoint
- *    attached): struct ucx_am_req, a WRITE's data as payload;
- *  - the target's handler checks the range against its arena, executes
- *    the request (memcpy, or a CPU atomic) and answers (UCX_AM_REP, to
- *    the requester's worker): struct ucx_am_rep, a READ's data as payload,
- *    copied when the request executes;
- *  - the requester's handler finds the request's slot by its token (the
- *    QP's id and the request's sequence number; a reply for a request
- *    already retired, its QP failed, is dropped), copies the result into
- *    the slot's own memory and lets it retire (ucx_sq.c).
+ *    attached): the target's arena token (from its descriptor), then
+ *    struct ucx_am_req, a WRITE's data as payload;
+ *  - the target's handler compares the token with its own (a message
+ *    with another executes nothing: every request is answered -EACCES,
+ *    as an RDMA NIC refuses a wrong rkey), checks the range against its
+ *    arena, executes the request (memcpy, or a CPU atomic) and answers
+ *    (UCX_AM_REP, to the requester's worker): struct ucx_am_rep, a READ's
+ *    data as payload, copied when the request executes;
+ *  - the requester's handler finds the request's slot by its reply token
+ *    (the QP's id and the request's sequence number; a reply for a
+ *    request already retired, its QP failed, is dropped), copies the
+ *    result into the slot's own memory and lets it retire (ucx_sq.c).
  * A WRITE completes when its reply says it was placed. */
 #include "loco/transport/copy.h"
 #include "loco/transport/ucx_int.h"
@@ -33,19 +36,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include <loco/error.h>
 #include <loco/log.h>
 
 #define UCX_AM_REQ 0x4c0
 #define UCX_AM_REP 0x4c1
 
-/* A batch's message, request or reply: this header, then COUNT entries
- * (struct ucx_am_req, or struct ucx_am_rep), then the entries' data in
- * order (the WRITEs' bytes, or the READs'); little-endian. */
+/* A batch's message, request or reply: a header (struct ucx_am_qhdr, or
+ * struct ucx_am_hdr), then COUNT entries (struct ucx_am_req, or struct
+ * ucx_am_rep), then the entries' data in order (the WRITEs' bytes, or
+ * the READs'); little-endian. */
+struct ucx_am_qhdr {
+	uint32_t count;
+	uint32_t node;               /* the requester's id: for logs, unchecked */
+	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the target's (its descriptor's) */
+};
+
 struct ucx_am_hdr {
 	uint32_t count;
 	uint32_t pad;
 };
+
+/* Headers of whole 8-byte words: the data after them stays as 8-aligned
+ * as the sender's buffer (data_at). */
+_Static_assert(sizeof(struct ucx_am_qhdr) % 8 == 0, "request header in words");
+_Static_assert(sizeof(struct ucx_am_hdr) % 8 == 0, "reply header in words");
 
 /* The answer to one request. */
 struct ucx_am_rep {
@@ -63,12 +80,12 @@ static void msg_sent(void *req, ucs_status_t st, void *user_data)
 	free(user_data);
 }
 
-/* Send MSG (header then BYTES of data, malloc'd) as message ID on EP,
- * eager; FLAGS adds to UCP_AM_SEND_FLAG_EAGER. MSG belongs to the send
- * from here on. The UCX request, NULL if sent at once, or an error
- * pointer. */
-static void *msg_send(struct loco_tp *tp, ucp_ep_h ep, unsigned id,
-		      struct ucx_am_hdr *msg, size_t bytes, uint32_t flags)
+/* Send MSG (a header of HLEN bytes, then BYTES of data, malloc'd) as
+ * message ID on EP, eager; FLAGS adds to UCP_AM_SEND_FLAG_EAGER. MSG
+ * belongs to the send from here on. The UCX request, NULL if sent at
+ * once, or an error pointer. */
+static void *msg_send(struct loco_tp *tp, ucp_ep_h ep, unsigned id, void *msg,
+		      size_t hlen, size_t bytes, uint32_t flags)
 {
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
@@ -78,7 +95,7 @@ static void *msg_send(struct loco_tp *tp, ucp_ep_h ep, unsigned id,
 		.user_data = msg,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
-	void *r = tp->api->am_send_nbx(ep, id, msg, sizeof(*msg), msg + 1, bytes, &p);
+	void *r = tp->api->am_send_nbx(ep, id, msg, hlen, (uint8_t *)msg + hlen, bytes, &p);
 	/* Sent at once, or failed: no callback comes. */
 	if (!UCS_PTR_IS_PTR(r))
 		free(msg);
@@ -207,7 +224,55 @@ static void batch_serve(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
 	*rep = (struct ucx_am_hdr){ .count = htole32(count) };
 	batch_run(tp, q, count, q + qbytes, dlen, rep);
 	/* A reply that cannot be sent (the requester died) fails quietly. */
-	msg_send(tp, reply_ep, UCX_AM_REP, rep, bytes, 0);
+	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
+}
+
+/* Whether H carries TP's arena token: compared in constant time, so
+ * that the time of a refusal says nothing of how much was right. */
+static bool token_ok(const struct loco_tp *tp, const struct ucx_am_qhdr *h)
+{
+	uint64_t t[UCX_TOKEN_WORDS];
+	for (unsigned i = 0; i < UCX_TOKEN_WORDS; i++)
+		t[i] = le64toh(h->arena_token[i]);
+	return sodium_memcmp(t, tp->arena_token, sizeof(t)) == 0;
+}
+
+/* Log a refusal of EP's requests once per endpoint (of the last
+ * UCX_REFUSED_EPS refused; tp->target_lock held). NODE: who the sender
+ * says it is, unverified. */
+static void refused_log(struct loco_tp *tp, ucp_ep_h ep, uint32_t node)
+{
+	for (unsigned i = 0; i < UCX_REFUSED_EPS; i++)
+		if (tp->am_refused[i] == ep)
+			return;
+	tp->am_refused[tp->am_refused_next++ % UCX_REFUSED_EPS] = ep;
+	loco_err(UCX_LOG, "refused requests from an endpoint that says it is node %"
+		 PRIu32 ": wrong arena token (a peer holding an old descriptor of "
+		 "this node, or not a member of the cluster); they fail with "
+		 "-EACCES, executed nothing (further refusals on this endpoint "
+		 "are not logged)", node);
+}
+
+/* Answer each of the COUNT requests at Q (not necessarily aligned) with
+ * -EACCES, executing none: their message lacked the arena token. */
+static void batch_refuse(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
+			 uint32_t count)
+{
+	size_t bytes = count * sizeof(struct ucx_am_rep);
+	struct ucx_am_hdr *rep = malloc(sizeof(*rep) + bytes);
+	if (!rep) {
+		loco_err(UCX_LOG, "no memory for a reply: a peer's requests time out");
+		return;
+	}
+	*rep = (struct ucx_am_hdr){ .count = htole32(count) };
+	struct ucx_am_rep *e = (struct ucx_am_rep *)(rep + 1);
+	for (uint32_t i = 0; i < count; i++) {
+		struct ucx_am_req r;
+		memcpy(&r, q + i * sizeof(r), sizeof(r));
+		e[i] = (struct ucx_am_rep){ .token = r.token,
+					    .status = (int32_t)htole32((uint32_t)-EACCES) };
+	}
+	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
 }
 
 /* UCX_AM_REQ on the target worker (the progress thread, or an application
@@ -217,7 +282,7 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 				void *data, size_t len, const ucp_am_recv_param_t *param)
 {
 	struct loco_tp *tp = arg;
-	struct ucx_am_hdr h;
+	struct ucx_am_qhdr h;
 	if (hlen != sizeof(h) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
 	    !param->reply_ep || param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		loco_warn(UCX_LOG, "dropped a malformed request message (%zu header bytes)",
@@ -230,6 +295,11 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 	if (!count || count > UCX_SQ_DEPTH || len < qbytes) {
 		loco_warn(UCX_LOG, "dropped a malformed request message (%" PRIu32
 			  " requests, %zu bytes)", count, len);
+		return UCS_OK;
+	}
+	if (!token_ok(tp, &h)) {
+		refused_log(tp, param->reply_ep, le32toh(h.node));
+		batch_refuse(tp, param->reply_ep, data, count);
 		return UCS_OK;
 	}
 	if ((uintptr_t)data % 8 == 0) {
@@ -256,7 +326,8 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 /* ---- requester side ----------------------------------------------------- */
 
 /* Fill Q's slot for reply entry E, the reply's data area D of DLEN bytes
- * (a reply for a slot that no longer waits is dropped: its QP failed). */
+ * (a reply for a slot that no longer waits is dropped: its QP failed). A
+ * refusal for want of the arena token is logged once per QP. */
 static void rep_one(struct loco_tp_qp *q, const struct ucx_am_rep *e,
 		    const uint8_t *d, size_t dlen)
 {
@@ -266,6 +337,12 @@ static void rep_one(struct loco_tp_qp *q, const struct ucx_am_rep *e,
 	int st = (int32_t)le32toh((uint32_t)e->status);
 	uint32_t n = le32toh(e->len);
 	uint64_t at = le64toh(e->old);
+	if (st == -EACCES && !q->refused_logged) {
+		q->refused_logged = true;
+		loco_err(UCX_LOG, "node %u refused this node's requests: they carry an "
+			 "arena token it does not know (it restarted since its "
+			 "descriptor came?); they fail with -EACCES", q->peer);
+	}
 	if (!st && s->am_op == LOCO_OP_READ) {
 		if (n != s->copy_len || at > dlen || n > dlen - at)
 			st = -LOCO_EPROTO;
@@ -359,10 +436,13 @@ int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 		return 0;
 	size_t qbytes = count * sizeof(struct ucx_am_req);
 	/* Zeroed: the padding before WRITE data goes out too. */
-	struct ucx_am_hdr *msg = calloc(1, sizeof(*msg) + qbytes + dbytes);
+	struct ucx_am_qhdr *msg = calloc(1, sizeof(*msg) + qbytes + dbytes);
 	if (!msg)
 		return -ENOMEM;
-	*msg = (struct ucx_am_hdr){ .count = htole32(count) };
+	*msg = (struct ucx_am_qhdr){ .count = htole32(count),
+				     .node = htole32(q->cq->tp->self) };
+	for (unsigned i = 0; i < UCX_TOKEN_WORDS; i++)
+		msg->arena_token[i] = htole64(q->arena_token[i]);
 	struct ucx_am_req *e = (struct ucx_am_req *)(msg + 1);
 	uint8_t *data = (uint8_t *)(e + count);
 	struct ucx_slot *first = NULL;
@@ -379,8 +459,8 @@ int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 			pos += wr[i].len;
 		first = first ? first : s;
 	}
-	void *r = msg_send(q->cq->tp, q->ep, UCX_AM_REQ, msg, qbytes + dbytes,
-			   UCP_AM_SEND_FLAG_REPLY);
+	void *r = msg_send(q->cq->tp, q->ep, UCX_AM_REQ, msg, sizeof(*msg),
+			   qbytes + dbytes, UCP_AM_SEND_FLAG_REPLY);
 	if (UCS_PTR_IS_ERR(r)) {
 		int rc = ucx_errno(UCS_PTR_STATUS(r));
 		return rc ? rc : -EIO;

@@ -34,6 +34,8 @@
 #pragma GCC visibility push(hidden)
 
 #define UCX_LOG "ucx"
+/* Endpoints whose refused requests the target remembers having logged. */
+#define UCX_REFUSED_EPS 16
 
 struct loco_tp_cq;
 
@@ -69,6 +71,10 @@ struct loco_tp {
 	 * message (UCX hands its data at an odd offset), grown as needed */
 	uint64_t *am_copy;
 	size_t am_copy_cap;
+	/* Under target_lock: the last UCX_REFUSED_EPS endpoints whose request
+	 * messages carried a wrong arena token, each logged once (ucx_am.c) */
+	ucp_ep_h am_refused[UCX_REFUSED_EPS];
+	unsigned am_refused_next;
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
@@ -129,6 +135,7 @@ struct loco_tp_qp {
 	uint64_t remote_base;        /* the peer's arena address */
 	uint64_t remote_len;         /* and length */
 	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the peer's, from its descriptor */
+	bool refused_logged;         /* the peer refused our token: said once */
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
 	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;

@@ -511,15 +511,15 @@ static void node_close(void)
 	ops->close(tp);
 }
 
-/* Post N requests, the last signalled, and wait for that completion. */
-static int run(struct loco_wr *w, unsigned n)
+/* Post N requests on Q, the last signalled, and wait for that completion. */
+static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
 {
 	static uint64_t id;
 	for (unsigned i = 0; i < n; i++) {
 		w[i].wr_id = ++id;
 		w[i].signaled = i + 1 == n;
 	}
-	int rc = ops->post(qp, w, n);
+	int rc = ops->post(q, w, n);
 	if (rc)
 		return rc;
 	struct loco_cqe c;
@@ -534,6 +534,11 @@ static int run(struct loco_wr *w, unsigned n)
 	}
 	ck_abort_msg("no completion");
 	return -1;
+}
+
+static int run(struct loco_wr *w, unsigned n)
+{
+	return run_on(qp, w, n);
 }
 
 START_TEST(ops_every_opcode)
@@ -748,6 +753,95 @@ START_TEST(peer_add_refuses)
 }
 END_TEST
 
+/* The refusals' log lines: the target's (once per endpoint), the
+ * requester's (once per QP). */
+#define REFUSED_TARGET "refused requests from an endpoint that says it is node 0: wrong arena token"
+#define REFUSED_SENDER "node 0 refused this node's requests: they carry an arena token it does not know"
+
+/* A READ, a WRITE, a CAS and an FAA at 512 of the arena, into or from
+ * LOCAL's words. */
+static void token_ops(struct loco_wr w[4], uint64_t local[4])
+{
+	w[0] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 8, .remote_off = 512,
+				 .local = &local[0] };
+	w[1] = (struct loco_wr){ .opcode = LOCO_OP_WRITE, .len = 8, .remote_off = 520,
+				 .local = &local[1] };
+	w[2] = (struct loco_wr){ .opcode = LOCO_OP_CAS, .len = 8, .remote_off = 528,
+				 .local = &local[2], .compare = 33, .operand = 99 };
+	w[3] = (struct loco_wr){ .opcode = LOCO_OP_FAA, .len = 8, .remote_off = 536,
+				 .local = &local[3], .operand = 5 };
+}
+
+/* On TCP (loco's messages; also on sm with LOCO_UCX_RMA=am) a request
+ * must carry the target's arena token, as an RDMA request carries an
+ * rkey: with the sender's copy of it altered (QPs made while the
+ * transport's copy of node 0's descriptor had a bit flipped), a READ, a
+ * WRITE, a CAS and an FAA each fail with -EACCES, execute nothing and
+ * copy nothing back; the target logs once per endpoint, not per message
+ * (a new QP's endpoint may reuse a closed one's address and not be logged
+ * again), the requester once per QP; with the token restored a new QP
+ * works. */
+START_TEST(ops_wrong_token)
+{
+	node_open(variant(_i ? 3 : 0));
+	ck_assert(tp->am);
+	uint64_t *arena = (uint64_t *)ops->arena_base(tp);
+	const uint64_t init[4] = { 11, 22, 33, 44 };
+	memcpy(arena + 64, init, sizeof(init)); /* offsets 512 to 543 */
+	uint64_t local[4] = { 7, 0xdead, 7, 7 };
+	struct loco_wr w[4];
+	struct loco_tp_qp *bad;
+	char log[8192];
+	struct capture cap;
+	tp->peer[0].arena_token[1] ^= 1;
+	/* Two messages on one endpoint before either answer: both refused,
+	 * each side logs once. */
+	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
+	token_ops(w, local);
+	w[0].signaled = w[1].signaled = 1;
+	capture_start(&cap);
+	ck_assert_int_eq(ops->post(bad, &w[0], 1), 0);
+	ck_assert_int_eq(ops->post(bad, &w[1], 1), 0);
+	struct loco_cqe c[2];
+	int got = 0;
+	for (unsigned spins = 0; got < 2 && spins < 10000000; spins++)
+		got += ops->poll(cq, c + got, 2 - (unsigned)got);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(got, 2);
+	ck_assert_int_eq(c[0].status, -EACCES);
+	ck_assert_int_eq(c[1].status, -LOCO_EQP); /* its QP failed before */
+	ck_assert_msg(count_substr(log, REFUSED_TARGET) == 1 &&
+		      count_substr(log, REFUSED_SENDER) == 1, "log: %s", log);
+	ops->qp_destroy(bad);
+	/* Each kind of request on a QP of its own. */
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
+		token_ops(w, local);
+		capture_start(&cap);
+		int rc = run_on(bad, &w[i], 1);
+		capture_end(&cap, log, sizeof(log));
+		ck_assert_msg(rc == -EACCES, "op %u: %d", i, rc);
+		ck_assert_msg(count_substr(log, REFUSED_TARGET) <= 1 &&
+			      count_substr(log, REFUSED_SENDER) == 1, "op %u: log: %s", i, log);
+		ops->qp_destroy(bad);
+	}
+	ck_assert_mem_eq(arena + 64, init, sizeof(init));
+	ck_assert(local[0] == 7 && local[2] == 7 && local[3] == 7);
+	/* The token restored: a new QP's requests execute. */
+	tp->peer[0].arena_token[1] ^= 1;
+	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
+	token_ops(w, local);
+	ck_assert_int_eq(run_on(bad, w, 4), 0);
+	ck_assert_uint_eq(local[0], 11);
+	ck_assert_uint_eq(local[2], 33);
+	ck_assert_uint_eq(local[3], 44);
+	const uint64_t after[4] = { 11, 0xdead, 99, 49 };
+	ck_assert_mem_eq(arena + 64, after, sizeof(after));
+	ops->qp_destroy(bad);
+	node_close();
+}
+END_TEST
+
 static int open_captured(char *log, size_t len)
 {
 	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
@@ -900,6 +994,7 @@ static Suite *ucx_suite(void)
 	tcase_add_loop_test(t, ops_large_and_bounds, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_abort, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_durable, 0, VARIANTS);
+	tcase_add_loop_test(t, ops_wrong_token, 0, 2);
 	tcase_add_test(t, peer_add_refuses);
 	tcase_add_test(t, open_library_missing);
 	tcase_add_test(t, open_no_usable_transport);
