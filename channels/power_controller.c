@@ -13,7 +13,7 @@
 #include <loco/wait.h>
 
 enum { VAR_DUTY, VAR_VOLT };
-#define MSG_MAX 48
+#define MSG_MAX 64
 
 static uint32_t msg_len(int var)
 {
@@ -242,13 +242,29 @@ int loco_power_ctl_wait_cmd(struct loco_power_ctl *pc, struct loco_thread *thr,
 	}
 }
 
+int loco_power_ctl_latest_cmd(struct loco_power_ctl *pc,
+			      struct loco_thread *thr, struct loco_pc_cmd *out)
+{
+	if (loco_power_ctl_is_controller(pc))
+		return -EPERM;
+	struct loco_pc_cmd c;
+	int rc = load(pc, thr, VAR_DUTY, self_id(pc), &c);
+	if (rc)
+		return rc;
+	acks_poll(pc, thr, UINT64_C(1) << pc->controller);
+	*out = c;
+	return 0;
+}
+
 /* Load every converter's sample into OUT and note when each changed.
- * Returns the converters whose sample has seq >= SEQ. */
+ * Returns the converters whose sample has seq >= SEQ in *FRESH, those
+ * whose sample changed since the last pass in *CHANGED. */
 static int gather_pass(struct loco_power_ctl *pc, struct loco_thread *thr,
 		       uint64_t seq, uint64_t now,
-		       struct loco_pc_sample out[LOCO_MAX_NODES], uint64_t *fresh)
+		       struct loco_pc_sample out[LOCO_MAX_NODES], uint64_t *fresh,
+		       uint64_t *changed)
 {
-	*fresh = 0;
+	*fresh = *changed = 0;
 	for (uint64_t m = pc->converters; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctzll(m);
 		int rc = load(pc, thr, VAR_VOLT, id, &out[id]);
@@ -257,11 +273,20 @@ static int gather_pass(struct loco_power_ctl *pc, struct loco_thread *thr,
 		if (out[id].seq != pc->last_seq[id]) {
 			pc->last_seq[id] = out[id].seq;
 			pc->last_change_ns[id] = now;
+			*changed |= UINT64_C(1) << id;
 		}
 		if (out[id].seq >= seq)
 			*fresh |= UINT64_C(1) << id;
 	}
 	return 0;
+}
+
+/* Converters in BACK that are not live are live again. */
+static void take_back(struct loco_power_ctl *pc, uint64_t back)
+{
+	back &= pc->converters & ~pc->live;
+	pc->rejoins += (uint64_t)__builtin_popcountll(back);
+	pc->live |= back;
 }
 
 /* Live converters missing from FRESH whose sample has not changed for
@@ -294,18 +319,35 @@ int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 	uint64_t t0 = loco_now_ns();
 	unsigned spins = 0;
 	for (;;) {
-		uint64_t fresh, now = loco_now_ns();
-		int rc = gather_pass(pc, thr, seq, now, out, &fresh);
+		uint64_t fresh, changed, now = loco_now_ns();
+		int rc = gather_pass(pc, thr, seq, now, out, &fresh, &changed);
 		if (rc)
 			return rc;
-		uint64_t back = fresh & pc->converters & ~pc->live;
-		pc->rejoins += (uint64_t)__builtin_popcountll(back);
-		pc->live |= back;
+		take_back(pc, fresh);
 		if (staleness_check(pc, fresh, t0, now, stale_ns))
 			return 0;
 		acks_poll(pc, thr, pc->converters);
 		loco_backoff(&spins);
 	}
+}
+
+int loco_power_ctl_latest(struct loco_power_ctl *pc, struct loco_thread *thr,
+			  uint64_t stale_ns,
+			  struct loco_pc_sample out[LOCO_MAX_NODES])
+{
+	if (!loco_power_ctl_is_controller(pc))
+		return -EPERM;
+	uint64_t fresh, changed, now = loco_now_ns();
+	if (!pc->latest_t0)
+		pc->latest_t0 = now;
+	int rc = gather_pass(pc, thr, UINT64_MAX, now, out, &fresh, &changed);
+	if (rc)
+		return rc;
+	take_back(pc, changed);
+	/* A sample that changed in this pass is as good as fresh. */
+	staleness_check(pc, changed, pc->latest_t0, now, stale_ns);
+	acks_poll(pc, thr, pc->converters);
+	return 0;
 }
 
 int loco_power_ctl_flush(struct loco_power_ctl *pc, struct loco_thread *thr,

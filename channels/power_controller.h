@@ -15,11 +15,17 @@
  * number (1, 2, ...; 0 = nothing published yet); owned_var's checksum
  * makes every load return one whole message.
  *
+ * Two ways to run the loop: in lockstep, each side waits for the other's
+ * message of the step it needs (loco_power_ctl_gather, _wait_cmd); free-
+ * running, each side takes the latest message it holds, whatever step it
+ * is from, and never waits (loco_power_ctl_latest, _latest_cmd).
+ *
  * The controller notices a converter that stopped publishing by a bounded
- * staleness check (loco_power_ctl_gather): a live converter whose sample
- * has not changed for STALE_NS of wall time while the controller waits for
- * it (counted from the start of the wait at the earliest) is dropped from
- * the live set; a dropped converter whose samples catch up is taken back.
+ * staleness check: a live converter whose sample has not changed for
+ * STALE_NS of wall time (in a gather, counted from the start of the wait at
+ * the earliest; free-running, from the first loco_power_ctl_latest) is
+ * dropped from the live set; a dropped converter whose samples catch up
+ * (gather) or change again (latest) is taken back.
  *
  * Recording (LOCO_HISTORY set): every message is a register write on key
  * "d<ID>"/"v<ID>" whose value is the XXH3-64 of its bytes, returning
@@ -34,6 +40,8 @@
  *	           loco_power_ctl_wait_cmd(&pc, thr, seq, -1, &cmd);
  *	controller: loco_power_ctl_gather(&pc, thr, seq, stale_ns, samples);
  *	            loco_power_ctl_command(&pc, thr, id, &cmd);
+ * or, free-running, loco_power_ctl_latest_cmd (converter) and
+ * loco_power_ctl_latest (controller) in place of the waits.
  */
 #ifndef LOCO_CHANNELS_POWER_CONTROLLER_H
 #define LOCO_CHANNELS_POWER_CONTROLLER_H
@@ -55,14 +63,18 @@ enum {
 /* Remote layout of a converter's sample (converter -> controller). A
  * message also carries the previous one's values: a loop pipelined one
  * step deep (the reader may still need sample SEQ-1 when SEQ lands, as
- * loco-power's do) finds both in the register. */
+ * loco-power's do) finds both in the register. The times are the
+ * publisher's loco_now_ns() (CLOCK_MONOTONIC), for the reader to measure
+ * a sample's age: comparable only between nodes that share that clock
+ * (one host), 0 if not set. */
 struct loco_pc_sample {
 	uint64_t seq;       /* 1, 2, ...; 0: nothing published yet */
 	double v, i;        /* output voltage (V), inductor current (A) */
 	double v_prev, i_prev;  /* the same of sample SEQ-1 */
 	uint64_t flags;     /* LOCO_PC_DONE */
+	uint64_t t_ns, t_prev_ns;  /* when SEQ and SEQ-1 were published */
 };
-static_assert(sizeof(struct loco_pc_sample) == 48, "remote layout");
+static_assert(sizeof(struct loco_pc_sample) == 64, "remote layout");
 
 /* Remote layout of a command (controller -> one converter). */
 struct loco_pc_cmd {
@@ -87,6 +99,7 @@ struct loco_power_ctl {
 	uint64_t last_seq[LOCO_MAX_NODES];
 	uint64_t last_change_ns[LOCO_MAX_NODES];
 	uint64_t drops, rejoins;    /* live-set changes */
+	uint64_t latest_t0;         /* the first loco_power_ctl_latest, ns */
 	/* Recording: hash of the last value read per variable (and whether
 	 * one was read), so only changes are recorded. */
 	uint64_t seen[2][LOCO_MAX_NODES];
@@ -153,6 +166,28 @@ int loco_power_ctl_wait_cmd(struct loco_power_ctl *pc, struct loco_thread *thr,
  * Caller: the controller's stepping thread. */
 int loco_power_ctl_gather(struct loco_power_ctl *pc, struct loco_thread *thr,
 			  uint64_t seq, uint64_t stale_ns,
+			  struct loco_pc_sample out[LOCO_MAX_NODES]);
+
+/* Converter, free-running: the latest command into *OUT (seq 0 and all
+ * zero if none yet), without waiting; polls this node's pushes.
+ * Returns 0, -LOCO_ETORN, -EPERM on the controller.
+ * Ordering: acquire load of the pushed copy (owned_var_load).
+ * Completion: synchronous (a local load).
+ * Caller: the converter's stepping thread. */
+int loco_power_ctl_latest_cmd(struct loco_power_ctl *pc,
+			      struct loco_thread *thr, struct loco_pc_cmd *out);
+
+/* Controller, free-running: every converter's latest sample into OUT[id],
+ * without waiting. A live converter whose sample has not changed for
+ * STALE_NS (wall time, counted from this node's first call at the
+ * earliest) is dropped; a dropped one whose sample changed since the last
+ * call is live again (pc->live, pc->drops, pc->rejoins). Polls this
+ * node's pushes. Returns 0, -LOCO_ETORN or -EPERM.
+ * Ordering: acquire loads of the pushed copies (owned_var_load).
+ * Completion: synchronous (local loads).
+ * Caller: the controller's stepping thread. */
+int loco_power_ctl_latest(struct loco_power_ctl *pc, struct loco_thread *thr,
+			  uint64_t stale_ns,
 			  struct loco_pc_sample out[LOCO_MAX_NODES]);
 
 /* Wait up to TIMEOUT_MS (< 0: the manager's default) for this node's

@@ -4,15 +4,22 @@
  * cycles through the power_controller channel "pc" in fixed-period loops
  * (docs/demos.md, "The power_controller demo").
  *
- * Simulated time advances by one period per step whatever the wall clock
- * does: converter step j integrates [t_j, t_j+1) with the duty the
- * controller computed at step j-1 (a one-period computation delay, as in
- * a digital PWM) and publishes its state at t_j+1 (sample seq j+2);
- * controller step k waits for every live converter's sample at t_k (seq
- * k+1) and publishes the duty of step k (command seq k+1). Both wait for
- * what they need, so the trajectory does not depend on the machine's
- * speed; a wall-clock period that overran is a missed deadline, counted,
- * not an error. */
+ * --mode lockstep (the default): simulated time advances by one period
+ * per step whatever the wall clock does: converter step j integrates
+ * [t_j, t_j+1) with the duty the controller computed at step j-1 (a
+ * one-period computation delay, as in a digital PWM) and publishes its
+ * state at t_j+1 (sample seq j+2); controller step k waits for every live
+ * converter's sample at t_k (seq k+1) and publishes the duty of step k
+ * (command seq k+1). Both wait for what they need, so the trajectory does
+ * not depend on the machine's speed; a wall-clock period that overran is
+ * a missed deadline, counted, not an error.
+ *
+ * --mode free: every loop runs on its own absolute wall-clock deadlines
+ * and never waits for the other side: a converter integrates one period
+ * with the latest duty it holds, the controller computes from the latest
+ * sample of each converter, whatever step it is from. Late messages,
+ * jitter and stalls then reach the control result; the controller reports
+ * the age of the samples it used. */
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -42,10 +49,14 @@ struct popts {
 	uint64_t drop_step;
 	const char *trace;
 	bool broken_raw;
+	bool free_run;                /* --mode free */
 };
 
-/* Wall-clock pacing of one loop. */
+/* Wall-clock pacing of one loop. CATCH_UP (free mode): the deadlines are
+ * absolute, start + n periods, and a late loop runs its overdue
+ * iterations back to back; otherwise a late step restarts the grid. */
 struct pace {
+	bool catch_up;
 	uint64_t period_ns, next, last_start, missed;
 	struct bench_lat jitter, lat;
 	uint64_t step_start;
@@ -62,6 +73,7 @@ struct power {
 	struct pace pace;
 	struct loco_stats before, stats;
 	double wall_s;
+	struct bench_lat age;         /* controller: ages of the samples used */
 };
 
 static void usage(FILE *f)
@@ -72,6 +84,9 @@ static void usage(FILE *f)
 "The lowest compute node is the controller, the others are converters.\n"
 "  --converters N     expected converters (default: compute nodes - 1; a\n"
 "                     different count is an error)\n"
+"  --mode M           lockstep (default): each side waits for the other's\n"
+"                     message of the step; free: every loop runs on its own\n"
+"                     wall-clock deadlines with the latest message it holds\n"
 "  --period-us P      loop period of every node, also the simulated control\n"
 "                     period (default 40)\n"
 "  --steps N          controller steps (default 5000)\n"
@@ -82,8 +97,10 @@ static void usage(FILE *f)
 "  --inductance-uh L  (default 47)    --capacitance-uf C  (default 100)\n"
 "  --rl-mohm R        inductor series resistance (default 20)\n"
 "  --load-ohms R      load of each converter (default 2)\n"
-"  --load-step S:R    from converter step S on, each load is R ohm\n"
-"  --drop ID@S        converter ID stops (exits) at its step S\n"
+"  --load-step S:R    from step S on, each load is R ohm (lockstep: converter\n"
+"                     step S; free: once the controller did its step S)\n"
+"  --drop ID@S        converter ID stops (exits) at its step S (free: once\n"
+"                     the controller did its step S)\n"
 "  --kp K             proportional gain, duty per Vin of error (default 0.02)\n"
 "  --ki K             integral gain, 1/s (default 2000)\n"
 "  --dmax D           largest duty (default 0.95)\n"
@@ -94,7 +111,8 @@ static void usage(FILE *f)
 "  --trace FILE       controller: one line per step (see docs/demos.md)\n"
 "  --broken-raw-read  tests only: load messages without the checksum\n"
 "Prints one JSON line per node; the controller's has settling_ms,\n"
-"overshoot_pct, ss_error_pct, jitter_p50_us/p99_us, missed_deadlines.\n", f);
+"overshoot_pct, ss_error_pct, jitter_p50_us/p99_us, missed_deadlines,\n"
+"age_p50/p99/max_periods.\n", f);
 }
 
 /* ---- options -------------------------------------------------------------- */
@@ -127,6 +145,16 @@ static int parse_drop(struct popts *o, const char *arg, char *expect)
 	return 0;
 }
 
+static int parse_mode(struct popts *o, const char *arg, char *expect)
+{
+	if (strcmp(arg, "lockstep") && strcmp(arg, "free")) {
+		snprintf(expect, BENCH_EXPECT_MAX, "lockstep or free");
+		return -1;
+	}
+	o->free_run = !strcmp(arg, "free");
+	return 0;
+}
+
 static int parse_one(void *arg, int c, const char *v, char *expect)
 {
 	struct popts *o = arg;
@@ -151,6 +179,7 @@ static int parse_one(void *arg, int c, const char *v, char *expect)
 	case 'w': return bench_parse_double(v, 1, 1e6, &o->slowdown, expect);
 	case 'T': o->trace = v; return 0;
 	case 'B': o->broken_raw = true; return 0;
+	case 'M': return parse_mode(o, v, expect);
 	default: return -1;
 	}
 }
@@ -179,6 +208,7 @@ static int parse(void *arg, int argc, char **argv)
 		{ "slowdown", required_argument, NULL, 'w' },
 		{ "trace", required_argument, NULL, 'T' },
 		{ "broken-raw-read", no_argument, NULL, 'B' },
+		{ "mode", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	return bench_getopt(argc, argv, "h", opts, parse_one, arg, PROG);
@@ -186,9 +216,11 @@ static int parse(void *arg, int argc, char **argv)
 
 /* ---- pacing ----------------------------------------------------------------- */
 
-static int pace_init(struct pace *p, double period_ns, uint64_t steps)
+static int pace_init(struct pace *p, double period_ns, uint64_t steps,
+		     bool catch_up)
 {
 	memset(p, 0, sizeof(*p));
+	p->catch_up = catch_up;
 	p->period_ns = (uint64_t)period_ns;
 	int rc = bench_lat_init(&p->jitter, steps);
 	if (!rc && (rc = bench_lat_init(&p->lat, steps)))
@@ -227,8 +259,8 @@ static void pace_wait(struct pace *p)
 }
 
 /* The step is over: a step that ends after the next period should have
- * started missed its deadline, and the next one starts at once (no
- * catching up on lost periods). */
+ * started missed its deadline. Lockstep: the next one starts at once (no
+ * catching up on lost periods). Free: the deadlines stay absolute. */
 static void pace_end(struct pace *p)
 {
 	uint64_t now = loco_now_ns();
@@ -236,7 +268,8 @@ static void pace_end(struct pace *p)
 	p->next += p->period_ns;
 	if (now > p->next) {
 		p->missed++;
-		p->next = now;
+		if (!p->catch_up)
+			p->next = now;
 	}
 }
 
@@ -251,11 +284,12 @@ static void json_begin(struct power *w, const char *role, uint64_t ops)
 		.p99_us = bench_lat_pct_us(&w->pace.lat, 99), .stats = w->stats,
 	};
 	bench_json_begin(stdout, &r);
-	printf(",\"role\":\"%s\",\"node\":%u,\"converters\":%u,"
+	printf(",\"role\":\"%s\",\"mode\":\"%s\",\"node\":%u,\"converters\":%u,"
 	       "\"period_us\":%.1f,\"slowdown\":%.2f,\"steps\":%llu,"
 	       "\"jitter_p50_us\":%.2f,\"jitter_p99_us\":%.2f,"
 	       "\"missed_deadlines\":%llu",
-	       role, w->self, w->nconv, w->o.period_us, w->o.slowdown,
+	       role, w->o.free_run ? "free" : "lockstep", w->self, w->nconv,
+	       w->o.period_us, w->o.slowdown,
 	       (unsigned long long)w->o.steps,
 	       bench_lat_pct_us(&w->pace.jitter, 50),
 	       bench_lat_pct_us(&w->pace.jitter, 99),
@@ -271,20 +305,52 @@ static void stats_end(struct power *w, uint64_t t0)
 
 /* ---- converter ---------------------------------------------------------------- */
 
+/* A converter's simulated plant and what its samples carry. */
+struct conv_sim {
+	struct buck_params bp;
+	struct buck_state x, prev;
+	double dt;
+	uint64_t t_last;             /* when the last sample was published */
+};
+
+static void conv_sim_init(const struct popts *o, struct conv_sim *s)
+{
+	*s = (struct conv_sim){
+		.bp = { o->vin, o->l_uh * 1e-6, o->c_uf * 1e-6, o->rl_mohm * 1e-3 },
+		.dt = o->period_us * 1e-6,
+	};
+}
+
+static int converter_report(struct power *w, struct conv_sim *s, uint64_t seq,
+			    uint64_t flags)
+{
+	uint64_t now = loco_now_ns();
+	struct loco_pc_sample smp = { .seq = seq, .v = s->x.v, .i = s->x.i,
+				      .v_prev = s->prev.v, .i_prev = s->prev.i,
+				      .flags = flags, .t_ns = now,
+				      .t_prev_ns = s->t_last };
+	s->t_last = now;
+	return loco_power_ctl_report(&w->pc, w->thr, &smp);
+}
+
+/* Integrate one period with DUTY and load R, publish the state as SEQ. */
+static int converter_advance(struct power *w, struct conv_sim *s, double duty,
+			     double r, uint64_t seq)
+{
+	s->prev = s->x;
+	buck_step(&s->bp, &s->x, duty, r, s->dt, w->o.substeps);
+	return converter_report(w, s, seq, 0);
+}
+
 static double load_at(const struct popts *o, uint64_t j)
 {
 	return o->load_step && j >= o->load_step ? o->load_step_ohms :
 						   o->load_ohms;
 }
 
-static int converter_report(struct power *w, uint64_t seq,
-			    const struct buck_state *x,
-			    const struct buck_state *prev, uint64_t flags)
+static bool drop_at(const struct power *w, uint64_t j)
 {
-	struct loco_pc_sample s = { .seq = seq, .v = x->v, .i = x->i,
-				    .v_prev = prev->v, .i_prev = prev->i,
-				    .flags = flags };
-	return loco_power_ctl_report(&w->pc, w->thr, &s);
+	return w->o.drop_step && w->o.drop_id == w->self && j >= w->o.drop_step;
 }
 
 /* The duty of converter step J: command J (d_{J-1}), or its copy in
@@ -294,18 +360,14 @@ static double duty_of(const struct loco_pc_cmd *c, uint64_t j)
 	return c->seq == j + 1 ? c->duty_prev : c->duty;
 }
 
-/* Steps until STOP (or the --drop step). Returns 0 or -errno. */
-static int converter_loop(struct power *w, uint64_t *steps, bool *dropped)
+/* Lockstep: steps until STOP (or the --drop step). Returns 0 or -errno. */
+static int converter_lockstep(struct power *w, struct conv_sim *s,
+			      uint64_t *steps, bool *dropped)
 {
-	const struct popts *o = &w->o;
-	struct buck_params bp = { o->vin, o->l_uh * 1e-6, o->c_uf * 1e-6,
-				  o->rl_mohm * 1e-3 };
-	struct buck_state x = { 0, 0 }, prev = x;
-	double dt = o->period_us * 1e-6;
-	int rc = converter_report(w, 1, &x, &prev, 0);
+	int rc = 0;
 	uint64_t j = 0;
 	for (; !rc; j++) {
-		if (o->drop_step && o->drop_id == w->self && j == o->drop_step) {
+		if (drop_at(w, j)) {
 			*dropped = true;
 			break;
 		}
@@ -314,16 +376,75 @@ static int converter_loop(struct power *w, uint64_t *steps, bool *dropped)
 		rc = loco_power_ctl_wait_cmd(&w->pc, w->thr, j, -1, &c);
 		if (rc || c.flags & LOCO_PC_STOP)
 			break;
-		prev = x;
-		buck_step(&bp, &x, duty_of(&c, j), load_at(o, j), dt,
-			  o->substeps);
-		rc = converter_report(w, j + 2, &x, &prev, 0);
+		rc = converter_advance(w, s, duty_of(&c, j), load_at(&w->o, j),
+				       j + 2);
 		pace_end(&w->pace);
 	}
 	*steps = j;
+	return rc;
+}
+
+/* Free: -ETIMEDOUT once the controller's command has not changed for
+ * the manager's timeout (the controller is gone); *SEQ and *SINCE track
+ * the last change. */
+static int controller_alive(struct power *w, const struct loco_pc_cmd *c,
+			    uint64_t *seq, uint64_t *since)
+{
+	uint64_t now = loco_now_ns();
+	if (c->seq != *seq || !*since) {
+		*seq = c->seq;
+		*since = now;
+		return 0;
+	}
+	if (now - *since <= (uint64_t)loco_mgr_timeout_ms(w->mgr) * 1000000u)
+		return 0;
+	fprintf(stderr, PROG ": node %u: no new command from the controller "
+		"for %d ms\n", w->self, loco_mgr_timeout_ms(w->mgr));
+	return -ETIMEDOUT;
+}
+
+/* Free: one period per deadline with the latest command held, until
+ * STOP; events are due once the controller did step S (command seq
+ * S+1). Returns 0 or -errno. */
+static int converter_free(struct power *w, struct conv_sim *s,
+			  uint64_t *steps, bool *dropped)
+{
+	int rc = 0;
+	uint64_t j = 0, seq = 0, since = 0;
+	for (; !rc; j++) {
+		struct loco_pc_cmd c;
+		pace_wait(&w->pace);
+		rc = loco_power_ctl_latest_cmd(&w->pc, w->thr, &c);
+		if (rc || c.flags & LOCO_PC_STOP)
+			break;
+		uint64_t done = c.seq;    /* controller steps done */
+		if (done && drop_at(w, done - 1)) {
+			*dropped = true;
+			break;
+		}
+		rc = controller_alive(w, &c, &seq, &since);
+		if (!rc)
+			rc = converter_advance(w, s, c.duty, done ?
+					       load_at(&w->o, done - 1) :
+					       w->o.load_ohms, j + 2);
+		pace_end(&w->pace);
+	}
+	*steps = j;
+	return rc;
+}
+
+static int converter_loop(struct power *w, uint64_t *steps, bool *dropped)
+{
+	struct conv_sim s;
+	conv_sim_init(&w->o, &s);
+	int rc = converter_report(w, &s, 1, 0);
+	if (!rc)
+		rc = w->o.free_run ? converter_free(w, &s, steps, dropped) :
+				     converter_lockstep(w, &s, steps, dropped);
 	if (rc || *dropped)
 		return rc;
-	rc = converter_report(w, SEQ_DONE, &x, &x, LOCO_PC_DONE);
+	s.prev = s.x;
+	rc = converter_report(w, &s, SEQ_DONE, LOCO_PC_DONE);
 	return rc ? rc : loco_power_ctl_flush(&w->pc, w->thr,
 					      UINT64_C(1) << w->controller, -1);
 }
@@ -414,11 +535,23 @@ static void trace_row(struct power *w, struct ctl_run *c, uint64_t k)
 	fprintf(c->trace, "\n");
 }
 
-/* The output of a converter at t_K: sample K+1, or its copy in sample
- * K+2 when the converter is already one step further. */
-static double volt_of(const struct loco_pc_sample *s, uint64_t k)
+/* The output of a converter used at step K, and when it was published.
+ * Lockstep: the output at t_K, sample K+1, or its copy in sample K+2
+ * when the converter is already one step further. Free: the latest. */
+static double volt_of(const struct power *w, const struct loco_pc_sample *s,
+		      uint64_t k, uint64_t *t_ns)
 {
-	return s->seq == k + 2 ? s->v_prev : s->v;
+	bool prev = !w->o.free_run && s->seq == k + 2;
+	*t_ns = prev ? s->t_prev_ns : s->t_ns;
+	return prev ? s->v_prev : s->v;
+}
+
+/* The age of a sample published at T_NS, used now (0 if unknown). */
+static void age_add(struct power *w, uint64_t t_ns)
+{
+	uint64_t now = loco_now_ns();
+	if (t_ns)
+		bench_lat_add(&w->age, now > t_ns ? now - t_ns : 0);
 }
 
 /* Duties of step K from the samples: the live converters share vref
@@ -433,7 +566,9 @@ static int control_step(struct power *w, struct ctl_run *c, uint64_t k)
 	double sum = 0;
 	for (uint64_t m = c->live; m; m &= m - 1) {
 		unsigned id = (unsigned)__builtin_ctzll(m);
-		double v = volt_of(&c->smp[id], k);
+		uint64_t t_ns;
+		double v = volt_of(w, &c->smp[id], k, &t_ns);
+		age_add(w, t_ns);
 		c->v[id] = v;
 		sum += v;
 		c->duty_prev[id] = c->duty[id];
@@ -451,14 +586,22 @@ static int control_step(struct power *w, struct ctl_run *c, uint64_t k)
 	return 0;
 }
 
-static int controller_loop(struct power *w, struct ctl_run *c)
+/* The samples of step K: lockstep waits for sample K+1 of every live
+ * converter, free takes the latest ones. */
+static int ctl_samples(struct power *w, struct ctl_run *c, uint64_t k)
 {
 	uint64_t stale = (uint64_t)(w->o.stale_ms * 1e6);
+	if (w->o.free_run)
+		return loco_power_ctl_latest(&w->pc, w->thr, stale, c->smp);
+	return loco_power_ctl_gather(&w->pc, w->thr, k + 1, stale, c->smp);
+}
+
+static int controller_loop(struct power *w, struct ctl_run *c)
+{
 	c->live = w->pc.live;
 	for (uint64_t k = 0; k < w->o.steps; k++) {
 		pace_wait(&w->pace);
-		int rc = loco_power_ctl_gather(&w->pc, w->thr, k + 1, stale,
-					       c->smp);
+		int rc = ctl_samples(w, c, k);
 		if (!rc) {
 			live_changes(w, c, k);
 			rc = control_step(w, c, k);
@@ -561,6 +704,12 @@ static void controller_report(struct power *w, struct ctl_run *c)
 	       f.settle < o->steps - last ? "true" : "false",
 	       mean_rel_error(c->vsum + o->steps - tail, tail, o->vref) * 100,
 	       c->vsum[o->steps - 1]);
+	double per_us = o->period_us * o->slowdown;
+	printf(",\"age_p50_periods\":%.3f,\"age_p99_periods\":%.3f,"
+	       "\"age_max_periods\":%.3f",
+	       bench_lat_pct_us(&w->age, 50) / per_us,
+	       bench_lat_pct_us(&w->age, 99) / per_us,
+	       bench_lat_pct_us(&w->age, 100) / per_us);
 	printf(",\"live_end\":%d,\"drops\":%llu,\"rejoins\":%llu",
 	       __builtin_popcountll(c->live), (unsigned long long)w->pc.drops,
 	       (unsigned long long)w->pc.rejoins);
@@ -633,8 +782,13 @@ static int run(void *arg, struct loco_mgr *mgr)
 	if (rc)
 		return rc;
 	if ((rc = pace_init(&w->pace, w->o.period_us * 1000 * w->o.slowdown,
-			   w->o.steps + 1)))
+			   w->o.steps + 1, w->o.free_run)))
 		return rc;
+	if (w->self == w->controller &&
+	    (rc = bench_lat_init(&w->age, w->o.steps * w->nconv))) {
+		pace_fini(&w->pace);
+		return rc;
+	}
 	if (!(rc = loco_thread_create(mgr, &w->thr))) {
 		rc = loco_power_ctl_init(&w->pc, mgr, NULL, "pc", w->controller,
 					 w->converters);
@@ -649,6 +803,7 @@ static int run(void *arg, struct loco_mgr *mgr)
 			loco_power_ctl_fini(&w->pc);
 	}
 	pace_fini(&w->pace);
+	bench_lat_fini(&w->age);
 	return rc;
 }
 

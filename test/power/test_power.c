@@ -210,6 +210,52 @@ START_TEST(staleness)
 }
 END_TEST
 
+/* Free-running: loco_power_ctl_latest returns at once, whatever step
+ * each sample is from; converter 1, whose sample stops changing, is
+ * dropped after the bound (counted from the first call, not before)
+ * while 2 keeps publishing, and taken back when its sample changes. */
+START_TEST(latest)
+{
+	all_init();
+	struct loco_pc_sample out[LOCO_MAX_NODES];
+	struct loco_pc_cmd got;
+	const uint64_t stale = 100000000;
+	ck_assert_int_eq(loco_power_ctl_latest(&pc[1], cl.thr[1], stale, out),
+			 -EPERM);
+	ck_assert_int_eq(loco_power_ctl_latest_cmd(&pc[0], cl.thr[0], &got),
+			 -EPERM);
+	ck_assert_int_eq(loco_power_ctl_latest_cmd(&pc[1], cl.thr[1], &got), 0);
+	ck_assert_uint_eq(got.seq, 0);
+	report(1, 1, 1.5);
+	report(2, 3, 2.5);
+	uint64_t t0 = loco_now_ns(), seq = 3;
+	ck_assert_int_eq(loco_power_ctl_latest(&pc[0], cl.thr[0], stale, out), 0);
+	ck_assert_uint_eq(out[1].seq, 1);
+	ck_assert_double_eq(out[1].v, 1.5);
+	ck_assert_uint_eq(out[2].seq, 3);
+	ck_assert_uint_eq(pc[0].live, CONV);
+	while (pc[0].live == CONV && loco_now_ns() - t0 < 20 * stale) {
+		report(2, ++seq, 2.5);
+		ck_assert_int_eq(loco_power_ctl_latest(&pc[0], cl.thr[0], stale,
+						       out), 0);
+	}
+	ck_assert_uint_ge(loco_now_ns() - t0, stale);
+	ck_assert_uint_eq(pc[0].live, UINT64_C(1) << 2);
+	ck_assert_uint_eq(pc[0].drops, 1);
+	report(1, 2, 1.5);
+	ck_assert_int_eq(loco_power_ctl_latest(&pc[0], cl.thr[0], stale, out), 0);
+	ck_assert_uint_eq(pc[0].live, CONV);
+	ck_assert_uint_eq(pc[0].rejoins, 1);
+	struct loco_pc_cmd c = { .seq = 7, .duty = 0.25 };
+	ck_assert_int_eq(loco_power_ctl_command(&pc[0], cl.thr[0], 1, &c), 0);
+	ck_assert_int_eq(loco_power_ctl_flush(&pc[0], cl.thr[0], 1u << 1, -1), 0);
+	ck_assert_int_eq(loco_power_ctl_latest_cmd(&pc[1], cl.thr[1], &got), 0);
+	ck_assert_uint_eq(got.seq, 7);
+	ck_assert_double_eq(got.duty, 0.25);
+	all_fini();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("power");
@@ -226,6 +272,7 @@ int main(void)
 	tcase_add_test(c, roles);
 	tcase_add_test(c, exchange);
 	tcase_add_test(c, staleness);
+	tcase_add_test(c, latest);
 	suite_add_tcase(s, c);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
