@@ -596,12 +596,25 @@ static int ctl_samples(struct power *w, struct ctl_run *c, uint64_t k)
 	return loco_power_ctl_gather(&w->pc, w->thr, k + 1, stale, c->smp);
 }
 
+/* Free: start the loop once every converter published its first sample
+ * (it runs, with duty 0, until our first command), lest the PI wind up
+ * against a plant that has not started; one that does not show within
+ * --stale-ms is dropped. */
+static int free_start(struct power *w, struct ctl_run *c)
+{
+	uint64_t stale = (uint64_t)(w->o.stale_ms * 1e6);
+	return loco_power_ctl_gather(&w->pc, w->thr, 1, stale, c->smp);
+}
+
 static int controller_loop(struct power *w, struct ctl_run *c)
 {
 	c->live = w->pc.live;
+	int rc = w->o.free_run ? free_start(w, c) : 0;
+	if (rc)
+		return rc;
 	for (uint64_t k = 0; k < w->o.steps; k++) {
 		pace_wait(&w->pace);
-		int rc = ctl_samples(w, c, k);
+		rc = ctl_samples(w, c, k);
 		if (!rc) {
 			live_changes(w, c, k);
 			rc = control_step(w, c, k);
