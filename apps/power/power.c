@@ -106,7 +106,7 @@ static void usage(FILE *f)
 "  --dmax D           largest duty (default 0.95)\n"
 "  --substeps M       RK4 steps of the converter model per period (default 20)\n"
 "  --stale-ms MS      a converter whose sample did not change for MS of wall\n"
-"                     time while awaited is dropped (default 200)\n"
+"                     time (lockstep: while awaited) is dropped (default 200)\n"
 "  --band PCT         settling band, percent of vref (default 1)\n"
 "  --trace FILE       controller: one line per step (see docs/demos.md)\n"
 "  --broken-raw-read  tests only: load messages without the checksum\n"
