@@ -462,8 +462,9 @@ static bool handover(struct loco_ticket_lock *l)
  * line spins briefly, then yields, but naps while the holder that began
  * at MOVED_NS is probably in the first half of its turn; the others nap
  * until their turn is near. Naps shorter than NAP_MIN_NS yield instead
- * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. */
-static void wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
+ * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. True if
+ * it only spun (no system call). */
+static bool wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
 		      unsigned *spins)
 {
 	uint64_t ns = (d - 1) * l->serve_ns;
@@ -476,9 +477,11 @@ static void wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
 		nanosleep(&ts, NULL);
 	} else if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
 		loco_cpu_relax();
+		return true;
 	} else {
 		sched_yield();
 	}
+	return false;
 }
 
 /* Serving moved by N tickets in NS: fold it into serve_ns (1/4 weight). */
@@ -538,7 +541,8 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, struct loco_wait *dl)
 {
-	unsigned spins = 0, still = 0, check = PASS_POLLS;
+	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
+	bool spun = false;
 	/* When serving was last seen to move: at this node's release, if
 	 * the holder now is the one after it (who may have taken its ticket
 	 * later: an early bound of its turn's start, which paces the polls
@@ -552,7 +556,11 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				 (unsigned long long)s, (unsigned long long)t);
 			return -LOCO_EPROTO;
 		}
-		if (loco_wait_expired(dl))
+		/* The clock after each nap or yield, but only every
+		 * LOCO_WAIT_CLOCK_EVERY spinning polls: on shm a poll is a
+		 * load, a clock read ten of them. */
+		if ((!spun || ++polls % LOCO_WAIT_CLOCK_EVERY == 0) &&
+		    loco_wait_expired(dl))
 			return 0;
 		if (still >= check) {
 			uint64_t was = s;
@@ -564,7 +572,7 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		wait_step(l, t - s, moved_ns, &spins);
+		spun = wait_step(l, t - s, moved_ns, &spins);
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
