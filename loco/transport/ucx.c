@@ -351,7 +351,7 @@ static int token_draw(struct loco_tp *tp)
 			loco_err(UCX_LOG, "getrandom for the arena token: %s", strerror(errno));
 			return rc ? rc : -EIO;
 		}
-	} while (!(tp->arena_token[0] | tp->arena_token[1]));
+	} while (ucx_token_zero(tp->arena_token));
 	return 0;
 }
 

@@ -2,24 +2,17 @@
 #include "loco/transport/ucx_desc.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <string.h>
 
 #include <loco/error.h>
 #include "loco/wire.h"
-
-/* Whether T, an arena token, is all zero (never drawn). */
-static bool token_zero(const uint64_t *t)
-{
-	return !(t[0] | t[1]);
-}
 
 int ucx_desc_pack(const struct ucx_desc *d, void *buf, size_t cap, size_t *len)
 {
 	if (d->rkey_len > UCX_RKEY_MAX || d->addr_len > UCX_ADDR_MAX)
 		return -EMSGSIZE;
 	if (!d->rkey_len || !d->addr_len || !d->arena_len || (d->flags & ~UCX_DESC_F_AM) ||
-	    token_zero(d->arena_token))
+	    ucx_token_zero(d->arena_token))
 		return -EINVAL;
 	struct loco_wbuf w;
 	loco_wbuf_init(&w);
@@ -63,7 +56,7 @@ int ucx_desc_unpack(const void *buf, size_t len, struct ucx_desc *out)
 	d.addr_len = loco_get_bytes(&r, d.addr, sizeof(d.addr));
 	if (loco_rbuf_done(&r) || magic != UCX_DESC_MAGIC ||
 	    version != UCX_DESC_VERSION || (d.flags & ~UCX_DESC_F_AM) || pad || !d.rkey_len ||
-	    !d.addr_len || !d.arena_addr || !d.arena_len || token_zero(d.arena_token) ||
+	    !d.addr_len || !d.arena_addr || !d.arena_len || ucx_token_zero(d.arena_token) ||
 	    d.arena_addr + d.arena_len < d.arena_addr)
 		return -LOCO_EPROTO;
 	*out = d;

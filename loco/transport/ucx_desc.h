@@ -17,6 +17,7 @@
 #ifndef LOCO_TRANSPORT_UCX_DESC_H
 #define LOCO_TRANSPORT_UCX_DESC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,12 @@
 #define UCX_ADDR_MAX (LOCO_DESC_MAX - UCX_DESC_FIXED - 4 - UCX_RKEY_MAX)
 _Static_assert(UCX_ADDR_MAX >= 1024, "room for a worker address");
 _Static_assert(UCX_TOKEN_WORDS == 2, "the format carries two words");
+
+/* Whether T, an arena token, is all zero (never drawn). */
+static inline bool ucx_token_zero(const uint64_t t[UCX_TOKEN_WORDS])
+{
+	return !(t[0] | t[1]);
+}
 
 struct ucx_desc {
 	uint32_t node;
