@@ -492,6 +492,21 @@ static struct loco_rdesc alloc_desc(const struct loco_alloc *a, uint32_t space)
 /* Flags a create-or-open may carry: a region for peers has some access. */
 #define OPEN_FLAGS (LOCO_REGION_HOT | LOCO_REGION_REMOTE_ALL)
 
+/* Why a REGION_OPEN of WANT bytes found no room: the arena's size and
+ * use, and the option that sets its size. */
+static void arena_full_msg(struct loco_mgr *mgr, uint64_t want, char *msg,
+			   size_t msglen)
+{
+	uint64_t used = 0;
+	pthread_mutex_lock(&mgr->alloc_lock);
+	for (struct loco_alloc *a = mgr->allocs; a; a = a->next)
+		used += a->len;
+	pthread_mutex_unlock(&mgr->alloc_lock);
+	snprintf(msg, msglen, "arena full: %lu MiB asked, %lu of %lu MiB in "
+		 "use (--arena-mb / LOCO_ARENA_MB)", (unsigned long)(want >> 20),
+		 (unsigned long)(used >> 20), (unsigned long)(mgr->arena_len >> 20));
+}
+
 void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 			     const uint8_t *req, size_t len,
 			     struct loco_wbuf *reply)
@@ -525,6 +540,8 @@ void loco_region_handle_open(struct loco_mgr *mgr, uint32_t from,
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	if (rc == -LOCO_EMISMATCH)
 		loco_err("region", "%s", msg);
+	else if (rc == -ENOMEM)
+		arena_full_msg(mgr, want, msg, sizeof(msg));
 	else if (rc)
 		snprintf(msg, sizeof(msg), "%s", loco_strerror(rc));
 	region_ack(reply, rc, msg, &d);

@@ -573,6 +573,20 @@ def cluster_cases():
         )
     finally:
         cl.stop()
+    # A region larger than the memory node's arena: the client is told
+    # the arena is full, how full, and the option that sizes it.
+    name = "fault: index pool over the arena"
+    if ONLY in name:
+        cl = Cluster(LOCO_ARENA_MB="8")
+        try:
+            rc, out, t = run([YCSB, "--id", "1", "--index", "race",
+                              "--keys", "100000", "--ops", "1"], cl.e)
+            says = "arena full: "
+            ok = rc not in (None, 0) and says in out and "of 8 MiB in use" \
+                in out and "LOCO_ARENA_MB" in out and t < HANG_S
+            record(name, ok, "exit %s after %.1f s: %s" % (rc, t, out[-400:]))
+        finally:
+            cl.stop()
     # A memory node killed mid-run: a client's requests fail in bounded
     # time with a clear error; a new one started on the same (stale) run
     # directory serves again.
