@@ -135,12 +135,14 @@ void sh_cache_drop(struct sh_cache *c, unsigned level, uint64_t low);
 
 /* ---- local lock table (lock.c) ------------------------------------------- */
 
-struct sh_waiter;
-
+/* An entry of the local lock table, under its stripe's mutex; owned is
+ * also peeked without it (relaxed) by waiters polling for their turn. */
 struct sh_llock {
-	bool owned;                /* a local thread holds or acquires it */
+	_Atomic bool owned;        /* a local thread holds or acquires it */
+	unsigned waiters;          /* local threads waiting for it */
 	unsigned streak;           /* handovers since the global acquire */
-	struct sh_waiter *head, *tail;
+	uint64_t parked;           /* global word left for the next local
+				    * holder (0: none) */
 };
 
 /* ---- tree handle ------------------------------------------------------------ */

@@ -10,13 +10,16 @@
  * its own acquisition.
  *
  * Local lock table (one per process, one entry per global word): a
- * thread that finds the entry owned by another local thread queues behind
- * it (FIFO) and makes no remote op. A releaser with local waiters hands
+ * thread that finds the entry owned by another local thread waits for it
+ * locally and makes no remote op. A releaser with local waiters hands
  * the lock over with the global word still held (at most handover_max
  * times in a row, then it goes back to the global table so other nodes
- * get their turn); the receiver renews the word to its own (one CAS,
- * batched with its node READ), so the word always names the slot whose
- * redo record matters.
+ * get their turn): it parks the word in the entry and frees the entry,
+ * and whichever local thread takes the entry first takes the word. The
+ * handover is not to a chosen waiter: with more threads than cores a
+ * chosen one may be off its CPU for a time slice, with the lock. The
+ * taker renews the word to its own (one CAS, batched with its node
+ * READ), so the word always names the slot whose redo record matters.
  *
  * Command combination (§4.5): a write-back is one batch on the node's
  * QP: redo record, seq odd, the bytes, seq even, then the release CAS,
@@ -44,14 +47,6 @@
 #include <loco/wait.h>
 
 #include "channels/sherman/internal.h"
-
-/* A thread queued on a local lock (on its stack while it waits). */
-struct sh_waiter {
-	struct sh_waiter *next;
-	_Atomic int granted;
-	bool global;               /* handed over with the global word held */
-	uint64_t word;             /* ... that word */
-};
 
 int sh_llt_init(struct loco_sherman *t)
 {
@@ -185,18 +180,24 @@ int sh_write_placed(struct loco_sherman_worker *w, struct sh_held *h,
 
 /* ---- the local lock table ------------------------------------------------- */
 
-static void grant(struct sh_llock *ll, bool global, uint64_t word)
+/* The entry is ours now (mutex held): *WORD the global word parked for
+ * us, or 0. */
+static void take_entry(struct sh_llock *ll, uint64_t *word)
 {
-	struct sh_waiter *wt = ll->head;
-	ll->head = wt->next;
-	if (!ll->head)
-		ll->tail = NULL;
-	wt->global = global;
-	wt->word = word;
-	ll->streak = global ? ll->streak + 1 : 0;
-	/* Release: pairs with the waiter's acquire load of granted; it reads
-	 * global and word after. */
-	atomic_store_explicit(&wt->granted, 1, memory_order_release);
+	/* Relaxed: the entry's mutex orders it. */
+	atomic_store_explicit(&ll->owned, true, memory_order_relaxed);
+	*word = ll->parked;
+	ll->parked = 0;
+}
+
+/* Free the entry (mutex held), parking WORD (0: none) for the next local
+ * holder. */
+static void free_entry(struct sh_llock *ll, uint64_t word)
+{
+	ll->parked = word;
+	ll->streak = word ? ll->streak + 1 : 0;
+	/* Relaxed: the entry's mutex orders it; a waiter's peek is a hint. */
+	atomic_store_explicit(&ll->owned, false, memory_order_relaxed);
 }
 
 /* Our lock was taken over while we held it: our lease ran out (a stall
@@ -219,9 +220,10 @@ static int release_global(struct loco_sherman_worker *w, struct sh_held *h)
 	return rc;
 }
 
-/* After our use: hand the lock to the first local waiter (with the
- * global word if GLOBAL_HELD), or leave it. A handover that finds the
- * queue empty after all releases the global word first. */
+/* After our use: with GLOBAL_HELD, hand the lock over to the local
+ * waiters (the word parked in the entry), else leave the entry. A
+ * handover that finds no waiter after all releases the global word
+ * first. */
 static void local_pass(struct loco_sherman_worker *w, struct sh_held *h,
 		       bool global_held)
 {
@@ -231,26 +233,15 @@ static void local_pass(struct loco_sherman_worker *w, struct sh_held *h,
 	pthread_mutex_t *mu;
 	struct sh_llock *ll = llock(t, h, &mu);
 	pthread_mutex_lock(mu);
-	if (ll->head) {
-		grant(ll, global_held, h->word);
-		pthread_mutex_unlock(mu);
-		return;
-	}
-	if (!global_held) {
-		ll->owned = false;
-		ll->streak = 0;
-		pthread_mutex_unlock(mu);
-		return;
-	}
+	bool hand = global_held && ll->waiters;
+	if (hand || !global_held)
+		free_entry(ll, hand ? h->word : 0);
 	pthread_mutex_unlock(mu);
+	if (hand || !global_held)
+		return;
 	release_global(w, h);
 	pthread_mutex_lock(mu);
-	if (ll->head) {
-		grant(ll, false, 0);
-	} else {
-		ll->owned = false;
-		ll->streak = 0;
-	}
+	free_entry(ll, 0);
 	pthread_mutex_unlock(mu);
 }
 
@@ -263,7 +254,7 @@ static bool want_handover(struct loco_sherman_worker *w, struct sh_held *h)
 	pthread_mutex_t *mu;
 	struct sh_llock *ll = llock(t, h, &mu);
 	pthread_mutex_lock(mu);
-	bool hand = ll->head && ll->streak < t->o.handover_max;
+	bool hand = ll->waiters && ll->streak < t->o.handover_max;
 	pthread_mutex_unlock(mu);
 	return hand;
 }
@@ -400,40 +391,29 @@ static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 	}
 }
 
-/* A waiter whose wait timed out: out of LL's queue, unless it was
- * granted meanwhile. 0 (granted) or -ETIMEDOUT. */
-static int leave_queue(struct sh_llock *ll, pthread_mutex_t *mu,
-		       struct sh_waiter *wt)
-{
-	pthread_mutex_lock(mu);
-	/* Relaxed: grant() sets it under this mutex, which orders the
-	 * grant's other writes too. */
-	bool got = atomic_load_explicit(&wt->granted, memory_order_relaxed);
-	if (!got) {
-		struct sh_waiter **pp = &ll->head, *prev = NULL;
-		while (*pp != wt) {
-			prev = *pp;
-			pp = &(*pp)->next;
-		}
-		*pp = wt->next;
-		if (ll->tail == wt)
-			ll->tail = prev;
-	}
-	pthread_mutex_unlock(mu);
-	return got ? 0 : -ETIMEDOUT;
-}
-
-/* Wait in the local queue of H's entry until granted, or time out. */
+/* Wait until H's entry is free and take it (*WORD: the global word
+ * parked in it, or 0), or time out. */
 static int local_wait(struct loco_sherman_worker *w, struct sh_llock *ll,
-		      pthread_mutex_t *mu, struct sh_waiter *wt)
+		      pthread_mutex_t *mu, uint64_t *word)
 {
 	struct loco_wait wait;
 	loco_wait_init(&wait, w->t->base.mgr, -1);
-	/* Acquire: pairs with the release store in grant(). */
-	while (!atomic_load_explicit(&wt->granted, memory_order_acquire))
-		if (loco_wait_step(&wait))
-			return leave_queue(ll, mu, wt);
-	return 0;
+	for (;;) {
+		int rc = loco_wait_step(&wait);
+		/* Relaxed: a hint; the mutex decides. */
+		if (!rc && atomic_load_explicit(&ll->owned, memory_order_relaxed))
+			continue;
+		pthread_mutex_lock(mu);
+		bool got = !atomic_load_explicit(&ll->owned,
+						 memory_order_relaxed);
+		if (got)
+			take_entry(ll, word);
+		if (got || rc)
+			ll->waiters--;
+		pthread_mutex_unlock(mu);
+		if (got || rc)
+			return got ? 0 : rc;
+	}
 }
 
 /* Take the lock handed over with the global word WORD: renew it to ours
@@ -469,23 +449,20 @@ int sh_lock_node(struct loco_sherman_worker *w, loco_raddr_t a, void *img,
 		return acquire_global(w, h, a, img);
 	pthread_mutex_t *mu;
 	struct sh_llock *ll = llock(t, h, &mu);
-	struct sh_waiter wt = { .next = NULL };
+	uint64_t word = 0;
 	pthread_mutex_lock(mu);
-	bool queued = ll->owned;
-	if (queued) {
-		if (ll->tail)
-			ll->tail->next = &wt;
-		else
-			ll->head = &wt;
-		ll->tail = &wt;
-	}
-	ll->owned = true;
+	/* Relaxed: the mutex orders it. */
+	bool busy = atomic_load_explicit(&ll->owned, memory_order_relaxed);
+	if (busy)
+		ll->waiters++;
+	else
+		take_entry(ll, &word);
 	pthread_mutex_unlock(mu);
-	if (queued && (rc = local_wait(w, ll, mu, &wt)))
+	if (busy && (rc = local_wait(w, ll, mu, &word)))
 		return rc;
 	bool won = false;
-	if (queued && wt.global)
-		rc = take_handed(w, h, wt.word, a, img, &won);
+	if (word)
+		rc = take_handed(w, h, word, a, img, &won);
 	if (!rc && !won)
 		rc = acquire_global(w, h, a, img);
 	if (rc)

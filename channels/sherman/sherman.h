@@ -22,7 +22,7 @@
  * writers lock one node at a time with HOCL, the hierarchical lock:
  * global lock words on the hosting nodes (in NIC device memory where
  * there is some, LOCO_REGION_HOT) behind a local lock table per process
- * that hands a held lock to the next local waiter (at most handover_max
+ * that hands a held lock to a local waiter (at most handover_max
  * times in a row). A leaf write-back and the lock release go in one batch
  * on one QP (command combination). Every node read is checked: a 64-bit
  * hash per leaf entry that binds the node's version, one over the leaf

@@ -1578,7 +1578,7 @@ START_TEST(hocl_hands_over)
 	pthread_mutex_t *mu = &t->stripe[at.idx % SH_STRIPES];
 	for (bool queued = false; !queued;) {
 		pthread_mutex_lock(mu);
-		queued = ll->head != NULL;
+		queued = ll->waiters != 0;
 		pthread_mutex_unlock(mu);
 		usleep(1000);
 	}
