@@ -123,7 +123,6 @@ static int insert_one(struct loco_race_client *c, struct loco_thread *thr,
 	m->splits += b.splits - a.splits;
 	m->ns += b.split_ns - a.split_ns;
 	m->rtts += d.rtts > INSERT_RTTS ? d.rtts - INSERT_RTTS : 0;
-	fprintf(stderr, "DBGSPLIT rtts %llu verbs %llu\n", (unsigned long long)d.rtts - INSERT_RTTS, (unsigned long long)loco_stats_verbs(&d));
 	m->verbs += loco_stats_verbs(&d);
 	m->moved += b.moved - a.moved;
 	bench_stats_add(&m->st, &d);
