@@ -152,6 +152,7 @@ static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
 
 static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 		     uint64_t now);
+static void place_one(uint64_t *rng, struct weak_qp *qp);
 
 /* A thread polling its completions lends the NIC a hand on its own QPs:
  * it executes requests that are due, under the same rules (QP order, the
@@ -170,6 +171,10 @@ static void weak_help(struct loco_tp_cq *tcq, uint64_t now)
 		       (rng_next(&qp->rng) & 3) != 0)
 			if (exec_head(nic, &qp->rng, qp, now))
 				break;
+		/* A piece a poll, as the NIC's a pass (qp_step). */
+		if (qp->ucount && qp->up[qp->uhead].place_after <= now &&
+		    (rng_next(&qp->rng) & 1))
+			place_one(&qp->rng, qp);
 		pthread_spin_unlock(&qp->lock);
 	}
 }
@@ -348,7 +353,7 @@ enum { NIC_IDLE, NIC_WAITING, NIC_PROGRESS };
 /* True while QP's owner thread keeps polling its CQ: it then executes its
  * due requests itself (weak_help, same rules), and the NIC thread leaves
  * them alone, so that the two do not pull the QP's lines back and forth
- * for every request. The NIC still places the QP's WRITEs. */
+ * for every request; it places the QP's WRITEs too (weak_help). */
 static bool owner_polling(const struct weak_qp *qp, uint64_t now)
 {
 	/* Relaxed: a hint; stale values only move work between threads. */
@@ -360,16 +365,16 @@ static bool owner_polling(const struct weak_qp *qp, uint64_t now)
 static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 {
 	int state = NIC_IDLE;
-	bool owner = owner_polling(qp, now);
 	/* Relaxed: hints, not rechecked; a stale one delays this QP's
 	 * placement by a pass (or the 1 ms of nic_idle's timed wait). */
-	if (owner && !atomic_load_explicit(&qp->unplaced, memory_order_relaxed))
-		return atomic_load_explicit(&qp->queued, memory_order_relaxed) ?
+	if (owner_polling(qp, now))
+		return atomic_load_explicit(&qp->queued, memory_order_relaxed) ||
+		       atomic_load_explicit(&qp->unplaced, memory_order_relaxed) ?
 		       NIC_WAITING : NIC_IDLE;
 	/* A QP being posted to or helped right now is visited next pass. */
 	if (pthread_spin_trylock(&qp->lock))
 		return NIC_WAITING;
-	if (!owner && qp->qcount && qp->q[qp->qhead].not_before <= now &&
+	if (qp->qcount && qp->q[qp->qhead].not_before <= now &&
 	    (rng_next(&nic->rng) & 3) != 0) {
 		if (exec_head(nic, &nic->rng, qp, now))
 			loco_err("shm-weak", "completion queue: out of memory");
