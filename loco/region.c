@@ -165,12 +165,13 @@ static int space_alloc_locked(struct loco_mgr *mgr, uint32_t space,
 	return rc;
 }
 
-/* Device memory in use (alloc_lock held). */
-static uint64_t dm_used_locked(struct loco_mgr *mgr)
+/* Bytes of SPACE in use, in its allocation units (alloc_lock held). */
+static uint64_t space_used_locked(struct loco_mgr *mgr, uint32_t space)
 {
+	struct space_ref sp = space_of(mgr, space);
 	uint64_t n = 0;
-	for (struct loco_alloc *a = mgr->dm_allocs; a; a = a->next)
-		n += align_up(a->len, DM_ALIGN);
+	for (struct loco_alloc *a = *sp.list; a; a = a->next)
+		n += align_up(a->len, sp.align);
 	return n;
 }
 
@@ -192,7 +193,7 @@ static void hot_fallback_warn(struct loco_mgr *mgr, const char *name,
 			  "memory %s (%lu of %lu bytes in use); later hot regions of this "
 			  "node fall back silently", name, (unsigned long)len,
 			  why == -ENOMEM ? "is full" : loco_strerror(why),
-			  (unsigned long)dm_used_locked(mgr),
+			  (unsigned long)space_used_locked(mgr, LOCO_SPACE_DM),
 			  (unsigned long)mgr->dm_len);
 }
 
@@ -438,7 +439,7 @@ void loco_region_free(struct loco_mgr *mgr, struct loco_region *reg)
 void loco_mgr_dm_usage(struct loco_mgr *mgr, uint64_t *total, uint64_t *used)
 {
 	pthread_mutex_lock(&mgr->alloc_lock);
-	uint64_t n = dm_used_locked(mgr);
+	uint64_t n = space_used_locked(mgr, LOCO_SPACE_DM);
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	*total = mgr->dm_len;
 	*used = n;
@@ -497,10 +498,8 @@ static struct loco_rdesc alloc_desc(const struct loco_alloc *a, uint32_t space)
 static void arena_full_msg(struct loco_mgr *mgr, uint64_t want, char *msg,
 			   size_t msglen)
 {
-	uint64_t used = 0;
 	pthread_mutex_lock(&mgr->alloc_lock);
-	for (struct loco_alloc *a = mgr->allocs; a; a = a->next)
-		used += a->len;
+	uint64_t used = space_used_locked(mgr, LOCO_SPACE_ARENA);
 	pthread_mutex_unlock(&mgr->alloc_lock);
 	snprintf(msg, msglen, "arena full: %lu MiB asked, %lu of %lu MiB in "
 		 "use (--arena-mb / LOCO_ARENA_MB)", (unsigned long)(want >> 20),

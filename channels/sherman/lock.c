@@ -233,11 +233,11 @@ static void local_pass(struct loco_sherman_worker *w, struct sh_held *h,
 	pthread_mutex_t *mu;
 	struct sh_llock *ll = llock(t, h, &mu);
 	pthread_mutex_lock(mu);
-	bool hand = global_held && ll->waiters;
-	if (hand || !global_held)
-		free_entry(ll, hand ? h->word : 0);
+	bool release_first = global_held && !ll->waiters;
+	if (!release_first)
+		free_entry(ll, global_held ? h->word : 0);
 	pthread_mutex_unlock(mu);
-	if (hand || !global_held)
+	if (!release_first)
 		return;
 	release_global(w, h);
 	pthread_mutex_lock(mu);

@@ -152,7 +152,7 @@ static int cq_push(struct weak_cq *cq, const struct weak_cqe *e)
 
 static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 		     uint64_t now);
-static void place_one(uint64_t *rng, struct weak_qp *qp);
+static bool place_due(uint64_t *rng, struct weak_qp *qp, uint64_t now);
 
 /* A thread polling its completions lends the NIC a hand on its own QPs:
  * it executes requests that are due, under the same rules (QP order, the
@@ -171,10 +171,7 @@ static void weak_help(struct loco_tp_cq *tcq, uint64_t now)
 		       (rng_next(&qp->rng) & 3) != 0)
 			if (exec_head(nic, &qp->rng, qp, now))
 				break;
-		/* A piece a poll, as the NIC's a pass (qp_step). */
-		if (qp->ucount && qp->up[qp->uhead].place_after <= now &&
-		    (rng_next(&qp->rng) & 1))
-			place_one(&qp->rng, qp);
+		place_due(&qp->rng, qp, now);
 		pthread_spin_unlock(&qp->lock);
 	}
 }
@@ -238,6 +235,18 @@ static void place_one(uint64_t *rng, struct weak_qp *qp)
 	piece_place(qp, u, i);
 	if (!u->left)
 		unplaced_pop(qp);
+}
+
+/* One step of placement (qp->lock held), by the NIC thread a pass or by
+ * the polling owner a poll: a piece of the oldest unplaced WRITE whose
+ * placement is due, one time in two. True if it placed one. */
+static bool place_due(uint64_t *rng, struct weak_qp *qp, uint64_t now)
+{
+	if (!qp->ucount || qp->up[qp->uhead].place_after > now ||
+	    !(rng_next(rng) & 1))
+		return false;
+	place_one(rng, qp);
+	return true;
 }
 
 /* Place every executed WRITE of QP, each in random piece order. */
@@ -380,11 +389,8 @@ static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 			loco_err("shm-weak", "completion queue: out of memory");
 		state = NIC_PROGRESS;
 	}
-	if (qp->ucount && qp->up[qp->uhead].place_after <= now &&
-	    (rng_next(&nic->rng) & 1)) {
-		place_one(&nic->rng, qp);
+	if (place_due(&nic->rng, qp, now))
 		state = NIC_PROGRESS;
-	}
 	if (state == NIC_IDLE && (qp->qcount || qp->ucount))
 		state = NIC_WAITING;
 	pthread_spin_unlock(&qp->lock);
