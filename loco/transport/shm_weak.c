@@ -56,21 +56,26 @@ struct unplaced {
 	uint32_t len, pieces, left;
 };
 
+#define LINE 64
+
 /* The per-QP and CQ locks guard a few dozen instructions shared by the
  * poster, the NIC thread and helping pollers: spinlocks, so that handing a
- * request over costs no futex system call. */
+ * request over costs no futex system call. What the NIC thread reads on
+ * every pass while the owner polls (the QP's links, the CQ's poll stamp)
+ * sits on lines of its own: its reads then never pull the lines the
+ * owner writes for every request. */
 struct weak_qp {
-	pthread_spinlock_t lock;
+	struct weak_cq *cq;      /* set at creation */
+	struct loco_tp_qp *owner;
+	struct weak_qp *next;    /* NIC's list (list_lock) */
+	_Alignas(LINE) pthread_spinlock_t lock;
 	struct weak_wr q[WQ_CAP];
 	unsigned qhead, qcount;
 	struct unplaced up[UNPLACED_CAP];
 	unsigned uhead, ucount;
-	struct weak_cq *cq;
 	_Atomic bool unplaced;   /* hints for the NIC: ucount != 0, */
 	_Atomic bool queued;     /* qcount != 0 */
-	struct loco_tp_qp *owner;
 	uint64_t rng;            /* delays drawn at post, under lock */
-	struct weak_qp *next;    /* NIC's list */
 };
 
 struct weak_cqe {
@@ -82,7 +87,9 @@ struct weak_cq {
 	pthread_spinlock_t lock;
 	struct weak_cqe *ring;
 	unsigned head, count, cap;
-	_Atomic uint64_t polled_ns;  /* last poll (coarse): the owner helps */
+	/* Last poll (coarse): the owner helps. */
+	_Alignas(LINE) _Atomic uint64_t polled_ns;
+	char pad[LINE - sizeof(uint64_t)];
 };
 
 struct weak_nic {
@@ -384,12 +391,11 @@ static bool owner_polling(const struct weak_qp *qp, uint64_t now)
 static int qp_step(struct weak_nic *nic, struct weak_qp *qp, uint64_t now)
 {
 	int state = NIC_IDLE;
-	/* Relaxed: hints, not rechecked; a stale one delays this QP's
-	 * placement by a pass (or the 1 ms of nic_idle's timed wait). */
+	/* While its owner polls, stay awake (yielding; reading only the
+	 * CQ's stamp line): its posts then need no wake-up, a futex call
+	 * each, and when it stops polling the next pass takes over. */
 	if (owner_polling(qp, now))
-		return atomic_load_explicit(&qp->queued, memory_order_relaxed) ||
-		       atomic_load_explicit(&qp->unplaced, memory_order_relaxed) ?
-		       NIC_WAITING : NIC_IDLE;
+		return NIC_WAITING;
 	/* A QP being posted to or helped right now is visited next pass. */
 	if (pthread_spin_trylock(&qp->lock))
 		return NIC_WAITING;
@@ -582,12 +588,13 @@ static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 {
 	(void)tp;
 	struct loco_tp_cq *tcq = calloc(1, sizeof(*tcq));
-	struct weak_cq *cq = calloc(1, sizeof(*cq));
+	struct weak_cq *cq = aligned_alloc(LINE, sizeof(*cq));
 	if (!tcq || !cq) {
 		free(tcq);
 		free(cq);
 		return -ENOMEM;
 	}
+	memset(cq, 0, sizeof(*cq));
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	tcq->weak = cq;
 	*out = tcq;
@@ -607,13 +614,14 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 			  uint32_t peer, struct loco_tp_qp **out)
 {
 	struct loco_tp_qp *tqp = calloc(1, sizeof(*tqp));
-	struct weak_qp *qp = calloc(1, sizeof(*qp));
+	struct weak_qp *qp = aligned_alloc(LINE, sizeof(*qp));
 	int rc = tqp && qp ? loco_shm_qp_peer(tp, peer, tqp) : -ENOMEM;
 	if (rc) {
 		free(tqp);
 		free(qp);
 		return rc;
 	}
+	memset(qp, 0, sizeof(*qp));
 	tqp->tp = tp;
 	tqp->cq = cq;
 	tqp->peer = peer;
