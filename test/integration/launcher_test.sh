@@ -272,6 +272,28 @@ expect_rc 143
 pids_gone
 run_dir_gone 1
 
+# --- SIGKILL to the launcher: its run dirs stay; the next loco-run removes them
+begin sigkill
+"$LR" -n 2 -- "$FAKE" --sleep '*:60' >"$FAKE_DIR/out" 2>"$FAKE_DIR/err" &
+lr_pid=$!
+for _ in $(seq 100); do
+	[ -e "$FAKE_DIR/n1.json" ] && [ -e "$FAKE_DIR/n0.json" ] && break
+	sleep 0.1
+done
+kill -KILL "$lr_pid"
+wait "$lr_pid" 2>/dev/null
+killed_run=$(json 1 'd["env"]["LOCO_RUN_DIR"]')
+killed_hosts=$(dirname "$(json 1 'd["env"]["LOCO_HOSTS"]')")
+case "$killed_run" in */loco-run-"$lr_pid"-*) ;;
+*) fail "run dir $killed_run is not named for loco-run $lr_pid" ;; esac
+[ -d "$killed_run" ] && [ -d "$killed_hosts" ] ||
+	fail "expected the SIGKILLed run's dirs to remain"
+pids_gone   # its nodes die with it (parent-death signal)
+run -n 1 -- "$FAKE" --lines 1
+expect_rc 0
+[ ! -e "$killed_run" ] || fail "run dir $killed_run of the killed run left"
+[ ! -e "$killed_hosts" ] || fail "hosts dir $killed_hosts of the killed run left"
+
 # --- bare program names are looked up in the build dir -----------------------
 begin lookup
 bd=$FAKE_DIR/build
