@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 
@@ -35,6 +37,7 @@
 #define ND_MIN_MTU	576
 #define ND_MAX_MTU	65535
 #define ND_MAX_QUEUE_BYTES (1ull << 30)
+#define ND_MAX_SPIN_US	100
 #define ND_READ_BATCH	64	/* packets read from one device per wake-up */
 #define ND_SIGNAL_TAG	UINT32_MAX
 #define ND_IPV4_HDR	20
@@ -78,7 +81,9 @@ struct netdelay {
 	struct nd_dev dev[ND_MAX_DEVS];
 	unsigned int ndev;
 	uint64_t delay_ns;
+	uint64_t spin_ns;	/* woken this early, then spins to the deadline */
 	unsigned int mtu;
+	unsigned int fifo_prio;	/* SCHED_FIFO priority, 0: not */
 	struct nd_fifo q;
 	struct nd_counters c;
 	unsigned char *scratch;	/* reads while the queue is full */
@@ -90,18 +95,26 @@ struct netdelay {
 static void nd_usage(FILE *f)
 {
 	fputs("usage: loco-netdelay [--delay-ms MS] [--mtu N] [--queue-max N]\n"
-	      "                     DEV=ADDR...\n"
-	      "Creates a TUN device DEV (IFF_TUN, IFF_NO_PI, MTU N, default 1500)\n"
-	      "per node with IPv4 address ADDR, prints 'ready' on stdout, then\n"
-	      "forwards every IPv4 packet read from a device to the device whose\n"
-	      "ADDR is its destination, MS milliseconds (default 0, may be\n"
-	      "fractional, at most 10000) after it was read. Packets of another\n"
-	      "protocol or to another address are dropped and counted. At most\n"
-	      "--queue-max packets (default 4096) wait at once; more are dropped\n"
-	      "and counted. The caller moves each device into its node's network\n"
-	      "namespace and configures it (tools/loco-run --netns does); the\n"
-	      "devices vanish when this program exits. Stops on SIGTERM, SIGINT\n"
-	      "or SIGHUP and prints its counters on stderr. Needs CAP_NET_ADMIN.\n"
+	      "                     [--spin-us US] [--fifo-priority P] DEV=ADDR...\n"
+	      "Creates a TUN device DEV (IFF_TUN, IFF_NO_PI) per node with IPv4\n"
+	      "address ADDR, prints 'ready' on stdout, then forwards every IPv4\n"
+	      "packet read from a device to the device whose ADDR is its\n"
+	      "destination, MS milliseconds after it was read. Packets of\n"
+	      "another protocol or to another address are dropped and counted.\n"
+	      "The caller moves each device into its node's network namespace\n"
+	      "and configures it (tools/loco-run --netns does); the devices\n"
+	      "vanish when this program exits. Stops on SIGTERM, SIGINT or\n"
+	      "SIGHUP and prints its counters on stderr. Needs CAP_NET_ADMIN.\n"
+	      "  --delay-ms MS       0..10000, may be fractional (default 0)\n"
+	      "  --mtu N             the devices' MTU, 576..65535 (default 1500)\n"
+	      "  --queue-max N       packets waiting at once (default 4096); more\n"
+	      "                      are dropped and counted\n"
+	      "  --spin-us US        0..100 (default 0): wake up US microseconds\n"
+	      "                      before a deadline and spin to it, so that a\n"
+	      "                      timer's wake-up latency is not added\n"
+	      "  --fifo-priority P   1..99: run at SCHED_FIFO priority P, so that\n"
+	      "                      a busy CPU does not make a deadline late (a\n"
+	      "                      warning if not allowed)\n"
 	      "Exit: 0 after a signal, 1 on a failure (named on stderr), 2 on\n"
 	      "usage errors.\n", f);
 }
@@ -190,9 +203,12 @@ static int nd_parse(struct netdelay *nd, unsigned int *queue_max, int argc,
 		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "mtu", required_argument, NULL, 'm' },
 		{ "queue-max", required_argument, NULL, 'q' },
+		{ "spin-us", required_argument, NULL, 's' },
+		{ "fifo-priority", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	unsigned int spin_us = 0;
 	int o, rc = 0;
 
 	while ((o = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -207,6 +223,15 @@ static int nd_parse(struct netdelay *nd, unsigned int *queue_max, int argc,
 		case 'q':
 			rc = nd_parse_uint("--queue-max", optarg, 1, 1u << 20,
 					   queue_max);
+			break;
+		case 's':
+			rc = nd_parse_uint("--spin-us", optarg, 0, ND_MAX_SPIN_US,
+					   &spin_us);
+			nd->spin_ns = (uint64_t)spin_us * 1000u;
+			break;
+		case 'f':
+			rc = nd_parse_uint("--fifo-priority", optarg, 1, 99,
+					   &nd->fifo_prio);
 			break;
 		case 'h':
 			nd_usage(stdout);
@@ -340,6 +365,14 @@ static int nd_setup(struct netdelay *nd)
 	if (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0))
 		fprintf(stderr, "loco-netdelay: warning: PR_SET_TIMERSLACK: %s\n",
 			strerror(errno));
+	if (nd->fifo_prio) {
+		struct sched_param sp = { .sched_priority = (int)nd->fifo_prio };
+
+		if (sched_setscheduler(0, SCHED_FIFO, &sp))
+			fprintf(stderr, "loco-netdelay: warning: SCHED_FIFO priority "
+				"%u: %s; the delay may grow on a busy host\n",
+				nd->fifo_prio, strerror(errno));
+	}
 	nd->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (nd->ep < 0) {
 		fprintf(stderr, "loco-netdelay: epoll_create1: %s\n", strerror(errno));
@@ -482,6 +515,16 @@ static bool nd_stop_signal(struct netdelay *nd)
 	return read(nd->sig, &si, sizeof(si)) == (ssize_t)sizeof(si);
 }
 
+/* After a timeout that came up to spin_ns early: on to the deadline
+ * (packets arriving meanwhile are stamped later, never delayed less). */
+static void nd_spin(const struct netdelay *nd)
+{
+	uint64_t due = nd->q.pkt[nd->q.head].due_ns;
+
+	while (nd_now_ns() < due)
+		;
+}
+
 static int nd_run(struct netdelay *nd)
 {
 	struct epoll_event ev[ND_MAX_DEVS + 1];
@@ -493,10 +536,12 @@ static int nd_run(struct netdelay *nd)
 
 		nd_release(nd, now);
 		if (nd->q.count) {
-			uint64_t wait = nd->q.pkt[nd->q.head].due_ns;
+			uint64_t due = nd->q.pkt[nd->q.head].due_ns;
+			uint64_t wait = 0;
 
 			now = nd_now_ns();
-			wait = wait > now ? wait - now : 0;
+			if (due > now + nd->spin_ns)
+				wait = due - now - nd->spin_ns;
 			ts.tv_sec = (time_t)(wait / 1000000000u);
 			ts.tv_nsec = (long)(wait % 1000000000u);
 			tp = &ts;
@@ -507,6 +552,8 @@ static int nd_run(struct netdelay *nd)
 				strerror(errno));
 			return -errno;
 		}
+		if (n == 0 && nd->spin_ns)
+			nd_spin(nd);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.u32 == ND_SIGNAL_TAG) {
 				if (nd_stop_signal(nd))
@@ -523,14 +570,20 @@ static void nd_report(const struct netdelay *nd, double secs)
 	const struct nd_counters *c = &nd->c;
 	uint64_t dropped = c->not_ipv4 + c->malformed + c->no_dest +
 			   c->queue_full + c->write_failed;
+	struct rusage ru;
+	double cpu = 0;
 
-	fprintf(stderr, "loco-netdelay: delay %g ms, %.1f s: forwarded %" PRIu64
+	if (!getrusage(RUSAGE_SELF, &ru))
+		cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+		      (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	fprintf(stderr, "loco-netdelay: delay %g ms, %.1f s (%.2f s of CPU): "
+		"forwarded %" PRIu64
 		" packets (%" PRIu64 " bytes), late by %.1f us on average, %.1f "
 		"us at most; max queue %u packets; dropped %" PRIu64 " (not IPv4 %"
 		PRIu64 ", malformed %" PRIu64 ", no such node %" PRIu64
 		", queue full %" PRIu64 ", write failed %" PRIu64 "%s%s); left "
 		"queued %u\n",
-		(double)nd->delay_ns / 1e6, secs, c->forwarded, c->bytes,
+		(double)nd->delay_ns / 1e6, secs, cpu, c->forwarded, c->bytes,
 		c->forwarded ? (double)c->late_sum_ns / (double)c->forwarded / 1e3 : 0.0,
 		(double)c->late_max_ns / 1e3, c->max_queued, dropped, c->not_ipv4,
 		c->malformed, c->no_dest, c->queue_full, c->write_failed,
