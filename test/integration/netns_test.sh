@@ -7,8 +7,10 @@
 #    with address 10.77.0.(ID+1), and reaches every other node over it;
 #  - ucx over TCP between namespaces (loco-smoke, a memory node and two
 #    compute nodes; UCX's worker address carries loco0 only);
-#  - --netem-delay-ms: a round trip grows by 2 x the delay, or, on a
-#    kernel without netem, loco-run refuses with exit 2 and the reason;
+#  - --netem-delay-ms: a round trip grows by 2 x the delay (by netem, or
+#    on a kernel without it by loco-netdelay: netdelay_test.sh tests that
+#    path); --net-delay-via netem works or, without netem, is refused
+#    with exit 2 and the reason;
 #  - an unreachable peer: the memory node's interface taken down under a
 #    busy ucx-tcp client, whose requests then fail after --timeout-ms with
 #    a message naming the node (no hang);
@@ -94,20 +96,34 @@ wait $pid || fail "loco-smoke on ucx under --netns failed"
 grep -q "UCX_TLS=tcp" "$work/smoke.out" || fail "ucx did not default to UCX_TLS=tcp"
 [ "$(left $pid)" -eq 0 ] || fail "namespaces of loco-run $pid left behind"
 
-# 3. netem: 2 ms per packet makes a round trip >= 4 ms; or a clear refusal.
+# 3. A delay of 2 ms per packet makes a round trip >= 4 ms (netem, or
+#    loco-netdelay where the kernel has no netem: the message says which).
 "$LR" --netns --netem-delay-ms 2 -n 2 --transport ucx \
 	--timeout 90 -- loco-smoke --iters 200 >"$work/netem.out" 2>&1 &
 pid=$!
+wait $pid || fail "loco-smoke with a 2 ms delay failed"
+grep -Eq "netem delay 2 ms per packet|delay 2 ms per packet by loco-netdelay" \
+	"$work/netem.out" || fail "the netns message does not say what made the delay"
+# The counter lives on node 0 (the lowest compute node): node 1's FAAs
+# each cross the network.
+p50=$(grep '^\[n1\] {' "$work/netem.out" | grep -o '"p50_us":[0-9.]*' | cut -d: -f2)
+[ -n "$p50" ] || fail "no result line of node 1"
+python3 -c "import sys; sys.exit(0 if float('$p50') >= 4000 else 1)" ||
+	fail "node 1's p50 $p50 us with a 2 ms delay each way"
+[ "$(left $pid)" -eq 0 ] || fail "namespaces of loco-run $pid left behind"
+#    --net-delay-via netem: netem, or a clear refusal.
+"$LR" --netns --net-delay-via netem --netem-delay-ms 2 -n 1 --timeout 30 -- \
+	true >"$work/netem-only.out" 2>&1 &
+pid=$!
 wait $pid
 rc=$?
-if grep -q "no netem qdisc" "$work/netem.out"; then
+if grep -q "no netem qdisc" "$work/netem-only.out"; then
 	[ "$rc" -eq 2 ] || fail "netem missing: exit $rc, expected 2"
 	echo "netns_test: this kernel has no netem: refusal checked"
 else
-	[ "$rc" -eq 0 ] || fail "loco-smoke with netem failed (exit $rc)"
-	p50=$(grep -o '"p50_us":[0-9.]*' "$work/netem.out" | head -1 | cut -d: -f2)
-	python3 -c "import sys; sys.exit(0 if float('$p50') >= 4000 else 1)" ||
-		fail "p50 $p50 us with a 2 ms delay each way"
+	[ "$rc" -eq 0 ] || fail "--net-delay-via netem failed (exit $rc)"
+	grep -q "netem delay 2 ms per packet" "$work/netem-only.out" ||
+		fail "--net-delay-via netem: no netem message"
 fi
 [ "$(left $pid)" -eq 0 ] || fail "namespaces of loco-run $pid left behind"
 
