@@ -71,7 +71,7 @@ struct nd_counters {
 	uint64_t no_dest;	/* no device has the destination address */
 	uint64_t queue_full;
 	uint64_t write_failed;
-	uint64_t read_failed;
+	uint64_t read_failed;	/* devices no longer read */
 	uint32_t max_queued;
 	uint64_t late_sum_ns;	/* release time past the deadline */
 	uint64_t late_max_ns;
@@ -582,13 +582,14 @@ static void nd_report(const struct netdelay *nd, double secs)
 		"us at most; max queue %u packets; dropped %" PRIu64 " (not IPv4 %"
 		PRIu64 ", malformed %" PRIu64 ", no such node %" PRIu64
 		", queue full %" PRIu64 ", write failed %" PRIu64 "%s%s); left "
-		"queued %u\n",
+		"queued %u; devices lost %" PRIu64 "\n",
 		(double)nd->delay_ns / 1e6, secs, cpu, c->forwarded, c->bytes,
 		c->forwarded ? (double)c->late_sum_ns / (double)c->forwarded / 1e3 : 0.0,
 		(double)c->late_max_ns / 1e3, c->max_queued, dropped, c->not_ipv4,
 		c->malformed, c->no_dest, c->queue_full, c->write_failed,
 		c->write_failed ? ": first " : "",
-		c->write_failed ? strerror(nd->write_errno) : "", nd->q.count);
+		c->write_failed ? strerror(nd->write_errno) : "", nd->q.count,
+		c->read_failed);
 }
 
 int main(int argc, char **argv)
