@@ -42,6 +42,19 @@ static uint64_t arena_backed(const char *run_dir)
 	return backed;
 }
 
+/* Start a one-node cluster with stderr captured into LOG and stop it
+ * again: the start's result. */
+static int start_captured(char *log, size_t len)
+{
+	struct cluster cl;
+	struct capture cap;
+	capture_start(&cap);
+	int rc = cluster_start(&cl, 1, 0, 2000);
+	capture_end(&cap, log, len);
+	cluster_stop(&cl);
+	return rc;
+}
+
 START_TEST(populated_at_start)
 {
 	struct cluster cl;
@@ -64,14 +77,9 @@ END_TEST
 
 START_TEST(bad_value_refused)
 {
-	struct cluster cl;
-	struct capture cap;
 	char log[4096];
 	setenv("LOCO_SHM_POPULATE", "yes", 1);
-	capture_start(&cap);
-	int rc = cluster_start(&cl, 1, 0, 2000);
-	capture_end(&cap, log, sizeof(log));
-	cluster_stop(&cl);
+	int rc = start_captured(log, sizeof(log));
 	ck_assert_int_eq(rc, -EINVAL);
 	ck_assert_msg(strstr(log, "LOCO_SHM_POPULATE: expected 0 or 1, got 'yes'"),
 		      "log: %s", log);
@@ -91,14 +99,9 @@ START_TEST(small_shm_refused_at_start)
 	snprintf(dir, sizeof(dir), "/dev/shm/loco-chan-%d", (int)getpid());
 	ck_assert_int_eq(mkdir(dir, 0700) && errno != EEXIST, 0);
 	ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, "size=4m,mode=0700"), 0);
-	struct cluster cl;
-	struct capture cap;
 	char log[4096];
 	setenv("LOCO_SHM_POPULATE", "1", 1);
-	capture_start(&cap);
-	int rc = cluster_start(&cl, 1, 0, 2000);
-	capture_end(&cap, log, sizeof(log));
-	cluster_stop(&cl);
+	int rc = start_captured(log, sizeof(log));
 	umount(dir);
 	rmdir(dir);
 	ck_assert_int_eq(rc, -ENOMEM);
