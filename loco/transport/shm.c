@@ -94,10 +94,10 @@ static int arena_map(const char *path, uint64_t len, bool create,
 		  mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (!rc && p == MAP_FAILED)
 		rc = -errno;
-	if (rc || !fdp)
-		close(fd);
 	if (!rc && (rc = arena_populate(path, p, len)))
 		munmap(p, len);
+	if (rc || !fdp)
+		close(fd);
 	if (rc)
 		return rc;
 	if (fdp)

@@ -87,9 +87,9 @@ struct weak_cq {
 	pthread_spinlock_t lock;
 	struct weak_cqe *ring;
 	unsigned head, count, cap;
-	/* Last poll (coarse): the owner helps. */
+	/* Last poll (coarse): the owner helps. Its alignment also rounds the
+	 * struct up to whole lines, so nothing else shares this one. */
 	_Alignas(LINE) _Atomic uint64_t polled_ns;
-	char pad[LINE - sizeof(uint64_t)];
 };
 
 struct weak_nic {
