@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/* The durable image itself (loco/transport/durable.c), without a cluster:
+ * group commit (FLUSHes that wait while a sync runs are covered by one
+ * sync; a waiter whose leader does not finish syncs by itself), and a
+ * direct image's restart (the new incarnation keeps every byte written
+ * to the old one, a writer still holding the old mapping can neither
+ * reach it nor persist). Each handle opens the image on its own, as the
+ * processes of a cluster do: the file locks tell them apart. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <loco/error.h>
+#include "loco/transport/durable.h"
+
+#define LEN (1u << 20)
+#define ID UINT64_C(0x1234)
+#define FLUSHERS 4
+#define FOREVER_NS UINT64_C(60000000000)
+
+static char dir[64];
+static char path[96];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/loco-test-dimg-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, LOCO_DIMG_NAME);
+}
+
+static void teardown(void)
+{
+	static const char *const files[] = { LOCO_DIMG_NAME, "arena.img.sync",
+					     "arena.img.new", "arena.img.sync.new" };
+	char p[160];
+	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* Start as the owner of the image with sync mode SYNC and HOW. */
+static void own(struct loco_dimg *d, int sync, unsigned how)
+{
+	ck_assert_int_eq(loco_dimg_own(dir, LEN, sync, how, ID, d), 0);
+	ck_assert_int_eq(loco_dimg_ready(d), 0);
+}
+
+/* Another process's view of OWNER's image (its own open file). */
+static void attach(const struct loco_dimg *owner, struct loco_dimg *d)
+{
+	ck_assert_int_eq(loco_dimg_attach(path, LEN, ID, owner->epoch, d), 0);
+}
+
+/* Hold the group-commit leader lock as a leader whose sync never ends
+ * would: its descriptor. */
+static int hold_leader(void)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s.sync", path);
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = 0, .l_len = 1 };
+	ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	return fd;
+}
+
+static uint64_t tickets_of(const struct loco_dimg *d, uint64_t *syncs)
+{
+	uint64_t t, s;
+	ck_assert_int_eq(loco_dimg_group_counts(d, &t, &s), 0);
+	if (syncs)
+		*syncs = s;
+	return t;
+}
+
+/* Wait (10 s at most) until D's incarnation has handed out N tickets. */
+static void wait_tickets(const struct loco_dimg *d, uint64_t n)
+{
+	struct timespec nap = { 0, 1000000 };
+	for (int i = 0; i < 10000 && tickets_of(d, NULL) < n; i++)
+		nanosleep(&nap, NULL);
+	ck_assert_uint_eq(tickets_of(d, NULL), n);
+}
+
+struct flusher {
+	struct loco_dimg img;
+	uint64_t off;
+	int rc;
+};
+
+/* Write a word through the flusher's own mapping and FLUSH it. */
+static void *flush_one(void *arg)
+{
+	struct flusher *f = arg;
+	uint64_t v = f->off;
+	memcpy(f->img.map + f->off, &v, 8);
+	struct loco_drange r = { f->off, 8 };
+	f->rc = loco_dimg_flush(&f->img, f->img.map, &r, 1);
+	return NULL;
+}
+
+/* FLUSHes that arrive while the leader lock is held all wait; when it is
+ * released one of them syncs once, for all: FLUSHERS tickets, 1 sync. */
+START_TEST(group_commit_one_sync)
+{
+	struct loco_dimg o;
+	struct flusher f[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	int leader = hold_leader();
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		attach(&o, &f[i].img);
+		f[i].img.group_wait_ns = FOREVER_NS;
+		f[i].off = 4096 * (i + 1);
+		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
+	}
+	wait_tickets(&o, FLUSHERS);
+	uint64_t syncs;
+	tickets_of(&o, &syncs);
+	ck_assert_uint_eq(syncs, 0);
+	close(leader);
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(f[i].rc, 0);
+		ck_assert_mem_eq(o.map + f[i].off, &f[i].off, 8);
+		loco_dimg_close(&f[i].img);
+	}
+	ck_assert_uint_eq(tickets_of(&o, &syncs), FLUSHERS);
+	ck_assert_uint_eq(syncs, 1);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* Threads of one process group too (their handle's leader mutex), and a
+ * FLUSH with no one else syncing runs its own sync at once. */
+START_TEST(group_commit_alone_and_threads)
+{
+	struct loco_dimg o, a;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	attach(&o, &a);
+	struct flusher f = { .img = a, .off = 4096 };
+	flush_one(&f);
+	ck_assert_int_eq(f.rc, 0);
+	uint64_t syncs;
+	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
+	ck_assert_uint_eq(syncs, 1);
+	a.group_wait_ns = FOREVER_NS;
+	int leader = hold_leader();
+	struct flusher g[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		g[i] = (struct flusher){ .img = a, .off = 8192 + 64 * i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &g[i]), 0);
+	}
+	wait_tickets(&o, 1 + FLUSHERS);
+	close(leader);
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(g[i].rc, 0);
+	}
+	tickets_of(&o, &syncs);
+	ck_assert_uint_eq(syncs, 2);
+	loco_dimg_close(&a);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* A leader that never finishes (paused) holds nobody for long: the
+ * waiter syncs by itself after its wait and succeeds. */
+START_TEST(group_commit_leader_stuck)
+{
+	struct loco_dimg o, a;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	attach(&o, &a);
+	a.group_wait_ns = 20000000;
+	int leader = hold_leader();
+	struct flusher f = { .img = a, .off = 4096 };
+	flush_one(&f);
+	ck_assert_int_eq(f.rc, 0);
+	uint64_t syncs;
+	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
+	ck_assert_uint_eq(syncs, 1);
+	close(leader);
+	loco_dimg_close(&a);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* `none` and `msync` take no ticket: nothing to group. */
+START_TEST(no_group_without_fdatasync)
+{
+	static const int modes[] = { LOCO_DSYNC_NONE, LOCO_DSYNC_MSYNC };
+	for (unsigned m = 0; m < 2; m++) {
+		struct loco_dimg o;
+		own(&o, modes[m], LOCO_DIMG_DIRECT);
+		struct flusher f = { .img = o, .off = 4096 };
+		flush_one(&f);
+		ck_assert_int_eq(f.rc, 0);
+		ck_assert_uint_eq(tickets_of(&o, NULL), 0);
+		loco_dimg_close(&o);
+	}
+}
+END_TEST
+
+/* A direct image's restart (LOCO_DIMG_RENEW): everything the dead
+ * incarnation's writers placed is kept (no power cut), including what
+ * they never flushed; a writer still holding the old mapping writes into
+ * the old file only, and its FLUSH fails -LOCO_EDOWN. */
+START_TEST(renew_keeps_all_and_shuts_old)
+{
+	const unsigned how = LOCO_DIMG_DIRECT | LOCO_DIMG_RENEW;
+	struct loco_dimg o, peer, o2;
+	uint64_t flushed = 0x1111, placed = 0x2222, stale = 0x3333, got;
+	own(&o, LOCO_DSYNC_NONE, how);
+	attach(&o, &peer);
+	memcpy(peer.map + 4096, &flushed, 8);
+	struct loco_drange r = { 4096, 8 };
+	ck_assert_int_eq(loco_dimg_flush(&peer, peer.map, &r, 1), 0);
+	memcpy(peer.map + 8192, &placed, 8);
+	loco_dimg_close(&o);                 /* the owner dies */
+	own(&o2, LOCO_DSYNC_NONE, how);      /* and starts again */
+	ck_assert_uint_gt(o2.epoch, peer.epoch);
+	memcpy(&got, o2.map + 4096, 8);
+	ck_assert_uint_eq(got, flushed);
+	memcpy(&got, o2.map + 8192, 8);
+	ck_assert_uint_eq(got, placed);
+	memcpy(peer.map + 12288, &stale, 8);
+	memcpy(&got, o2.map + 12288, 8);
+	ck_assert_uint_eq(got, 0);
+	r.off = 12288;
+	ck_assert_int_eq(loco_dimg_flush(&peer, peer.map, &r, 1), -LOCO_EDOWN);
+	struct loco_dimg late;
+	ck_assert_int_eq(loco_dimg_attach(path, LEN, ID, peer.epoch, &late),
+			 -ESTALE);
+	loco_dimg_close(&peer);
+	loco_dimg_close(&o2);
+}
+END_TEST
+
+/* Without RENEW (the power-cut emulation's image, which a volatile layer
+ * fronts) a start keeps the file: a FLUSH of the old epoch fails. */
+START_TEST(restart_in_place_fails_old_flush)
+{
+	struct loco_dimg o, peer, o2;
+	own(&o, LOCO_DSYNC_NONE, 0);
+	attach(&o, &peer);
+	loco_dimg_close(&o);
+	own(&o2, LOCO_DSYNC_NONE, 0);
+	struct loco_drange r = { 4096, 8 };
+	ck_assert_int_eq(loco_dimg_flush(&peer, o2.map, &r, 1), -LOCO_EDOWN);
+	loco_dimg_close(&peer);
+	loco_dimg_close(&o2);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("dimg");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, group_commit_one_sync);
+	tcase_add_test(tc, group_commit_alone_and_threads);
+	tcase_add_test(tc, group_commit_leader_stuck);
+	tcase_add_test(tc, no_group_without_fdatasync);
+	tcase_add_test(tc, renew_keeps_all_and_shuts_old);
+	tcase_add_test(tc, restart_in_place_fails_old_flush);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
