@@ -28,8 +28,8 @@
 #define MIRROR_JOINING (UINT32_C(1) << 31) /* mirror word: copy in progress */
 #define ALIVE_LEN 8
 #define GC_MAGIC UINT64_C(0x636e79732d6f636f) /* "oco-sync" */
-/* A group-commit waiter whose leader has not finished after this long
- * (paused, or a very slow disk) syncs by itself. */
+/* A group-commit waiter whose sync has not finished after this long
+ * (its syncer paused, or a very slow disk) syncs by itself. */
 #define GC_WAIT_NS UINT64_C(200000000)
 #define GC_NAP_NS 1000000
 
@@ -46,22 +46,6 @@ struct dimg_hdr {
 };
 _Static_assert(sizeof(struct dimg_hdr) == LOCO_DIMG_HDR, "image header");
 
-/* Group commit (fdatasync mode): "<image>.sync", made anew by every start
- * of the owner and mapped shared by every process that flushes into that
- * incarnation. A FLUSH whose bytes are in the image's page cache takes a
- * ticket; whoever holds the leader lock (an OFD lock on its byte 0) reads
- * the ticket count, syncs, and publishes it as done: one sync covers
- * every FLUSH that arrived while the one before ran. */
-struct dimg_gc {
-	uint64_t magic;
-	uint64_t epoch;          /* the owner's incarnation it serves */
-	_Atomic uint64_t req;    /* tickets taken */
-	_Atomic uint64_t done;   /* every ticket <= done is synced */
-	_Atomic uint64_t syncs;  /* syncs run by group commit */
-	_Atomic uint32_t wake;   /* futex word: bumped when done moves */
-	uint32_t pad;
-};
-
 /* A handle's own path, and the mirror its FLUSHes copy into. */
 struct dimg_mirror {
 	/* Orders this process's FLUSHes through the handle: the span lock
@@ -69,12 +53,11 @@ struct dimg_mirror {
 	 * on the same open file description. */
 	pthread_mutex_t flush;
 	pthread_mutex_t lock;
-	pthread_mutex_t gc_lock;    /* this process's group-commit leader */
 	char path[LOCO_PATH_MAX];   /* the image's real path */
 	struct loco_dimg img;       /* the mirror's image (fd -1: none) */
 	uint64_t gen;               /* the header's mirror_gen at its attach */
 	int gc_fd;                  /* "<image>.sync" (-1: not mapped) */
-	struct dimg_gc *gc;
+	struct loco_dimg_gc *gc;
 };
 
 int loco_dsync_from_env(void)
@@ -131,7 +114,6 @@ static int mx_new(struct loco_dimg *d, const char *path)
 		snprintf(mx->path, sizeof(mx->path), "%s", path);
 	pthread_mutex_init(&mx->lock, NULL);
 	pthread_mutex_init(&mx->flush, NULL);
-	pthread_mutex_init(&mx->gc_lock, NULL);
 	mx->img.fd = -1;
 	mx->gc_fd = -1;
 	d->mx = mx;
@@ -172,7 +154,7 @@ static void gc_path(const struct loco_dimg *d, char *out, size_t len)
 
 static int gc_map(struct loco_dimg *d, int fd)
 {
-	void *p = mmap(NULL, sizeof(struct dimg_gc), PROT_READ | PROT_WRITE,
+	void *p = mmap(NULL, sizeof(struct loco_dimg_gc), PROT_READ | PROT_WRITE,
 		       MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		int rc = -errno;
@@ -196,7 +178,7 @@ static int gc_create(struct loco_dimg *d)
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	struct dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch };
+	struct loco_dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch };
 	int rc = pwrite(fd, &g, sizeof(g), 0) == (ssize_t)sizeof(g) ? 0 :
 		 errno ? -errno : -EIO;
 	if (!rc && rename(tmp, path))
@@ -218,7 +200,7 @@ static int gc_attach(struct loco_dimg *d)
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESTALE : -errno;
-	if (fstat(fd, &st) || (uint64_t)st.st_size < sizeof(struct dimg_gc)) {
+	if (fstat(fd, &st) || (uint64_t)st.st_size < sizeof(struct loco_dimg_gc)) {
 		close(fd);
 		return -ESTALE;
 	}
@@ -235,17 +217,26 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Sync D's image and publish every ticket taken before it as done. */
-static int gc_sync(struct loco_dimg *d, struct dimg_gc *g)
+/* Sync D's image: publish the ticket count read before it as started
+ * and, once it completed, as done. */
+static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 {
 	/* seq_cst: a ticket taken before this load belongs to a FLUSH whose
 	 * bytes were in the page cache before it (group_sync), so the sync
 	 * below writes them. */
 	uint64_t upto = atomic_load(&g->req);
+	uint64_t cur = atomic_load_explicit(&g->started, memory_order_relaxed);
+	/* Relaxed: a waiter that trusts it waits for done (acquire), and
+	 * syncs by itself if that never comes. */
+	while (cur < upto &&
+	       !atomic_compare_exchange_weak_explicit(&g->started, &cur, upto,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
 	if (fdatasync(d->fd))
 		return -errno;
 	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
-	uint64_t cur = atomic_load_explicit(&g->done, memory_order_relaxed);
+	cur = atomic_load_explicit(&g->done, memory_order_relaxed);
 	/* Release: pairs with group_sync's acquire: a waiter that sees its
 	 * ticket covered returns after this sync completed. */
 	while (cur < upto &&
@@ -259,46 +250,22 @@ static int gc_sync(struct loco_dimg *d, struct dimg_gc *g)
 	return 0;
 }
 
-/* As leader (this process's and the file's leader lock held, or alone
- * when the leader takes too long): sync unless done covers ticket T. */
-static int gc_lead(struct loco_dimg *d, struct dimg_gc *g, uint64_t t)
-{
-	/* Acquire: as in group_sync. */
-	if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
-		return 0;
-	return gc_sync(d, g);
-}
-
-/* Try to become the leader: 0 (both locks held), -EAGAIN, or -errno. */
-static int gc_trylock(struct dimg_mirror *mx)
-{
-	if (pthread_mutex_trylock(&mx->gc_lock))
-		return -EAGAIN;
-	int rc = ofd_lock(mx->gc_fd, F_WRLCK, 0, 1, false);
-	if (rc)
-		pthread_mutex_unlock(&mx->gc_lock);
-	return rc;
-}
-
-static int gc_unlock(struct dimg_mirror *mx)
-{
-	int rc = ofd_lock(mx->gc_fd, F_UNLCK, 0, 1, false);
-	pthread_mutex_unlock(&mx->gc_lock);
-	return rc;
-}
-
-/* fdatasync by group commit: returns once a sync that started after this
- * FLUSH's bytes reached the page cache has completed. Waiters sleep on the
- * futex word (1 ms naps: a leader that dies wakes nobody). */
+/* fdatasync by group commit: returns once a sync that began after this
+ * FLUSH's bytes reached the page cache has completed. A sync in flight
+ * that began after its ticket covers it: it waits for that one (futex
+ * naps of 1 ms: a syncer that dies wakes nobody; after the handle's wait
+ * it syncs by itself). Otherwise it syncs now, beside any sync in flight:
+ * the kernel merges concurrent fdatasyncs of a file (one journal commit
+ * and device flush serve those that arrive while one runs), which
+ * serializing them here would lose (docs/durability.md measures both). */
 static int group_sync(struct loco_dimg *d)
 {
-	struct dimg_mirror *mx = d->mx;
-	struct dimg_gc *g = mx ? mx->gc : NULL;
+	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
 	if (!g)
 		return fdatasync(d->fd) ? -errno : 0;
 	/* seq_cst: after the FLUSH's bytes were placed in the image (the
 	 * copy's stores, or flush_direct's fence after the writers'), before
-	 * a leader's read of the count. */
+	 * a syncer's read of the count. */
 	uint64_t t = atomic_fetch_add(&g->req, 1) + 1;
 	uint64_t start = mono_ns();
 	uint64_t wait = d->group_wait_ns ? d->group_wait_ns : GC_WAIT_NS;
@@ -310,16 +277,10 @@ static int group_sync(struct loco_dimg *d)
 		/* Acquire: pairs with gc_sync's release. */
 		if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
 			return 0;
-		int rc = gc_trylock(mx);
-		if (!rc) {
-			rc = gc_lead(d, g, t);
-			int urc = gc_unlock(mx);
-			return rc ? rc : urc;
-		}
-		if (rc != -EAGAIN)
-			return rc;
-		if (mono_ns() - start > wait)
-			return gc_lead(d, g, t);
+		/* Relaxed: a hint; done decides. */
+		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t ||
+		    mono_ns() - start > wait)
+			return gc_sync(d, g);
 		struct timespec nap = { 0, GC_NAP_NS };
 		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
 	}
@@ -328,7 +289,7 @@ static int group_sync(struct loco_dimg *d)
 int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
 			   uint64_t *syncs)
 {
-	const struct dimg_gc *g = d->mx ? d->mx->gc : NULL;
+	const struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
 	if (!g)
 		return -ENOENT;
 	/* Relaxed: counters read for a report. */
@@ -878,7 +839,6 @@ void loco_dimg_close(struct loco_dimg *d)
 			munmap(d->mx->gc, sizeof(*d->mx->gc));
 		if (d->mx->gc_fd >= 0)
 			close(d->mx->gc_fd);
-		pthread_mutex_destroy(&d->mx->gc_lock);
 		pthread_mutex_destroy(&d->mx->lock);
 		pthread_mutex_destroy(&d->mx->flush);
 		free(d->mx);

@@ -44,13 +44,14 @@
  * syncs. With LOCO_DIMG_RENEW a start moves an existing image to a new
  * file (the earlier incarnation's mappings keep the old one).
  *
- * Syncs: fdatasync mode syncs by group commit ("<image>.sync", made anew
- * by each start): one fdatasync covers every FLUSH that reached the page
- * cache before it began; FLUSHes that arrive while it runs wait for the
- * next, which one of them runs. */
+ * Syncs: fdatasync mode syncs by group commit (struct loco_dimg_gc): a
+ * FLUSH waits for a sync in flight that began after its bytes were in the
+ * image, or runs one at once beside the others (the kernel merges
+ * concurrent fdatasyncs of a file). */
 #ifndef LOCO_TRANSPORT_DURABLE_H
 #define LOCO_TRANSPORT_DURABLE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -84,6 +85,22 @@ struct loco_dimg {
 				   * this long without the leader's sync (0:
 				   * 200 ms) */
 	struct dimg_mirror *mx;   /* its path and its mirror, as flushed */
+};
+
+/* Group commit (fdatasync mode): "<image>.sync", made anew by every
+ * start of the owner and mapped shared by every process that flushes into
+ * that incarnation. A FLUSH whose bytes are in the image takes a ticket
+ * (req); a sync reads req (started), runs fdatasync, and publishes what it
+ * read as done. A FLUSH returns once done covers its ticket. */
+struct loco_dimg_gc {
+	uint64_t magic;
+	uint64_t epoch;          /* the owner's incarnation it serves */
+	_Atomic uint64_t req;    /* tickets taken */
+	_Atomic uint64_t started; /* the most req a sync in flight or done read */
+	_Atomic uint64_t done;   /* every ticket <= done is synced */
+	_Atomic uint64_t syncs;  /* fdatasyncs run for tickets */
+	_Atomic uint32_t wake;   /* futex word: bumped when done moves */
+	uint32_t pad;
 };
 
 /* One range of a FLUSH. */

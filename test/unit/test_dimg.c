@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The durable image itself (loco/transport/durable.c), without a cluster:
- * group commit (FLUSHes that wait while a sync runs are covered by one
- * sync; a waiter whose leader does not finish syncs by itself), and a
+ * group commit (FLUSHes that arrive while a sync that began after them
+ * runs are covered by it; a waiter whose syncer does not finish syncs by
+ * itself), and a
  * direct image's restart (the new incarnation keeps every byte written
  * to the old one, a writer still holding the old mapping can neither
  * reach it nor persist). Each handle opens the image on its own, as the
@@ -10,7 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +62,33 @@ static void attach(const struct loco_dimg *owner, struct loco_dimg *d)
 	ck_assert_int_eq(loco_dimg_attach(path, LEN, ID, owner->epoch, d), 0);
 }
 
-/* Hold the group-commit leader lock as a leader whose sync never ends
- * would: its descriptor. */
-static int hold_leader(void)
+/* The group-commit state of the image's current incarnation, mapped. */
+static struct loco_dimg_gc *gc_map(void)
 {
 	char p[128];
 	snprintf(p, sizeof(p), "%s.sync", path);
 	int fd = open(p, O_RDWR);
 	ck_assert_int_ge(fd, 0);
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = 0, .l_len = 1 };
-	ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
-	return fd;
+	void *m = mmap(NULL, sizeof(struct loco_dimg_gc), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	return m;
+}
+
+/* Play a sync that began after every ticket up to UPTO and has not ended. */
+static void sync_in_flight(struct loco_dimg_gc *g, uint64_t upto)
+{
+	atomic_store(&g->started, upto);
+}
+
+/* ... and its end: OWNER's image synced, UPTO published as done. */
+static void sync_ends(struct loco_dimg_gc *g, const struct loco_dimg *owner,
+		      uint64_t upto)
+{
+	ck_assert_int_eq(fdatasync(owner->fd), 0);
+	atomic_store(&g->done, upto);
+	atomic_fetch_add(&g->wake, 1);
 }
 
 static uint64_t tickets_of(const struct loco_dimg *d, uint64_t *syncs)
@@ -97,6 +113,7 @@ struct flusher {
 	struct loco_dimg img;
 	uint64_t off;
 	int rc;
+	atomic_bool returned;
 };
 
 /* Write a word through the flusher's own mapping and FLUSH it. */
@@ -107,91 +124,96 @@ static void *flush_one(void *arg)
 	memcpy(f->img.map + f->off, &v, 8);
 	struct loco_drange r = { f->off, 8 };
 	f->rc = loco_dimg_flush(&f->img, f->img.map, &r, 1);
+	atomic_store(&f->returned, true);
 	return NULL;
 }
 
-/* FLUSHes that arrive while the leader lock is held all wait; when it is
- * released one of them syncs once, for all: FLUSHERS tickets, 1 sync. */
-START_TEST(group_commit_one_sync)
+/* FLUSHes (of other processes' handles, and of threads sharing one) that
+ * arrive while a sync that began after them is in flight run no sync of
+ * their own: they wait for it, and return when it ends. */
+START_TEST(group_commit_covered_by_sync_in_flight)
 {
-	struct loco_dimg o;
+	struct loco_dimg o, shared;
 	struct flusher f[FLUSHERS];
 	pthread_t th[FLUSHERS];
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
-	int leader = hold_leader();
+	struct loco_dimg_gc *g = gc_map();
+	sync_in_flight(g, 1000);
+	attach(&o, &shared);
+	shared.group_wait_ns = FOREVER_NS;
 	for (unsigned i = 0; i < FLUSHERS; i++) {
-		attach(&o, &f[i].img);
-		f[i].img.group_wait_ns = FOREVER_NS;
+		if (i < FLUSHERS / 2) {
+			attach(&o, &f[i].img);
+			f[i].img.group_wait_ns = FOREVER_NS;
+		} else {
+			f[i].img = shared;
+		}
 		f[i].off = 4096 * (i + 1);
+		f[i].returned = false;
 		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
 	}
 	wait_tickets(&o, FLUSHERS);
+	for (unsigned i = 0; i < FLUSHERS; i++)
+		ck_assert_msg(!atomic_load(&f[i].returned),
+			      "flusher %u returned before the sync ended", i);
+	sync_ends(g, &o, 1000);
 	uint64_t syncs;
-	tickets_of(&o, &syncs);
-	ck_assert_uint_eq(syncs, 0);
-	close(leader);
 	for (unsigned i = 0; i < FLUSHERS; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(f[i].rc, 0);
 		ck_assert_mem_eq(o.map + f[i].off, &f[i].off, 8);
-		loco_dimg_close(&f[i].img);
+		if (i < FLUSHERS / 2)
+			loco_dimg_close(&f[i].img);
 	}
 	ck_assert_uint_eq(tickets_of(&o, &syncs), FLUSHERS);
-	ck_assert_uint_eq(syncs, 1);
+	ck_assert_uint_eq(syncs, 0);
+	munmap(g, sizeof(*g));
+	loco_dimg_close(&shared);
 	loco_dimg_close(&o);
 }
 END_TEST
 
-/* Threads of one process group too (their handle's leader mutex), and a
- * FLUSH with no one else syncing runs its own sync at once. */
-START_TEST(group_commit_alone_and_threads)
+/* With no sync in flight a FLUSH syncs at once, and what it read covers
+ * itself: a later FLUSH finds its ticket not covered and syncs again. */
+START_TEST(group_commit_syncs_when_none_in_flight)
 {
 	struct loco_dimg o, a;
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
 	attach(&o, &a);
 	struct flusher f = { .img = a, .off = 4096 };
-	flush_one(&f);
-	ck_assert_int_eq(f.rc, 0);
 	uint64_t syncs;
-	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
-	ck_assert_uint_eq(syncs, 1);
-	a.group_wait_ns = FOREVER_NS;
-	int leader = hold_leader();
-	struct flusher g[FLUSHERS];
-	pthread_t th[FLUSHERS];
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		g[i] = (struct flusher){ .img = a, .off = 8192 + 64 * i };
-		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &g[i]), 0);
+	for (unsigned i = 1; i <= 2; i++) {
+		flush_one(&f);
+		ck_assert_int_eq(f.rc, 0);
+		ck_assert_uint_eq(tickets_of(&o, &syncs), i);
+		ck_assert_uint_eq(syncs, i);
 	}
-	wait_tickets(&o, 1 + FLUSHERS);
-	close(leader);
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		pthread_join(th[i], NULL);
-		ck_assert_int_eq(g[i].rc, 0);
-	}
-	tickets_of(&o, &syncs);
-	ck_assert_uint_eq(syncs, 2);
+	struct loco_dimg_gc *g = gc_map();
+	ck_assert_uint_eq(atomic_load(&g->done), 2);
+	munmap(g, sizeof(*g));
 	loco_dimg_close(&a);
 	loco_dimg_close(&o);
 }
 END_TEST
 
-/* A leader that never finishes (paused) holds nobody for long: the
- * waiter syncs by itself after its wait and succeeds. */
-START_TEST(group_commit_leader_stuck)
+/* A sync in flight that never ends (its process paused) holds nobody for
+ * long: the waiter syncs by itself after its wait and succeeds. */
+START_TEST(group_commit_syncer_stuck)
 {
 	struct loco_dimg o, a;
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
 	attach(&o, &a);
 	a.group_wait_ns = 20000000;
-	int leader = hold_leader();
+	struct loco_dimg_gc *g = gc_map();
+	sync_in_flight(g, 1000);
 	struct flusher f = { .img = a, .off = 4096 };
 	flush_one(&f);
 	ck_assert_int_eq(f.rc, 0);
 	uint64_t syncs;
 	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
 	ck_assert_uint_eq(syncs, 1);
-	close(leader);
+	ck_assert_uint_ge(atomic_load(&g->done), 1);
+	munmap(g, sizeof(*g));
 	loco_dimg_close(&a);
 	loco_dimg_close(&o);
 }
@@ -270,9 +292,9 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, group_commit_one_sync);
-	tcase_add_test(tc, group_commit_alone_and_threads);
-	tcase_add_test(tc, group_commit_leader_stuck);
+	tcase_add_test(tc, group_commit_covered_by_sync_in_flight);
+	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
+	tcase_add_test(tc, group_commit_syncer_stuck);
 	tcase_add_test(tc, no_group_without_fdatasync);
 	tcase_add_test(tc, renew_keeps_all_and_shuts_old);
 	tcase_add_test(tc, restart_in_place_fails_old_flush);
