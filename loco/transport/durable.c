@@ -465,7 +465,9 @@ int loco_dimg_own(const char *dir, uint64_t len, int sync, unsigned how,
 	if (!rc)
 		rc = fresh ? hdr_create(&d, len, image_id) :
 		     hdr_check(&d, path, len, image_id);
-	uint64_t epoch = rc ? 0 : atomic_load(&hdr_of(&d)->epoch) + 1;
+	/* Relaxed: under the start lock, which every epoch writer holds. */
+	uint64_t epoch = rc ? 0 : atomic_load_explicit(&hdr_of(&d)->epoch,
+						       memory_order_relaxed) + 1;
 	if (!rc && !fresh && (how & LOCO_DIMG_RENEW))
 		rc = own_renew(&d, path, epoch, sync);
 	if (!rc) {
@@ -682,7 +684,9 @@ int loco_dimg_mirror_add(struct loco_dimg *own, struct loco_dimg *m,
 	if (!rc)
 		rc = side_write(own, m->mx->path);
 	if (!rc) {
-		h->mirror_epoch = atomic_load(&hdr_of(m)->epoch);
+		/* Relaxed: the mirror published it before its join request. */
+		h->mirror_epoch = atomic_load_explicit(&hdr_of(m)->epoch,
+						       memory_order_relaxed);
 		h->mirror_gen++;
 		/* seq_cst, then the fence: named (joining, so no take-over
 		 * yet) before the copy reads the image. A direct FLUSH whose
