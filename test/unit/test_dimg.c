@@ -10,12 +10,14 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,26 +29,37 @@
 #define FLUSHERS 4
 #define FOREVER_NS UINT64_C(60000000000)
 
-static char dir[64];
-static char path[96];
+static char base[64];  /* this run's directory (unchecked fixture) */
+static char dir[96];   /* this test's, inside it */
+static char path[128];
+
+static int remove_one(const char *p, const struct stat *st, int flag,
+		      struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+/* Removed in the parent, so a failed test (its child exits at the
+ * failed check, before any checked teardown) leaves nothing behind. */
+static void base_setup(void)
+{
+	snprintf(base, sizeof(base), "/tmp/loco-test-dimg-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(base));
+}
+
+static void base_teardown(void)
+{
+	nftw(base, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+}
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/loco-test-dimg-XXXXXX");
+	snprintf(dir, sizeof(dir), "%s/XXXXXX", base);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/%s", dir, LOCO_DIMG_NAME);
-}
-
-static void teardown(void)
-{
-	static const char *const files[] = { LOCO_DIMG_NAME, "arena.img.sync",
-					     "arena.img.new", "arena.img.sync.new" };
-	char p[160];
-	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
-		unlink(p);
-	}
-	rmdir(dir);
 }
 
 /* Start as the owner of the image with sync mode SYNC and HOW. */
@@ -65,7 +78,7 @@ static void attach(const struct loco_dimg *owner, struct loco_dimg *d)
 /* The group-commit state of the image's current incarnation, mapped. */
 static struct loco_dimg_gc *gc_map(void)
 {
-	char p[128];
+	char p[160];
 	snprintf(p, sizeof(p), "%s.sync", path);
 	int fd = open(p, O_RDWR);
 	ck_assert_int_ge(fd, 0);
@@ -290,7 +303,8 @@ int main(void)
 {
 	Suite *s = suite_create("dimg");
 	TCase *tc = tcase_create("core");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
+	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_commit_covered_by_sync_in_flight);
 	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
