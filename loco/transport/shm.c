@@ -11,9 +11,15 @@
  * NVM); DIR/arena.img is the persistence domain. A FLUSH, executed by the
  * posting process as an RDMA NIC would execute it, copies its range from
  * the one into the other. A start loads the image into a fresh volatile
- * layer, or, after a death without --power-cut, keeps the layer the dead
- * incarnation left (a process crash does not lose memory); a clean stop
- * writes the whole layer back. */
+ * layer; a clean stop writes the whole layer back. That is the power-cut
+ * emulation (--power-cut): a kill loses what no FLUSH copied.
+ *
+ * Without --power-cut a process's death loses no memory, so there is no
+ * volatile layer: the arena is the image itself (direct, durable.h),
+ * which peers map through the link, and a FLUSH only syncs. A start
+ * moves the image to a new file (LOCO_DIMG_RENEW), so a peer still
+ * writing through its mapping of the dead incarnation never reaches the
+ * new one, as with a fresh volatile layer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -35,6 +41,8 @@ struct shm_desc {
 	char file[56];
 	uint64_t image_id;   /* 0: the arena has no durable image */
 	uint64_t epoch;      /* the image's incarnation */
+	uint32_t direct;     /* the arena is the image (map it by its link) */
+	uint32_t pad;
 };
 _Static_assert(sizeof(struct shm_desc) <= LOCO_DESC_MAX, "desc fits");
 
@@ -175,12 +183,19 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 		unlink(tp->path); /* a stale file of an earlier run with this id */
 		return arena_map(tp->path, tp->len, true, &tp->arena, NULL);
 	}
-	int rc = loco_dimg_own(cfg->durable_dir, tp->len, cfg->dsync,
+	unsigned how = cfg->power_cut ? 0 : LOCO_DIMG_DIRECT | LOCO_DIMG_RENEW;
+	int rc = loco_dimg_own(cfg->durable_dir, tp->len, cfg->dsync, how,
 			       cfg->image_id, &tp->img);
 	if (rc)
 		return rc;
 	tp->durable = true;
-	rc = arena_load(cfg, tp);
+	tp->direct = !cfg->power_cut;
+	if (tp->direct) {
+		tp->arena = tp->img.map;
+		rc = arena_populate(tp->path, tp->arena, tp->len);
+	} else {
+		rc = arena_load(cfg, tp);
+	}
 	if (!rc)
 		rc = image_link(tp, cfg->durable_dir);
 	if (!rc)
@@ -213,9 +228,11 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	if (getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
 		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	uint64_t *hdr = (uint64_t *)tp->arena;
-	hdr[HDR_MAGIC] = SHM_MAGIC;
-	hdr[HDR_NONCE] = tp->nonce;
-	hdr[HDR_IMAGE] = tp->durable ? tp->img.image_id : 0;
+	if (!tp->direct) { /* a direct arena's first bytes are the image's */
+		hdr[HDR_MAGIC] = SHM_MAGIC;
+		hdr[HDR_NONCE] = tp->nonce;
+		hdr[HDR_IMAGE] = tp->durable ? tp->img.image_id : 0;
+	}
 	tp->peers[tp->id].base = tp->arena;
 	tp->peers[tp->id].len = tp->len;
 	tp->peers[tp->id].img = tp->durable ? &tp->img : NULL;
@@ -237,12 +254,14 @@ static int shm_tp_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 }
 
 /* A clean stop writes the whole volatile layer back (every extent of the
- * arena file): only a kill loses what was not persisted. */
+ * arena file): only a kill loses what was not persisted. A direct arena
+ * is the image: its sync is the write-back. */
 static void arena_write_back(struct loco_tp *tp)
 {
 	off_t at = LOCO_DIMG_HDR;
-	int rc = 0;
-	while (!rc && (uint64_t)at < tp->len) {
+	struct loco_drange all = { LOCO_DIMG_HDR, tp->len - LOCO_DIMG_HDR };
+	int rc = tp->direct ? loco_dimg_flush(&tp->img, tp->arena, &all, 1) : 0;
+	while (!tp->direct && !rc && (uint64_t)at < tp->len) {
 		off_t data = lseek(tp->fd, at, SEEK_DATA);
 		off_t hole = data < 0 ? data : lseek(tp->fd, data, SEEK_HOLE);
 		if (hole < 0)
@@ -288,7 +307,7 @@ void loco_shm_close_common(struct loco_tp *tp)
 	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
-	if (tp->arena) {
+	if (tp->arena && !tp->direct) {
 		munmap(tp->arena, tp->len);
 		unlink(tp->path);
 	}
@@ -318,6 +337,7 @@ static int shm_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	if (tp->durable) {
 		d.image_id = tp->img.image_id;
 		d.epoch = tp->img.epoch;
+		d.direct = tp->direct;
 	}
 	memcpy(desc, &d, sizeof(d));
 	*len = sizeof(d);
@@ -342,6 +362,25 @@ static int peer_image(struct loco_tp *tp, const struct shm_desc *d,
 	return 0;
 }
 
+/* A direct peer's arena: its image (the epoch checked, -ESTALE if it
+ * moved on), and a mapping of it as the arena. */
+static int peer_direct(struct loco_tp *tp, const struct shm_desc *d,
+		       uint64_t len, uint8_t **base, struct loco_dimg **img)
+{
+	int rc = peer_image(tp, d, len, img);
+	if (rc)
+		return rc;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (*img)->fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		peer_image_free(*img);
+		*img = NULL;
+		return rc;
+	}
+	*base = p;
+	return 0;
+}
+
 /* Called with the manager's peer lock held (one caller at a time). */
 int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		      size_t len, uint64_t arena_len, uint64_t dm_len)
@@ -362,16 +401,18 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	snprintf(path, sizeof(path), "%s/%s", tp->dir, d.file);
 	uint8_t *base;
 	struct loco_dimg *img = NULL;
-	int rc = arena_map(path, arena_len, false, &base, NULL);
+	int rc = d.direct ? peer_direct(tp, &d, arena_len, &base, &img) :
+		 arena_map(path, arena_len, false, &base, NULL);
 	if (rc)
 		return rc;
 	const uint64_t *hdr = (const uint64_t *)base;
-	if (hdr[HDR_MAGIC] != SHM_MAGIC || hdr[HDR_NONCE] != d.nonce)
+	if (!d.direct && (hdr[HDR_MAGIC] != SHM_MAGIC || hdr[HDR_NONCE] != d.nonce))
 		rc = -ESTALE;
-	if (!rc && d.image_id)
+	if (!rc && d.image_id && !d.direct)
 		rc = peer_image(tp, &d, arena_len, &img);
 	if (rc) {
 		munmap(base, arena_len);
+		peer_image_free(img);
 		return rc;
 	}
 	/* A restarted peer (new nonce) gets a fresh mapping (and image
@@ -566,6 +607,10 @@ int loco_shm_take_over(struct loco_tp *tp, uint32_t peer)
 	int rc = loco_dimg_take_over(p, tp->id, tp->img.epoch);
 	if (rc || !tp->mirror)
 		return rc;
+	if (tp->direct) { /* the arena is the image, which holds the copy */
+		tp->mirror = false;
+		return 0;
+	}
 	/* The arena held nothing of PEER's: it becomes the image's copy
 	 * (emptied by punching its pages out, not by touching them all). */
 	if (fallocate(tp->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,

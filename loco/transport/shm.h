@@ -28,6 +28,7 @@ struct loco_tp {
 	uint64_t nonce;
 	int fd;              /* the arena file's */
 	bool durable;
+	bool direct;          /* durable without --power-cut: arena is img.map */
 	bool mirror;          /* a mirror's image, not taken over (no write-back) */
 	struct loco_dimg img; /* durable: this node's image */
 	char file[56];
