@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Fencing a writer that is a real process, on the transport LOCO_TRANSPORT
- * names. Node 1 is a child process writing in a loop (64-byte WRITEs,
- * 8-byte WRITEs on the inline path, CASes) to a region of node 0; nodes 0
+ * names. Node 1 is a child process writing in a loop (64-byte and 8-byte
+ * WRITEs, CAS and FAA on the inline path, 4-byte WRITEs out of line) to
+ * a region of node 0; nodes 0
  * and 2 live in this process, and node 2 fences node 1. Once
  * loco_fence_node returns 0, node 0's bytes must not change any more
  * (checked until the child exits), and the child must see -LOCO_EFENCED
@@ -10,7 +11,9 @@
  *  - fence_stopped: the child is SIGSTOPped mid-loop (possibly mid-op)
  *    before the fence and SIGCONTed after it returned; a fence that finds
  *    it stopped inside an op times out and is tried again after a
- *    SIGCONT, a few rounds, each with a new incarnation of node 1. */
+ *    SIGCONT, a few rounds, each with a new incarnation of node 1;
+ *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
+ *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +73,8 @@ static void writer(int fd)
 			rc = loco_cas(t, &rr, 72, i - 1, i, &old);
 		if (!rc)
 			rc = loco_faa(t, &rr, 80, 1, &old);
+		if (!rc)  /* 4 bytes: the out-of-line path */
+			rc = loco_write(t, &rr, 88, &i, 4);
 		if (i == 1 && write(fd, "r", 1) != 1)
 			_exit(1);
 	}
@@ -212,6 +217,30 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
+/* shm: the child stops itself inside a WRITE, its busy mark up
+ * (LOCO_SHM_STOP_IN_POST). The fence must wait for it (-ETIMEDOUT while
+ * it is stopped), not return while that WRITE may still land. */
+START_TEST(fence_waits_for_op)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (tp && strcmp(tp, "shm"))
+		return;  /* the hook is plain shm's */
+	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
+	pid_t pid = child_start();
+	unsetenv("LOCO_SHM_STOP_IN_POST");
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 400), -ETIMEDOUT);
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	int rc;
+	while ((rc = loco_fence_node(mgr2, 1, 400)) == -ETIMEDOUT)
+		;
+	ck_assert_int_eq(rc, 0);
+	unchanged_until_exit(pid);
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -222,6 +251,7 @@ int main(void)
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, fence_running);
 	tcase_add_test(tc, fence_stopped);
+	tcase_add_test(tc, fence_waits_for_op);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
