@@ -245,6 +245,17 @@ static uint64_t fence_targets(struct loco_mgr *mgr, uint32_t node)
 	return m;
 }
 
+/* Whether target T, which did not answer a FENCE (RC), is a compute node
+ * whose process is gone (nothing listens at its address): its memory
+ * left with it (ucx, verbs: a compute node's arena lives in its
+ * process), so nothing of it can execute an op any more. A memory node
+ * may come back with its image: it must answer, so the fence waits. */
+static bool target_gone(struct loco_mgr *mgr, uint32_t t, int rc)
+{
+	return rc == -ECONNREFUSED &&
+	       mgr->hosts.node[t].role == LOCO_ROLE_COMPUTE;
+}
+
 /* The replies' first error (logged with the target's message); *ANY:
  * whether some target fenced an incarnation. */
 static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
@@ -265,6 +276,8 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 				rc = -LOCO_EPROTO;
 		}
 		free(rep[t].p);
+		if (rc && target_gone(mgr, t, rc))
+			continue;
 		if (rc && !first)
 			first = rc;
 		if (rc)
@@ -273,6 +286,42 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 				  msg[0] ? ": " : "", msg);
 	}
 	return first;
+}
+
+/* Fence NODE's BOOT at TARGETS by FENCE messages, and here (W: the
+ * message, consumed). */
+static int fence_remote(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+			uint64_t targets, struct loco_wbuf *w, int timeout_ms,
+			bool *any)
+{
+	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
+	int rc = w->err ? w->err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE,
+						   w->p, w->len,
+						   LOCO_MSG_FENCE_ACK, rep,
+						   timeout_ms);
+	loco_wbuf_fini(w);
+	if (rc == -ENOMEM)
+		return rc;
+	int here = fence_node_here(mgr, node, boot, timeout_ms / 2, any);
+	rc = fence_replies(mgr, node, targets, rep, any);
+	return rc ? rc : here;
+}
+
+/* Fence NODE's BOOT at TARGETS and here, each in its fence state in
+ * shared memory, by this process alone (shm, shm-weak): no target needs
+ * to be alive or running for it. */
+static int fence_direct(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+			uint64_t targets, int timeout_ms, bool *any)
+{
+	int rc = fence_node_here(mgr, node, boot, timeout_ms, any);
+	for (uint64_t m = targets; m && !rc; m &= m - 1) {
+		uint32_t t = (uint32_t)__builtin_ctzll(m);
+		rc = mgr->tp_ops->fence_at(mgr->tp, t, node, boot, timeout_ms);
+		if (rc)
+			loco_warn("fence", "node %u: fencing node %u at node %u: %s",
+				  mgr->id, node, t, loco_strerror(rc));
+	}
+	return rc;
 }
 
 int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
@@ -296,21 +345,19 @@ int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
 	loco_put_u64(&w, boot);
 	loco_put_u32(&w, (uint32_t)timeout_ms / 2);
 	uint64_t targets = fence_targets(mgr, node);
-	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
 	uint64_t t0 = loco_now_ns();
-	int rc = w.err ? w.err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE, w.p,
-					     w.len, LOCO_MSG_FENCE_ACK, rep,
-					     timeout_ms);
-	loco_wbuf_fini(&w);
-	if (rc == -ENOMEM) {
-		pthread_mutex_unlock(&mgr->fence_lock);
-		return rc;
-	}
 	bool any = false;
-	int here = fence_node_here(mgr, node, boot, timeout_ms / 2, &any);
-	rc = fence_replies(mgr, node, targets, rep, &any);
-	if (!rc)
-		rc = here;
+	int rc;
+	if (boot && mgr->tp_ops->fence_at) {
+		loco_wbuf_fini(&w);
+		rc = fence_direct(mgr, node, boot, targets, timeout_ms, &any);
+	} else {
+		rc = fence_remote(mgr, node, boot, targets, &w, timeout_ms, &any);
+		if (rc == -ENOMEM) {
+			pthread_mutex_unlock(&mgr->fence_lock);
+			return rc;
+		}
+	}
 	/* No node has met NODE: nothing of it can execute anywhere yet, but
 	 * nothing would refuse its first hello either. */
 	if (!rc && !any)

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -197,16 +199,20 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 #define SHM_FENCE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
 #define FENCE_SPIN 256     /* busy-mark polls before yielding */
 
-/* Map the fence file at PATH; CREATE: this node's own (made if missing,
- * kept if there: a restart in the same run keeps its fences). */
+/* Map the fence file at PATH; CREATE: made if missing (by its node, or
+ * by a fencer that got there first), kept if there (a restart in the same
+ * run keeps its fences). Its first initialisation is under the file's
+ * lock (flock), which every recorder takes too. */
 static int fence_map(const char *path, bool create, struct shm_fence_file **out)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
 		      (create ? O_CREAT : 0), 0600);
 	if (fd < 0)
 		return -errno;
+	int rc = flock(fd, LOCK_EX) ? -errno : 0;
 	struct stat st;
-	int rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && fstat(fd, &st))
+		rc = -errno;
 	if (!rc && (uint64_t)st.st_size != sizeof(struct shm_fence_file))
 		rc = !create ? -LOCO_EPROTO :
 		     ftruncate(fd, sizeof(struct shm_fence_file)) ? -errno : 0;
@@ -214,14 +220,17 @@ static int fence_map(const char *path, bool create, struct shm_fence_file **out)
 					 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (!rc && p == MAP_FAILED)
 		rc = -errno;
-	close(fd);
-	if (rc)
-		return rc;
 	struct shm_fence_file *f = p;
-	if (create && f->magic != SHM_FENCE_MAGIC) {
+	if (!rc && create && f->magic != SHM_FENCE_MAGIC) {
 		memset(f, 0, sizeof(*f));
 		f->magic = SHM_FENCE_MAGIC;
 	}
+	/* Unlocked by hand: the mapping keeps the open file (and a lock on
+	 * it) alive after the close. */
+	flock(fd, LOCK_UN);
+	close(fd);
+	if (rc)
+		return rc;
 	*out = f;
 	return 0;
 }
@@ -242,6 +251,67 @@ static bool fence_any(const struct shm_fence_file *f)
 	return false;
 }
 
+/* Process PID's start time (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 if it is gone or a zombie (a zombie has no mappings left). */
+static uint64_t proc_start(uint64_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	char state;
+	unsigned long long start;
+	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
+	    state == 'Z' || state == 'X')
+		return 0;
+	return start;
+}
+
+/* Whether the process recorded as FN's owner is gone. */
+static bool owner_gone(const struct shm_fence_node *fn)
+{
+	/* Relaxed: the owner changes only when a dead one is replaced. */
+	uint64_t pid = atomic_load_explicit(&fn->owner_pid, memory_order_relaxed);
+	uint64_t start = atomic_load_explicit(&fn->owner_start, memory_order_relaxed);
+	return pid && proc_start(pid) != start;
+}
+
+/* This process executes for its node at FN from now on (tp->peer_lock
+ * held, so threads of one process take over one after the other). Marks
+ * that a dead earlier owner left up are cleared: nothing of it can be
+ * mid-execution any more. */
+static void owner_take(struct shm_fence_node *fn)
+{
+	static _Atomic uint64_t self_start;
+	uint64_t pid = (uint64_t)getpid();
+	/* Relaxed: a cache of this process's own start time. */
+	uint64_t start = atomic_load_explicit(&self_start, memory_order_relaxed);
+	if (!start) {
+		start = proc_start(pid);
+		atomic_store_explicit(&self_start, start, memory_order_relaxed);
+	}
+	/* Relaxed: see owner_gone. */
+	if (atomic_load_explicit(&fn->owner_pid, memory_order_relaxed) == pid &&
+	    atomic_load_explicit(&fn->owner_start, memory_order_relaxed) == start)
+		return;
+	if (owner_gone(fn))
+		for (unsigned i = 0; i < LOCO_GUARD_SLOTS; i++)
+			/* Relaxed: the owner that raised it is gone; no mark of
+			 * ours is up before this returns. */
+			atomic_store_explicit(&fn->mark[i].n, 0, memory_order_relaxed);
+	/* Relaxed: read by fencers only to ask /proc about the owner. */
+	atomic_store_explicit(&fn->owner_start, start, memory_order_relaxed);
+	atomic_store_explicit(&fn->owner_pid, pid, memory_order_relaxed);
+}
+
 void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
 {
 	/* Relaxed: a spread of threads over the marks, nothing more. */
@@ -254,6 +324,7 @@ void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
 {
 	pthread_mutex_lock(&tp->peer_lock);
 	struct shm_fence_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
+	owner_take(fn);
 	pthread_mutex_unlock(&tp->peer_lock);
 	qp->mark = &fn->mark[cq->slot].n;
 	qp->fenced = fn->line;
@@ -269,51 +340,49 @@ void loco_shm_guard_exit(struct loco_tp_qp *qp)
 	loco_guard_exit(qp->mark);
 }
 
-/* Record INC in LINE unless it is there: 0, or 1 if it was. */
-static int fence_record(struct loco_tp *tp, uint32_t peer, uint64_t inc)
+/* Record INC in LINE unless it is there (the fence file's lock held:
+ * fencers in several processes record in one file). */
+static void fence_record(struct loco_tp *tp, uint32_t target, uint32_t peer,
+			 _Atomic uint64_t *line, uint64_t inc)
 {
-	_Atomic uint64_t *line = tp->fence->node[peer].line;
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
-		/* Relaxed: only this node's control thread writes the line. */
+		/* Relaxed: writers hold the file's lock. */
 		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
-			return 1;
-	/* Relaxed: the count, read below by this thread only. */
+			return;
+	/* Relaxed: the count, written under the file's lock only. */
 	uint64_t n = atomic_load_explicit(&line[0], memory_order_relaxed);
 	if (n >= LOCO_GUARD_FENCED)
-		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u: "
-			  "the oldest fenced one is no longer refused", tp->id,
-			  (unsigned long long)n + 1, peer);
+		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u "
+			  "at node %u: the oldest fenced one is no longer "
+			  "refused", tp->id, (unsigned long long)n + 1, peer,
+			  target);
 	/* Relaxed: published by the count's increment below. */
 	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
 			      memory_order_relaxed);
 	/* Seq_cst read-modify-write: releases the entry to executors that
-	 * read the count, and orders it before our reads of the marks (the
-	 * Dekker pair of loco_guard_enter). */
+	 * read the count (the Dekker pair of loco_guard_enter). */
 	atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
-	return 0;
 }
 
-int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
-		   int timeout_ms)
+/* Wait until FN's marks are all down, or their owner is gone. */
+static int fence_wait(struct shm_fence_node *fn, int timeout_ms)
 {
-	if (peer >= LOCO_MAX_NODES || !incarnation)
-		return -EINVAL;
-	if (fence_record(tp, peer, incarnation))
-		/* Seq_cst: orders the recording call's increment (made by this
-		 * thread earlier) before the reads below, as there. */
-		atomic_thread_fence(memory_order_seq_cst);
-	struct shm_fence_node *fn = &tp->fence->node[peer];
+	/* Seq_cst: our recording (or an earlier one's) before the reads of
+	 * the marks, in the single order with loco_guard_enter's RMW. */
+	atomic_thread_fence(memory_order_seq_cst);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
-		/* Seq_cst (an acquire too): after the count's increment in the
-		 * single order; pairs with loco_guard_exit's release. */
+		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
+		 * release and, in the single order, with the enter's RMW. */
 		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
 			i++;
 			continue;
 		}
 		if (++spins < FENCE_SPIN)
 			continue;
+		if (owner_gone(fn))
+			return 0;
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 +
@@ -322,6 +391,38 @@ int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		sched_yield();
 	}
 	return 0;
+}
+
+int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
+		      uint64_t incarnation, int timeout_ms)
+{
+	if (peer >= LOCO_MAX_NODES || target >= LOCO_MAX_NODES || !incarnation)
+		return -EINVAL;
+	char path[LOCO_PATH_MAX + 64];
+	fence_path(tp, target, path, sizeof(path));
+	struct shm_fence_file *f = tp->fence;
+	int rc = target == tp->id ? 0 : fence_map(path, true, &f);
+	if (rc)
+		return rc;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	rc = fd < 0 ? -errno : flock(fd, LOCK_EX) ? -errno : 0;
+	if (!rc)
+		fence_record(tp, target, peer, f->node[peer].line, incarnation);
+	if (fd >= 0) {
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
+	if (!rc)
+		rc = fence_wait(&f->node[peer], timeout_ms);
+	if (f != tp->fence)
+		munmap(f, sizeof(*f));
+	return rc;
+}
+
+int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms)
+{
+	return loco_shm_fence_at(tp, tp->id, peer, incarnation, timeout_ms);
 }
 
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
@@ -835,4 +936,5 @@ const struct loco_transport_ops loco_shm_ops = {
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,
 	.fence = loco_shm_fence,
+	.fence_at = loco_shm_fence_at,
 };
