@@ -263,7 +263,7 @@ static uint64_t proc_start(uint64_t pid)
 	char state;
 	unsigned long long start;
 	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			 "%*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
+			 "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
 	    state == 'Z' || state == 'X')
 		return 0;
 	return start;
@@ -334,28 +334,30 @@ void loco_shm_guard_exit(struct loco_tp_qp *qp)
 	loco_guard_exit(qp->mark);
 }
 
-/* Record INC in LINE unless it is there (the fence file's lock held:
- * fencers in several processes record in one file). */
+/* Record INC in LINE unless it is there. Fencers in several processes
+ * may record in one line: each claims an entry by its count increment,
+ * then stores it. An executor that reads the new count before the entry
+ * is stored executes, but its mark was raised before (seq_cst order), so
+ * the fencer's later reads of the marks see it and wait. */
 static void fence_record(struct loco_tp *tp, uint32_t target, uint32_t peer,
 			 _Atomic uint64_t *line, uint64_t inc)
 {
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
-		/* Relaxed: writers hold the file's lock. */
+		/* Relaxed: a duplicate entry from a racing fencer is harmless. */
 		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
 			return;
-	/* Relaxed: the count, written under the file's lock only. */
-	uint64_t n = atomic_load_explicit(&line[0], memory_order_relaxed);
+	/* Seq_cst read-modify-write: claims the entry, in the single order
+	 * with loco_guard_enter's mark RMW and count load. */
+	uint64_t n = atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
 	if (n >= LOCO_GUARD_FENCED)
 		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u "
 			  "at node %u: the oldest fenced one is no longer "
 			  "refused", tp->id, (unsigned long long)n + 1, peer,
 			  target);
-	/* Relaxed: published by the count's increment below. */
+	/* Seq_cst: before our reads of the marks (fence_wait); an executor
+	 * whose mark we miss reads it (loco_guard_refused). */
 	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
-			      memory_order_relaxed);
-	/* Seq_cst read-modify-write: releases the entry to executors that
-	 * read the count (the Dekker pair of loco_guard_enter). */
-	atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
+			      memory_order_seq_cst);
 }
 
 /* Wait until FN's marks are all down, or their owner is gone. */
@@ -387,28 +389,37 @@ static int fence_wait(struct shm_fence_node *fn, int timeout_ms)
 	return 0;
 }
 
+/* TARGET's fence file: mapped already if it is a peer we met, else
+ * mapped here (made if missing, so that a target that starts later finds
+ * the fence): *MAPPED then says to unmap it. */
+static int fence_file_of(struct loco_tp *tp, uint32_t target,
+			 struct shm_fence_file **out, bool *mapped)
+{
+	*mapped = false;
+	pthread_mutex_lock(&tp->peer_lock);
+	*out = target == tp->id ? tp->fence : tp->peers[target].fence;
+	pthread_mutex_unlock(&tp->peer_lock);
+	if (*out)
+		return 0;
+	char path[LOCO_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/node%u.fence", tp->dir, target);
+	*mapped = true;
+	return fence_map(path, true, out);
+}
+
 int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		      uint64_t incarnation, int timeout_ms)
 {
 	if (peer >= LOCO_MAX_NODES || target >= LOCO_MAX_NODES || !incarnation)
 		return -EINVAL;
-	char path[LOCO_PATH_MAX + 64];
-	fence_path(tp, target, path, sizeof(path));
-	struct shm_fence_file *f = tp->fence;
-	int rc = target == tp->id ? 0 : fence_map(path, true, &f);
+	struct shm_fence_file *f;
+	bool mapped;
+	int rc = fence_file_of(tp, target, &f, &mapped);
 	if (rc)
 		return rc;
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	rc = fd < 0 ? -errno : flock(fd, LOCK_EX) ? -errno : 0;
-	if (!rc)
-		fence_record(tp, target, peer, f->node[peer].line, incarnation);
-	if (fd >= 0) {
-		flock(fd, LOCK_UN);
-		close(fd);
-	}
-	if (!rc)
-		rc = fence_wait(&f->node[peer], timeout_ms);
-	if (f != tp->fence)
+	fence_record(tp, target, peer, f->node[peer].line, incarnation);
+	rc = fence_wait(&f->node[peer], timeout_ms);
+	if (mapped)
 		munmap(f, sizeof(*f));
 	return rc;
 }

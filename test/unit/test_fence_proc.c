@@ -13,7 +13,9 @@
  *    it stopped inside an op times out and is tried again after a
  *    SIGCONT, a few rounds, each with a new incarnation of node 1;
  *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
- *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes. */
+ *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes;
+ *  - fence_after_death_mid_op (shm): the same child is SIGKILLed there,
+ *    its mark left up: the fence completes once it is gone. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -241,6 +243,28 @@ START_TEST(fence_waits_for_op)
 }
 END_TEST
 
+/* shm: the child stops itself inside a WRITE, its busy mark up, and is
+ * then SIGKILLed there. Its mark stays up in node 0's fence file, but
+ * nothing of it can execute any more: the fence must complete, not wait
+ * for that mark for good. */
+START_TEST(fence_after_death_mid_op)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (tp && strcmp(tp, "shm"))
+		return;  /* the hook is plain shm's */
+	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
+	pid_t pid = child_start();
+	unsetenv("LOCO_SHM_STOP_IN_POST");
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 300), -ETIMEDOUT);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 2000), 0);
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -252,6 +276,7 @@ int main(void)
 	tcase_add_test(tc, fence_running);
 	tcase_add_test(tc, fence_stopped);
 	tcase_add_test(tc, fence_waits_for_op);
+	tcase_add_test(tc, fence_after_death_mid_op);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
