@@ -22,10 +22,14 @@
  * new one, as with a fresh volatile layer. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -205,6 +209,242 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	return rc;
 }
 
+/* ---- the fence file (<loco/guard.h>) --------------------------------------- */
+
+#define SHM_FENCE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
+#define FENCE_SPIN 256     /* busy-mark polls before yielding */
+
+/* Map the fence file at PATH; CREATE: made if missing (by its node, or
+ * by a fencer that got there first), kept if there (a restart in the same
+ * run keeps its fences). Its first initialisation is under the file's
+ * lock (flock), which every recorder takes too. */
+static int fence_map(const char *path, bool create, struct shm_fence_file **out)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
+		      (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = flock(fd, LOCK_EX) ? -errno : 0;
+	struct stat st;
+	if (!rc && fstat(fd, &st))
+		rc = -errno;
+	if (!rc && (uint64_t)st.st_size != sizeof(struct shm_fence_file))
+		rc = !create ? -LOCO_EPROTO :
+		     ftruncate(fd, sizeof(struct shm_fence_file)) ? -errno : 0;
+	void *p = rc ? MAP_FAILED : mmap(NULL, sizeof(struct shm_fence_file),
+					 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!rc && p == MAP_FAILED)
+		rc = -errno;
+	struct shm_fence_file *f = p;
+	if (!rc && create && f->magic != SHM_FENCE_MAGIC) {
+		memset(f, 0, sizeof(*f));
+		f->magic = SHM_FENCE_MAGIC;
+	}
+	/* Unlocked by hand: the mapping keeps the open file (and a lock on
+	 * it) alive after the close. */
+	flock(fd, LOCK_UN);
+	close(fd);
+	if (rc)
+		return rc;
+	*out = f;
+	return 0;
+}
+
+/* Whether this node's fence file records any fence. */
+static bool fence_any(const struct shm_fence_file *f)
+{
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		/* Relaxed: read at the close, nothing to order. */
+		if (atomic_load_explicit(&f->node[i].line[0], memory_order_relaxed))
+			return true;
+	return false;
+}
+
+/* Process PID's start time (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 if it is gone or a zombie (a zombie has no mappings left). */
+static uint64_t proc_start(uint64_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	char state;
+	unsigned long long start;
+	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
+	    state == 'Z' || state == 'X')
+		return 0;
+	return start;
+}
+
+/* Whether the process recorded as FN's owner is gone. */
+static bool owner_gone(const struct shm_fence_node *fn)
+{
+	/* Relaxed: the owner changes only when a dead one is replaced. */
+	uint64_t pid = atomic_load_explicit(&fn->owner_pid, memory_order_relaxed);
+	uint64_t start = atomic_load_explicit(&fn->owner_start, memory_order_relaxed);
+	return pid && proc_start(pid) != start;
+}
+
+/* This process executes for its node at FN from now on (tp->peer_lock
+ * held, so threads of one process take over one after the other). Marks
+ * that a dead earlier owner left up are cleared: nothing of it can be
+ * mid-execution any more. */
+static void owner_take(struct shm_fence_node *fn)
+{
+	static _Atomic uint64_t self_start;
+	uint64_t pid = (uint64_t)getpid();
+	/* Relaxed: a cache of this process's own start time. */
+	uint64_t start = atomic_load_explicit(&self_start, memory_order_relaxed);
+	if (!start) {
+		start = proc_start(pid);
+		atomic_store_explicit(&self_start, start, memory_order_relaxed);
+	}
+	/* Relaxed: see owner_gone. */
+	if (atomic_load_explicit(&fn->owner_pid, memory_order_relaxed) == pid &&
+	    atomic_load_explicit(&fn->owner_start, memory_order_relaxed) == start)
+		return;
+	if (owner_gone(fn))
+		for (unsigned i = 0; i < LOCO_GUARD_SLOTS; i++)
+			/* Relaxed: the owner that raised it is gone; no mark of
+			 * ours is up before this returns. */
+			atomic_store_explicit(&fn->mark[i].n, 0, memory_order_relaxed);
+	/* Relaxed: read by fencers only to ask /proc about the owner. */
+	atomic_store_explicit(&fn->owner_start, start, memory_order_relaxed);
+	atomic_store_explicit(&fn->owner_pid, pid, memory_order_relaxed);
+}
+
+void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
+{
+	/* Relaxed: a spread of threads over the marks, nothing more. */
+	cq->slot = atomic_fetch_add_explicit(&tp->cqs, 1, memory_order_relaxed) %
+		   LOCO_GUARD_SLOTS;
+}
+
+void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
+		       struct loco_tp_qp *qp)
+{
+	pthread_mutex_lock(&tp->peer_lock);
+	struct shm_fence_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
+	owner_take(fn);
+	pthread_mutex_unlock(&tp->peer_lock);
+	qp->mark = &fn->mark[cq->slot].n;
+	qp->fenced = fn->line;
+}
+
+bool loco_shm_guard_enter(struct loco_tp_qp *qp)
+{
+	return loco_guard_enter(qp->mark, qp->fenced, qp->tp->nonce);
+}
+
+void loco_shm_guard_exit(struct loco_tp_qp *qp)
+{
+	loco_guard_exit(qp->mark);
+}
+
+/* Record INC in LINE unless it is there. Fencers in several processes
+ * may record in one line: each claims an entry by its count increment,
+ * then stores it. An executor that reads the new count before the entry
+ * is stored executes, but its mark was raised before (seq_cst order), so
+ * the fencer's later reads of the marks see it and wait. */
+static void fence_record(struct loco_tp *tp, uint32_t target, uint32_t peer,
+			 _Atomic uint64_t *line, uint64_t inc)
+{
+	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
+		/* Relaxed: a duplicate entry from a racing fencer is harmless. */
+		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
+			return;
+	/* Seq_cst read-modify-write: claims the entry, in the single order
+	 * with loco_guard_enter's mark RMW and count load. */
+	uint64_t n = atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
+	if (n >= LOCO_GUARD_FENCED)
+		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u "
+			  "at node %u: the oldest fenced one is no longer "
+			  "refused", tp->id, (unsigned long long)n + 1, peer,
+			  target);
+	/* Seq_cst: before our reads of the marks (fence_wait); an executor
+	 * whose mark we miss reads it (loco_guard_refused). */
+	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
+			      memory_order_seq_cst);
+}
+
+/* Wait until FN's marks are all down, or their owner is gone. */
+static int fence_wait(struct shm_fence_node *fn, int timeout_ms)
+{
+	/* Seq_cst: our recording (or an earlier one's) before the reads of
+	 * the marks, in the single order with loco_guard_enter's RMW. */
+	atomic_thread_fence(memory_order_seq_cst);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
+		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
+		 * release and, in the single order, with the enter's RMW. */
+		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
+			i++;
+			continue;
+		}
+		if (++spins < FENCE_SPIN)
+			continue;
+		if (owner_gone(fn))
+			return 0;
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 +
+		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= timeout_ms)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+	return 0;
+}
+
+/* TARGET's fence file: mapped already if it is a peer we met, else
+ * mapped here (made if missing, so that a target that starts later finds
+ * the fence): *MAPPED then says to unmap it. */
+static int fence_file_of(struct loco_tp *tp, uint32_t target,
+			 struct shm_fence_file **out, bool *mapped)
+{
+	*mapped = false;
+	pthread_mutex_lock(&tp->peer_lock);
+	*out = target == tp->id ? tp->fence : tp->peers[target].fence;
+	pthread_mutex_unlock(&tp->peer_lock);
+	if (*out)
+		return 0;
+	char path[LOCO_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/node%u.fence", tp->dir, target);
+	*mapped = true;
+	return fence_map(path, true, out);
+}
+
+int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
+		      uint64_t incarnation, int timeout_ms)
+{
+	if (peer >= LOCO_MAX_NODES || target >= LOCO_MAX_NODES || !incarnation)
+		return -EINVAL;
+	struct shm_fence_file *f;
+	bool mapped;
+	int rc = fence_file_of(tp, target, &f, &mapped);
+	if (rc)
+		return rc;
+	fence_record(tp, target, peer, f->node[peer].line, incarnation);
+	rc = fence_wait(&f->node[peer], timeout_ms);
+	if (mapped)
+		munmap(f, sizeof(*f));
+	return rc;
+}
+
+int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms)
+{
+	return loco_shm_fence_at(tp, tp->id, peer, incarnation, timeout_ms);
+}
+
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 {
 	int rc = loco_shm_dir_create(cfg->run_dir);
@@ -225,7 +465,19 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 (unsigned long)tp->len, loco_strerror(rc));
 		return rc;
 	}
-	if (getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
+	snprintf(tp->fence_path, sizeof(tp->fence_path), "%s/node%u.fence",
+		 tp->dir, tp->id);
+	rc = fence_map(tp->fence_path, true, &tp->fence);
+	if (rc) {
+		loco_err("shm", "cannot open the fence file %s: %s", tp->fence_path,
+			 loco_strerror(rc));
+		return rc;
+	}
+	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
+	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
+	tp->nonce = cfg->incarnation;
+	if (!tp->nonce &&
+	    getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
 		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	uint64_t *hdr = (uint64_t *)tp->arena;
 	if (!tp->direct) { /* a direct arena's first bytes are the image's */
@@ -236,6 +488,7 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	tp->peers[tp->id].base = tp->arena;
 	tp->peers[tp->id].len = tp->len;
 	tp->peers[tp->id].img = tp->durable ? &tp->img : NULL;
+	tp->peers[tp->id].fence = tp->fence;
 	return 0;
 }
 
@@ -301,9 +554,18 @@ static void peer_unmap(struct shm_peer *p)
 
 void loco_shm_close_common(struct loco_tp *tp)
 {
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		if (i != tp->id)
-			peer_unmap(&tp->peers[i]);
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+		if (i == tp->id)
+			continue;
+		peer_unmap(&tp->peers[i]);
+		if (tp->peers[i].fence)
+			munmap(tp->peers[i].fence, sizeof(struct shm_fence_file));
+	}
+	if (tp->fence) {
+		if (!fence_any(tp->fence))
+			unlink(tp->fence_path);
+		munmap(tp->fence, sizeof(struct shm_fence_file));
+	}
 	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
@@ -410,6 +672,17 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		rc = -ESTALE;
 	if (!rc && d.image_id && !d.direct)
 		rc = peer_image(tp, &d, arena_len, &img);
+	struct shm_fence_file *fence = p->fence;
+	if (!rc && !fence) {
+		/* Beside its arena file: node<ID>.arena -> node<ID>.fence. */
+		char fpath[LOCO_PATH_MAX + 64];
+		size_t n = strlen(d.file);
+		if (n > 6 && !strcmp(d.file + n - 6, ".arena"))
+			n -= 6;
+		snprintf(fpath, sizeof(fpath), "%s/%.*s.fence", tp->dir, (int)n,
+			 d.file);
+		rc = fence_map(fpath, false, &fence);
+	}
 	if (rc) {
 		munmap(base, arena_len);
 		peer_image_free(img);
@@ -433,6 +706,7 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	p->len = arena_len;
 	p->nonce = d.nonce;
 	p->img = img;
+	p->fence = fence;
 	pthread_mutex_unlock(&tp->peer_lock);
 	return 0;
 }
@@ -466,10 +740,10 @@ int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 
 static int shm_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 {
-	(void)tp;
 	struct loco_tp_cq *cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
+	loco_shm_cq_slot(tp, cq);
 	*out = cq;
 	return 0;
 }
@@ -492,6 +766,7 @@ static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	}
 	qp->tp = tp;
 	qp->peer = peer;
+	loco_shm_qp_guard(tp, cq, qp);
 	cq->qps[cq->nqp++] = qp;
 	qp->cq = cq;
 	*out = qp;
@@ -545,9 +820,13 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 
 /* The core executes 8-byte requests on the mapping itself (loco.h),
  * as loco_shm_execute would. */
-static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len)
+static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len,
+			      _Atomic uint64_t **mark,
+			      const _Atomic uint64_t **fenced)
 {
 	*len = qp->len;
+	*mark = qp->mark;
+	*fenced = qp->fenced;
 	return qp->base;
 }
 
@@ -637,16 +916,31 @@ static unsigned flush_run(const struct loco_wr *wr, unsigned i, unsigned n)
 	return k - i;
 }
 
+/* LOCO_SHM_STOP_IN_POST: a process stopped inside an op, its busy mark
+ * up (what a fence must wait for). */
+static void stop_in_post(struct loco_tp *tp)
+{
+	/* Relaxed: a count. */
+	if (tp->stop_at &&
+	    atomic_fetch_add_explicit(&tp->posts, 1, memory_order_relaxed) + 1 ==
+	    tp->stop_at)
+		raise(SIGSTOP);
+}
+
 /* A failed FLUSH stops the post there: the requests before it executed,
  * it and those after it did not (the core fails the post). */
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
-	for (unsigned i = 0; i < n;) {
+	if (!loco_shm_guard_enter(qp))
+		return -LOCO_EFENCED;
+	stop_in_post(qp->tp);
+	int rc = 0;
+	for (unsigned i = 0; i < n && !rc;) {
 		unsigned k = flush_run(wr, i, n);
 		if (k) {
-			int rc = loco_shm_flush(qp, &wr[i], k);
+			rc = loco_shm_flush(qp, &wr[i], k);
 			if (rc)
-				return rc;
+				break;
 		} else {
 			loco_shm_execute(qp->base, &wr[i]);
 			k = 1;
@@ -656,7 +950,8 @@ static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 				qp->done = wr[j].wr_id;
 		i += k;
 	}
-	return 0;
+	loco_shm_guard_exit(qp);
+	return rc;
 }
 
 /* Report, per QP, its latest signalled completion: it implies the earlier. */
@@ -695,4 +990,6 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_direct = shm_qp_direct,
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,
+	.fence = loco_shm_fence,
+	.fence_at = loco_shm_fence_at,
 };
