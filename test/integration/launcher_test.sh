@@ -359,8 +359,8 @@ lacks err 'ignored SIGTERM'
 pids_gone
 # A timeout with a node (and its grandchild) paused: nothing stays stopped.
 begin pause_timeout
-run -m 1 -n 2 --timeout 2 --pause 1@after:1:'count 2 at:60000' -- "$FAKE" \
-	--grandchild --count '*:1000:10'
+run -m 1 -n 2 --timeout 8 --pause 1@after:1:'count 2 at:60000' -- "$FAKE" \
+	--grandchild --count '*:3000:10'
 expect_rc 124
 has err '^\[loco-run\] fault: SIGSTOP node 1 at '
 [ "$(wc -l <"$FAKE_DIR/pids")" -eq 5 ] || fail "expected 5 recorded pids"
