@@ -564,6 +564,69 @@ static int cache_find(const struct loco_race_client *c, uint64_t h1)
 	return -1;
 }
 
+/* The slot on H1's chain that a split's commit has not installed yet:
+ * below the deepest cached ancestor's depth L, whose subtable is no
+ * longer H1's, the slot H1 mod 2^L. */
+static uint32_t hole_slot(const struct loco_race_client *c, uint64_t h1)
+{
+	unsigned deep = 0;
+	for (unsigned ld = 0; ld <= c->gd; ld++) {
+		const struct race_cdesc *e =
+			&c->cache[h1 & ((UINT64_C(1) << ld) - 1)];
+		if (e->valid && e->ld > deep)
+			deep = e->ld;
+	}
+	return (uint32_t)(h1 & ((UINT64_C(1) << deep) - 1));
+}
+
+/* Read descriptor S in a transaction of its own and drop it: an expired
+ * lock on it (a committer that stalled or died between its installs) is
+ * repaired on the way (rTX finishes the commit from its log). */
+static int repair_desc(struct loco_race_client *c, uint32_t s)
+{
+	const void *v;
+	int rc = loco_rtx_begin(c->w);
+	if (rc)
+		return rc;
+	rc = loco_rtx_read(c->w, race_desc_obj(c->r, s), &v);
+	loco_rtx_abort(c->w);
+	return rc == -EAGAIN || rc == -EBUSY ? 0 : rc;
+}
+
+#define HOLE_REPAIR_EVERY 8    /* refreshes between repair attempts */
+
+/* A refresh can find no subtable for H1: the peek reads one descriptor
+ * after another, and an rtx split's commit installs the parent's new
+ * depth before the child's descriptor (issue 27). That hole closes when
+ * the commit's next install lands, or, if the committer stalled or died
+ * in between, when its lease ran out and rTX's repair finishes the
+ * commit. So read again, and repair from time to time, until the
+ * manager's timeout. */
+static int hole_wait(struct loco_race_client *c, uint64_t h1, int *s)
+{
+	uint64_t deadline = race_deadline(c);
+	unsigned tries = 0;
+	RACE_INC(c, hole_waits);
+	while (*s < 0) {
+		if (loco_now_ns() > deadline) {
+			loco_err(c->r->base.name, "no subtable for hash %016llx "
+				 "within the timeout: the directory has a hole "
+				 "that no commit closes",
+				 (unsigned long long)h1);
+			return -ETIMEDOUT;
+		}
+		race_backoff(c, &tries);
+		int rc = tries % HOLE_REPAIR_EVERY ? 0 :
+			 repair_desc(c, hole_slot(c, h1));
+		if (!rc)
+			rc = race_refresh(c, h1);
+		if (rc)
+			return rc;
+		*s = cache_find(c, h1);
+	}
+	return 0;
+}
+
 int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 {
 	int s = cache_find(c, h1);
@@ -574,9 +637,9 @@ int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 		s = cache_find(c, h1);
 	}
 	if (s < 0) {
-		loco_err(c->r->base.name, "no subtable for hash %016llx: the "
-			 "directory has a hole", (unsigned long long)h1);
-		return -EPROTO;
+		int rc = hole_wait(c, h1, &s);
+		if (rc)
+			return rc;
 	}
 	race_st_of(c->r, &c->cache[s], (uint32_t)s, st);
 	return 0;

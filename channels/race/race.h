@@ -135,6 +135,9 @@ struct loco_race_stats {
 				  * trip of their own) */
 	uint64_t ahead_found;    /* freed blocks those found */
 	uint64_t claims;         /* KV chunks claimed */
+	uint64_t hole_waits;     /* lookups that found a split's commit
+				  * half installed (the parent's new depth,
+				  * not yet the child) and waited for it */
 };
 
 /* Result of loco_race_verify. */
