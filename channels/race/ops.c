@@ -321,7 +321,9 @@ static unsigned fp_matches(const struct loco_race *r, const struct race_look *l,
 			for (unsigned w = 1; !cb->dup && w < 16; w++) {
 				uint64_t v = cb->w[w];
 				uint32_t b = cb->b0 + w / 8;
-				if (race_slot_fp(v) != k->fp || !race_slot_item(v) ||
+				if ((race_slot_fp(v) != k->fp &&
+				     !(cas_mode(r) && race_slot_frozen(v))) ||
+				    !race_slot_item(v) ||
 				    w == 8 || cb_skip(l, t, i, b) ||
 				    race_slot_bad(r, v) || (ours && v == ours) ||
 				    (race_slot_tent(v) && !tent))

@@ -12,7 +12,7 @@
 #include <loco/rtx/crash.h>
 #include "channels/race/internal.h"
 
-#define CFG_VERSION 1
+#define CFG_VERSION 2   /* 2: cas moves' epochs (frozen words, closed-empty) */
 #define HASH_SEED1 UINT64_C(0x52414345)      /* "RACE" */
 #define HASH_SEED2 UINT64_C(0x9e3779b97f4a7c15)
 #define BACKOFF_MAX_US 200u
@@ -26,6 +26,8 @@ static const char *const race_crash_points[] = {
 				   * committed */
 	"race.split_done",        /* split committed, before the client goes on */
 	"race.cas_published",     /* cas split: child published, no item moved */
+	"race.after_group_freeze", /* cas move: a group's items frozen, not
+				   * copied */
 	"race.cas_mid_group",     /* cas move: a group's items frozen and copied,
 				   * not yet cleared from the parent */
 	"race.cas_mid_move",      /* cas move: half the groups moved */

@@ -747,6 +747,50 @@ END_TEST
 START_TEST(takeover_cas_published) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_published"); }
 END_TEST
 
+/* Issue 26: a cas-mode mover stalls after freezing a group's items
+ * (race.after_group_freeze) past its lease. Another client's deletes of
+ * those items wait, take the move over, finish and commit it, and delete
+ * every key. Released, the stale mover goes on with its old snapshot:
+ * its CASes into the child (copy, unfreeze) must all fail, or a deleted
+ * key comes back (or a slot stays frozen in a live subtable). */
+START_TEST(stale_mover_cas)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_CAS);
+	struct victim v = { .from = 0, .n = 60 };
+	struct timespec ts;
+	struct tab t;
+	pthread_t tid;
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, "race.after_group_freeze", r1, 1);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	ck_assert_msg(sem_timedwait(&stall.stopped, &ts) == 0,
+		      "the mover never reached race.after_group_freeze");
+	uint64_t at = atomic_load(&v.at);
+	for (uint64_t i = 0; i < at; i++)
+		ck_assert_int_eq(loco_race_delete(t.c, &i, 8), 0);
+	ck_assert_uint_ge(stats(t.c).takeovers, 1);
+	for (uint64_t i = 0; i < at; i++)
+		ck_assert_int_eq(ver_of(t.c, i), -1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(v.rc, 0);
+	rtx_crash_set_hook(NULL, NULL);
+	for (uint64_t i = 0; i < at; i++)
+		ck_assert_msg(ver_of(t.c, i) == -1, "deleted key %llu is back",
+			      (unsigned long long)i);
+	for (uint64_t i = at; i < 60; i++)
+		ck_assert_int_eq(ver_of(t.c, i), 5);
+	verify_ok(t.c, NULL);
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+END_TEST
+
 /* Issue 27: an rtx split's commit installs the parent's new descriptor
  * (ld 1) and then the child's; a client that read the directory between
  * the two found no subtable for a key of the child ("the directory has
@@ -1363,6 +1407,7 @@ static Suite *suite(void)
 	tcase_add_test(t, restart_adopts_chunks);
 	t = tcase(s, "resize-races");
 	tcase_add_test(t, hole_mid_install);
+	tcase_add_test(t, stale_mover_cas);
 	t = tcase(s, "alloc");
 	tcase_add_test(t, alloc_no_double);
 	tcase_add_test(t, alloc_remote_frees);
