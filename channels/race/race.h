@@ -89,6 +89,11 @@ enum loco_race_resize {
 					     * operations return before
 					     * what they wrote or read is
 					     * persisted */
+#define LOCO_RACE_BROKEN_NO_EPOCH 0x8       /* cas-mode moves without
+					     * epochs: a takeover keeps
+					     * the mover's, a closed-empty
+					     * slot is 0 (a stale mover's
+					     * CASes hit) */
 
 /* Zero means "default". All clients of one table use the same geometry
  * (name, mem_nodes, groups, depths, key_max, value_max, kv_blocks,

@@ -484,6 +484,14 @@ static uint64_t grp_off(uint32_t g)
 	return (uint64_t)g * RACE_GROUP_BYTES;
 }
 
+/* A closed-empty word of epoch EP (0 in the broken variant without
+ * epochs, as before them). */
+static uint64_t closed_empty(const struct loco_race *r, unsigned ep)
+{
+	return r->o.broken & LOCO_RACE_BROKEN_NO_EPOCH ? 0 :
+	       race_slot_mark(0, ep);
+}
+
 static uint64_t closed_hdr(const struct move *m)
 {
 	return race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, true);
@@ -607,7 +615,7 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
  * ours by step b). */
 static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 {
-	uint64_t empty = race_slot_mark(0, m->ep);
+	uint64_t empty = closed_empty(c->r, m->ep);
 	struct race_ops l;
 	unsigned n = 0;
 	race_ops_init(&l, c);
@@ -792,7 +800,7 @@ static int lock_move(struct loco_race_client *c, uint32_t s, int mine,
 			return 1;
 		}
 		unsigned ep = race_desc_epoch(d->w0);
-		if (mine == (int)ep)
+		if (mine == (int)ep || (c->r->o.broken & LOCO_RACE_BROKEN_NO_EPOCH))
 			return 0;
 		struct race_desc nd = { race_desc_set_epoch(d->w0, ep + 1), d->off };
 		rc = loco_rtx_write(c->w, race_desc_obj(c->r, s), &nd);
@@ -844,7 +852,7 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 	for (uint32_t b = 0; b < 3 * r->groups; b++) {
 		init[b * 8] = race_hdr(st->ld + 1, ns, true);
 		for (unsigned j = 0; j < RACE_SLOTS; j++)
-			init[slot_word(b, j)] = race_slot_mark(0, ep);
+			init[slot_word(b, j)] = closed_empty(r, ep);
 	}
 	int rc = new_block(c, st->ld + 1, ns, 1, &rn);
 	if (!rc)
