@@ -308,6 +308,10 @@ struct loco_race_client {
 };
 
 /* ---- race.c ----------------------------------------------------------------- */
+/* Crash point NAME (loco_crash_point), then the test stop point
+ * LOCO_RACE_STOP_AT may name (race.c). */
+void race_point(const char *name);
+
 static inline void race_count(struct loco_race_client *c, size_t i, uint64_t n)
 {
 	/* Relaxed: the client's thread is the only writer; readers sum. */

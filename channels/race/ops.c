@@ -32,7 +32,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include <loco/rtx/crash.h>
 #include "channels/race/internal.h"
 
 #define TENT_STALE_NS (20u * 1000000u)  /* a tentative slot this old is a
@@ -843,7 +842,7 @@ static int insert_try(struct race_op *op)
 	rc = insert_claim(op, &st, &l, off);
 	if (rc)
 		return rc;
-	loco_crash_point("race.insert_tentative");
+	race_point("race.insert_tentative");
 	/* The linearization point: visible from here; durable before the
 	 * insert returns. */
 	rc = race_cas_sync(op->c, &st.rr, off, tentative(op->item), op->item,
@@ -948,7 +947,7 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 				return rc;
 		}
 		if (point)
-			loco_crash_point(point);
+			race_point(point);
 		/* The linearization point, durable before the op returns (and
 		 * before the old block is freed). */
 		rc = race_cas_sync(op->c, &st->rr, slot_off(pos.bucket, pos.j),
@@ -959,7 +958,7 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 		if (old == pos.v) {
 			op->has_block = false;
 			if (!op->val)
-				loco_crash_point("race.delete_unlinked");
+				race_point("race.delete_unlinked");
 			return race_free_remote(op->c, pos.v, w0);
 		}
 		rc = op_retry(op);

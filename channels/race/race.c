@@ -3,10 +3,14 @@
  * regions on the memory nodes, the root subtables, clients (slots,
  * incarnations), the client directory cache and its refresh, statistics. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <loco/rtx/crash.h>
@@ -44,6 +48,46 @@ static const char *const race_crash_points[] = {
 __attribute__((constructor)) static void race_register_points(void)
 {
 	loco_crash_register(race_crash_points);
+}
+
+/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODE][:N]
+ * makes the Nth arrival (default 1) of this process (on node NODE,
+ * LOCO_NODE_ID; any node without @) at race point POINT log "stopped at
+ * POINT" and SIGSTOP itself: a pause at an exact place, which the test
+ * ends with SIGCONT (test/ycsb/cont-stopped.sh). Read once. */
+static struct {
+	pthread_once_t once;
+	char point[64];
+	long after;
+	_Atomic long hits;
+} stop_at = { .once = PTHREAD_ONCE_INIT };
+
+static void stop_init(void)
+{
+	const char *spec = getenv("LOCO_RACE_STOP_AT"), *self = getenv("LOCO_NODE_ID");
+	if (!spec || !*spec)
+		return;
+	size_t len = strcspn(spec, "@:");
+	const char *at = strchr(spec, '@'), *colon = strchr(spec, ':');
+	if (len >= sizeof(stop_at.point) ||
+	    (at && (!self || strtol(at + 1, NULL, 10) != strtol(self, NULL, 10))))
+		return;
+	memcpy(stop_at.point, spec, len);
+	stop_at.after = colon ? strtol(colon + 1, NULL, 10) : 1;
+}
+
+void race_point(const char *name)
+{
+	loco_crash_point(name);
+	pthread_once(&stop_at.once, stop_init);
+	if (!stop_at.point[0] || strcmp(name, stop_at.point))
+		return;
+	/* Relaxed: a counter; the stop orders nothing. */
+	if (atomic_fetch_add_explicit(&stop_at.hits, 1, memory_order_relaxed) + 1 !=
+	    stop_at.after)
+		return;
+	loco_warn("race", "stopped at %s (pid %d)", name, (int)getpid());
+	raise(SIGSTOP);
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -336,7 +380,7 @@ static int roots_init(struct loco_race *r, struct loco_thread *thr,
 		all &= (d[s].w0 & RACE_DESC_VALID) != 0;
 	if (rc || all)
 		return rc;
-	loco_crash_point("race.create_peeked");
+	race_point("race.create_peeked");
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct loco_rregion rr;
 		rc = root_region(r, s, &rr);

@@ -352,7 +352,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 			return rc;
 		freeze_apply(snap, f, nk);
 		if (split_point)
-			loco_crash_point("race.split_mid_freeze");
+			race_point("race.split_mid_freeze");
 		rc = renew_maybe(c);
 	}
 	return rc;
@@ -446,7 +446,7 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 	memset(f.hv, 0, nk);
 	int rc = freeze_all(c, st, snap, &f, took_over);
 	if (!rc)
-		loco_crash_point("race.split_frozen");
+		race_point("race.split_frozen");
 	if (!rc) {
 		race_count(c, RACE_STAT(moved),
 			   build_halves(r, snap, f.h, st->ld, st->suffix, lo, hi));
@@ -457,7 +457,7 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 		loco_rtx_abort(c->w);
 		return rc;
 	}
-	loco_crash_point("race.split_written");
+	race_point("race.split_written");
 	struct race_desc dlo = desc_of(RACE_LIVE, st->ld + 1, &rlo, 0);
 	struct race_desc dhi = desc_of(RACE_LIVE, st->ld + 1, &rhi, 0);
 	return commit_descs(c, st->suffix, &dlo,
@@ -727,11 +727,11 @@ static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 	if (!rc)
 		rc = group_freeze(c, m, g);
 	if (!rc)
-		loco_crash_point("race.after_group_freeze");
+		race_point("race.after_group_freeze");
 	if (!rc)
 		rc = group_copy(c, m, g);
 	if (!rc && g == 0)
-		loco_crash_point("race.cas_mid_group");
+		race_point("race.cas_mid_group");
 	if (!rc)
 		rc = group_clear(c, m, g);
 	if (!rc)
@@ -766,7 +766,7 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 	for (uint32_t g = 0; !rc && g < r->groups; g++) {
 		rc = move_group(c, m, g);
 		if (!rc && g == r->groups / 2)
-			loco_crash_point("race.cas_mid_move");
+			race_point("race.cas_mid_move");
 		if (!rc)
 			rc = renew_maybe(c);
 	}
@@ -775,7 +775,7 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 		loco_rtx_abort(c->w);
 		return rc;
 	}
-	loco_crash_point("race.cas_moved");
+	race_point("race.cas_moved");
 	struct race_desc lo = desc_of(RACE_LIVE, ld + 1, &m->o, ep);
 	struct race_desc hi = desc_of(RACE_LIVE, ld + 1, &m->n, ep);
 	free(m);
@@ -873,7 +873,7 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 	rc = commit_descs(c, st->suffix, &dp, ns, &dn);
 	if (rc)
 		return rc;
-	loco_crash_point("race.cas_published");
+	race_point("race.cas_published");
 	rc = move_finish(c, st->suffix, false, (int)ep);
 	return rc == -EAGAIN ? 0 : rc;   /* someone took the move over */
 }
@@ -891,7 +891,7 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 	int rc = lock_desc(c, st->suffix, &d);
 	if (rc)
 		return rc;
-	loco_crash_point("race.split_locked");
+	race_point("race.split_locked");
 	if (!(d.w0 & RACE_DESC_VALID) || d.off != st->rr.off ||
 	    desc_ld(&d) != st->ld) {
 		loco_rtx_abort(c->w);
@@ -913,7 +913,7 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 	rc = split_rtx(c, st, &took_over);
 	if (rc)
 		return rc;
-	loco_crash_point("race.split_done");
+	race_point("race.split_done");
 	RACE_INC(c, splits);
 	if (took_over)
 		RACE_INC(c, takeovers);
