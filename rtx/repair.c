@@ -20,6 +20,14 @@
 #define REPAIR_STEPS 8
 #define SWITCH_TRIES 16
 
+/* One repair action for thread slot OWNER: counted, and told the hook. */
+static void repaired(struct loco_rtx_worker *w, uint32_t owner)
+{
+	RTX_INC(w, repairs);
+	if (w->hooks && w->hooks->repaired)
+		w->hooks->repaired(w->hook_arg, owner);
+}
+
 static const struct loco_rtx_log_hdr *rlog_hdr(const struct loco_rtx_worker *w)
 {
 	return (const struct loco_rtx_log_hdr *)w->rlog;
@@ -102,7 +110,7 @@ static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,
 		return rc;
 	rtx_crash_point("rtx.repair_after_steal");
 	RTX_INC(w, steals);
-	RTX_INC(w, repairs);
+	repaired(w, loco_lllock_owner(lockv));
 	rc = switch_copy(w, ni, idx);
 	/* The switch durable before others may build on it. */
 	if (!rc)
@@ -129,7 +137,7 @@ static int step_abort(struct loco_rtx_worker *w, uint32_t slot,
 		return 0;
 	}
 	RTX_INC(w, rep_aborts);
-	RTX_INC(w, repairs);
+	repaired(w, slot);
 	rtx_crash_point("rtx.repair_mid_abort");
 	*state = ab;
 	return 0;
@@ -167,7 +175,7 @@ static int step_release(struct loco_rtx_worker *w, uint64_t lockv,
 		rc = cas_state(w, slot, state, done, &prev);
 	if (!rc && prev == state) {
 		RTX_INC(w, rep_releases);
-		RTX_INC(w, repairs);
+		repaired(w, slot);
 	}
 	return rc;
 }
@@ -188,7 +196,7 @@ static int step_recommit(struct loco_rtx_worker *w, uint64_t lockv,
 	}
 	rtx_crash_point("rtx.repair_after_take");
 	RTX_INC(w, rep_recommits);
-	RTX_INC(w, repairs);
+	repaired(w, slot);
 	struct rtx_loc loc[LOCO_RTX_WRITES_MAX];
 	rtx_exec_locate(w->x, rlog_ent(w), n, loc);
 	struct rtx_exec e = { .ent = rlog_ent(w), .loc = loc, .n = n,
@@ -210,7 +218,7 @@ static int step_late(struct loco_rtx_worker *w, loco_raddr_t obj,
 			  rtx_fresh_version(w), &old);
 	if (!rc && old == lockv) {
 		RTX_INC(w, rep_late);
-		RTX_INC(w, repairs);
+		repaired(w, loco_lllock_owner(lockv));
 	}
 	return rc;
 }

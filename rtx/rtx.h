@@ -114,13 +114,18 @@ enum loco_rtx_cc {
 				  * written object is still locked) */
 };
 
-/* OPT2 callbacks, set per worker. Both may be NULL. */
+/* Callbacks, set per worker (OPT2's and a repair's). Each may be NULL. */
 struct loco_rtx_hooks {
 	/* First access to OBJ in a transaction (WRITE: by loco_rtx_write). */
 	enum loco_rtx_cc (*classify)(void *arg, loco_raddr_t obj, bool write);
 	/* After the write set is locked and the read set validated: the
 	 * index's own conflict check. 0 commits, -EAGAIN aborts. */
 	int (*validate)(void *arg, struct loco_rtx_worker *w);
+	/* After each repair action (counted in loco_rtx_stats.repairs) for
+	 * thread slot OWNER, the holder of the lock or log repaired: lets a
+	 * caller tell repairs for the dead from takeovers of a slow live
+	 * holder (slot = node id * threads per node + index). */
+	void (*repaired)(void *arg, uint32_t owner);
 };
 
 /* Result of loco_rtx_audit: data blocks per state, all hosting nodes. */

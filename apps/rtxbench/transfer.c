@@ -348,12 +348,14 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	bench_json_begin(stdout, &r);
 	printf(",\"mode\":\"%s\",\"accounts\":%u,\"conserved\":%s,"
 	       "\"total\":%llu,\"expected\":%llu,\"repairs\":%llu,"
-	       "\"final_repairs\":%llu,\"locks_held\":%llu,\"aborts\":%llu",
+	       "\"final_repairs\":%llu,\"dead_repairs\":%llu,"
+	       "\"locks_held\":%llu,\"aborts\":%llu",
 	       xf->o.mode == XFER_RTX ? "rtx" : "lock", xf->o.accounts,
 	       ok ? "true" : "false", (unsigned long long)res->total,
 	       (unsigned long long)res->expected,
 	       (unsigned long long)res->repairs,
 	       (unsigned long long)res->final_repairs,
+	       (unsigned long long)res->dead_repairs,
 	       (unsigned long long)res->locks_held,
 	       (unsigned long long)res->aborts);
 	print_ids("dead", res->dead);

@@ -68,8 +68,10 @@ struct xfer_rec {
 	uint64_t unknown;           /* transfers whose outcome a memory node's
 				     * death left unknown */
 	uint64_t outages;           /* recoveries from a memory node's death */
+	uint64_t repairs_of[LOCO_MAX_NODES]; /* repairs, by the owner's node */
 };
-static_assert(sizeof(struct xfer_rec) == 200, "remote layout");
+static_assert(sizeof(struct xfer_rec) == 200 + 8 * LOCO_MAX_NODES,
+	      "remote layout");
 
 /* Region "xfer-run.ctl": this header, then one record per node id. */
 struct xfer_hdr {
@@ -110,6 +112,8 @@ struct xfer {
 	loco_raddr_t *acct;          /* rtx: TXObj of each account */
 	uint64_t mem;                /* the memory nodes it uses */
 	_Atomic uint64_t live_acked, live_unknown, live_outages;
+	/* repairs by this node's workers, by the repaired slot's node */
+	_Atomic uint64_t live_repairs_of[LOCO_MAX_NODES];
 	struct loco_rregion lk;      /* lock mode: accounts {lock, balance} */
 };
 
@@ -117,6 +121,9 @@ struct xfer {
 struct xfer_result {
 	uint64_t total, expected, nulls;
 	uint64_t repairs, final_repairs, locks_held;
+	/* repairs for the nodes found dead (not takeovers from a slow live
+	 * holder): REPAIRS_OF (every node's, by owner node) summed over DEAD */
+	uint64_t dead_repairs, repairs_of[LOCO_MAX_NODES];
 	uint64_t ops, aborts, blocked;
 	uint64_t blocked_p99_us, blocked_max_us;
 	uint64_t stalls, stall_p50_us, stall_p99_us, stall_max_us;
@@ -162,6 +169,9 @@ void xfer_rec_stats(struct xfer *xf, const struct loco_stats *now);
 /* Wait until every other compute node is DONE or dead; fills the
  * outcome's done/dead sets and sums over their records. */
 int xfer_wait_others(struct xfer *xf, struct xfer_result *res);
+/* RES->dead_repairs: the other nodes' repairs (summed by
+ * xfer_wait_others) and this node's, of the slots of RES->dead. */
+void xfer_dead_repairs(struct xfer *xf, struct xfer_result *res);
 int xfer_write_timeline(struct xfer *xf, const struct xfer_result *res);
 
 /* xfer_rtx.c */

@@ -150,6 +150,9 @@ static void fill_rec(struct xfer *xf)
 					  memory_order_relaxed);
 	r->outages = atomic_load_explicit(&xf->live_outages,
 					  memory_order_relaxed);
+	for (uint32_t id = 0; id < LOCO_MAX_NODES; id++)
+		r->repairs_of[id] = atomic_load_explicit(&xf->live_repairs_of[id],
+							 memory_order_relaxed);
 	loco_mgr_stats(xf->mgr, &now);
 	xfer_rec_stats(xf, &now);
 }
@@ -238,7 +241,21 @@ static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
 	}
 	pw->settled = true;
 	sum_rec(res, &r);
+	for (uint32_t i = 0; i < LOCO_MAX_NODES; i++)
+		res->repairs_of[i] += r.repairs_of[i];
 	return 0;
+}
+
+void xfer_dead_repairs(struct xfer *xf, struct xfer_result *res)
+{
+	res->dead_repairs = 0;
+	for (uint64_t m = res->dead; m; m &= m - 1) {
+		uint32_t id = (uint32_t)__builtin_ctzll(m);
+		/* Relaxed: a counter; this node's workers are done. */
+		res->dead_repairs += res->repairs_of[id] +
+			atomic_load_explicit(&xf->live_repairs_of[id],
+					     memory_order_relaxed);
+	}
 }
 
 int xfer_wait_others(struct xfer *xf, struct xfer_result *res)

@@ -155,7 +155,21 @@ static enum loco_rtx_cc prelock_all(void *arg, loco_raddr_t obj, bool write)
 	return LOCO_RTX_CC_PRELOCK;
 }
 
-static const struct loco_rtx_hooks prelock_hooks = { .classify = prelock_all };
+/* A repair for thread slot OWNER, counted by the owner's node. */
+static void count_repair(void *arg, uint32_t owner)
+{
+	struct xfer *xf = arg;
+	uint32_t node = owner / loco_rtx_threads_per_node(xf->rtx);
+	if (node < LOCO_MAX_NODES)
+		/* Relaxed: a counter, published by the heartbeat's WRITE. */
+		atomic_fetch_add_explicit(&xf->live_repairs_of[node], 1,
+					  memory_order_relaxed);
+}
+
+static const struct loco_rtx_hooks run_hooks = { .repaired = count_repair };
+static const struct loco_rtx_hooks prelock_hooks = {
+	.classify = prelock_all, .repaired = count_repair,
+};
 
 static uint64_t met_locks(const struct loco_rtx_stats *s)
 {
@@ -214,8 +228,9 @@ static int worker_start(struct xfer *xf, struct loco_thread *thr,
 			struct loco_rtx_worker **w)
 {
 	int rc = loco_rtx_worker_create(xf->rtx, thr, w);
-	if (!rc && xf->o.prelock)
-		loco_rtx_set_hooks(*w, &prelock_hooks, NULL);
+	if (!rc)
+		loco_rtx_set_hooks(*w, xf->o.prelock ? &prelock_hooks :
+				   &run_hooks, xf);
 	return rc;
 }
 
@@ -389,7 +404,9 @@ int xfer_rtx_final(struct xfer *xf, struct xfer_result *res)
 	int rc = loco_rtx_worker_create(xf->rtx, xf->thr, &w);
 	if (rc)
 		return rc;
+	loco_rtx_set_hooks(w, &run_hooks, xf);
 	rc = final_steps(xf, w, res);
+	xfer_dead_repairs(xf, res);
 	loco_rtx_worker_stats(w, &s);
 	res->final_repairs = s.repairs;
 	res->repairs += s.repairs;

@@ -60,6 +60,7 @@
 #include <loco/channels/shared_region.h>
 #include <loco/channels/ticket_lock.h>
 #include <loco/history.h>
+#include "test/common/skip.h"
 
 #define END_TIMEOUT_MS 600000
 #define LONG_MS 300000
@@ -816,7 +817,7 @@ int main(int argc, char **argv)
 		return rc;
 	rc = loco_mgr_create(&lopts, &c.mgr);
 	if (rc)
-		return rc == -LOCO_ENODEV ? 77 : 1;  /* 77: meson's skip */
+		return test_mgr_create_status(rc);
 	rc = setup(&c);
 	if (!rc) {
 		rc = dispatch(&c);

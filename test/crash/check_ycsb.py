@@ -10,7 +10,9 @@ Everything after the first "--" goes to tools/loco-run as is; loco-ycsb's
 arguments must include --dead-ms and --verify. The run passes when the
 cluster line (printed by the lowest surviving node) has missing = wrong =
 corrupt = 0 and verify_failed = 0, lists at least --min-dead dead nodes
-(default 1), and the index's verify line says nothing is left behind: 0
+(default 1), each of them killed (by loco-run or at its crash point: a
+live node declared dead fails), and the index's verify line says nothing
+is left behind: 0
 leaked and 0 lost KV blocks, 0 locks held, 0 logs pending (race's
 loco_race_verify). With --point NAME (repeatable) each such crash point
 must have been reached ("crash point NAME reached" in the output): a run
@@ -25,6 +27,8 @@ import os
 import re
 import subprocess
 import sys
+
+import crashrun
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))))
@@ -72,6 +76,7 @@ def problems(res, out, opts):
     for key in ("missing", "wrong", "corrupt", "verify_failed"):
         if res.get(key) != 0:
             bad.append("%s = %s" % (key, res.get(key)))
+    bad += crashrun.unkilled_dead(res, out)
     if len(res.get("dead", [])) < opts["min_dead"]:
         bad.append("dead %s, want at least %d" % (res.get("dead"),
                                                   opts["min_dead"]))

@@ -5,6 +5,7 @@ reporter prints a JSON result line, and the attempts at it."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,11 +45,40 @@ def run_once(run_args, marker):
     return None, out, err
 
 
+# tools/loco-run's lines for a node that died by a fault: its --kill, or
+# the node's own SIGKILL at a crash point, or exit status 3 (fenced, which
+# counts as a kill).
+KILLED = re.compile(r"^\[loco-run\] (?:killed n(\d+) at |n(\d+) exited with "
+                    r"(?:signal 9|status 3) )", re.M)
+
+
+def killed(err):
+    """The node ids loco-run's stderr ERR shows killed."""
+    return {int(a or b) for a, b in KILLED.findall(err)}
+
+
+def unkilled_dead(res, err):
+    """What is wrong with the result's dead nodes: one that nobody killed
+    (a live node declared dead, or one that stopped on an error) means the
+    run did not test what it names."""
+    gone = killed(err)
+    dead = res.get("dead")
+    if isinstance(dead, list):
+        odd = sorted(set(dead) - gone)
+        return ["node(s) %s found dead but not killed (killed: %s)"
+                % (odd, sorted(gone))] if odd else []
+    if isinstance(dead, int) and dead > len(gone):
+        return ["%d nodes found dead, %d killed (%s)" % (dead, len(gone),
+                                                        sorted(gone))]
+    return []
+
+
 def attempts(prog, opts, run_args, marker, problems):
     """Run the cluster (RUN_ARGS) up to OPTS["tries"] times and judge its
     result line: PROBLEMS(res, opts, final) lists what is wrong with it,
     the hard problems (FINAL false) failing the run at once, the rest
-    (FINAL true) making another attempt. Prints each line and the
+    (FINAL true) making another attempt. A node found dead that loco-run
+    did not kill is a hard problem. Prints each line and the
     verdict as PROG; returns the exit status (0: passed)."""
     for attempt in range(1, opts["tries"] + 1):
         res, out, err = run_once(run_args, marker)
@@ -58,7 +88,7 @@ def attempts(prog, opts, run_args, marker, problems):
             print("%s: no result line" % prog)
             return 1
         print(json.dumps(res))
-        hard = problems(res, opts, False)
+        hard = unkilled_dead(res, err) + problems(res, opts, False)
         if hard:
             sys.stderr.write(err)
             print("%s: FAIL: %s" % (prog, "; ".join(hard)))

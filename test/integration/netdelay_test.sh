@@ -26,7 +26,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 LR=${LOCO_RUN:-$here/../../tools/loco-run}
 ND=${1:?usage: netdelay_test.sh LOCO_NETDELAY}
 
-[ -c /dev/net/tun ] || { echo "netdelay_test: skipped: no /dev/net/tun"; exit 77; }
+# shellcheck source=../common/skip.sh
+. "$here/../common/skip.sh"
+[ -c /dev/net/tun ] || skip_hardware "no /dev/net/tun (TUN device)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loco-netdelay-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT

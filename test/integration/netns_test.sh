@@ -26,14 +26,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 LR=${LOCO_RUN:-$here/../../tools/loco-run}
 probe=loco-netns-probe-$$
 
-skip() {
-	echo "netns_test: skipped: $*"
-	exit 77
-}
-
-[ "$(id -u)" -eq 0 ] || skip "--netns needs root (network namespaces)"
-command -v ip >/dev/null || skip "no ip command (iproute2)"
-ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here"
+# shellcheck source=../common/skip.sh
+. "$here/../common/skip.sh"
+[ "$(id -u)" -eq 0 ] || skip_root "--netns needs root (network namespaces)"
+command -v ip >/dev/null || skip_missing iproute2 "no ip command"
+ip netns add "$probe" 2>/dev/null ||
+	skip_root "cannot create a network namespace here (root without CAP_SYS_ADMIN)"
 ip netns del "$probe"
 
 if [ "${1:-}" = --wrap ]; then
@@ -46,7 +44,7 @@ trap 'rm -rf "$work"' EXIT
 fail() {
 	echo "netns_test: FAIL: $*" >&2
 	for f in "$work"/*.out; do
-		[ -f "$f" ] && sed "s|^|  $(basename "$f")| |" "$f" | tail -20 >&2
+		[ -f "$f" ] && sed "s|^|  $(basename "$f"): |" "$f" | tail -20 >&2
 	done
 	exit 1
 }

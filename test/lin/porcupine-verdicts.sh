@@ -2,14 +2,15 @@
 # Checks loco-lincheck against the Porcupine test histories
 # (../shared/testdata/porcupine): every etcd log must get its known verdict,
 # the kv logs -ok linearizable and -bad not, and all 102 etcd histories must
-# be checked in under 10 s in total. Exits 77 (skip) without the data.
+# be checked in under 10 s in total. Exits 77 (skip) without the data, a
+# failure under CI=true (test/common/skip.sh).
 # usage: porcupine-verdicts.sh LOCO-LINCHECK DATA-DIR
 set -u
 lc=$1
 dir=$2
 if [ ! -d "$dir/jepsen" ] || [ ! -d "$dir/kv" ]; then
-	echo "skip: no test histories in $dir"
-	exit 77
+	. "$(dirname "$0")/../common/skip.sh"
+	skip_missing ../shared/testdata/porcupine "no test histories in $dir"
 fi
 
 # 000-049 as given in the data's README; 050-102 found by loco-lincheck and

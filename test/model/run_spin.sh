@@ -4,11 +4,13 @@
 #   pass: the exhaustive safety search must report "errors: 0" and have
 #         completed (pan exits 0 even on a violation, hence the grep);
 #   fail: it must report errors > 0 (a broken variant is caught).
-# Exit 77 (skip) when spin is not installed.
+# Exit 77 (skip) when spin is not installed (a failure under CI=true:
+# test/common/skip.sh).
 set -eu
 model=$1 expect=$2
 shift 2
-command -v spin >/dev/null || { echo "spin not installed"; exit 77; }
+. "$(dirname "$0")/../common/skip.sh"
+command -v spin >/dev/null || skip_missing spin "cannot check $(basename "$model")"
 dir=$(mktemp -d /tmp/loco-spin-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cp "$model" "$dir/model.pml"

@@ -818,6 +818,40 @@ START_TEST(repair_releases_late_lock)
 }
 END_TEST
 
+/* The repaired hook hears of every repair action, with the slot of the
+ * holder repaired (here the ghost's: an INIT log aborted and its locks
+ * released, then a no-log lock stolen). */
+static unsigned heard, heard_other;
+
+static void hear_repair(void *arg, uint32_t owner)
+{
+	(void)arg;
+	heard++;
+	heard_other += owner != GHOST_SLOT;
+}
+
+START_TEST(repair_tells_hook_the_owner)
+{
+	static const struct loco_rtx_hooks h = { .repaired = hear_repair };
+	heard = heard_other = 0;
+	loco_rtx_set_hooks(w, &h, NULL);
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, false);
+	ghost_log(lv, LOCO_RTX_LOG_INIT, -100, ghost_block(0, 50),
+		  ghost_block(1, 60));
+	set_word(0, RTX_LOCK_OFF, lv);
+	set_word(1, RTX_LOCK_OFF, lv);
+	ck_assert_int_eq(get(0), 5);
+	set_word(1, RTX_LOCK_OFF, ghost_lockv(-100, true));
+	ck_assert_int_eq(get(1), 6);
+	loco_rtx_set_hooks(w, NULL, NULL);
+	ck_assert_uint_eq(stats().repairs, 3);
+	ck_assert_uint_eq(heard, 3);
+	ck_assert_uint_eq(heard_other, 0);
+}
+END_TEST
+
 START_TEST(repair_steals_on_reused_log)
 {
 	put(0, 5);
@@ -1249,6 +1283,7 @@ static Suite *suite(void)
 	tcase_add_test(t, opt2_delegate_and_validate);
 	t = add_case(s, "repair", setup, 30);
 	tcase_add_test(t, repair_steals_nolog_lock);
+	tcase_add_test(t, repair_tells_hook_the_owner);
 	tcase_add_test(t, repair_waits_for_live_lease);
 	tcase_add_test(t, repair_aborts_init);
 	tcase_add_test(t, repair_recommits_doing);

@@ -301,9 +301,8 @@ int main(int argc, char **argv)
 
 		if (sched_getaffinity(0, sizeof(mask), &mask) == 0 &&
 		    cores_in(&mask) < 2) {
-			fprintf(stderr, "skipped: this process may use fewer than "
-				"two cores\n");
-			return TEST_SKIP;
+			return test_skip_hardware("this process may use fewer "
+						  "than two cores");
 		}
 		return run(spread_suite());
 	}

@@ -92,7 +92,8 @@ START_TEST(small_shm_refused_at_start)
 {
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
-		fprintf(stderr, "skipped part: needs root and mount namespaces\n");
+		fprintf(stderr, "SKIP(root: small_shm_refused_at_start "
+			"needs root and mount namespaces; the rest ran)\n");
 		return;
 	}
 	char dir[64];
