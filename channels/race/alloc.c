@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <loco/rtx/crash.h>
 #include "channels/race/internal.h"
 
 #define OWNERS_PER_READ 512
@@ -337,7 +336,7 @@ static int claim(struct loco_race_client *c, unsigned ni, bool *got)
 					   0, owner_word(c), &old, true);
 			if (rc || old)
 				continue;
-			loco_crash_point("race.alloc_claimed");
+			race_point("race.alloc_claimed");
 			RACE_INC(c, claims);
 			p->cursor = (f + i + 1) % r->nchunks;
 			struct race_own *o = own_add(p, f + i);

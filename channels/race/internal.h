@@ -97,6 +97,25 @@ static inline uint64_t race_slot_plain(uint64_t s)
 	return s & ~(RACE_SLOT_T | RACE_SLOT_M);
 }
 
+/* cas mode's moves (docs/race.md, "Stale movers"): a word a move froze
+ * carries the move's epoch (8 bits) where the fingerprint was, T clear;
+ * an empty slot of a child's group not moved yet is M alone with the
+ * epoch (closed-empty). A mover's CASes all expect words of its own
+ * epoch, so once a takeover re-marked them with a new one, every CAS of
+ * the old mover fails. Readers take any frozen item of a cas-mode table
+ * as a fingerprint match (its key is in its block). */
+static inline uint64_t race_slot_mark(uint64_t v, unsigned epoch)
+{
+	return (v & ~(UINT64_C(0xff) << 56) & ~RACE_SLOT_T) | RACE_SLOT_M |
+	       (uint64_t)(epoch & 0xff) << 56;
+}
+static inline unsigned race_slot_epoch(uint64_t v) { return (unsigned)(v >> 56); }
+/* A and B name the same item (flags, fingerprint and epoch aside). */
+static inline bool race_slot_same(uint64_t a, uint64_t b)
+{
+	return !((a ^ b) & ((UINT64_C(1) << 56) - 1) & ~(RACE_SLOT_T | RACE_SLOT_M));
+}
+
 /* ---- KV blocks (RACE Fig. 6) ------------------------------------------------
  * Out of place, fixed size per table (block_len, a multiple of 64):
  *   word 0  gen (16) | DEAD | klen (15) | vlen (32)
@@ -141,6 +160,20 @@ static_assert(LOCO_RACE_KV_BLOCKS_MAX == RACE_MAX_BLOCKS - RACE_CHUNK_BLOCKS,
  * word 1 the block's arena offset on that node. A never-written object
  * reads as zeros: no subtable. */
 #define RACE_DESC_VALID (UINT64_C(1) << 63)
+/* Bits 24-31 of word 0: the epoch of the subtable's latest cas-mode move
+ * (a child starts from its parent's, so no move of the parent's or the
+ * child's region reuses an epoch a stale mover may still hold, until
+ * 256 moves and takeovers wrapped it). */
+#define RACE_DESC_EPOCH_SHIFT 24
+static inline unsigned race_desc_epoch(uint64_t w0)
+{
+	return (unsigned)(w0 >> RACE_DESC_EPOCH_SHIFT) & 0xff;
+}
+static inline uint64_t race_desc_set_epoch(uint64_t w0, unsigned epoch)
+{
+	return (w0 & ~(UINT64_C(0xff) << RACE_DESC_EPOCH_SHIFT)) |
+	       (uint64_t)(epoch & 0xff) << RACE_DESC_EPOCH_SHIFT;
+}
 enum race_state {
 	RACE_LIVE = 1,        /* a subtable in use */
 	RACE_SPLITTING = 2,   /* cas mode: its items are moving to its child */
@@ -275,6 +308,10 @@ struct loco_race_client {
 };
 
 /* ---- race.c ----------------------------------------------------------------- */
+/* Crash point NAME (loco_crash_point), then the test stop point
+ * LOCO_RACE_STOP_AT may name (race.c). */
+void race_point(const char *name);
+
 static inline void race_count(struct loco_race_client *c, size_t i, uint64_t n)
 {
 	/* Relaxed: the client's thread is the only writer; readers sum. */

@@ -32,7 +32,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include <loco/rtx/crash.h>
 #include "channels/race/internal.h"
 
 #define TENT_STALE_NS (20u * 1000000u)  /* a tentative slot this old is a
@@ -321,7 +320,9 @@ static unsigned fp_matches(const struct loco_race *r, const struct race_look *l,
 			for (unsigned w = 1; !cb->dup && w < 16; w++) {
 				uint64_t v = cb->w[w];
 				uint32_t b = cb->b0 + w / 8;
-				if (race_slot_fp(v) != k->fp || !race_slot_item(v) ||
+				if ((race_slot_fp(v) != k->fp &&
+				     !(cas_mode(r) && race_slot_frozen(v))) ||
+				    !race_slot_item(v) ||
 				    w == 8 || cb_skip(l, t, i, b) ||
 				    race_slot_bad(r, v) || (ours && v == ours) ||
 				    (race_slot_tent(v) && !tent))
@@ -841,7 +842,7 @@ static int insert_try(struct race_op *op)
 	rc = insert_claim(op, &st, &l, off);
 	if (rc)
 		return rc;
-	loco_crash_point("race.insert_tentative");
+	race_point("race.insert_tentative");
 	/* The linearization point: visible from here; durable before the
 	 * insert returns. */
 	rc = race_cas_sync(op->c, &st.rr, off, tentative(op->item), op->item,
@@ -946,7 +947,7 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 				return rc;
 		}
 		if (point)
-			loco_crash_point(point);
+			race_point(point);
 		/* The linearization point, durable before the op returns (and
 		 * before the old block is freed). */
 		rc = race_cas_sync(op->c, &st->rr, slot_off(pos.bucket, pos.j),
@@ -957,7 +958,7 @@ static int replace(struct race_op *op, uint64_t nv, const char *point)
 		if (old == pos.v) {
 			op->has_block = false;
 			if (!op->val)
-				loco_crash_point("race.delete_unlinked");
+				race_point("race.delete_unlinked");
 			return race_free_remote(op->c, pos.v, w0);
 		}
 		rc = op_retry(op);

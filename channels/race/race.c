@@ -3,16 +3,20 @@
  * regions on the memory nodes, the root subtables, clients (slots,
  * incarnations), the client directory cache and its refresh, statistics. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <loco/rtx/crash.h>
 #include "channels/race/internal.h"
 
-#define CFG_VERSION 1
+#define CFG_VERSION 2   /* 2: cas moves' epochs (frozen words, closed-empty) */
 #define HASH_SEED1 UINT64_C(0x52414345)      /* "RACE" */
 #define HASH_SEED2 UINT64_C(0x9e3779b97f4a7c15)
 #define BACKOFF_MAX_US 200u
@@ -26,6 +30,8 @@ static const char *const race_crash_points[] = {
 				   * committed */
 	"race.split_done",        /* split committed, before the client goes on */
 	"race.cas_published",     /* cas split: child published, no item moved */
+	"race.after_group_freeze", /* cas move: a group's items frozen, not
+				   * copied */
 	"race.cas_mid_group",     /* cas move: a group's items frozen and copied,
 				   * not yet cleared from the parent */
 	"race.cas_mid_move",      /* cas move: half the groups moved */
@@ -42,6 +48,46 @@ static const char *const race_crash_points[] = {
 __attribute__((constructor)) static void race_register_points(void)
 {
 	loco_crash_register(race_crash_points);
+}
+
+/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODE][:N]
+ * makes the Nth arrival (default 1) of this process (on node NODE,
+ * LOCO_NODE_ID; any node without @) at race point POINT log "stopped at
+ * POINT" and SIGSTOP itself: a pause at an exact place, which the test
+ * ends with SIGCONT (test/ycsb/cont-stopped.sh). Read once. */
+static struct {
+	pthread_once_t once;
+	char point[64];
+	long after;
+	_Atomic long hits;
+} stop_at = { .once = PTHREAD_ONCE_INIT };
+
+static void stop_init(void)
+{
+	const char *spec = getenv("LOCO_RACE_STOP_AT"), *self = getenv("LOCO_NODE_ID");
+	if (!spec || !*spec)
+		return;
+	size_t len = strcspn(spec, "@:");
+	const char *at = strchr(spec, '@'), *colon = strchr(spec, ':');
+	if (len >= sizeof(stop_at.point) ||
+	    (at && (!self || strtol(at + 1, NULL, 10) != strtol(self, NULL, 10))))
+		return;
+	memcpy(stop_at.point, spec, len);
+	stop_at.after = colon ? strtol(colon + 1, NULL, 10) : 1;
+}
+
+void race_point(const char *name)
+{
+	loco_crash_point(name);
+	pthread_once(&stop_at.once, stop_init);
+	if (!stop_at.point[0] || strcmp(name, stop_at.point))
+		return;
+	/* Relaxed: a counter; the stop orders nothing. */
+	if (atomic_fetch_add_explicit(&stop_at.hits, 1, memory_order_relaxed) + 1 !=
+	    stop_at.after)
+		return;
+	loco_warn("race", "stopped at %s (pid %d)", name, (int)getpid());
+	raise(SIGSTOP);
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -334,7 +380,7 @@ static int roots_init(struct loco_race *r, struct loco_thread *thr,
 		all &= (d[s].w0 & RACE_DESC_VALID) != 0;
 	if (rc || all)
 		return rc;
-	loco_crash_point("race.create_peeked");
+	race_point("race.create_peeked");
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct loco_rregion rr;
 		rc = root_region(r, s, &rr);
@@ -564,6 +610,69 @@ static int cache_find(const struct loco_race_client *c, uint64_t h1)
 	return -1;
 }
 
+/* The slot on H1's chain that a split's commit has not installed yet:
+ * below the deepest cached ancestor's depth L, whose subtable is no
+ * longer H1's, the slot H1 mod 2^L. */
+static uint32_t hole_slot(const struct loco_race_client *c, uint64_t h1)
+{
+	unsigned deep = 0;
+	for (unsigned ld = 0; ld <= c->gd; ld++) {
+		const struct race_cdesc *e =
+			&c->cache[h1 & ((UINT64_C(1) << ld) - 1)];
+		if (e->valid && e->ld > deep)
+			deep = e->ld;
+	}
+	return (uint32_t)(h1 & ((UINT64_C(1) << deep) - 1));
+}
+
+/* Read descriptor S in a transaction of its own and drop it: an expired
+ * lock on it (a committer that stalled or died between its installs) is
+ * repaired on the way (rTX finishes the commit from its log). */
+static int repair_desc(struct loco_race_client *c, uint32_t s)
+{
+	const void *v;
+	int rc = loco_rtx_begin(c->w);
+	if (rc)
+		return rc;
+	rc = loco_rtx_read(c->w, race_desc_obj(c->r, s), &v);
+	loco_rtx_abort(c->w);
+	return rc == -EAGAIN || rc == -EBUSY ? 0 : rc;
+}
+
+#define HOLE_REPAIR_EVERY 8    /* refreshes between repair attempts */
+
+/* A refresh can find no subtable for H1: the peek reads one descriptor
+ * after another, and an rtx split's commit installs the parent's new
+ * depth before the child's descriptor (issue 27). That hole closes when
+ * the commit's next install lands, or, if the committer stalled or died
+ * in between, when its lease ran out and rTX's repair finishes the
+ * commit. So read again, and repair from time to time, until the
+ * manager's timeout. */
+static int hole_wait(struct loco_race_client *c, uint64_t h1, int *s)
+{
+	uint64_t deadline = race_deadline(c);
+	unsigned tries = 0;
+	RACE_INC(c, hole_waits);
+	while (*s < 0) {
+		if (loco_now_ns() > deadline) {
+			loco_err(c->r->base.name, "no subtable for hash %016llx "
+				 "within the timeout: the directory has a hole "
+				 "that no commit closes",
+				 (unsigned long long)h1);
+			return -ETIMEDOUT;
+		}
+		race_backoff(c, &tries);
+		int rc = tries % HOLE_REPAIR_EVERY ? 0 :
+			 repair_desc(c, hole_slot(c, h1));
+		if (!rc)
+			rc = race_refresh(c, h1);
+		if (rc)
+			return rc;
+		*s = cache_find(c, h1);
+	}
+	return 0;
+}
+
 int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 {
 	int s = cache_find(c, h1);
@@ -574,9 +683,9 @@ int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 		s = cache_find(c, h1);
 	}
 	if (s < 0) {
-		loco_err(c->r->base.name, "no subtable for hash %016llx: the "
-			 "directory has a hole", (unsigned long long)h1);
-		return -EPROTO;
+		int rc = hole_wait(c, h1, &s);
+		if (rc)
+			return rc;
 	}
 	race_st_of(c->r, &c->cache[s], (uint32_t)s, st);
 	return 0;

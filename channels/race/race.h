@@ -89,6 +89,11 @@ enum loco_race_resize {
 					     * operations return before
 					     * what they wrote or read is
 					     * persisted */
+#define LOCO_RACE_BROKEN_NO_EPOCH 0x8       /* cas-mode moves without
+					     * epochs: a takeover keeps
+					     * the mover's, a closed-empty
+					     * slot is 0 (a stale mover's
+					     * CASes hit) */
 
 /* Zero means "default". All clients of one table use the same geometry
  * (name, mem_nodes, groups, depths, key_max, value_max, kv_blocks,
@@ -135,6 +140,9 @@ struct loco_race_stats {
 				  * trip of their own) */
 	uint64_t ahead_found;    /* freed blocks those found */
 	uint64_t claims;         /* KV chunks claimed */
+	uint64_t hole_waits;     /* lookups that found a split's commit
+				  * half installed (the parent's new depth,
+				  * not yet the child) and waited for it */
 };
 
 /* Result of loco_race_verify. */

@@ -76,9 +76,11 @@ static uint64_t slot_word(uint32_t bucket, unsigned j)
 /* ---- descriptors ----------------------------------------------------------------- */
 
 static struct race_desc desc_of(enum race_state st, unsigned ld,
-				const struct loco_rregion *rr)
+				const struct loco_rregion *rr, unsigned epoch)
 {
-	return (struct race_desc){ race_desc_w0(st, ld, rr->node), rr->off };
+	return (struct race_desc){
+		race_desc_set_epoch(race_desc_w0(st, ld, rr->node), epoch),
+		rr->off };
 }
 
 static unsigned desc_ld(const struct race_desc *d)
@@ -350,7 +352,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 			return rc;
 		freeze_apply(snap, f, nk);
 		if (split_point)
-			loco_crash_point("race.split_mid_freeze");
+			race_point("race.split_mid_freeze");
 		rc = renew_maybe(c);
 	}
 	return rc;
@@ -444,7 +446,7 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 	memset(f.hv, 0, nk);
 	int rc = freeze_all(c, st, snap, &f, took_over);
 	if (!rc)
-		loco_crash_point("race.split_frozen");
+		race_point("race.split_frozen");
 	if (!rc) {
 		race_count(c, RACE_STAT(moved),
 			   build_halves(r, snap, f.h, st->ld, st->suffix, lo, hi));
@@ -455,9 +457,9 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 		loco_rtx_abort(c->w);
 		return rc;
 	}
-	loco_crash_point("race.split_written");
-	struct race_desc dlo = desc_of(RACE_LIVE, st->ld + 1, &rlo);
-	struct race_desc dhi = desc_of(RACE_LIVE, st->ld + 1, &rhi);
+	race_point("race.split_written");
+	struct race_desc dlo = desc_of(RACE_LIVE, st->ld + 1, &rlo, 0);
+	struct race_desc dhi = desc_of(RACE_LIVE, st->ld + 1, &rhi, 0);
 	return commit_descs(c, st->suffix, &dlo,
 			    st->suffix | UINT32_C(1) << st->ld, &dhi);
 }
@@ -468,9 +470,13 @@ struct move {
 	struct loco_rregion o, n;
 	unsigned ld;               /* the parent's depth before the split */
 	uint32_t s;
+	unsigned ep;               /* this mover's epoch (internal.h) */
 	uint64_t ow[3 * 8], nw[3 * 8];   /* a group of O, of N */
 	uint64_t h[3 * RACE_SLOTS];      /* item hashes */
-	uint64_t res[3 * 8];
+	uint64_t fpw[3 * RACE_SLOTS];    /* per slot: the committed word we
+					  * froze (its fingerprint), 0 */
+	uint8_t fph[3 * RACE_SLOTS];     /* per slot: h[k] is N's item's */
+	uint64_t res[3 * 8 + 3];
 };
 
 static uint64_t grp_off(uint32_t g)
@@ -478,7 +484,27 @@ static uint64_t grp_off(uint32_t g)
 	return (uint64_t)g * RACE_GROUP_BYTES;
 }
 
-/* a: O's group headers to depth ld + 1, then READ the group. */
+/* A closed-empty word of epoch EP (0 in the broken variant without
+ * epochs, as before them). */
+static uint64_t closed_empty(const struct loco_race *r, unsigned ep)
+{
+	return r->o.broken & LOCO_RACE_BROKEN_NO_EPOCH ? 0 :
+	       race_slot_mark(0, ep);
+}
+
+static uint64_t closed_hdr(const struct move *m)
+{
+	return race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, true);
+}
+
+/* READ O's and N's group G behind what L holds. */
+static void group_reads(struct race_ops *l, struct move *m, uint32_t g)
+{
+	race_ops_read(l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+	race_ops_read(l, &m->n, grp_off(g), m->nw, RACE_GROUP_BYTES);
+}
+
+/* a: O's group headers to depth ld + 1, then READ the group (and N's). */
 static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	uint64_t from = race_hdr(m->ld, m->s, false);
@@ -488,7 +514,7 @@ static int group_headers(struct loco_race_client *c, struct move *m, uint32_t g)
 	for (unsigned k = 0; k < 3; k++)
 		race_ops_cas(&l, &m->o, grp_off(g) + k * RACE_BUCKET_BYTES, from, to,
 		       &m->res[k]);
-	race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+	group_reads(&l, m, g);
 	int rc = race_ops_run_durable(&l, m->o.node);
 	for (unsigned k = 0; !rc && k < 3; k++)
 		if (m->res[k] != from && m->res[k] != to)
@@ -503,14 +529,30 @@ static uint64_t ow_slot(const struct move *m, unsigned k)
 	return m->ow[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
 }
 
+static uint64_t nw_slot(const struct move *m, unsigned k)
+{
+	return m->nw[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
+}
+
 static uint64_t kslot_off(uint32_t g, unsigned k)
 {
 	return grp_off(g) + (k / RACE_SLOTS) * RACE_BUCKET_BYTES + 8 +
 	       8 * (k % RACE_SLOTS);
 }
 
-/* b: freeze the items bound for N, clear tentative slots; until every CAS
- * of a round hit (then the group READ is what the freeze left). */
+/* A frozen word of another mover's epoch (one we took the move over
+ * from, or a stale one). */
+static bool foreign(const struct move *m, uint64_t v)
+{
+	return race_slot_frozen(v) && race_slot_epoch(v) != (m->ep & 0xff);
+}
+
+/* b: freeze the items bound for N (v -> v marked with our epoch), clear
+ * tentative slots, and re-mark with our epoch every word of another
+ * mover's in O's group and N's (N is MOVING, so every frozen word there
+ * is this move's), so that none of that mover's CASes can hit from now
+ * on; until a round has nothing to do (then the group READs are what
+ * the freeze left). */
 static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 {
 	const struct loco_race *r = c->r;
@@ -535,66 +577,67 @@ static int group_freeze(struct loco_race_client *c, struct move *m, uint32_t g)
 		unsigned n = 0;
 		race_ops_init(&l, c);
 		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
-			uint64_t v = ow_slot(m, k), to;
-			if (!v || race_slot_frozen(v))
+			uint64_t v = ow_slot(m, k), nv = nw_slot(m, k), to;
+			if (foreign(m, nv)) {
+				race_ops_cas(&l, &m->n, kslot_off(g, k), nv,
+					     race_slot_mark(nv, m->ep), &m->res[k]);
+				n++;
+			}
+			if (!v || (race_slot_frozen(v) && !foreign(m, v)))
 				continue;
-			if (race_slot_tent(v))
+			if (race_slot_frozen(v))
+				to = race_slot_mark(v, m->ep);
+			else if (race_slot_tent(v))
 				to = 0;
-			else if ((m->h[k] >> m->ld) & 1)
-				to = v | RACE_SLOT_M;
-			else
+			else if ((m->h[k] >> m->ld) & 1) {
+				to = race_slot_mark(v, m->ep);
+				m->fpw[k] = v;
+			} else
 				continue;
 			race_ops_cas(&l, &m->o, kslot_off(g, k), v, to, &m->res[k]);
 			n++;
 		}
 		if (!n)
 			return 0;
-		/* Then READ the group again behind the CASes. */
-		race_ops_read(&l, &m->o, grp_off(g), m->ow, RACE_GROUP_BYTES);
+		/* Then READ the groups again behind the CASes. */
+		group_reads(&l, m, g);
 		rc = race_ops_run_durable(&l, m->o.node);
+		if (!rc && m->n.node != m->o.node)
+			rc = race_persist(c, m->n.node);
 		if (rc)
 			return rc;
 	}
 	return -EAGAIN;
 }
 
-/* c: copy every frozen item of O's group into the same slot of N. */
+/* c: copy every frozen item of O's group into the same slot of N, where
+ * our closed-empty word is (an earlier mover's copy there was re-marked
+ * ours by step b). */
 static int group_copy(struct loco_race_client *c, struct move *m, uint32_t g)
 {
-	for (unsigned round = 0; round < GROUP_ROUNDS; round++) {
-		struct race_ops l;
-		unsigned n = 0;
-		race_ops_init(&l, c);
-		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
-			uint64_t v = ow_slot(m, k);
-			if (!race_slot_frozen(v) || !race_slot_item(v))
-				continue;
-			race_ops_cas(&l, &m->n, kslot_off(g, k), 0, v, &m->res[k]);
-			n++;
-		}
-		int rc = race_ops_run_durable(&l, m->n.node);
-		if (rc || !n)
-			return rc;
-		bool again = false;
-		race_ops_init(&l, c);
-		for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
-			uint64_t v = ow_slot(m, k), got = m->res[k];
-			if (!race_slot_frozen(v) || !race_slot_item(v) ||
-			    got == 0 || got == v)
-				continue;
-			if (got == race_slot_plain(v))
-				return -EAGAIN;   /* another mover finished it */
-			if (!race_slot_tent(got))
-				return -EPROTO;   /* a closed group holds no item */
-			/* An insert that will see the group closed: clear it. */
-			race_ops_cas(&l, &m->n, kslot_off(g, k), got, 0, &m->res[k]);
-			again = true;
-		}
-		rc = race_ops_run_durable(&l, m->n.node);
-		if (rc || !again)
-			return rc;
+	uint64_t empty = closed_empty(c->r, m->ep);
+	struct race_ops l;
+	unsigned n = 0;
+	race_ops_init(&l, c);
+	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+		uint64_t v = ow_slot(m, k);
+		if (!race_slot_frozen(v) || !race_slot_item(v))
+			continue;
+		race_ops_cas(&l, &m->n, kslot_off(g, k), empty, v, &m->res[k]);
+		n++;
 	}
-	return -EAGAIN;
+	int rc = race_ops_run_durable(&l, m->n.node);
+	for (unsigned k = 0; !rc && n && k < 3 * RACE_SLOTS; k++) {
+		uint64_t v = ow_slot(m, k), got = m->res[k];
+		if (!race_slot_frozen(v) || !race_slot_item(v) ||
+		    got == empty || got == v)
+			continue;
+		/* Not our closed-empty word nor our copy: a takeover
+		 * re-marked the group (we are the stale mover), or it was
+		 * finished. Stop; whoever holds the move goes on. */
+		rc = -EAGAIN;
+	}
+	return rc;
 }
 
 /* d: clear the moved items from O. */
@@ -610,22 +653,57 @@ static int group_clear(struct loco_race_client *c, struct move *m, uint32_t g)
 	return race_ops_run_durable(&l, m->o.node);
 }
 
-/* e: unfreeze N's group (every frozen item: ours, or an earlier mover's
- * whose O copy is gone), then open it. */
+/* The fingerprints of N's frozen items in NW whose O copy we did not
+ * freeze ourselves (an earlier mover's, whose O copy is gone): from
+ * their blocks' hash words, one round trip. */
+static int group_fps(struct loco_race_client *c, struct move *m)
+{
+	const struct loco_race *r = c->r;
+	struct race_ops l;
+	bool any = false;
+	race_ops_init(&l, c);
+	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
+		uint64_t v = nw_slot(m, k);
+		if (!race_slot_frozen(v) || !race_slot_item(v) ||
+		    (m->fpw[k] && race_slot_same(v, m->fpw[k])))
+			continue;
+		if (race_slot_ni(v) >= r->nmn || race_slot_block(v) >= r->nblocks)
+			return -EPROTO;
+		race_ops_read(&l, race_kv(r, race_slot_ni(v)),
+			      (uint64_t)race_slot_block(v) * r->block_len + 8,
+			      &m->h[k], 8);
+		m->fph[k] = 1;
+		any = true;
+	}
+	return any ? race_ops_run(&l) : 0;
+}
+
+/* e: unfreeze N's group (items of our epoch back to their committed
+ * word, closed-empty words to 0), then open it. */
 static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
 {
-	uint64_t closed = race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, true);
+	uint64_t closed = closed_hdr(m);
 	uint64_t open = race_hdr(m->ld + 1, m->s | UINT32_C(1) << m->ld, false);
 	int rc = loco_read(c->thr, &m->n, grp_off(g), m->nw, RACE_GROUP_BYTES);
+	if (!rc)
+		rc = group_fps(c, m);
 	if (rc)
 		return rc;
 	struct race_ops l;
 	race_ops_init(&l, c);
 	for (unsigned k = 0; k < 3 * RACE_SLOTS; k++) {
-		uint64_t v = m->nw[(k / RACE_SLOTS) * 8 + 1 + k % RACE_SLOTS];
-		if (race_slot_frozen(v))
-			race_ops_cas(&l, &m->n, kslot_off(g, k), v, race_slot_plain(v),
-			       &m->res[k]);
+		uint64_t v = nw_slot(m, k), to = 0;
+		if (!race_slot_frozen(v))
+			continue;
+		if (foreign(m, v))
+			return -EAGAIN;   /* re-marked: we are stale */
+		if (race_slot_item(v)) {
+			uint8_t fp = m->fph[k] ? (uint8_t)(m->h[k] >> 56) :
+				     race_slot_fp(m->fpw[k]);
+			to = (v & ~(UINT64_C(0xff) << 56) & ~RACE_SLOT_M) |
+			     (uint64_t)fp << 56;
+		}
+		race_ops_cas(&l, &m->n, kslot_off(g, k), v, to, &m->res[k]);
 	}
 	/* Same QP, after the unfreezing CASes: open last. */
 	for (unsigned b = 0; b < 3; b++)
@@ -643,13 +721,17 @@ static int group_open(struct loco_race_client *c, struct move *m, uint32_t g)
  * move over goes on. */
 static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 {
+	memset(m->fpw, 0, sizeof(m->fpw));
+	memset(m->fph, 0, sizeof(m->fph));
 	int rc = group_headers(c, m, g);
 	if (!rc)
 		rc = group_freeze(c, m, g);
 	if (!rc)
+		race_point("race.after_group_freeze");
+	if (!rc)
 		rc = group_copy(c, m, g);
 	if (!rc && g == 0)
-		loco_crash_point("race.cas_mid_group");
+		race_point("race.cas_mid_group");
 	if (!rc)
 		rc = group_clear(c, m, g);
 	if (!rc)
@@ -660,13 +742,13 @@ static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 	return rc;
 }
 
-/* T2 with the lock on the parent S held (D: its value). */
+/* T2 with the lock on the parent S held (D: its value, with our epoch). */
 static int move_all(struct loco_race_client *c, uint32_t s,
 		    const struct race_desc *d)
 {
 	const struct loco_race *r = c->r;
 	const struct race_desc *dn = NULL;
-	unsigned ld = desc_ld(d);
+	unsigned ld = desc_ld(d), ep = race_desc_epoch(d->w0);
 	uint32_t ns = s | UINT32_C(1) << ld;
 	int rc = loco_rtx_read(c->w, race_desc_obj(r, ns), (const void **)&dn);
 	if (!rc && (!dn || desc_state(dn) != RACE_MOVING))
@@ -679,11 +761,12 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 		m->n = desc_rr(r, dn);
 		m->ld = ld;
 		m->s = s;
+		m->ep = ep;
 	}
 	for (uint32_t g = 0; !rc && g < r->groups; g++) {
 		rc = move_group(c, m, g);
 		if (!rc && g == r->groups / 2)
-			loco_crash_point("race.cas_mid_move");
+			race_point("race.cas_mid_move");
 		if (!rc)
 			rc = renew_maybe(c);
 	}
@@ -692,24 +775,54 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 		loco_rtx_abort(c->w);
 		return rc;
 	}
-	loco_crash_point("race.cas_moved");
-	struct race_desc lo = desc_of(RACE_LIVE, ld + 1, &m->o);
-	struct race_desc hi = desc_of(RACE_LIVE, ld + 1, &m->n);
+	race_point("race.cas_moved");
+	struct race_desc lo = desc_of(RACE_LIVE, ld + 1, &m->o, ep);
+	struct race_desc hi = desc_of(RACE_LIVE, ld + 1, &m->n, ep);
 	free(m);
 	return commit_descs(c, s, &lo, ns, &hi);
 }
 
-int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover)
+/* Lock parent S for its move, under an epoch of our own: MINE (the
+ * epoch our T1 published, -1 for none) if the descriptor still has it,
+ * else a new one, committed before we move (one more transaction), so
+ * that the words of whoever moved before us can be told from ours. 0 with
+ * the lock held and *D the value; 1: no move left (finished meanwhile;
+ * nothing held); or an error. */
+static int lock_move(struct loco_race_client *c, uint32_t s, int mine,
+		     struct race_desc *d)
+{
+	for (;;) {
+		int rc = lock_desc(c, s, d);
+		if (rc)
+			return rc;
+		if (!(d->w0 & RACE_DESC_VALID) || desc_state(d) != RACE_SPLITTING) {
+			loco_rtx_abort(c->w);
+			return 1;
+		}
+		unsigned ep = race_desc_epoch(d->w0);
+		if (mine == (int)ep || (c->r->o.broken & LOCO_RACE_BROKEN_NO_EPOCH))
+			return 0;
+		struct race_desc nd = { race_desc_set_epoch(d->w0, ep + 1), d->off };
+		rc = loco_rtx_write(c->w, race_desc_obj(c->r, s), &nd);
+		if (rc) {
+			loco_rtx_abort(c->w);
+			return rc;
+		}
+		rc = loco_rtx_commit(c->w);
+		if (rc)
+			return rc;
+		mine = (int)((ep + 1) & 0xff);
+	}
+}
+
+static int move_finish(struct loco_race_client *c, uint32_t s, bool takeover,
+		       int mine)
 {
 	struct race_desc d;
 	uint64_t t0 = loco_now_ns();
-	int rc = lock_desc(c, s, &d);
+	int rc = lock_move(c, s, mine, &d);
 	if (rc)
-		return rc;
-	if (!(d.w0 & RACE_DESC_VALID) || desc_state(&d) != RACE_SPLITTING) {
-		loco_rtx_abort(c->w);
-		return 0;   /* finished meanwhile */
-	}
+		return rc > 0 ? 0 : rc;
 	rc = move_all(c, s, &d);
 	if (!rc && takeover)
 		RACE_INC(c, takeovers);
@@ -720,18 +833,27 @@ int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover)
 	return rc;
 }
 
-/* T1: child N initialised CLOSED and published with the parent
- * SPLITTING; then T2. */
+int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover)
+{
+	return move_finish(c, s, takeover, -1);
+}
+
+/* T1: child N initialised CLOSED (closed-empty words of the move's
+ * epoch, the parent's next) and published with the parent SPLITTING;
+ * then T2. */
 static int split_cas(struct loco_race_client *c, const struct race_st *st,
 		     const struct race_desc *d)
 {
 	const struct loco_race *r = c->r;
 	uint32_t ns = st->suffix | UINT32_C(1) << st->ld;
+	unsigned ep = (race_desc_epoch(d->w0) + 1) & 0xff;
 	uint64_t *init = (uint64_t *)c->big;
 	struct loco_rregion rn;
-	memset(init, 0, r->st_bytes);
-	for (uint32_t b = 0; b < 3 * r->groups; b++)
+	for (uint32_t b = 0; b < 3 * r->groups; b++) {
 		init[b * 8] = race_hdr(st->ld + 1, ns, true);
+		for (unsigned j = 0; j < RACE_SLOTS; j++)
+			init[slot_word(b, j)] = closed_empty(r, ep);
+	}
 	int rc = new_block(c, st->ld + 1, ns, 1, &rn);
 	if (!rc)
 		rc = loco_write(c->thr, &rn, 0, init, r->st_bytes);
@@ -744,14 +866,15 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 		loco_rtx_abort(c->w);
 		return rc;
 	}
-	struct race_desc dp = { race_desc_w0(RACE_SPLITTING, st->ld,
-					     (uint32_t)(d->w0 & 0xffff)), d->off };
-	struct race_desc dn = desc_of(RACE_MOVING, st->ld + 1, &rn);
+	struct race_desc dp = { race_desc_set_epoch(
+		race_desc_w0(RACE_SPLITTING, st->ld, (uint32_t)(d->w0 & 0xffff)),
+		ep), d->off };
+	struct race_desc dn = desc_of(RACE_MOVING, st->ld + 1, &rn, ep);
 	rc = commit_descs(c, st->suffix, &dp, ns, &dn);
 	if (rc)
 		return rc;
-	loco_crash_point("race.cas_published");
-	rc = race_move_finish(c, st->suffix, false);
+	race_point("race.cas_published");
+	rc = move_finish(c, st->suffix, false, (int)ep);
 	return rc == -EAGAIN ? 0 : rc;   /* someone took the move over */
 }
 
@@ -768,7 +891,7 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 	int rc = lock_desc(c, st->suffix, &d);
 	if (rc)
 		return rc;
-	loco_crash_point("race.split_locked");
+	race_point("race.split_locked");
 	if (!(d.w0 & RACE_DESC_VALID) || d.off != st->rr.off ||
 	    desc_ld(&d) != st->ld) {
 		loco_rtx_abort(c->w);
@@ -790,7 +913,7 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 	rc = split_rtx(c, st, &took_over);
 	if (rc)
 		return rc;
-	loco_crash_point("race.split_done");
+	race_point("race.split_done");
 	RACE_INC(c, splits);
 	if (took_over)
 		RACE_INC(c, takeovers);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "channels/race/internal.h"
 #include "rtx/internal.h"
@@ -668,6 +669,7 @@ struct victim {
 	struct loco_thread *thr;
 	struct loco_race_client *c;
 	uint64_t from, n;
+	_Atomic uint64_t at;   /* the key being inserted */
 	int rc;
 };
 
@@ -678,6 +680,7 @@ static void *victim_inserts(void *arg)
 	stall.victim = pthread_self();   /* read by the hook on this thread */
 	v->rc = 0;
 	for (uint64_t i = v->from; i < v->from + v->n && !v->rc; i++) {
+		atomic_store(&v->at, i);
 		v->rc = put(v->c, i, 5);
 		if (v->rc == -EEXIST)
 			v->rc = 0;
@@ -742,6 +745,126 @@ END_TEST
 START_TEST(takeover_cas_group) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_mid_group"); }
 END_TEST
 START_TEST(takeover_cas_published) { resize_takeover(LOCO_RACE_RESIZE_CAS, "race.cas_published"); }
+END_TEST
+
+/* Issue 26: a cas-mode mover stalls after freezing a group's items
+ * (race.after_group_freeze) past its lease. Another client's deletes of
+ * those items wait, take the move over, finish and commit it, and delete
+ * every key. Released, the stale mover goes on with its old snapshot:
+ * its CASes into the child (copy, unfreeze) must all fail, or a deleted
+ * key comes back (or a slot stays frozen in a live subtable). */
+static void stale_mover(bool broken)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_CAS);
+	o.broken = broken ? LOCO_RACE_BROKEN_NO_EPOCH : 0;
+	struct victim v = { .from = 0, .n = 60 };
+	struct timespec ts;
+	struct tab t;
+	pthread_t tid;
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, "race.after_group_freeze", r1, 1);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	ck_assert_msg(sem_timedwait(&stall.stopped, &ts) == 0,
+		      "the mover never reached race.after_group_freeze");
+	uint64_t at = atomic_load(&v.at);
+	for (uint64_t i = 0; i < at; i++)
+		ck_assert_int_eq(loco_race_delete(t.c, &i, 8), 0);
+	ck_assert_uint_ge(stats(t.c).takeovers, 1);
+	for (uint64_t i = 0; i < at; i++)
+		ck_assert_int_eq(ver_of(t.c, i), -1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	rtx_crash_set_hook(NULL, NULL);
+	if (broken) {
+		/* The stale mover's CASes hit: a slot frozen for good in
+		 * the live child (the check says so; gets of it would time
+		 * out), or, unfrozen, a deleted key back. */
+		struct loco_race_audit a;
+		char msg[256] = "";
+		unsigned back = 0;
+		int rc = loco_race_verify(t.c, &a, msg, sizeof(msg));
+		for (uint64_t i = 0; !rc && i < at; i++) {
+			uint64_t val[2];
+			uint32_t n = 0;
+			back += loco_race_get(t.c, &i, 8, val, sizeof(val), &n) == 0;
+		}
+		ck_assert_msg(rc || back, "no damage: verify passed, no deleted "
+			      "key back");
+	} else {
+		ck_assert_int_eq(v.rc, 0);
+		for (uint64_t i = 0; i < at; i++)
+			ck_assert_msg(ver_of(t.c, i) == -1,
+				      "deleted key %llu is back",
+				      (unsigned long long)i);
+		for (uint64_t i = at; i < 60; i++)
+			ck_assert_int_eq(ver_of(t.c, i), 5);
+		verify_ok(t.c, NULL);
+	}
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
+
+START_TEST(stale_mover_cas) { stale_mover(false); }
+END_TEST
+START_TEST(stale_mover_cas_broken) { stale_mover(true); }
+END_TEST
+
+/* Issue 27: an rtx split's commit installs the parent's new descriptor
+ * (ld 1) and then the child's; a client that read the directory between
+ * the two found no subtable for a key of the child ("the directory has
+ * a hole", -EPROTO). The splitter stalls there (rtx.mid_install, armed
+ * never to kill, so the commit's installs go one round each) and the
+ * other client's operations on keys of both halves must wait for the
+ * commit, or repair it once its lease ran out, and find every key. */
+START_TEST(hole_mid_install)
+{
+	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_RTX);
+	struct victim v = { .from = 0, .n = 60 };
+	struct timespec ts;
+	struct tab t;
+	pthread_t tid;
+	ck_assert_int_eq(setenv("LOCO_CRASH_AT", "rtx.mid_install:1000000000", 1), 0);
+	tab_open(&t, 0, &o);
+	struct loco_race *r1;
+	ck_assert_int_eq(loco_race_create(cl.mgr[1], &o, &r1), 0);
+	stall_start(&v, &tid, "rtx.mid_install", r1, 1);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	ck_assert_msg(sem_timedwait(&stall.stopped, &ts) == 0,
+		      "the splitter never reached rtx.mid_install");
+	/* The first split is half installed: the keys before the one
+	 * being inserted are in, on both sides of hash bit 0. */
+	unsigned sides[2] = { 0, 0 };
+	for (uint64_t i = 0; i < atomic_load(&v.at); i++) {
+		struct race_key k;
+		race_key_init(t.r, &k, &i, 8);
+		sides[k.h1 & 1]++;
+		ck_assert_int_eq(ver_of(t.c, i), 5);
+	}
+	ck_assert_uint_gt(sides[0], 0);
+	ck_assert_uint_gt(sides[1], 0);
+	for (uint64_t i = 1000; i < 1040; i++)
+		ck_assert_int_eq(put(t.c, i, 6), 0);
+	ck_assert_uint_ge(stats(t.c).hole_waits, 1);
+	sem_post(&stall.go);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(v.rc, 0);
+	rtx_crash_set_hook(NULL, NULL);
+	verify_ok(t.c, NULL);
+	for (uint64_t i = 0; i < 60; i++)
+		ck_assert_int_eq(ver_of(t.c, i), 5);
+	for (uint64_t i = 1000; i < 1040; i++)
+		ck_assert_int_eq(ver_of(t.c, i), 6);
+	loco_race_client_destroy(v.c);
+	loco_thread_destroy(v.thr);
+	loco_race_destroy(r1);
+	tab_close(&t);
+}
 END_TEST
 
 /* Keys whose fingerprint is FP, bound for the child of a depth-0 split
@@ -1305,6 +1428,10 @@ static Suite *suite(void)
 	tcase_add_test(t, late_creator);
 	tcase_add_test(t, dead_tentative);
 	tcase_add_test(t, restart_adopts_chunks);
+	t = tcase(s, "resize-races");
+	tcase_add_test(t, hole_mid_install);
+	tcase_add_test(t, stale_mover_cas);
+	tcase_add_test(t, stale_mover_cas_broken);
 	t = tcase(s, "alloc");
 	tcase_add_test(t, alloc_no_double);
 	tcase_add_test(t, alloc_remote_frees);
