@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "apps/ycsb/ycsb.h"
+#include <loco/rtx/crash.h>
 
 #define HB_MS 10
 #define POLL_US 1000
@@ -44,6 +45,20 @@ struct ycsb_ctl {
 	uint64_t src;              /* WRITE source of phase words */
 	struct ctl_rec mine;       /* WRITE source of the row */
 };
+
+/* Crash points of loco-ycsb (LOCO_CRASH_AT, rtx/crash.h), for deaths
+ * before the measured phase: after the index is open and the records
+ * too, before anything waits for the others; and at each key loaded. */
+static const char *const ycsb_crash_points[] = {
+	"ycsb.setup",
+	"ycsb.load",
+	NULL,
+};
+
+__attribute__((constructor)) static void ycsb_register_points(void)
+{
+	loco_crash_register(ycsb_crash_points);
+}
 
 static uint64_t rec_off(uint32_t id)
 {

@@ -18,6 +18,7 @@
 #include "apps/common/opts.h"
 #include "apps/ycsb/ycsb.h"
 #include <loco/history.h>
+#include <loco/rtx/crash.h>
 
 /* The barrier after the load waits this long (a load may take a while),
  * the others less: the nodes stop at the same time, give or take one
@@ -328,6 +329,28 @@ static int open_index(struct ycsb *y)
 	return rc;
 }
 
+/* The cluster barrier, or with --dead-ms the node records (ctl.c) in
+ * its place: then no channel has a compute peer to join, and a node that
+ * dies in set-up or load is found dead at the first phase, like one that
+ * dies in the run. */
+static int phases_open(struct ycsb *y)
+{
+	if (y->o.dead_ms)
+		return ycsb_ctl_open(y);
+	int rc = cl_run_init(&y->run, y->mgr, "ycsbrun");
+	if (rc)
+		fprintf(stderr, "loco-ycsb: set-up: %s\n", loco_strerror(rc));
+	return rc;
+}
+
+static void phases_close(struct ycsb *y)
+{
+	if (y->ctl)
+		ycsb_ctl_close(y);
+	else
+		cl_run_fini(&y->run);
+}
+
 /* Every failure is named on stderr here. */
 static int setup(struct ycsb *y)
 {
@@ -343,31 +366,26 @@ static int setup(struct ycsb *y)
 		rc = open_index(y);
 	if (rc)
 		return rc;
-	rc = cl_run_init(&y->run, y->mgr, "ycsbrun");
-	if (rc)
-		goto close_ix;
-	if (y->o.dead_ms && (rc = ycsb_ctl_open(y))) {
-		cl_run_fini(&y->run);
+	rc = phases_open(y);
+	if (rc) {
 		y->o.ix->close(y->ix);
 		return rc;
 	}
+	loco_crash_point("ycsb.setup");
 	rc = loco_mgr_wait_ready(y->mgr, READY_MS);
 	if (!rc && y->o.ix->start)
 		rc = y->o.ix->start(y->ix);
 	if (!rc)
 		return 0;
-	ycsb_ctl_close(y);
-	cl_run_fini(&y->run);
-close_ix:
 	fprintf(stderr, "loco-ycsb: set-up: %s\n", loco_strerror(rc));
+	phases_close(y);
 	y->o.ix->close(y->ix);
 	return rc;
 }
 
 static int teardown(struct ycsb *y)
 {
-	ycsb_ctl_close(y);
-	cl_run_fini(&y->run);
+	phases_close(y);
 	int rc = y->o.ix->close(y->ix);
 	if (rc)
 		fprintf(stderr, "loco-ycsb: node %u: closing %s: %s\n", y->self,
