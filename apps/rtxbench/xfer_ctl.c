@@ -235,6 +235,8 @@ static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
 		return 0;
 	} else {
 		res->dead |= UINT64_C(1) << id;
+		fprintf(stderr, "loco-rtx-transfer: node %u: node %u is dead (no "
+			"heartbeat for %u ms)\n", xf->self, id, xf->o.dead_ms);
 	}
 	pw->settled = true;
 	sum_rec(res, &r);
