@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""loco-rtx-transfer with a compute node paused (SIGSTOP, then SIGCONT):
-a paused node is not a dead one.
+"""loco-rtx-transfer or loco-ycsb --dead-ms with a compute node paused
+(SIGSTOP, then SIGCONT): a paused node is not a dead one.
 
-usage: pause_transfer.py [--victim ID] [--tries K] MODE -- LOCO-RUN-ARGS...
+usage: pause_check.py [--victim ID] [--tries K] MODE -- LOCO-RUN-ARGS...
 
 LOCO-RUN-ARGS go to tools/loco-run as they are (a cluster running
-loco-rtx-transfer). Node ID (default the highest compute node) is paused
-once it said it is running ("node ID: running"), a moment later (its
-transfers in flight). MODE:
+loco-rtx-transfer, or loco-ycsb with --dead-ms). Node ID (default the
+highest compute node) is paused once it said it is running (the
+transfer's "node ID: running", loco-ycsb's first progress line), a
+moment later (its operations in flight). MODE:
 
   adopt        the pause lasts until a node says node ID is dead (past
                --dead-ms, after the others finished): the victim is then
@@ -25,8 +26,11 @@ transfers in flight). MODE:
                repeated (--tries K).
 
 Either way the reporter's line must say the total is conserved, no data
-block leaked or was lost and no lock is held, and the dead are at most
-the victim. Every attempt is checked. Exit 0 on success, 1 on failure."""
+block leaked or was lost and no lock is held (loco-ycsb: the cluster
+line has missing = wrong = corrupt = 0 and verify_failed = 0, and RACE's
+verify line nothing leaked, lost, locked or pending), and the dead are at
+most the victim. Every attempt is checked. Exit 0 on success, 1 on
+failure."""
 
 import json
 import os
@@ -53,7 +57,7 @@ def parse(argv):
             i += 1
             continue
         if key is None or i + 1 >= len(argv):
-            sys.exit("pause_transfer: bad argument %s" % argv[i])
+            sys.exit("pause_check: bad argument %s" % argv[i])
         opts[key] = int(argv[i + 1])
         i += 2
     mode = opts["mode"] or ""
@@ -61,12 +65,12 @@ def parse(argv):
         try:
             n, ms = (int(x) for x in mode.split(":")[1:])
         except ValueError:
-            sys.exit("pause_transfer: MODE pauses:N:MS, got %s" % mode)
+            sys.exit("pause_check: MODE pauses:N:MS, got %s" % mode)
         opts["pauses"] = (n, ms)
     elif mode != "adopt":
-        sys.exit("pause_transfer: MODE is adopt or pauses:N:MS")
+        sys.exit("pause_check: MODE is adopt or pauses:N:MS")
     if i >= len(argv):
-        sys.exit("pause_transfer: no loco-run arguments after --")
+        sys.exit("pause_check: no loco-run arguments after --")
     return opts, argv[i + 1:]
 
 
@@ -115,8 +119,8 @@ class Pauser:
         self.opts, self.victim, self.pid = opts, victim, None
         self.stopped = self.resumed = False
         self.done = 0
-        self.running = re.compile(r"^\[n%d\] .*: node %d: running$" %
-                                  (victim, victim))
+        self.running = re.compile(r"^\[n%d\] (.*: node %d: running|ycsb: "
+                                  r"node %d: \d+ s, )" % (victim, victim, victim))
         self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d is dead" %
                                victim)
         self.thread = None
@@ -174,11 +178,38 @@ def run_once(run_args, pz):
 
 
 def result(lines):
+    """The reporter's line: the transfer's, or loco-ycsb's cluster line."""
     for line in lines:
         body = line.split("] ", 1)[1] if line.startswith("[n") else line
-        if body.startswith("{") and '"app":"rtx-transfer"' in body:
+        if body.startswith("{") and ('"app":"rtx-transfer"' in body or
+                                     '"scope":"cluster"' in body):
             return json.loads(body)
     return None
+
+
+RACE_VERIFY = re.compile(r"race: verify: .* (\d+) leaked, (\d+) lost, \d+ "
+                         r"reclaimed, \d+ repaired, (\d+) locks held, (\d+) "
+                         r"logs pending")
+
+
+def app_problems(res, lines):
+    """What the app's own line says is wrong."""
+    bad = []
+    if res.get("app") == "ycsb":
+        for key in ("missing", "wrong", "corrupt", "verify_failed"):
+            if res.get(key, 0) != 0:
+                bad.append("%s = %s" % (key, res.get(key)))
+        for line in lines:
+            m = RACE_VERIFY.search(line)
+            if m and any(int(x) for x in m.groups()):
+                bad.append("race verify: %s" % m.group(0))
+        return bad
+    if res.get("conserved") is not True:
+        bad.append("total %s != %s" % (res.get("total"), res.get("expected")))
+    for key in ("leaked_blocks", "lost_blocks", "locks_held"):
+        if res.get(key) != 0:
+            bad.append("%s = %s" % (key, res.get(key)))
+    return bad
 
 
 def problems(res, lines, pz):
@@ -187,12 +218,7 @@ def problems(res, lines, pz):
         return ["node %d never said it was running" % v]
     if res is None:
         return ["no result line"]
-    bad = []
-    if res.get("conserved") is not True:
-        bad.append("total %s != %s" % (res.get("total"), res.get("expected")))
-    for key in ("leaked_blocks", "lost_blocks", "locks_held"):
-        if res.get(key) != 0:
-            bad.append("%s = %s" % (key, res.get(key)))
+    bad = app_problems(res, lines)
     dead = res.get("dead", [])
     if [d for d in dead if d != v]:
         bad.append("dead %s: only node %d was paused" % (dead, v))
@@ -225,22 +251,23 @@ def main():
         bad = problems(res, lines, pz)
         if bad:
             print("\n".join(lines[-60:]))
-            print("pause_transfer: FAIL (attempt %d): %s" %
+            print("pause_check: FAIL (attempt %d): %s" %
                   (attempt, "; ".join(bad)))
             return 1
         print(json.dumps(res))
-        if "pauses" in opts and not res.get("repairs"):
-            print("pause_transfer: attempt %d: no pause caught node %d "
+        if "pauses" in opts and res.get("app") != "ycsb" and \
+                not res.get("repairs"):
+            print("pause_check: attempt %d: no pause caught node %d "
                   "holding a lock (no repair)" % (attempt, victim))
             continue
         if "pauses" in opts or pz.resumed:
-            print("pause_transfer: ok (attempt %d): node %d %s" %
+            print("pause_check: ok (attempt %d): node %d %s" %
                   (attempt, victim, "paused %d times" % pz.done
                    if "pauses" in opts else "taken for dead, fenced"))
             return 0
-        print("pause_transfer: attempt %d: node %d was never taken for "
+        print("pause_check: attempt %d: node %d was never taken for "
               "dead" % (attempt, victim))
-    print("pause_transfer: FAIL: node %d never %s in %d runs" %
+    print("pause_check: FAIL: node %d never %s in %d runs" %
           (victim, "repaired" if "pauses" in opts else "taken for dead",
            opts["tries"]))
     return 1
