@@ -127,15 +127,25 @@ static unsigned hosting_nodes(struct loco_mgr *mgr)
 
 /* Room per hosting node, leaves half full: the loaded keys four times
  * over, and the fresh keys the run may insert (cfg->fresh, sized at
- * YCSB_RATE_MAX, already well above what a run inserts), shared by the
- * NHOST hosting nodes (a worker takes its chunks from each in turn, and
- * from the next when one is full), plus slack. */
+ * YCSB_RATE_MAX, well above what a run inserts), shared by the NHOST
+ * hosting nodes (a worker takes its chunks from each in turn, and from
+ * the next when one is full), plus slack. The fresh keys' share is capped
+ * so the pool takes at most three quarters of a hosting node's arena
+ * (cfg->arena_bytes; an rtx node is an object with two data blocks): a
+ * run that inserts past that finds the pool full (-ENOSPC, "node pool
+ * full"), which a larger arena or nodes=N mends. */
 static uint32_t default_nodes(const struct ycsb_index_cfg *cfg,
-			      uint32_t node_size, unsigned nhost)
+			      uint32_t node_size, bool rtx, unsigned nhost)
 {
 	uint64_t per_leaf = (node_size - 64) / (16 + cfg->value_size) / 2 + 1;
-	uint64_t all = (4 * (cfg->keys + 1) + cfg->fresh) / per_leaf;
-	uint64_t n = (all + nhost - 1) / nhost + 4096;
+	uint64_t loaded = (4 * (cfg->keys + 1) / per_leaf + nhost - 1) / nhost +
+			  4096;
+	uint64_t fresh = (cfg->fresh / per_leaf + nhost - 1) / nhost;
+	uint64_t each = rtx ? 2 * (uint64_t)node_size + 64 : node_size;
+	uint64_t fits = cfg->arena_bytes / 4 * 3 / each;
+	if (cfg->arena_bytes && loaded + fresh > fits)
+		fresh = fits > loaded ? fits - loaded : 0;
+	uint64_t n = loaded + fresh;
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
@@ -162,7 +172,7 @@ static int sx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 	o.threads_per_node = cfg->threads < 8 ? 8 : cfg->threads;
 	if (!o.nodes)
 		o.nodes = default_nodes(cfg, o.node_size ? o.node_size : 1024,
-					hosting_nodes(mgr));
+					o.rtx, hosting_nodes(mgr));
 	struct ycsb_index *ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;

@@ -316,6 +316,7 @@ static int open_index(struct ycsb *y)
 	c->name = "ycsb";
 	c->keys = y->o.keys;
 	c->fresh = fresh_bound(y);
+	c->arena_bytes = y->arena_bytes;
 	c->value_size = y->o.value_size;
 	c->threads = y->o.threads;
 	c->resize = y->o.resize;
@@ -616,6 +617,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	y->mgr = ln.mgr;
+	y->arena_bytes = ln.arena_bytes;
 	rc = parse(&y->o, argc, argv);
 	if (!rc)
 		rc = setup(y);

@@ -123,6 +123,7 @@ struct ycsb_worker {
 struct ycsb {
 	struct ycsb_opts o;
 	struct loco_mgr *mgr;
+	uint64_t arena_bytes;       /* this node's arena (local_node) */
 	struct ycsb_index *ix;
 	struct cl_run run;
 	struct zipf zipf;           /* keys 0..keys-1 */
