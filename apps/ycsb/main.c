@@ -74,7 +74,8 @@ static const char usage[] =
 "                    memory node; a node silent for MS is dead, the others\n"
 "                    go on, the lowest survivor reports (10..600000)\n"
 "Exit status: 0; 1 on a failure, or when a written value was missing or\n"
-"wrong or a read returned a value no write put there; 2 on bad options.\n";
+"wrong or a read returned a value no write put there; 2 on bad options;\n"
+"3 if this node was fenced (with --dead-ms: the others took it for dead).\n";
 
 static const struct ycsb_mix mixes[] = {
 	{ .name = 'a', .read = 0.5, .update = 0.5 },
@@ -372,6 +373,8 @@ static int setup(struct ycsb *y)
 		y->o.ix->close(y->ix);
 		return rc;
 	}
+	if (y->ctl)
+		ycsb_ctl_meet(y);
 	loco_crash_point("ycsb.setup");
 	rc = loco_mgr_wait_ready(y->mgr, READY_MS);
 	if (!rc && y->o.ix->start)
@@ -594,6 +597,12 @@ static int run_all(struct ycsb *y)
 	       x[X_VERIFY_FAILED] ? -EIO : 0;
 }
 
+/* Did the others fence this node (it was taken for dead)? RC: the run's. */
+static bool fenced(struct ycsb *y, int rc)
+{
+	return y->mgr && (rc == -LOCO_EFENCED || loco_self_fenced(y->mgr));
+}
+
 int main(int argc, char **argv)
 {
 	if (bench_wants_help(argc, argv)) {
@@ -623,14 +632,19 @@ int main(int argc, char **argv)
 		rc = setup(y);
 	if (!rc) {
 		rc = run_all(y);
-		if (rc && rc != -EIO)
+		if (rc && rc != -EIO && !fenced(y, rc))
 			fprintf(stderr, "loco-ycsb: node %u: %s\n", y->self,
 				loco_strerror(rc));
 		int trc = teardown(y);
 		rc = rc ? rc : trc;
 	}
+	bool was_fenced = fenced(y, rc);
+	if (was_fenced)
+		fprintf(stderr, "loco-ycsb: node %u: fenced: the others took this "
+			"node for dead (no heartbeat for %u ms); exiting\n",
+			y->self, y->o.dead_ms);
 	local_node_stop(&ln);
 	opts_fini(&y->o);
 	free(y);
-	return rc == 2 ? 2 : rc ? 1 : 0;
+	return was_fenced ? 3 : rc == 2 ? 2 : rc ? 1 : 0;
 }
