@@ -14,7 +14,10 @@ moment later (its operations in flight). MODE:
   adopt        the pause lasts until a node says node ID is dead (past
                --dead-ms, after the others finished): the victim is then
                resumed at once, while the reporter repairs, adopts its
-               slots and audits. Taken for dead, the victim must have been
+               slots and audits. Or until a node says it could not fence
+               node ID: on shm a node stopped inside an operation cannot be
+               fenced before it resumes (docs/ordering.md), so the pause
+               ends then (the fence completes after it). Taken for dead, the victim must have been
                fenced first: it ends with exit status 3 and a message
                saying it was fenced. A run whose victim was not taken for
                dead is repeated (--tries K, default 3).
@@ -121,8 +124,8 @@ class Pauser:
         self.done = 0
         self.running = re.compile(r"^\[n%d\] (.*: node %d: running|ycsb: "
                                   r"node %d: \d+ s, )" % (victim, victim, victim))
-        self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d is dead" %
-                               victim)
+        self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d is (dead|"
+                               r"silent but not fenced)" % victim)
         self.thread = None
 
     def pauses(self, n, ms):
