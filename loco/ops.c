@@ -973,8 +973,9 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 	}
 }
 
-/* The fence guard refused op I of B: the ops before it executed; the
- * rest go out of line, where they fail with -LOCO_EFENCED. */
+/* Op I of B cannot run inline (the fence guard refused it, or its peer
+ * went down): the ops before it executed; the rest go out of line, where
+ * they fail with -LOCO_EFENCED (or -LOCO_EDOWN). */
 static int batch_refused(struct loco_batch *b, unsigned i, unsigned doorbells,
 			 struct loco_ack *ack)
 {
@@ -1001,6 +1002,10 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		/* Relaxed: as above. */
 		uint8_t *base = atomic_load_explicit(&h->direct[op->peer].base,
 						     memory_order_relaxed);
+		/* The peer went down since the check above: the rest goes
+		 * the slow way, which says so. */
+		if (!base)
+			return batch_refused(b, i, doorbells, ack);
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
 			(base + op->arena_off);
 		const struct loco_direct_qp *d = &h->direct[op->peer];

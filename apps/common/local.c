@@ -132,6 +132,7 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 		local_node_stop(ln);
 		return 1;
 	}
+	ln->arena_bytes = o.arena_bytes;
 	return 0;
 }
 
