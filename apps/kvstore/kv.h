@@ -162,6 +162,7 @@ struct kv_thread {
 	uint32_t redo_host, redo_full;
 	uint64_t redo_slot;
 	uint64_t outages;               /* data node deaths waited out */
+	uint64_t probe;                 /* the membership probe's READ */
 };
 
 /* An asynchronous get (a caller-owned slot of a window). */
@@ -174,7 +175,9 @@ struct kv_get {
 	struct loco_ack ack;
 	uint64_t deadline;
 	bool busy;                      /* a READ is in flight */
+	bool absent;                    /* not indexed: only the probe READ */
 	int rc;                         /* 0 found, -ENOENT, or an error */
+	uint64_t probe;                 /* the membership probe's READ */
 };
 
 /* Create endpoint NAME (under PARENT, may be NULL) on every compute node
