@@ -268,7 +268,8 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 	uint32_t peer = h->id;
 	bool renewed = false;
 	pthread_mutex_lock(&mgr->peer_lock);
-	int rc = mgr->tp_ops->peer_add(mgr->tp, peer, h->desc, h->desc_len,
+	int rc = loco_fenced_is(mgr, peer, h->boot_id) ? -LOCO_EFENCED :
+		 mgr->tp_ops->peer_add(mgr->tp, peer, h->desc, h->desc_len,
 				       h->arena_len, h->dm_len);
 	if (!rc) {
 		if (mgr->peer_boot[peer] != h->boot_id) {
@@ -473,6 +474,8 @@ static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
 	loco_rbuf_init(&r, rep, h.len);
 	uint32_t from = 0;
 	rc = reply_status(&r, msg, msglen);
+	if (rc == -LOCO_EFENCED)
+		loco_fenced_self(mgr, "a HELLO was refused");
 	if (!rc)
 		rc = hello_apply(mgr, &r, &from, msg, msglen);
 	if (!rc && from != peer) {
@@ -614,6 +617,56 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	*reply = rep;
 	*reply_len = h.len;
 	return 0;
+}
+
+int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
+		    const void *payload, size_t len, uint16_t reply_type,
+		    struct loco_ctrl_reply *out, int timeout_ms)
+{
+	uint64_t deadline = loco_deadline(timeout_ms < 0 ? mgr->opts.timeout_ms :
+					  timeout_ms);
+	uint64_t sent = 0;
+	/* Ascending ids, each connection's lock held from its send to its
+	 * reply: two callers never wait for each other in a cycle. */
+	for (uint64_t m = peers; m; m &= m - 1) {
+		uint32_t p = (uint32_t)__builtin_ctzll(m);
+		struct loco_conn *c = &mgr->out[p];
+		out[p] = (struct loco_ctrl_reply){ 0 };
+		pthread_mutex_lock(&c->lock);
+		int rc = conn_ready(mgr, p, deadline, false);
+		if (!rc)
+			rc = msg_send(c->fd, &c->sess, type, payload, len, deadline);
+		out[p].rc = rc;
+		if (!rc) {
+			sent |= UINT64_C(1) << p;
+			continue;
+		}
+		conn_drop(mgr, p);
+		pthread_mutex_unlock(&c->lock);
+	}
+	int first = 0;
+	for (uint64_t m = peers; m; m &= m - 1) {
+		uint32_t p = (uint32_t)__builtin_ctzll(m);
+		struct loco_conn *c = &mgr->out[p];
+		struct loco_msg_hdr h;
+		if (sent >> p & 1) {
+			int rc = msg_recv(c->fd, &c->sess, LOCO_WIRE_MAX, &h,
+					  &out[p].p, deadline);
+			if (!rc && h.type != reply_type) {
+				free(out[p].p);
+				out[p].p = NULL;
+				rc = -LOCO_EPROTO;
+			}
+			out[p].len = rc ? 0 : h.len;
+			out[p].rc = rc;
+			if (rc)
+				conn_drop(mgr, p);
+			pthread_mutex_unlock(&c->lock);
+		}
+		if (!first)
+			first = out[p].rc;
+	}
+	return first;
 }
 
 /* ---- server side ----------------------------------------------------------- */
@@ -779,7 +832,18 @@ static int serve_request(struct server *sv, struct client *cl, uint16_t type,
 {
 	struct loco_mgr *mgr = sv->mgr;
 	uint32_t from = (uint32_t)cl->peer;
+	pthread_mutex_lock(&mgr->peer_lock);
+	bool fenced = loco_fenced_is(mgr, from, mgr->peer_boot[from]);
+	pthread_mutex_unlock(&mgr->peer_lock);
+	if (fenced) {
+		loco_warn("ctrl", "closing the connection of node %u: its "
+			  "incarnation is fenced", from);
+		return -LOCO_EFENCED;
+	}
 	switch (type) {
+	case LOCO_MSG_FENCE:
+		loco_fence_handle(mgr, from, p, len, reply);
+		return LOCO_MSG_FENCE_ACK;
 	case LOCO_MSG_JOIN:
 		loco_channel_handle_join(mgr, from, p, len, reply);
 		return LOCO_MSG_JOIN_ACK;

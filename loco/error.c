@@ -16,6 +16,9 @@ static const char *const loco_msgs[] = {
 	[LOCO_EAUTH - LOCO_EBASE] = "cluster authentication failed",
 	[LOCO_EDOWN - LOCO_EBASE] = "node is down (its process died or is restarting)",
 	[LOCO_ELOST - LOCO_EBASE] = "node came back without the memory it held",
+	[LOCO_EFENCED - LOCO_EBASE] = "this node's incarnation was fenced by the "
+		"cluster: its remote operations are refused (restart it to rejoin "
+		"as a new incarnation)",
 };
 
 const char *loco_strerror(int err)

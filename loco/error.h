@@ -18,6 +18,8 @@ enum loco_errcode {
 	LOCO_EDOWN,      /* the peer is down (died or restarting): retry
 			  * after loco_peer_wait */
 	LOCO_ELOST,      /* the peer came back without the memory it held */
+	LOCO_EFENCED,    /* this node's incarnation was fenced (loco_fence_node):
+			  * its remote operations are refused for good */
 	LOCO_ELAST
 };
 

@@ -110,6 +110,8 @@ static_assert(offsetof(struct loco_thread, hot) == 0,
 #define LOCO_HELLO_DURABLE 0x1u    /* it has a durable image (--durable) */
 #define LOCO_HELLO_POWER_CUT 0x2u  /* a kill loses what was not persisted */
 
+#define LOCO_FENCED_MAX 8  /* fenced incarnations a target remembers per node */
+
 /* What a node knows of a peer's memory. */
 enum loco_peer_state {
 	LOCO_PEER_UNKNOWN = 0,  /* no hello yet */
@@ -297,6 +299,15 @@ struct loco_mgr {
 	pthread_t joiner;
 	bool joiner_started;
 	_Atomic bool stopping;
+	/* Fencing (fence.c). Incarnations of each node fenced here as a
+	 * target, a ring under peer_lock; the last incarnation of each node
+	 * this node fenced (fence_lock: one fence at a time, logged once);
+	 * whether this node's own incarnation is fenced. */
+	uint64_t fenced[LOCO_MAX_NODES][LOCO_FENCED_MAX];
+	unsigned nfenced[LOCO_MAX_NODES];
+	pthread_mutex_t fence_lock;
+	uint64_t fence_done[LOCO_MAX_NODES];
+	_Atomic bool self_fenced;
 	struct loco_history *history; /* NULL unless recording */
 	struct loco_affinity *aff;    /* NULL unless --cpu-bind core works */
 };
@@ -347,6 +358,20 @@ void loco_ctrl_stop(struct loco_mgr *mgr);
 int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      const void *payload, size_t len, uint16_t reply_type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
+/* One reply of loco_ctrl_multi: RC, and on 0 the malloc'd payload. */
+struct loco_ctrl_reply {
+	int rc;
+	uint8_t *p;
+	size_t len;
+};
+/* Send the same request to every node of PEERS (served there: routed
+ * ids, not this node), all before waiting for
+ * any reply (one round trip), and receive their replies into OUT[peer].
+ * Returns 0 if every one arrived, else the first error (each in its
+ * OUT[peer].rc). */
+int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
+		    const void *payload, size_t len, uint16_t reply_type,
+		    struct loco_ctrl_reply *out, int timeout_ms);
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 /* The same, without logging a failure (the peer keeper's tries). */
@@ -432,6 +457,20 @@ void loco_ropen_add(struct loco_mgr *mgr, uint32_t node, const char *name,
 		    uint64_t off, uint64_t len, unsigned flags);
 void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags);
+
+/* fence.c (docs/ordering.md, "Fencing"). */
+/* LOCO_CLOCK_SKEW_MS is absent or an integer: 0, else -EINVAL (logged). */
+int loco_lease_skew_check(void);
+/* The fences recorded here in an earlier life of this node in this run
+ * (<run dir>/node<ID>.fenced). */
+void loco_fenced_load(struct loco_mgr *mgr);
+/* Whether NODE's incarnation BOOT is fenced here (peer_lock held). */
+bool loco_fenced_is(struct loco_mgr *mgr, uint32_t node, uint64_t boot);
+/* This node learnt that it is fenced (WHY, logged once): every later op
+ * fails with -LOCO_EFENCED. */
+void loco_fenced_self(struct loco_mgr *mgr, const char *why);
+void loco_fence_handle(struct loco_mgr *mgr, uint32_t from, const uint8_t *req,
+		       size_t len, struct loco_wbuf *reply);
 
 /* mirror.c (docs/durability.md, "Mirrors"). */
 /* The options of a mirror agree with the hosts file: 0 or -EINVAL. */
@@ -527,6 +566,9 @@ void loco_thread_retire_all(struct loco_mgr *mgr);
 /* PEER restarted: every thread's inline path stops using its old
  * mapping (their next op goes out of line and renews the QP). */
 void loco_threads_direct_close(struct loco_mgr *mgr, uint32_t peer);
+/* This node is fenced: no thread uses the inline path any more (without
+ * their locks: callable from anywhere). */
+void loco_threads_direct_stop(struct loco_mgr *mgr);
 
 /* Deadline helpers. */
 static inline uint64_t loco_deadline(int timeout_ms)

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <loco/error.h>
+#include <loco/guard.h>
 #include <loco/hosts.h>
 #include <loco/log.h>
 #include <loco/raddr.h>
@@ -252,6 +253,10 @@ enum {
 struct loco_direct_qp {
 	uint8_t *_Atomic base;
 	uint64_t lim;
+	/* The fence guard (<loco/guard.h>) of WRITEs and atomics: this
+	 * thread's busy mark at the peer and this node's fence line there. */
+	_Atomic uint64_t *mark;
+	const _Atomic uint64_t *fenced;
 };
 
 /* The first member of every struct loco_thread: its counters (written by
@@ -270,6 +275,7 @@ struct loco_thread_hot {
 	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
 	bool sync;            /* requests complete inside their post */
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
+	uint64_t incarnation; /* this node's (the manager's boot id) */
 	struct loco_direct_qp direct[LOCO_MAX_NODES];
 };
 
@@ -384,6 +390,14 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	_Atomic uint64_t *w = loco_direct_span(thr, rr, off, len, opcode);
 	if (!w)
 		return false;
+	/* A WRITE or atomic runs under the fence guard; a fenced one goes
+	 * out of line, which fails it with -LOCO_EFENCED. A READ changes
+	 * nothing: unguarded. */
+	struct loco_thread_hot *hg = loco_thread_hot(thr);
+	const struct loco_direct_qp *d = &hg->direct[rr->node];
+	bool guarded = opcode != LOCO_BATCH_READ;
+	if (guarded && !loco_guard_enter(d->mark, d->fenced, hg->incarnation))
+		return false;
 	if (len == 8) {
 		loco_direct_exec(w, opcode, local, compare, operand);
 	} else {
@@ -393,6 +407,8 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 		loco_hot_add(opcode == LOCO_BATCH_READ ? &h->bytes_read :
 			     &h->bytes_written, len - 8);
 	}
+	if (guarded)
+		loco_guard_exit(d->mark);
 	loco_direct_count(thr, rr->node, opcode, waited);
 	if (ack)
 		ack->peers |= UINT64_C(1) << rr->node;
@@ -812,5 +828,45 @@ void loco_mgr_stats(struct loco_mgr *mgr, struct loco_stats *out);
 
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t loco_now_ns(void);
+
+/* ---- fencing (docs/ordering.md, "Fencing") ------------------------------ */
+
+/* The clock every lease, heartbeat and deadline reads: CLOCK_MONOTONIC
+ * plus LOCO_CLOCK_SKEW_MS (an integer, negative allowed: this node's lease
+ * clock runs that far ahead or behind; loco-run --clock-skew sets it),
+ * read once. loco_mgr_create refuses a malformed value (-EINVAL, logged);
+ * here a malformed value counts as 0. Never below 0. Caller: any thread. */
+uint64_t loco_lease_now_ns(void);
+
+/* Fence node NODE's current incarnation at every node that hosts memory
+ * it can reach: one control-plane round trip to each, sent in parallel.
+ * The request names the incarnation this node knows (if it knows none,
+ * it asks NODE first); each target fences that one and the one it knows
+ * as NODE's current, if another (a new incarnation this node has not met
+ * yet): it records the fence (for good: a restart of the target in the
+ * same run keeps it), makes its data path refuse that incarnation, waits
+ * until none of its ops is mid-execution there, then answers. On 0, no
+ * target executes another remote op of those incarnations, and each of
+ * their later ops fails with -LOCO_EFENCED; NODE may rejoin only as a new
+ * incarnation (a new process, a new loco_mgr). Remembered per incarnation
+ * at the targets: a second call costs one round trip and waits for
+ * nothing there (it still asks, because only the targets know whether
+ * NODE came back as a new incarnation meanwhile). Targets: every node of the hosts
+ * file but NODE itself (memory hosted by NODE is not fenced: a taker must
+ * not rely on it) and this one (fenced in place). Returns 0, -ETIMEDOUT
+ * (a target did not answer within TIMEOUT_MS, < 0: the manager default;
+ * e.g. a paused target, or one whose executor of NODE's ops is stopped
+ * mid-op), -LOCO_EDOWN (a memory node is down: it must be back first),
+ * -EINVAL (NODE is this node or not in the hosts file), -EOPNOTSUPP (the
+ * transport cannot fence), or another -errno: then the caller must not
+ * act for NODE; it waits and tries again later.
+ * Caller: any thread. */
+int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms);
+
+/* True once this node's incarnation is known to be fenced (an op or a
+ * hello was refused with -LOCO_EFENCED; logged once): the process must
+ * stop (apps exit with status 3). Every later remote op fails with
+ * -LOCO_EFENCED. Caller: any thread. */
+bool loco_self_fenced(struct loco_mgr *mgr);
 
 #endif

@@ -68,6 +68,7 @@ static void locks_init(struct loco_mgr *mgr)
 	pthread_mutex_init(&mgr->peer_lock, NULL);
 	pthread_mutex_init(&mgr->ropen_lock, NULL);
 	pthread_mutex_init(&mgr->mirror_lock, NULL);
+	pthread_mutex_init(&mgr->fence_lock, NULL);
 	mgr->mirror_node = LOCO_MAX_NODES;
 	for (uint32_t i = 0; i < LOCO_MAX_NODES; i++)
 		atomic_init(&mgr->route[i], i);
@@ -93,6 +94,7 @@ static void locks_fini(struct loco_mgr *mgr)
 	pthread_mutex_destroy(&mgr->peer_lock);
 	pthread_mutex_destroy(&mgr->ropen_lock);
 	pthread_mutex_destroy(&mgr->mirror_lock);
+	pthread_mutex_destroy(&mgr->fence_lock);
 	pthread_mutex_destroy(&mgr->thr_lock);
 	loco_rtab_fini(mgr);
 	pthread_mutex_destroy(&mgr->job_lock);
@@ -169,6 +171,7 @@ static int transport_open(struct loco_mgr *mgr)
 		.power_cut = o->power_cut,
 		.dsync = o->durable_dir[0] ? loco_dsync_from_env() : 0,
 		.image_id = mgr->image_id,
+		.incarnation = mgr->boot_id,
 		.mirror = o->mirror && !loco_mirror_taken(mgr),
 	};
 	if (cfg.dsync < 0)
@@ -201,6 +204,12 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 	if (getrandom(&mgr->boot_id, sizeof(mgr->boot_id), 0) !=
 	    sizeof(mgr->boot_id))
 		mgr->boot_id = (uint64_t)getpid() << 32 ^ loco_now_ns();
+	if (!mgr->boot_id)
+		mgr->boot_id = 1;
+	if (!rc)
+		rc = loco_lease_skew_check();
+	if (!rc)
+		loco_fenced_load(mgr);
 	if (!rc && opts->durable_dir[0])
 		rc = loco_regions_load(mgr);
 	if (!rc)

@@ -44,6 +44,7 @@ int loco_thread_create(struct loco_mgr *mgr, struct loco_thread **out)
 	}
 	thr->mgr = mgr;
 	thr->hot.sync = mgr->tp_ops->sync;
+	thr->hot.incarnation = mgr->boot_id;
 	thr->cpu = mgr->aff ? loco_affinity_bind(mgr->aff) : -1;
 	pthread_mutex_init(&thr->lock, NULL);
 	pthread_mutex_lock(&mgr->thr_lock);
@@ -206,6 +207,8 @@ static uint32_t peer_gen(struct loco_mgr *mgr, uint32_t peer);
  * incarnation (the QP is of an older one: its ops are being drained). */
 static void op_failed(struct loco_thread *thr, struct loco_qp *qp, int status)
 {
+	if (status == -LOCO_EFENCED)
+		loco_fenced_self(thr->mgr, "a remote operation was refused");
 	if (status == -LOCO_EDOWN && qp->gen == peer_gen(thr->mgr, qp->peer))
 		loco_peer_down(thr->mgr, qp->peer, "a FLUSH found it gone");
 }
@@ -308,16 +311,26 @@ static void direct_open(struct loco_mgr *mgr, uint32_t peer,
 			struct loco_direct_qp *d, const struct loco_qp *qp)
 {
 	uint64_t len = 0;
-	uint8_t *base = mgr->tp_ops->qp_direct(qp->tp, &len);
+	_Atomic uint64_t *mark;
+	const _Atomic uint64_t *fenced;
+	uint8_t *base = mgr->tp_ops->qp_direct(qp->tp, &len, &mark, &fenced);
 	if (!base || len < LOCO_ARENA_FIRST + 8)
 		return;
 	d->lim = len - LOCO_ARENA_FIRST - 8;
+	d->mark = mark;
+	d->fenced = fenced;
 	/* Relaxed (thr->lock held, as by loco_threads_direct_close): then
 	 * the arena length, which the peer keeper zeroes before it clears
 	 * every base (peers.c): a peer that died meanwhile is not reached
 	 * inline. */
 	atomic_store_explicit(&d->base, base, memory_order_relaxed);
 	if (!atomic_load_explicit(&mgr->peer_arena_len[peer], memory_order_relaxed))
+		atomic_store_explicit(&d->base, NULL, memory_order_relaxed);
+	/* Seq_cst: our store of the base, then the fenced flag, which
+	 * loco_fenced_self sets before loco_threads_direct_stop clears
+	 * every base: either that clear follows our store, or we see it. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (loco_self_fenced(mgr))
 		atomic_store_explicit(&d->base, NULL, memory_order_relaxed);
 }
 
@@ -327,6 +340,18 @@ static void direct_close(struct loco_thread *thr, uint32_t peer)
 	/* Relaxed: see loco_direct_span. */
 	atomic_store_explicit(&thr->hot.direct[peer].base, NULL,
 			      memory_order_relaxed);
+}
+
+void loco_threads_direct_stop(struct loco_mgr *mgr)
+{
+	pthread_mutex_lock(&mgr->thr_lock);
+	for (struct loco_thread *t = mgr->threads; t; t = t->next)
+		for (uint32_t p = 0; p < LOCO_MAX_NODES; p++)
+			/* Relaxed: see loco_direct_span; direct_open checks the
+			 * fenced flag (set before this) after its store. */
+			atomic_store_explicit(&t->hot.direct[p].base, NULL,
+					      memory_order_relaxed);
+	pthread_mutex_unlock(&mgr->thr_lock);
 }
 
 void loco_threads_direct_close(struct loco_mgr *mgr, uint32_t peer)
@@ -620,7 +645,8 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		       struct loco_wr *wr, unsigned n, struct loco_ack *ack)
 {
 	struct loco_qp *qp;
-	int rc = qp_get_locked(thr, peer, &qp);
+	int rc = loco_self_fenced(thr->mgr) ? -LOCO_EFENCED :
+		 qp_get_locked(thr, peer, &qp);
 	if (!rc)
 		rc = qp_room_locked(thr, qp, n);
 	if (rc)
@@ -662,6 +688,8 @@ static int post_sync(struct loco_thread *thr, uint32_t peer,
 		     struct loco_wr *wr, unsigned n, struct loco_ack *ack)
 {
 	struct loco_qp *qp = thr->qp[peer];
+	if (loco_self_fenced(thr->mgr))
+		return -LOCO_EFENCED;
 	if (__builtin_expect(!qp || !qp->tp || qp->err ||
 			     qp->gen != peer_gen(thr->mgr, peer), 0)) {
 		pthread_mutex_lock(&thr->lock);
@@ -941,6 +969,17 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 	}
 }
 
+/* The fence guard refused op I of B: the ops before it executed; the
+ * rest go out of line, where they fail with -LOCO_EFENCED. */
+static int batch_refused(struct loco_batch *b, unsigned i, unsigned doorbells,
+			 struct loco_ack *ack)
+{
+	loco_hot_add(&b->thr->hot.doorbells, doorbells);
+	memmove(&b->op[0], &b->op[i], (b->n - i) * sizeof(b->op[0]));
+	b->n -= i;
+	return loco_batch_post_slow(b, ack);
+}
+
 /* Every op added inline (a direct word, checked then; so a sync
  * transport): execute them in the order added (each peer's in post
  * order), one doorbell per peer, as the transport would. */
@@ -960,6 +999,11 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 						     memory_order_relaxed);
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
 			(base + op->arena_off);
+		const struct loco_direct_qp *d = &h->direct[op->peer];
+		bool guarded = op->opcode != LOCO_OP_READ;
+		if (guarded && !loco_guard_enter(d->mark, d->fenced,
+						 h->incarnation))
+			return batch_refused(b, i, doorbells, ack);
 		if (op->len == 8) {
 			loco_direct_exec(w, op->opcode, op->local, op->compare,
 					 op->operand);
@@ -968,6 +1012,8 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 			loco_direct_copy(w, op->opcode, op->local, op->len);
 			count_op(h, op->opcode, op->len);
 		}
+		if (guarded)
+			loco_guard_exit(d->mark);
 		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
 	}
 	loco_hot_add(&h->doorbells, doorbells);

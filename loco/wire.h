@@ -32,6 +32,8 @@ enum loco_msg_type {
 	LOCO_MSG_TAKEOVER_ACK = 18,
 	LOCO_MSG_REGION_FIND = 19,     /* the region holding an address */
 	LOCO_MSG_REGION_FIND_ACK = 20,
+	LOCO_MSG_FENCE = 21,           /* fence a node's incarnation here */
+	LOCO_MSG_FENCE_ACK = 22,
 };
 
 struct loco_msg_hdr {

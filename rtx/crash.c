@@ -66,6 +66,7 @@ static struct {
 	 * read on every crash point without a barrier. */
 	rtx_crash_hook hook;
 	void *hook_arg;
+	int sig;                    /* SIGKILL or SIGSTOP (crash_init) */
 } crash = { .once = PTHREAD_ONCE_INIT, .state = CRASH_UNREAD };
 
 /* The gate from the table and the hook: open while the environment is
@@ -177,9 +178,24 @@ static void arm_one(const char *ent, size_t len)
 	crash.n++;
 }
 
+/* LOCO_CRASH_SIGNAL: KILL (the default) or STOP (the point stops the
+ * process; whoever resumes it with SIGCONT lets it go on from there). */
+static int crash_signal(void)
+{
+	const char *v = getenv("LOCO_CRASH_SIGNAL");
+	if (!v || !*v || !strcmp(v, "KILL"))
+		return SIGKILL;
+	if (!strcmp(v, "STOP"))
+		return SIGSTOP;
+	loco_err("crash", "LOCO_CRASH_SIGNAL='%s': expected KILL or STOP; "
+		 "armed points kill", v);
+	return SIGKILL;
+}
+
 static void crash_init(void)
 {
 	const char *spec = getenv("LOCO_CRASH_AT");
+	crash.sig = crash_signal();
 	for (const char *p = spec; p && *p;) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -253,11 +269,15 @@ void loco_crash_point(const char *name)
 		return;
 	/* Relaxed: a counter; the kill below orders nothing. */
 	long n = atomic_fetch_add_explicit(&a->hits, 1, memory_order_relaxed);
-	if (n + 1 == a->after) {
-		loco_info("crash", "crash point %s reached (%ld): SIGKILL", name,
-			  n + 1);
-		crash_stamp();
-		kill(getpid(), SIGKILL);
+	if (n + 1 != a->after)
+		return;
+	bool stop = crash.sig == SIGSTOP;
+	loco_info("crash", "crash point %s reached (%ld): %s", name, n + 1,
+		  stop ? "SIGSTOP" : "SIGKILL");
+	crash_stamp();
+	kill(getpid(), crash.sig);
+	if (stop)
+		loco_info("crash", "crash point %s: resumed", name);
+	else
 		pause();
-	}
 }

@@ -16,6 +16,7 @@
  * writes the whole layer back. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,138 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	return rc;
 }
 
+/* ---- the fence file (<loco/guard.h>) --------------------------------------- */
+
+#define SHM_FENCE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
+#define FENCE_SPIN 256     /* busy-mark polls before yielding */
+
+/* Map the fence file at PATH; CREATE: this node's own (made if missing,
+ * kept if there: a restart in the same run keeps its fences). */
+static int fence_map(const char *path, bool create, struct shm_fence_file **out)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
+		      (create ? O_CREAT : 0), 0600);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && (uint64_t)st.st_size != sizeof(struct shm_fence_file))
+		rc = !create ? -LOCO_EPROTO :
+		     ftruncate(fd, sizeof(struct shm_fence_file)) ? -errno : 0;
+	void *p = rc ? MAP_FAILED : mmap(NULL, sizeof(struct shm_fence_file),
+					 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!rc && p == MAP_FAILED)
+		rc = -errno;
+	close(fd);
+	if (rc)
+		return rc;
+	struct shm_fence_file *f = p;
+	if (create && f->magic != SHM_FENCE_MAGIC) {
+		memset(f, 0, sizeof(*f));
+		f->magic = SHM_FENCE_MAGIC;
+	}
+	*out = f;
+	return 0;
+}
+
+static void fence_path(const struct loco_tp *tp, uint32_t node, char *out,
+		       size_t len)
+{
+	snprintf(out, len, "%s/node%u.fence", tp->dir, node);
+}
+
+/* Whether this node's fence file records any fence. */
+static bool fence_any(const struct shm_fence_file *f)
+{
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
+		/* Relaxed: read at the close, nothing to order. */
+		if (atomic_load_explicit(&f->node[i].line[0], memory_order_relaxed))
+			return true;
+	return false;
+}
+
+void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
+{
+	/* Relaxed: a spread of threads over the marks, nothing more. */
+	cq->slot = atomic_fetch_add_explicit(&tp->cqs, 1, memory_order_relaxed) %
+		   LOCO_GUARD_SLOTS;
+}
+
+void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
+		       struct loco_tp_qp *qp)
+{
+	pthread_mutex_lock(&tp->peer_lock);
+	struct shm_fence_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
+	pthread_mutex_unlock(&tp->peer_lock);
+	qp->mark = &fn->mark[cq->slot].n;
+	qp->fenced = fn->line;
+}
+
+bool loco_shm_guard_enter(struct loco_tp_qp *qp)
+{
+	return loco_guard_enter(qp->mark, qp->fenced, qp->tp->nonce);
+}
+
+void loco_shm_guard_exit(struct loco_tp_qp *qp)
+{
+	loco_guard_exit(qp->mark);
+}
+
+/* Record INC in LINE unless it is there: 0, or 1 if it was. */
+static int fence_record(struct loco_tp *tp, uint32_t peer, uint64_t inc)
+{
+	_Atomic uint64_t *line = tp->fence->node[peer].line;
+	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
+		/* Relaxed: only this node's control thread writes the line. */
+		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
+			return 1;
+	/* Relaxed: the count, read below by this thread only. */
+	uint64_t n = atomic_load_explicit(&line[0], memory_order_relaxed);
+	if (n >= LOCO_GUARD_FENCED)
+		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u: "
+			  "the oldest fenced one is no longer refused", tp->id,
+			  (unsigned long long)n + 1, peer);
+	/* Relaxed: published by the count's increment below. */
+	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
+			      memory_order_relaxed);
+	/* Seq_cst read-modify-write: releases the entry to executors that
+	 * read the count, and orders it before our reads of the marks (the
+	 * Dekker pair of loco_guard_enter). */
+	atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
+	return 0;
+}
+
+int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms)
+{
+	if (peer >= LOCO_MAX_NODES || !incarnation)
+		return -EINVAL;
+	if (fence_record(tp, peer, incarnation))
+		/* Seq_cst: orders the recording call's increment (made by this
+		 * thread earlier) before the reads below, as there. */
+		atomic_thread_fence(memory_order_seq_cst);
+	struct shm_fence_node *fn = &tp->fence->node[peer];
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
+		/* Seq_cst (an acquire too): after the count's increment in the
+		 * single order; pairs with loco_guard_exit's release. */
+		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
+			i++;
+			continue;
+		}
+		if (++spins < FENCE_SPIN)
+			continue;
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 +
+		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= timeout_ms)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+	return 0;
+}
+
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 {
 	int rc = loco_shm_dir_create(cfg->run_dir);
@@ -210,7 +343,16 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 (unsigned long)tp->len, loco_strerror(rc));
 		return rc;
 	}
-	if (getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
+	fence_path(tp, tp->id, tp->fence_path, sizeof(tp->fence_path));
+	rc = fence_map(tp->fence_path, true, &tp->fence);
+	if (rc) {
+		loco_err("shm", "cannot open the fence file %s: %s", tp->fence_path,
+			 loco_strerror(rc));
+		return rc;
+	}
+	tp->nonce = cfg->incarnation;
+	if (!tp->nonce &&
+	    getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
 		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	uint64_t *hdr = (uint64_t *)tp->arena;
 	hdr[HDR_MAGIC] = SHM_MAGIC;
@@ -219,6 +361,7 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	tp->peers[tp->id].base = tp->arena;
 	tp->peers[tp->id].len = tp->len;
 	tp->peers[tp->id].img = tp->durable ? &tp->img : NULL;
+	tp->peers[tp->id].fence = tp->fence;
 	return 0;
 }
 
@@ -282,9 +425,18 @@ static void peer_unmap(struct shm_peer *p)
 
 void loco_shm_close_common(struct loco_tp *tp)
 {
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		if (i != tp->id)
-			peer_unmap(&tp->peers[i]);
+	for (unsigned i = 0; i < LOCO_MAX_NODES; i++) {
+		if (i == tp->id)
+			continue;
+		peer_unmap(&tp->peers[i]);
+		if (tp->peers[i].fence)
+			munmap(tp->peers[i].fence, sizeof(struct shm_fence_file));
+	}
+	if (tp->fence) {
+		if (!fence_any(tp->fence))
+			unlink(tp->fence_path);
+		munmap(tp->fence, sizeof(struct shm_fence_file));
+	}
 	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
@@ -370,8 +522,15 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		rc = -ESTALE;
 	if (!rc && d.image_id)
 		rc = peer_image(tp, &d, arena_len, &img);
+	struct shm_fence_file *fence = p->fence;
+	if (!rc && !fence) {
+		char fpath[LOCO_PATH_MAX + 64];
+		fence_path(tp, peer, fpath, sizeof(fpath));
+		rc = fence_map(fpath, false, &fence);
+	}
 	if (rc) {
 		munmap(base, arena_len);
+		peer_image_free(img);
 		return rc;
 	}
 	/* A restarted peer (new nonce) gets a fresh mapping (and image
@@ -392,6 +551,7 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	p->len = arena_len;
 	p->nonce = d.nonce;
 	p->img = img;
+	p->fence = fence;
 	pthread_mutex_unlock(&tp->peer_lock);
 	return 0;
 }
@@ -425,10 +585,10 @@ int loco_shm_dm_zero(struct loco_tp *tp, uint64_t off, uint64_t len)
 
 static int shm_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 {
-	(void)tp;
 	struct loco_tp_cq *cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
+	loco_shm_cq_slot(tp, cq);
 	*out = cq;
 	return 0;
 }
@@ -451,6 +611,7 @@ static int shm_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	}
 	qp->tp = tp;
 	qp->peer = peer;
+	loco_shm_qp_guard(tp, cq, qp);
 	cq->qps[cq->nqp++] = qp;
 	qp->cq = cq;
 	*out = qp;
@@ -504,9 +665,13 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 
 /* The core executes 8-byte requests on the mapping itself (loco.h),
  * as loco_shm_execute would. */
-static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len)
+static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len,
+			      _Atomic uint64_t **mark,
+			      const _Atomic uint64_t **fenced)
 {
 	*len = qp->len;
+	*mark = qp->mark;
+	*fenced = qp->fenced;
 	return qp->base;
 }
 
@@ -596,12 +761,15 @@ static unsigned flush_run(const struct loco_wr *wr, unsigned i, unsigned n)
  * it and those after it did not (the core fails the post). */
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
-	for (unsigned i = 0; i < n;) {
+	if (!loco_shm_guard_enter(qp))
+		return -LOCO_EFENCED;
+	int rc = 0;
+	for (unsigned i = 0; i < n && !rc;) {
 		unsigned k = flush_run(wr, i, n);
 		if (k) {
-			int rc = loco_shm_flush(qp, &wr[i], k);
+			rc = loco_shm_flush(qp, &wr[i], k);
 			if (rc)
-				return rc;
+				break;
 		} else {
 			loco_shm_execute(qp->base, &wr[i]);
 			k = 1;
@@ -611,7 +779,8 @@ static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 				qp->done = wr[j].wr_id;
 		i += k;
 	}
-	return 0;
+	loco_shm_guard_exit(qp);
+	return rc;
 }
 
 /* Report, per QP, its latest signalled completion: it implies the earlier. */
@@ -650,4 +819,5 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_direct = shm_qp_direct,
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,
+	.fence = loco_shm_fence,
 };

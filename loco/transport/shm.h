@@ -8,15 +8,34 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <loco/guard.h>
 #include "loco/transport/copy.h"
 #include "loco/transport/durable.h"
 #include "loco/transport/transport.h"
+
+/* A node's fence file, <run dir>/node<ID>.fence (<loco/guard.h>): for
+ * every node that may write to this one, its fence line and busy marks.
+ * It outlives the node's process (a restart in the same run reopens it:
+ * the fences stay); a clean stop removes it if it holds no fence. */
+struct shm_fence_node {
+	_Alignas(64) _Atomic uint64_t line[1 + LOCO_GUARD_FENCED];
+	struct {
+		_Alignas(64) _Atomic uint64_t n;
+	} mark[LOCO_GUARD_SLOTS];
+};
+
+struct shm_fence_file {
+	_Alignas(64) uint64_t magic;
+	struct shm_fence_node node[LOCO_MAX_NODES];
+};
 
 struct shm_peer {
 	uint8_t *base;       /* mapping of the peer's arena */
 	uint64_t len;
 	uint64_t nonce;      /* identifies one incarnation of the peer */
 	struct loco_dimg *img; /* its durable image, NULL if it has none */
+	struct shm_fence_file *fence; /* its fence file (mapped once: every
+				       * incarnation has the same) */
 	struct shm_peer *older; /* earlier incarnations' mappings (kept to
 				 * the close: QPs may still use them) */
 };
@@ -38,11 +57,15 @@ struct loco_tp {
 	 * creation copies them under it (loco_shm_qp_peer). */
 	pthread_mutex_t peer_lock;
 	void *weak;          /* shm-weak state */
+	struct shm_fence_file *fence; /* this node's fence file */
+	char fence_path[LOCO_PATH_MAX + 64];
+	_Atomic unsigned cqs; /* CQs made: each gets busy mark cqs % SLOTS */
 };
 
 struct loco_tp_cq {
 	struct loco_tp_qp *qps[LOCO_MAX_NODES];
 	unsigned nqp;
+	unsigned slot;       /* its busy mark at every peer */
 	void *weak;
 };
 
@@ -53,12 +76,27 @@ struct loco_tp_qp {
 	uint8_t *base;       /* the peer's arena as mapped when the QP opened */
 	uint64_t len;        /* its length */
 	struct loco_dimg *img; /* the peer's durable image, or NULL */
+	_Atomic uint64_t *mark;          /* the fence guard at the peer: */
+	const _Atomic uint64_t *fenced;  /* this CQ's mark, this node's line */
 	uint64_t done;       /* last signalled ticket executed */
 	uint64_t reported;   /* last ticket handed to poll */
 	void *weak;
 };
 
 int loco_shm_dir_create(const char *dir);
+/* Give QP (of CQ) its fence guard at its peer (after loco_shm_qp_peer). */
+void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
+		       struct loco_tp_qp *qp);
+/* Enter / leave QP's fence guard: false if this node's incarnation is
+ * fenced at QP's peer (nothing may be executed there). */
+bool loco_shm_guard_enter(struct loco_tp_qp *qp);
+void loco_shm_guard_exit(struct loco_tp_qp *qp);
+/* The fence op of both modes: record INCARNATION of PEER in this node's
+ * fence file, then wait for PEER's busy marks to drop. */
+int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms);
+/* Every CQ: its busy mark. */
+void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq);
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp);
 void loco_shm_close_common(struct loco_tp *tp);
 /* Give QP PEER's current incarnation (mapping, length, image): 0, or

@@ -236,6 +236,14 @@ static void unplaced_pop(struct weak_qp *qp)
 	atomic_store_explicit(&qp->unplaced, qp->ucount != 0, memory_order_relaxed);
 }
 
+/* This node is fenced at QP's peer: its executed WRITEs are never placed
+ * (their completions said acknowledged, not placed). */
+static void unplaced_drop(struct weak_qp *qp)
+{
+	while (qp->ucount)
+		unplaced_pop(qp);
+}
+
 /* Place one random piece of the oldest unplaced WRITE (qp->lock held):
  * a step of a Fisher-Yates shuffle of its pieces, so each piece costs
  * O(1) and the order is uniformly random (a random start and a linear
@@ -262,7 +270,12 @@ static bool place_due(uint64_t *rng, struct weak_qp *qp, uint64_t now)
 	if (!qp->ucount || qp->up[qp->uhead].place_after > now ||
 	    !(rng_next(rng) & 1))
 		return false;
+	if (!loco_shm_guard_enter(qp->owner)) {
+		unplaced_drop(qp);
+		return true;
+	}
 	place_one(rng, qp);
+	loco_shm_guard_exit(qp->owner);
 	return true;
 }
 
@@ -271,6 +284,19 @@ static void place_all(uint64_t *rng, struct weak_qp *qp)
 {
 	while (qp->ucount)
 		place_one(rng, qp);
+}
+
+/* Place every executed WRITE under the fence guard (qp->lock held). */
+static void place_all_guarded(uint64_t *rng, struct weak_qp *qp)
+{
+	if (!qp->ucount)
+		return;
+	if (!loco_shm_guard_enter(qp->owner)) {
+		unplaced_drop(qp);
+		return;
+	}
+	place_all(rng, qp);
+	loco_shm_guard_exit(qp->owner);
 }
 
 /* ---- execution ------------------------------------------------------------------ */
@@ -343,7 +369,12 @@ static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 {
 	struct loco_wr *wr = &qp->q[qp->qhead].wr;
 	int status = 0;
-	if (wr->opcode == LOCO_OP_WRITE) {
+	/* The fence guard covers the execution and the placements it
+	 * forces: a fenced node's request fails, its unplaced WRITEs go. */
+	if (!loco_shm_guard_enter(qp->owner)) {
+		unplaced_drop(qp);
+		status = -LOCO_EFENCED;
+	} else if (wr->opcode == LOCO_OP_WRITE) {
 		while (qp->ucount == UNPLACED_CAP)
 			place_one(rng, qp);
 		status = exec_write(nic, rng, qp, wr);
@@ -358,6 +389,8 @@ static int exec_head(struct weak_nic *nic, uint64_t *rng, struct weak_qp *qp,
 		else
 			loco_shm_execute(qp->owner->base, wr);
 	}
+	if (status != -LOCO_EFENCED)
+		loco_shm_guard_exit(qp->owner);
 	int rc = 0;
 	if (wr->signaled || status) {
 		struct weak_cqe e = {
@@ -586,7 +619,6 @@ static int weak_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 
 static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 {
-	(void)tp;
 	struct loco_tp_cq *tcq = calloc(1, sizeof(*tcq));
 	struct weak_cq *cq = aligned_alloc(LINE, sizeof(*cq));
 	if (!tcq || !cq) {
@@ -596,6 +628,7 @@ static int weak_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 	}
 	memset(cq, 0, sizeof(*cq));
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	loco_shm_cq_slot(tp, tcq);
 	tcq->weak = cq;
 	*out = tcq;
 	return 0;
@@ -626,6 +659,7 @@ static int weak_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	tqp->cq = cq;
 	tqp->peer = peer;
 	tqp->weak = qp;
+	loco_shm_qp_guard(tp, cq, tqp);
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	/* Relaxed: a unique number is all that is needed. */
 	uint64_t serial = atomic_fetch_add_explicit(
@@ -658,7 +692,7 @@ static void weak_qp_destroy(struct loco_tp_qp *tqp)
 		}
 	}
 	pthread_mutex_unlock(&nic->list_lock);
-	place_all(&qp->rng, qp);
+	place_all_guarded(&qp->rng, qp);
 	struct loco_tp_cq *cq = tqp->cq;
 	for (unsigned i = 0; i < cq->nqp; i++) {
 		if (cq->qps[i] == tqp) {
@@ -740,4 +774,5 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.post = weak_post,
 	.poll = weak_poll,
 	.qp_abort = weak_qp_abort,
+	.fence = loco_shm_fence,
 };

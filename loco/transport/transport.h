@@ -30,6 +30,7 @@
 #ifndef LOCO_TRANSPORT_H
 #define LOCO_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,6 +95,8 @@ struct loco_tp_config {
 	uint64_t image_id;            /* the image's identity: a new image
 				       * takes it, an existing one must have
 				       * it (the core's region table's) */
+	uint64_t incarnation;         /* this process's (the core's boot id,
+				       * nonzero): what peers fence */
 	bool mirror;                  /* the image is another node's copy
 				       * (--mirror-of, not taken over): the
 				       * arena is not written back into it */
@@ -175,8 +178,12 @@ struct loco_transport_ops {
 	 * QP's peer arena and its length (*LEN) when this process reaches it
 	 * with loads and stores (shm). The core then executes 8-byte aligned
 	 * requests on it itself, exactly as post does (acquire load, release
-	 * store, seq_cst CAS and FAA), in loco.h's inline operations. */
-	uint8_t *(*qp_direct)(struct loco_tp_qp *qp, uint64_t *len);
+	 * store, seq_cst CAS and FAA), in loco.h's inline operations, its
+	 * WRITEs and atomics under the fence guard whose mark and line
+	 * (*MARK, *FENCED: <loco/guard.h>) it gives too. */
+	uint8_t *(*qp_direct)(struct loco_tp_qp *qp, uint64_t *len,
+			      _Atomic uint64_t **mark,
+			      const _Atomic uint64_t **fenced);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);
 	/* Move QP to the error state (its caller gave up waiting): once this
@@ -185,6 +192,19 @@ struct loco_transport_ops {
 	 * every outstanding request as failed and posts no more to QP.
 	 * Caller: the thread that polls the QP's CQ. */
 	void (*qp_abort)(struct loco_tp_qp *qp);
+	/* Fence incarnation INCARNATION of node PEER here (this node is the
+	 * target, docs/ordering.md "Fencing"): from the return of 0 on, no
+	 * remote op of that incarnation executes on this node's memory (its
+	 * arena and device memory) again, and each completes with
+	 * -LOCO_EFENCED at its initiator; none is mid-execution any more
+	 * (waits at most TIMEOUT_MS for those that are: -ETIMEDOUT, the
+	 * fence stays recorded and a later call waits again). Fencing an
+	 * incarnation this node never saw records it all the same. Any
+	 * incarnation may be fenced, the current one of PEER or an older.
+	 * -EOPNOTSUPP if the transport cannot refuse. Caller: the core's
+	 * control plane, one call at a time. */
+	int (*fence)(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		     int timeout_ms);
 	/* Optional, NULL without a device (shm, shm-weak): the CPUs close to
 	 * the transport's device into SET, for thread placement (--cpu-bind
 	 * core puts threads on those cores first). TOPO is this machine's

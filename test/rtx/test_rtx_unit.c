@@ -2,6 +2,7 @@
 /* Pure parts of rtx: LLLock word and data pointer encoding, log checksum,
  * repair decisions, crash point table. */
 #include <check.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,38 @@ END_TEST
  * like rtx's, and an unregistered name stays unknown. */
 static const char *const test_points[] = { "test.one", "test.two", NULL };
 
+/* LOCO_CRASH_SIGNAL=STOP: the armed point stops the process (SIGSTOP,
+ * nothing after the point runs) and SIGCONT resumes it right there. */
+START_TEST(crash_signal_stop)
+{
+	int fd[2];
+	ck_assert_int_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		setenv("LOCO_CRASH_AT", "rtx.after_lock", 1);
+		setenv("LOCO_CRASH_SIGNAL", "STOP", 1);
+		unsetenv("LOCO_CRASH_NODES");
+		loco_crash_point("rtx.after_lock");
+		_exit(write(fd[1], "r", 1) == 1 ? 0 : 1);
+	}
+	close(fd[1]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	ck_assert_int_eq(WSTOPSIG(st), SIGSTOP);
+	struct pollfd p = { .fd = fd[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 100), 0);   /* stopped: nothing after */
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	char c = 0;
+	ck_assert_int_eq(read(fd[0], &c, 1), 1);
+	ck_assert_int_eq(c, 'r');
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(fd[0]);
+}
+END_TEST
+
 START_TEST(crash_register_table)
 {
 	setenv("LOCO_CRASH_AT", "test.one:3,test.three,rtx.after_lock@5", 1);
@@ -305,6 +338,7 @@ static Suite *suite(void)
 	tcase_add_test(t, crash_spec_entries);
 	tcase_add_test(t, crash_kills_on_nth_hit);
 	tcase_add_test(t, crash_register_table);
+	tcase_add_test(t, crash_signal_stop);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/* Fencing (docs/ordering.md, "Fencing"): a node's incarnation (its boot
+ * id, exchanged in HELLO) is fenced at every node that hosts memory, by
+ * one control-plane round trip to each (FENCE / FENCE_ACK); each target
+ * records it, refuses its HELLOs and control requests, and has its
+ * transport refuse its remote ops and wait until none is mid-execution.
+ * Also the lease clock (LOCO_CLOCK_SKEW_MS).
+ *
+ * FENCE: u32 node, u64 incarnation, u32 timeout (ms, the target's wait
+ * for ops mid-execution). FENCE_ACK: u32 status, str message. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loco/internal.h"
+
+/* ---- the lease clock ------------------------------------------------------- */
+
+/* LOCO_CLOCK_SKEW_MS in ns into *OUT: 0, or -EINVAL if malformed. */
+static int skew_parse(int64_t *out)
+{
+	const char *v = getenv("LOCO_CLOCK_SKEW_MS");
+	*out = 0;
+	if (!v || !*v)
+		return 0;
+	char *end;
+	errno = 0;
+	long long ms = strtoll(v, &end, 10);
+	if (errno || *end || ms > INT64_MAX / 1000000 || ms < INT64_MIN / 1000000)
+		return -EINVAL;
+	*out = (int64_t)ms * 1000000;
+	return 0;
+}
+
+static int64_t skew_ns;
+static pthread_once_t skew_once = PTHREAD_ONCE_INIT;
+
+static void skew_load(void)
+{
+	if (skew_parse(&skew_ns))
+		skew_ns = 0;
+}
+
+int loco_lease_skew_check(void)
+{
+	int64_t ns;
+	int rc = skew_parse(&ns);
+	if (rc)
+		loco_err("mgr", "LOCO_CLOCK_SKEW_MS='%s': expected an integer "
+			 "number of milliseconds (negative: the lease clock runs "
+			 "behind)", getenv("LOCO_CLOCK_SKEW_MS"));
+	return rc;
+}
+
+uint64_t loco_lease_now_ns(void)
+{
+	pthread_once(&skew_once, skew_load);
+	uint64_t now = loco_now_ns();
+	if (skew_ns < 0 && now < (uint64_t)-skew_ns)
+		return 0;
+	return now + (uint64_t)skew_ns;
+}
+
+/* ---- what this node knows ---------------------------------------------------- */
+
+bool loco_self_fenced(struct loco_mgr *mgr)
+{
+	/* Relaxed: a flag; the refusals it reports come from the targets. */
+	return atomic_load_explicit(&mgr->self_fenced, memory_order_relaxed);
+}
+
+void loco_fenced_self(struct loco_mgr *mgr, const char *why)
+{
+	/* Seq_cst: before the clears below (pairs with direct_open's fence);
+	 * the exchange logs once. */
+	if (atomic_exchange_explicit(&mgr->self_fenced, true, memory_order_seq_cst))
+		return;
+	loco_err("fence", "node %u: this incarnation (%016llx) was fenced by the "
+		 "cluster (%s): every remote operation now fails with "
+		 "-LOCO_EFENCED; restart the process to rejoin", mgr->id,
+		 (unsigned long long)mgr->boot_id, why);
+	/* Every later op goes out of line, where it fails. */
+	loco_threads_direct_stop(mgr);
+}
+
+bool loco_fenced_is(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
+{
+	if (node >= LOCO_MAX_NODES || !boot)
+		return false;
+	for (unsigned i = 0; i < LOCO_FENCED_MAX; i++)
+		if (mgr->fenced[node][i] == boot)
+			return true;
+	return false;
+}
+
+/* Remember NODE's BOOT as fenced (peer_lock held): true if it is new. */
+static bool fenced_add(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
+{
+	if (loco_fenced_is(mgr, node, boot))
+		return false;
+	mgr->fenced[node][mgr->nfenced[node]++ % LOCO_FENCED_MAX] = boot;
+	return true;
+}
+
+static void fenced_path(const struct loco_mgr *mgr, char *out, size_t len)
+{
+	snprintf(out, len, "%s/node%u.fenced", mgr->run_dir, mgr->id);
+}
+
+/* A record of the fenced file. */
+struct fenced_rec {
+	uint32_t node, pad;
+	uint64_t boot;
+};
+
+/* Append NODE's BOOT to the fenced file: a restart in this run reloads
+ * it (the target must still refuse that incarnation). */
+static int fenced_save(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
+{
+	char path[LOCO_PATH_MAX + 32];
+	struct fenced_rec r = { .node = node, .boot = boot };
+	if (mkdir(mgr->run_dir, 0700) && errno != EEXIST)
+		return -errno;
+	fenced_path(mgr, path, sizeof(path));
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+		      O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = write(fd, &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : -EIO;
+	if (!rc && fsync(fd))
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+void loco_fenced_load(struct loco_mgr *mgr)
+{
+	char path[LOCO_PATH_MAX + 32];
+	struct fenced_rec r;
+	unsigned n = 0;
+	fenced_path(mgr, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&mgr->peer_lock);
+	while (read(fd, &r, sizeof(r)) == (ssize_t)sizeof(r))
+		if (r.node < LOCO_MAX_NODES && r.boot)
+			n += fenced_add(mgr, r.node, r.boot);
+	pthread_mutex_unlock(&mgr->peer_lock);
+	close(fd);
+	if (n)
+		loco_info("fence", "node %u: %u fenced incarnations recorded by its "
+			  "last life in this run are refused", mgr->id, n);
+}
+
+/* ---- the target ---------------------------------------------------------------- */
+
+/* Fence NODE's incarnation BOOT here: record it, then let the transport
+ * refuse it and wait (TIMEOUT_MS) for its ops mid-execution. */
+static int fence_here(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+		      int timeout_ms)
+{
+	pthread_mutex_lock(&mgr->peer_lock);
+	bool fresh = fenced_add(mgr, node, boot);
+	pthread_mutex_unlock(&mgr->peer_lock);
+	int rc = fresh ? fenced_save(mgr, node, boot) : 0;
+	if (rc)
+		loco_warn("fence", "node %u: cannot record the fence of node %u "
+			  "in %s: %s (a restart of this node would forget it)",
+			  mgr->id, node, mgr->run_dir, loco_strerror(rc));
+	if (!mgr->tp_ops->fence)
+		return -EOPNOTSUPP;
+	rc = mgr->tp_ops->fence(mgr->tp, node, boot, timeout_ms);
+	if (fresh && !rc)
+		loco_info("fence", "node %u: node %u's incarnation %016llx is "
+			  "fenced here", mgr->id, node, (unsigned long long)boot);
+	return rc;
+}
+
+/* Fence NODE's incarnation BOOT here, and the one this node knows as
+ * current if that is another (a new incarnation the fencer has not met
+ * yet is fenced all the same: the fence is of the node as it is now). */
+static int fence_node_here(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+			   int timeout_ms)
+{
+	pthread_mutex_lock(&mgr->peer_lock);
+	uint64_t cur = mgr->peer_boot[node];
+	pthread_mutex_unlock(&mgr->peer_lock);
+	int rc = fence_here(mgr, node, boot, timeout_ms);
+	if (!rc && cur && cur != boot)
+		rc = fence_here(mgr, node, cur, timeout_ms);
+	return rc;
+}
+
+void loco_fence_handle(struct loco_mgr *mgr, uint32_t from, const uint8_t *req,
+		       size_t len, struct loco_wbuf *reply)
+{
+	struct loco_rbuf r;
+	loco_rbuf_init(&r, req, len);
+	uint32_t node = loco_get_u32(&r);
+	uint64_t boot = loco_get_u64(&r);
+	uint32_t ms = loco_get_u32(&r);
+	int rc = loco_rbuf_done(&r);
+	char msg[128] = "";
+	if (!rc && (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
+		    node == mgr->id || !boot || ms > INT_MAX)) {
+		snprintf(msg, sizeof(msg), "cannot fence node %u (incarnation "
+			 "%016llx) at node %u", node, (unsigned long long)boot,
+			 mgr->id);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = fence_node_here(mgr, node, boot, (int)ms);
+	if (rc && !msg[0])
+		snprintf(msg, sizeof(msg), "node %u: fencing node %u for node %u: %s",
+			 mgr->id, node, from, loco_strerror(rc));
+	loco_put_u32(reply, (uint32_t)-rc);
+	loco_put_str(reply, msg);
+}
+
+/* ---- the fencer ------------------------------------------------------------------ */
+
+/* NODE's incarnation as this node knows it, after a hello if none yet. */
+static int node_boot(struct loco_mgr *mgr, uint32_t node, int timeout_ms,
+		     uint64_t *out)
+{
+	pthread_mutex_lock(&mgr->peer_lock);
+	uint64_t boot = mgr->peer_boot[node];
+	pthread_mutex_unlock(&mgr->peer_lock);
+	if (!boot) {
+		int rc = loco_ctrl_connect(mgr, node, timeout_ms);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&mgr->peer_lock);
+		boot = mgr->peer_boot[node];
+		pthread_mutex_unlock(&mgr->peer_lock);
+	}
+	*out = boot;
+	return boot ? 0 : -ENOTCONN;
+}
+
+/* The nodes a FENCE of NODE goes to (where they are served), but this. */
+static uint64_t fence_targets(struct loco_mgr *mgr, uint32_t node)
+{
+	uint64_t m = 0;
+	for (uint32_t i = 0; i <= mgr->hosts.max_id; i++) {
+		if (!mgr->hosts.node[i].present || i == node)
+			continue;
+		uint32_t r = loco_route(mgr, i);
+		if (r != mgr->id && r != node)
+			m |= UINT64_C(1) << r;
+	}
+	return m;
+}
+
+/* The replies' first error (logged with the target's message). */
+static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
+			 struct loco_ctrl_reply *rep)
+{
+	int first = 0;
+	for (uint64_t m = targets; m; m &= m - 1) {
+		uint32_t t = (uint32_t)__builtin_ctzll(m);
+		int rc = rep[t].rc;
+		char msg[160] = "";
+		if (!rc) {
+			struct loco_rbuf r;
+			loco_rbuf_init(&r, rep[t].p, rep[t].len);
+			rc = -(int)loco_get_u32(&r);
+			loco_get_str(&r, msg, sizeof(msg));
+			if (loco_rbuf_done(&r))
+				rc = -LOCO_EPROTO;
+		}
+		free(rep[t].p);
+		if (rc && !first)
+			first = rc;
+		if (rc)
+			loco_warn("fence", "node %u: fencing node %u at node %u: %s%s%s",
+				  mgr->id, node, t, loco_strerror(rc),
+				  msg[0] ? ": " : "", msg);
+	}
+	return first;
+}
+
+int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
+{
+	if (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
+	    node == mgr->id)
+		return -EINVAL;
+	if (loco_self_fenced(mgr))
+		return -LOCO_EFENCED;
+	if (timeout_ms < 0)
+		timeout_ms = mgr->opts.timeout_ms;
+	uint64_t boot;
+	int rc = node_boot(mgr, node, timeout_ms, &boot);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mgr->fence_lock);
+	/* The targets wait for ops mid-execution half the time, so that
+	 * their answer still arrives in time. */
+	struct loco_wbuf w;
+	loco_wbuf_init(&w);
+	loco_put_u32(&w, node);
+	loco_put_u64(&w, boot);
+	loco_put_u32(&w, (uint32_t)timeout_ms / 2);
+	uint64_t targets = fence_targets(mgr, node);
+	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
+	uint64_t t0 = loco_now_ns();
+	rc = w.err ? w.err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE, w.p,
+					     w.len, LOCO_MSG_FENCE_ACK, rep,
+					     timeout_ms);
+	loco_wbuf_fini(&w);
+	if (rc == -ENOMEM) {
+		pthread_mutex_unlock(&mgr->fence_lock);
+		return rc;
+	}
+	int here = fence_node_here(mgr, node, boot, timeout_ms / 2);
+	rc = fence_replies(mgr, node, targets, rep);
+	if (!rc)
+		rc = here;
+	if (!rc && mgr->fence_done[node] != boot) {
+		mgr->fence_done[node] = boot;
+		loco_info("fence", "node %u fenced node %u (incarnation %016llx) at "
+			  "%d nodes in %llu us", mgr->id, node,
+			  (unsigned long long)boot, __builtin_popcountll(targets) + 1,
+			  (unsigned long long)(loco_now_ns() - t0) / 1000);
+	}
+	pthread_mutex_unlock(&mgr->fence_lock);
+	return rc;
+}

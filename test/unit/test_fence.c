@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/* Fencing (loco_fence_node), on the transport LOCO_TRANSPORT names, in an
+ * in-process cluster of three nodes: node 2 fences node 1, which writes
+ * to a region of node 0. After the fence every op of node 1 fails with
+ * -LOCO_EFENCED (inline and out of line, single ops and batches), the
+ * target's bytes do not change, node 1 knows it is fenced, a second fence
+ * is free, and node 1 rejoins as a new incarnation (a new manager) whose
+ * ops work. Also the lease clock (LOCO_CLOCK_SKEW_MS) and bad arguments. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "test/common/cluster.h"
+#include "test/common/skip.h"
+
+static struct cluster cl;
+static struct loco_rregion rr[3];
+
+static void setup(void)
+{
+	ck_assert_int_eq(cluster_start(&cl, 3, 0, 4000), 0);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(loco_region_open(cl.mgr[i], 0, "fence.r", 4096,
+						  &rr[i]), 0);
+}
+
+static void teardown(void)
+{
+	cluster_stop(&cl);
+}
+
+static uint64_t word_at(uint64_t off)
+{
+	uint64_t v = 0;
+	ck_assert_int_eq(loco_read(cl.thr[0], &rr[0], off, &v, 8), 0);
+	return v;
+}
+
+/* Every kind of op node 1 can post to node 0 fails with -LOCO_EFENCED
+ * and changes nothing there. */
+static void node1_refused(void)
+{
+	struct loco_thread *t = cl.thr[1];
+	uint64_t v = 0x99, old = 0;
+	uint8_t big[40];
+	memset(big, 0x77, sizeof(big));
+	ck_assert_int_eq(loco_write(t, &rr[1], 0, &v, 8), -LOCO_EFENCED);
+	ck_assert_int_eq(loco_write(t, &rr[1], 64, big, sizeof(big)), -LOCO_EFENCED);
+	ck_assert_int_eq(loco_cas(t, &rr[1], 8, 1, 2, &old), -LOCO_EFENCED);
+	ck_assert_int_eq(loco_faa(t, &rr[1], 16, 1, &old), -LOCO_EFENCED);
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	loco_batch_init(&b, t);
+	loco_batch_write(&b, &rr[1], 24, &v, 8);
+	int rc = loco_batch_post(&b, &ack);
+	if (!rc)
+		rc = loco_ack_wait(t, &ack, -1);
+	ck_assert_int_eq(rc, -LOCO_EFENCED);
+	ck_assert_uint_eq(word_at(0), 1);
+	ck_assert_uint_eq(word_at(8), 1);
+	ck_assert_uint_eq(word_at(16), 0);
+	ck_assert_uint_eq(word_at(24), 0);
+	ck_assert_uint_eq(word_at(64), 0);
+}
+
+START_TEST(fence_refuses)
+{
+	uint64_t one = 1, old = 0;
+	ck_assert_int_eq(loco_write(cl.thr[1], &rr[1], 0, &one, 8), 0);
+	ck_assert_int_eq(loco_cas(cl.thr[1], &rr[1], 8, 0, 1, &old), 0);
+	ck_assert_int_eq(loco_fence(cl.thr[1], LOCO_FENCE_THREAD, 0), 0);
+	ck_assert(!loco_self_fenced(cl.mgr[1]));
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 1, -1), 0);
+	node1_refused();
+	ck_assert(loco_self_fenced(cl.mgr[1]));
+	/* Its READs fail too, once it knows. */
+	ck_assert_int_eq(loco_read(cl.thr[1], &rr[1], 0, &old, 8), -LOCO_EFENCED);
+	/* Remembered: free the second time; the others work on. */
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 1, -1), 0);
+	ck_assert_int_eq(loco_fence_node(cl.mgr[0], 1, -1), 0);
+	uint64_t two = 2;
+	ck_assert_int_eq(loco_write(cl.thr[2], &rr[2], 32, &two, 8), 0);
+	ck_assert_int_eq(loco_fence(cl.thr[2], LOCO_FENCE_THREAD, 0), 0);
+	ck_assert_uint_eq(word_at(32), 2);
+	/* A fenced node cannot fence anyone. */
+	ck_assert_int_eq(loco_fence_node(cl.mgr[1], 2, -1), -LOCO_EFENCED);
+}
+END_TEST
+
+START_TEST(fence_bad_args)
+{
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 2, -1), -EINVAL);
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 7, -1), -EINVAL);
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], LOCO_MAX_NODES, -1), -EINVAL);
+	ck_assert(!loco_self_fenced(cl.mgr[2]));
+}
+END_TEST
+
+/* Node 1 fenced, then started again as a new incarnation (a new manager
+ * with the same id): it rejoins and its writes land. */
+START_TEST(fence_rejoin)
+{
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 1, -1), 0);
+	uint64_t v = 5;
+	ck_assert_int_eq(loco_write(cl.thr[1], &rr[1], 40, &v, 8), -LOCO_EFENCED);
+	loco_thread_destroy(cl.thr[1]);
+	loco_mgr_destroy(cl.mgr[1]);
+	cl.thr[1] = NULL;
+	cl.mgr[1] = NULL;
+	struct loco_opts o = { .node_id = 1, .timeout_ms = 4000,
+			       .arena_bytes = 16 << 20 };
+	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", cl.hosts);
+	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", cl.key);
+	snprintf(o.transport, sizeof(o.transport), "%s",
+		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
+	ck_assert_int_eq(loco_mgr_create(&o, &cl.mgr[1]), 0);
+	ck_assert_int_eq(loco_thread_create(cl.mgr[1], &cl.thr[1]), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr[1], 0, "fence.r", 4096, &rr[1]), 0);
+	ck_assert_int_eq(loco_write(cl.thr[1], &rr[1], 40, &v, 8), 0);
+	ck_assert_int_eq(loco_fence(cl.thr[1], LOCO_FENCE_THREAD, 0), 0);
+	ck_assert_uint_eq(word_at(40), 5);
+	ck_assert(!loco_self_fenced(cl.mgr[1]));
+	/* The new incarnation can be fenced in its turn. */
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 1, -1), 0);
+	ck_assert_int_eq(loco_write(cl.thr[1], &rr[1], 40, &v, 8), -LOCO_EFENCED);
+}
+END_TEST
+
+/* In a child: the lease clock with SKEW (NULL: unset). */
+static int skew_child(const char *skew, int64_t lo_ms, int64_t hi_ms)
+{
+	pid_t pid = fork();
+	if (!pid) {
+		if (skew)
+			setenv("LOCO_CLOCK_SKEW_MS", skew, 1);
+		int64_t d = (int64_t)(loco_lease_now_ns() - loco_now_ns()) / 1000000;
+		_exit(d >= lo_ms && d <= hi_ms ? 0 : 1);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(lease_clock)
+{
+	ck_assert_int_eq(skew_child(NULL, -1, 1), 0);
+	ck_assert_int_eq(skew_child("5000", 4990, 5001), 0);
+	ck_assert_int_eq(skew_child("-3000", -3001, -2990), 0);
+	ck_assert_int_eq(skew_child("-3000", 4990, 5001), 1);
+	/* A bad value: the manager refuses to start. */
+	setenv("LOCO_CLOCK_SKEW_MS", "12ms", 1);
+	struct loco_mgr *m = NULL;
+	struct loco_opts o = { .node_id = 2, .timeout_ms = 4000,
+			       .arena_bytes = 1 << 20 };
+	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", cl.hosts);
+	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", cl.key);
+	snprintf(o.transport, sizeof(o.transport), "shm");
+	int rc = loco_mgr_create(&o, &m);
+	unsetenv("LOCO_CLOCK_SKEW_MS");
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_null(m);
+}
+END_TEST
+
+int main(void)
+{
+	if (test_transport_skip())
+		return TEST_SKIP;
+	Suite *s = suite_create("fence");
+	TCase *tc = tcase_create("fence");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, fence_refuses);
+	tcase_add_test(tc, fence_bad_args);
+	tcase_add_test(tc, fence_rejoin);
+	tcase_add_test(tc, lease_clock);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
