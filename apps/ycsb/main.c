@@ -609,8 +609,13 @@ int main(int argc, char **argv)
 		int trc = teardown(y);
 		rc = rc ? rc : trc;
 	}
+	bool fenced = loco_self_fenced(ln.mgr);
+	if (fenced)
+		fprintf(stderr, "loco-ycsb: node %u: fenced: another node took "
+			"over its work while it was silent (paused or slow past "
+			"a lease or timeout); it stops\n", y->self);
 	local_node_stop(&ln);
 	opts_fini(&y->o);
 	free(y);
-	return rc == 2 ? 2 : rc ? 1 : 0;
+	return fenced ? 3 : rc == 2 ? 2 : rc ? 1 : 0;
 }

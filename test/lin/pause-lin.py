@@ -10,16 +10,18 @@ Once node VICTIM printed a line containing --after TEXT (the event the
 pauses wait for), it stops VICTIM (found by its LOCO_NODE_ID among
 loco-run's children) for --pause-ms, lets it run --gap-ms, and again,
 --pauses times in all (fewer if the run ends first; at least one is
-required). Then the nodes' histories are merged and checked by
+required; --pauses 0: none, for runs whose fault is elsewhere, e.g. a
+node's lease clock skewed through its environment). Then the nodes' histories are merged and checked by
 `LINCHECK --model MODEL`.
 
 A node that exits with status 3 (fenced: another node took over its
-work while it was paused and it noticed) counts as a killed node: its
-unfinished operations stay open in the history. Any other non-zero
-exit of a node fails a linearizable run.
+work while it was paused, or descheduled past a lease on a busy host,
+and it noticed) counts as a killed node: its unfinished operations stay
+open in the history. Any other non-zero exit of a node fails a
+linearizable run.
 
-  --expect linearizable: passes when no node failed (status 3 allowed
-    for a paused node), the PROGRAM's --cluster-line TEXT was printed,
+  --expect linearizable: passes when no node failed (status 3 allowed),
+    the survivors' --cluster-line TEXT was printed,
     at least --min-ops operations were recorded, every pause happened
     and the history is linearizable;
   --safety-only: for runs whose nodes may fail on a timeout (liveness)
@@ -76,8 +78,8 @@ def parse():
         p.error("expected -- LOCO-RUN-ARGS... -- PROGRAM ARGS...")
     i = rest.index("--")
     a.run_args, a.prog = rest[:i], rest[i + 1:]
-    if a.pauses < 1 or a.pause_ms < 1 or a.gap_ms < 0:
-        p.error("--pauses and --pause-ms must be >= 1, --gap-ms >= 0")
+    if a.pauses < 0 or a.pause_ms < 1 or a.gap_ms < 0:
+        p.error("--pauses must be >= 0, --pause-ms >= 1, --gap-ms >= 0")
     if not a.tries:
         a.tries = 3 if a.expect == "violation" else 1
     return a
@@ -192,8 +194,9 @@ def live_ok(a, rc, bad, fenced, out):
         print("pause-lin: nodes failed: %s" % bad)
         ok = False
     if [n for n in fenced if n != a.victim]:
-        print("pause-lin: a node that was not paused was fenced")
-        ok = False
+        # A node descheduled past a lease on a busy host is fenced too:
+        # liveness, not safety.
+        print("pause-lin: note: a node that was not paused was fenced")
     if rc not in (0, 3) or (rc == 3 and not fenced):
         print("pause-lin: loco-run exit %d" % rc)
         ok = False
@@ -262,7 +265,7 @@ def run_once(a, d):
             print("pause-lin: nodes failed (liveness, not checked): %s" % bad)
     elif not live_ok(a, rc, bad, fenced, out):
         ok = False
-    if pauser.done < 1:
+    if a.pauses and pauser.done < 1:
         print("pause-lin: the victim was never paused")
         ok = False
     if ops < a.min_ops:
