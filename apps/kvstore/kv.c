@@ -491,6 +491,11 @@ static int lock_key(struct kv_thread *t, uint64_t key)
  * replaces a result (0, -EEXIST, -ENOENT): its writes may not be placed. */
 static int unlock_key(struct kv_thread *t, uint64_t key, uint32_t host, int rc)
 {
+	/* A fenced node releases nothing: its operation may be half done
+	 * (its broadcast cut short), and a lock in its own memory is not
+	 * fenced. The lock stays held, as a killed node's would. */
+	if (loco_self_fenced(t->kv->base.mgr))
+		return rc ? rc : -LOCO_EFENCED;
 	bool result = !rc || rc == -EEXIST || rc == -ENOENT;
 	/* Remote data: the writes durable (a durable data node) before the
 	 * lock goes, so an acknowledged write survives the node's death. */
