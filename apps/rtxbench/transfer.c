@@ -267,8 +267,12 @@ static int run_phase(struct xfer *xf)
 		if (pthread_create(&th[n], NULL, fn, &wa[n]))
 			break;
 	}
-	if (!rc)
+	if (!rc) {
+		/* loco-run aims its faults at this line (ID@after:NODE:...). */
+		fprintf(stderr, PROG ": node %u: measured phase begins\n",
+			xf->self);
 		rc = beat(xf);
+	}
 	/* Relaxed: a stop flag; the joins order everything after it. */
 	atomic_store_explicit(&xf->stop, true, memory_order_relaxed);
 	for (unsigned i = 0; i < n; i++) {

@@ -7,7 +7,8 @@ running node and for faults, that the cluster's data is intact afterwards
 
 usage: catalogue.py BUILD_DIR [CASE-NAME-SUBSTRING]
 Prints one line per case and "N cases, N failed"; exit 0 if none failed."""
-import hashlib, hmac, os, random, shutil, signal, socket, struct, subprocess
+import hashlib, hmac, os, random, select, shutil, signal, socket, struct
+import subprocess
 import sys, tempfile, time
 
 # Sanitizer builds run several times slower: tools/run-tests --sanitize sets
@@ -619,6 +620,24 @@ def cluster_cases():
 UCX = {"LOCO_TRANSPORT": "ucx", "UCX_TLS": "tcp"}
 
 
+def wait_line(p, line, limit):
+    """Reads P's output until a line starting with LINE: None, or what
+    it printed instead (it ended, or LIMIT seconds passed)."""
+    seen = b""
+    deadline = time.monotonic() + limit
+    fd = p.stdout.fileno()
+    while (b"\n" + line) not in b"\n" + seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return seen.decode("utf-8", "replace") + " (no line after %g s)" \
+                % limit
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return seen.decode("utf-8", "replace") + " (it ended)"
+        seen += chunk
+    return None
+
+
 def ucx_fault(name, fault, says, after=None):
     """A ucx-tcp cluster whose memory node holds the probe's pattern; a
     client busy reading it (loco-probe loop) while FAULT hits the node
@@ -634,7 +653,14 @@ def ucx_fault(name, fault, says, after=None):
                               "loop", str(cl.seed), "30"], env=cl.e,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
-        time.sleep(0.5)
+        # The fault hits once the client is in its loop (its line), not
+        # while it still says hello to the node.
+        early = wait_line(p, b"loco-probe: looping", 30.0)
+        if early is not None:
+            p.kill()
+            p.communicate()
+            return record(name, False, "the client never looped: %s"
+                          % early[-400:])
         fault(cl)
         t0 = time.monotonic()
         try:

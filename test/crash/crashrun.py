@@ -5,6 +5,7 @@ reporter prints a JSON result line, and the attempts at it."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,14 @@ def run_once(run_args, marker):
     return None, out, err
 
 
+# What loco-run says of a fault aimed at an event that did not happen (its
+# event never came, its node was gone, the run ended first): the run
+# tested nothing of what it names.
+FAULT_MISSED = re.compile(r"^\[loco-run\] --(kill|restart|pause) .*: "
+                          r"(event never seen|event seen at .* but the run "
+                          r"ended|node \d+ was not running)", re.M)
+
+
 def attempts(prog, opts, run_args, marker, problems):
     """Run the cluster (RUN_ARGS) up to OPTS["tries"] times and judge its
     result line: PROBLEMS(res, opts, final) lists what is wrong with it,
@@ -52,6 +61,13 @@ def attempts(prog, opts, run_args, marker, problems):
     verdict as PROG; returns the exit status (0: passed)."""
     for attempt in range(1, opts["tries"] + 1):
         res, out, err = run_once(run_args, marker)
+        missed = FAULT_MISSED.findall(err)
+        if missed:
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            print("%s: FAIL: %d fault(s) aimed at events did not happen"
+                  % (prog, len(missed)))
+            return 1
         if res is None:
             sys.stdout.write(out)
             sys.stderr.write(err)
