@@ -17,11 +17,13 @@
  *   combine=0|1     write-back and release in one batch (1)
  *   handover=N      consecutive local handovers, 0: none (4)
  *   lease-ms=N      plain mode lock lease (100)
- *   broken=none|no-check|no-scan-check|no-persist  tests only: node
- *                   reads not checked (torn values returned) / scans not
- *                   validated / on durable memory nodes plain mode
+ *   broken=none|no-check|no-scan-check|no-persist|no-fence  tests only:
+ *                   node reads not checked (torn values returned) / scans
+ *                   not validated / on durable memory nodes plain mode
  *                   write-backs released unpersisted (a power cut loses
- *                   acknowledged writes)
+ *                   acknowledged writes) / plain mode steals an expired
+ *                   lock without fencing its holder (a paused holder's
+ *                   late write-back lands over the thief's)
  * Counters: resizes = splits, retries = torn reads read again + scans
  * and rTX attempts tried again, cache_misses = stale cache entries,
  * repairs = expired locks taken over (plain) or rTX repairs, lock_fails
@@ -73,10 +75,11 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 {
 	static const char *const broken[] = { "none", "no-check",
 					      "no-scan-check", "no-persist",
-					      NULL };
+					      "no-fence", NULL };
 	static const unsigned flags[] = { 0, LOCO_SHERMAN_UNSAFE_NO_CHECK,
 					  LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK,
-					  LOCO_SHERMAN_UNSAFE_NO_PERSIST };
+					  LOCO_SHERMAN_UNSAFE_NO_PERSIST,
+					  LOCO_SHERMAN_UNSAFE_NO_FENCE };
 	const char *key = cfg->opt_key[i];
 	uint64_t v = 0;
 	unsigned b = 0;

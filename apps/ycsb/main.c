@@ -640,9 +640,10 @@ int main(int argc, char **argv)
 	}
 	bool was_fenced = fenced(y, rc);
 	if (was_fenced)
-		fprintf(stderr, "loco-ycsb: node %u: fenced: the others took this "
-			"node for dead (no heartbeat for %u ms); exiting\n",
-			y->self, y->o.dead_ms);
+		fprintf(stderr, "loco-ycsb: node %u: fenced: another node took "
+			"over its work while it was silent (paused or slow past "
+			"a lease, a timeout or --dead-ms); it stops
+", y->self);
 	local_node_stop(&ln);
 	opts_fini(&y->o);
 	free(y);
