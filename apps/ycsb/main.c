@@ -642,8 +642,7 @@ int main(int argc, char **argv)
 	if (was_fenced)
 		fprintf(stderr, "loco-ycsb: node %u: fenced: another node took "
 			"over its work while it was silent (paused or slow past "
-			"a lease, a timeout or --dead-ms); it stops
-", y->self);
+			"a lease, a timeout or --dead-ms); it stops\n", y->self);
 	local_node_stop(&ln);
 	opts_fini(&y->o);
 	free(y);
