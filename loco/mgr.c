@@ -13,6 +13,7 @@
 
 #include <loco/history.h>
 #include "loco/boot.h"
+#include "loco/fault.h"
 #include "loco/internal.h"
 #include "loco/transport/durable.h"
 
@@ -226,6 +227,8 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		return -ENOMEM;
 	locks_init(mgr);
 	int rc = load_config(mgr, opts);
+	if (!rc)
+		rc = loco_faults_start(mgr);
 	if (getrandom(&mgr->boot_id, sizeof(mgr->boot_id), 0) !=
 	    sizeof(mgr->boot_id))
 		mgr->boot_id = (uint64_t)getpid() << 32 ^ loco_now_ns();
@@ -268,6 +271,7 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 		return;
 	/* Before anything stops: a memory node serves until every node of a
 	 * PMIx job has passed this point. */
+	loco_faults_stop(mgr);
 	loco_boot_fini(mgr, mgr->created);
 	loco_joiner_stop(mgr);
 	loco_peers_stop(mgr);
