@@ -269,13 +269,13 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 {
 	if (!mgr)
 		return;
-	/* Before anything stops: a memory node serves until every node of a
-	 * PMIx job has passed this point. */
 	loco_faults_stop(mgr);
-	loco_boot_fini(mgr, mgr->created);
 	loco_joiner_stop(mgr);
 	loco_peers_stop(mgr);
 	loco_mirror_stop(mgr);
+	/* While this node still serves its memory: a memory node of a PMIx
+	 * job serves until every node has passed this point. */
+	loco_boot_fini(mgr, mgr->created);
 	loco_ctrl_stop(mgr);
 	loco_peers_fini(mgr);
 	loco_thread_retire_all(mgr);
