@@ -1,15 +1,28 @@
 # SPDX-License-Identifier: MIT
-"""Launchers of tools/loco-run beyond its own host (--launcher mpirun):
-the job is started by Open MPI's mpirun in its MPMD form, one application
-context per node (`-np 1 loco-memnode : ... : -np 1 PROGRAM ARGS`), so
-that each node gets its own environment (its faults). The nodes take their
-rank from mpirun and find each other through PMIx (no hosts file); the
-cluster key is a file (mode 0600) at the same path on every host. Output
-lines are labelled [nID], result lines (JSON objects on stdout) collected
-into one file (--results). Standard library only."""
+"""Launchers of tools/loco-run beyond its own host.
+
+--launcher mpirun: the job is started by Open MPI's mpirun in its MPMD
+form, one application context per node (`-np 1 loco-memnode : ... : -np 1
+PROGRAM ARGS`), so that each node gets its own environment (its faults).
+The nodes take their rank from mpirun and find each other through PMIx (no
+hosts file).
+
+--launcher ssh: one ssh per node to the hosts of --hostfile; loco-run
+writes the hosts file (each node a free port of its host) and copies it
+with the key to every host (by ssh), so the nodes need no PMIx. Each remote
+node is watched by a shell that ends it (SIGTERM, SIGKILL 2 s later) when
+its ssh's stdin closes: loco-run closes it to stop a node, and a loco-run
+that dies closes it too.
+
+With both, the cluster key is a file (mode 0600) at the same path on every
+host, output lines are labelled [nID] and result lines (JSON objects on
+stdout) collected into one file (--results). Standard library only."""
 
 import os
+import queue
+import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -17,8 +30,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
-LAUNCHERS = ("local", "mpirun")
+LAUNCHERS = ("local", "mpirun", "ssh")
+PORT_LO, PORT_HI = 10000, 32000   # ssh: ports below the ephemeral range
+KILL_GRACE_S = 2                  # ssh: the watcher's SIGTERM to SIGKILL
 STOP_GRACE_S = 5.0          # between SIGTERM and SIGKILL of the launcher
 # --tag-output: "[JOB,RANK]<stdout>:line"
 TAG = re.compile(rb"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$", re.S)
@@ -37,13 +53,19 @@ def check_args(a, usage_error):
     """Options that do not go with the launcher: USAGE_ERROR(text)."""
     if a.launcher == "local":
         if a.hostfile:
-            raise usage_error("--hostfile needs --launcher mpirun")
+            raise usage_error("--hostfile needs --launcher mpirun or ssh")
         return
     for attr, flag in LOCAL_ONLY:
         if getattr(a, attr):
             raise usage_error("%s works with --launcher local only" % flag)
     if a.hostfile and not os.path.isfile(a.hostfile):
         raise usage_error("--hostfile %s: no such file" % a.hostfile)
+    if a.launcher == "ssh":
+        if not a.hostfile:
+            raise usage_error("--launcher ssh needs --hostfile FILE")
+        if not shutil.which(ssh_argv()[0]):
+            raise usage_error("--launcher ssh: no %s in PATH" % ssh_argv()[0])
+        return
     if not shutil.which("mpirun"):
         raise usage_error("--launcher mpirun: no mpirun in PATH (Debian 12: "
                           "apt-get install openmpi-bin, or tools/install-deps)")
@@ -67,15 +89,39 @@ class Results:
         self.f.close()
 
 
-def hostfile_hosts(path):
-    """Host names of an Open MPI hostfile ("HOST [slots=N]" lines)."""
-    hosts = []
+def hostfile_slots(path):
+    """(host, slots) of each line of an Open MPI hostfile ("HOST
+    [slots=N]"; slots 1 if not given), in order."""
+    out = []
     with open(path) as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             words = line.split("#", 1)[0].split()
-            if words and words[0] not in hosts:
-                hosts.append(words[0])
+            if not words:
+                continue
+            slots = 1
+            for w in words[1:]:
+                k, _, v = w.partition("=")
+                if k == "slots" and v.isdigit() and int(v) > 0:
+                    slots = int(v)
+                elif k not in ("max_slots", "max-slots"):
+                    raise RuntimeError("%s:%d: unexpected '%s' (expected "
+                                       "HOST [slots=N])" % (path, n, w))
+            out.append((words[0], slots))
+    return out
+
+
+def hostfile_hosts(path):
+    """Host names of an Open MPI hostfile, each once."""
+    hosts = []
+    for host, _ in hostfile_slots(path):
+        if host not in hosts:
+            hosts.append(host)
     return hosts
+
+
+def ssh_argv():
+    """LOCO_SSH (e.g. "ssh -F CONFIG"), else ssh in batch mode."""
+    return shlex.split(os.environ.get("LOCO_SSH") or "ssh -o BatchMode=yes")
 
 
 def is_local(host):
@@ -83,12 +129,27 @@ def is_local(host):
                     socket.getfqdn())
 
 
-def sh_host(host, cmd):
-    """Runs CMD (a shell command) on HOST: here, or by ssh."""
-    argv = ["sh", "-c", cmd] if is_local(host) else \
-        ["ssh", "-o", "BatchMode=yes", host, cmd]
-    return subprocess.run(argv, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+def sh_host(host, cmd, stdin=None):
+    """Runs CMD (a shell command) on HOST: here, or by ssh; STDIN: bytes
+    for its standard input."""
+    argv = ["sh", "-c", cmd] if is_local(host) else ssh_argv() + [host, cmd]
+    return subprocess.run(argv, input=stdin, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+
+
+def put_files(host, d, files):
+    """FILES (name: bytes) into a new directory D (mode 0700) on HOST,
+    each mode 0600, through ssh's standard input (no scp needed)."""
+    script = "umask 077 && mkdir -p %s" % shlex.quote(d)
+    blob = b""
+    for name, data in files.items():
+        script += " && head -c %d > %s" % (len(data), shlex.quote(
+            os.path.join(d, name)))
+        blob += data
+    r = sh_host(host, script, blob)
+    if r.returncode:
+        raise RuntimeError("cannot put %s on %s: %s" % (", ".join(files), host,
+                           r.stderr.decode(errors="replace").strip()))
 
 
 class MpiJob:
@@ -116,18 +177,11 @@ class MpiJob:
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(os.urandom(32))
+        with open(key, "rb") as f:
+            data = f.read()
         for host in self.hosts:
-            if is_local(host):
-                continue
-            r = sh_host(host, "mkdir -m 700 -p %s" % self.dir)
-            if r.returncode == 0:
-                r = subprocess.run(["scp", "-q", "-p", key,
-                                    "%s:%s" % (host, key)],
-                                   stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
-            if r.returncode:
-                raise RuntimeError("cannot put the cluster key on %s: %s"
-                                   % (host, r.stderr.strip()))
+            if not is_local(host):
+                put_files(host, self.dir, {"cluster.key": data})
         return key
 
     def env(self):
@@ -249,11 +303,199 @@ class MpiJob:
                 sh_host(host, "rm -rf %s" % dirs)
 
 
+# The remote side of a node: PROGRAM in the background, a watcher that
+# ends it when ssh's stdin closes, the program's status as ssh's.
+# (An asynchronous list reads /dev/null unless its stdin is redirected:
+# hence the watcher's <&0.)
+WATCH = ("%s & p=$!; (cat >/dev/null; kill -TERM $p; sleep " +
+         str(KILL_GRACE_S) + "; kill -KILL $p) <&0 >/dev/null 2>&1 & "
+         "w=$!; exec </dev/null; wait $p; s=$?; kill $w; exit $s")
+
+
+class SshNode:
+    def __init__(self, nid, role, host, port, argv):
+        self.id, self.role, self.host, self.port = nid, role, host, port
+        self.argv = argv
+        self.proc = None
+        self.status = None
+
+
+class SshJob:
+    """One ssh per node; see the module's text."""
+
+    def __init__(self, a, program, memnode, msg, rundir_prefix):
+        self.a, self.msg = a, msg
+        self.prefix = rundir_prefix
+        self.dir = self.run_dir = None
+        self.nodes = []
+        self.events = queue.Queue()
+        self.threads = []
+        self.results = Results(a.results) if a.results else None
+        self.failure = None
+        slots = hostfile_slots(a.hostfile)
+        seats = [h for h, n in slots for _ in range(n)]
+        total = a.memory + a.nodes
+        if total > len(seats):
+            raise RuntimeError("%s has %d slots for %d nodes" % (
+                a.hostfile, len(seats), total))
+        self.hosts = hostfile_hosts(a.hostfile)
+        rng = random.SystemRandom()
+        taken = set()
+        for nid in range(total):
+            host = seats[nid]
+            port = rng.randrange(PORT_LO, PORT_HI)
+            while (host, port) in taken:
+                port = rng.randrange(PORT_LO, PORT_HI)
+            taken.add((host, port))
+            mem = nid < a.memory
+            argv = [memnode] if mem else [program] + a.cmd[1:]
+            self.nodes.append(SshNode(nid, "memory" if mem else "compute",
+                                      host, port, argv))
+
+    def prepare(self):
+        """The hosts file and the key, on every host at the same path."""
+        self.dir = tempfile.mkdtemp(prefix=self.prefix)
+        self.run_dir = os.path.join("/dev/shm", os.path.basename(self.dir))
+        hosts = "".join("%d %s:%d %s\n" % (n.id, n.host, n.port, n.role)
+                        for n in self.nodes).encode()
+        files = {"hosts": hosts, "cluster.key": os.urandom(32)}
+        for host in self.hosts:
+            put_files(host, self.dir, files)
+        self.msg("hosts file and key in %s on every host" % self.dir)
+
+    def command(self, node):
+        a = self.a
+        env = dict(a.extra_env, LOCO_HOSTS=os.path.join(self.dir, "hosts"),
+                   LOCO_CLUSTER_KEY=os.path.join(self.dir, "cluster.key"),
+                   LOCO_NODE_ID=str(node.id), LOCO_ROLE=node.role,
+                   LOCO_TRANSPORT=a.transport, LOCO_RUN_DIR=self.run_dir)
+        if a.transport == "ucx-tcp":
+            env.setdefault("UCX_TLS", "tcp")
+        for when, nid in a.kills:
+            if nid == node.id:
+                env["LOCO_KILL_AT"] = "%g" % when
+        prog = "exec env %s %s" % (
+            " ".join(shlex.quote("%s=%s" % kv) for kv in sorted(env.items())),
+            " ".join(shlex.quote(x) for x in node.argv))
+        return "cd %s || exit 1; %s" % (shlex.quote(os.getcwd()),
+                                          WATCH % prog)
+
+    def pump(self, node, pipe, fd):
+        stream = sys.stdout.buffer if fd == 1 else sys.stderr.buffer
+        prefix = b"[n%d] " % node.id
+        with pipe:
+            for raw in iter(pipe.readline, b""):
+                line = raw.rstrip(b"\n")
+                if self.results:
+                    self.results.feed(fd, line)
+                try:
+                    stream.write(prefix + line + b"\n")
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def wait(self, node):
+        node.proc.wait()
+        self.events.put(node)
+
+    def start(self):
+        self.msg("%d memory + %d compute nodes by ssh on %s"
+                 % (self.a.memory, self.a.nodes, ", ".join(self.hosts)))
+        for node in self.nodes:
+            node.proc = subprocess.Popen(
+                ssh_argv() + [node.host, self.command(node)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True)
+            for pipe, fd in ((node.proc.stdout, 1), (node.proc.stderr, 2)):
+                t = threading.Thread(target=self.pump, args=(node, pipe, fd),
+                                     daemon=True)
+                t.start()
+                self.threads.append(t)
+            threading.Thread(target=self.wait, args=(node,),
+                             daemon=True).start()
+
+    def end(self, nodes):
+        """Closes the stdin of NODES' ssh: each remote watcher ends its
+        node."""
+        for n in nodes:
+            if n.proc and n.proc.stdin and not n.proc.stdin.closed:
+                try:
+                    n.proc.stdin.close()
+                except OSError:
+                    pass
+
+    def on_exit(self, node, stopping):
+        node.status = node.proc.returncode
+        if self.failure is not None or (node.status == 0 and (
+                node.role == "compute" or stopping)):
+            return      # the others' ends after a failure are its doing
+        if node.role == "memory" and not stopping:
+            self.msg("memory node n%d died on its own (status %d)"
+                     % (node.id, node.status))
+        else:
+            self.msg("n%d exited with status %d" % (node.id, node.status))
+        if self.failure is None:
+            self.failure = node.status or 1
+            self.msg("stopping every node")
+            self.end(self.nodes)
+
+    def run(self):
+        """The first failing node's status; 124 on timeout."""
+        self.prepare()
+        self.start()
+        deadline = time.monotonic() + self.a.timeout
+        stopping = False
+        while any(n.status is None for n in self.nodes):
+            if not stopping and all(n.status is not None for n in self.nodes
+                                    if n.role == "compute"):
+                stopping = True
+                self.end([n for n in self.nodes if n.role == "memory"])
+            try:
+                node = self.events.get(timeout=max(0.01, deadline -
+                                                   time.monotonic()))
+            except queue.Empty:
+                self.msg("timeout after %g s" % self.a.timeout)
+                self.stop()
+                return 124
+            self.on_exit(node, stopping)
+        for t in self.threads:
+            t.join(2.0)
+        return self.failure or 0
+
+    def stop(self):
+        """Ends every node, then every ssh still running."""
+        self.end(self.nodes)
+        deadline = time.monotonic() + KILL_GRACE_S + STOP_GRACE_S
+        for n in self.nodes:
+            if n.proc is None:
+                continue
+            try:
+                n.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(n.proc.pid, signal.SIGKILL)
+                n.proc.wait()
+
+    def cleanup(self):
+        self.stop()
+        if self.results:
+            self.results.close()
+        for host in self.hosts:
+            dirs = " ".join(shlex.quote(d) for d in (self.dir, self.run_dir)
+                            if d)
+            if dirs:
+                sh_host(host, "rm -rf %s" % dirs)
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def run(a, program, memnode, msg, interrupted, rundir_prefix):
-    """--launcher mpirun: the exit status loco-run returns. INTERRUPTED:
-    the exception loco-run's signal handler raises (status 128+signo)."""
-    job = MpiJob(a, program, memnode, msg, rundir_prefix)
+    """--launcher mpirun or ssh: the exit status loco-run returns.
+    INTERRUPTED: the exception loco-run's signal handler raises (status
+    128+signo)."""
+    job = None
     try:
+        job = (SshJob if a.launcher == "ssh" else MpiJob)(
+            a, program, memnode, msg, rundir_prefix)
         return job.run()
     except interrupted as e:
         msg("got %s; stopping mpirun" % signal.Signals(e.signo).name)
@@ -262,4 +504,5 @@ def run(a, program, memnode, msg, interrupted, rundir_prefix):
         msg("cannot start the job: %s" % e)
         return 2
     finally:
-        job.cleanup()
+        if job:
+            job.cleanup()
