@@ -10,6 +10,7 @@ with no hosts file and no --id: ranks from mpirun, addresses through PMIx
   APP: transfer, rtx-transfer (conserved), kvstore (--record: the
   history is linearizable, loco-lincheck --model map), ycsb (--index race:
   missing 0, wrong 0, corrupt 0).
+  raw-pause  rank 2 pauses itself (LOCO_PAUSE_AT) under mpirun; conserved.
   bad-rank, bad-memory-nodes, bad-no-pmix, bad-key-missing, bad-one-port:
   bad input gets its clear error, a non-zero exit and starts nothing (no
   memory node serves, no result line).
@@ -176,6 +177,24 @@ def case_raw(app):
         job.close()
 
 
+def case_pause():
+    """Rank 2 pauses itself (LOCO_PAUSE_AT) under mpirun: the fault works
+    under a launcher that cannot signal a node, and the job still ends
+    conserved."""
+    job = Job()
+    try:
+        rc, out = job.mpirun([(1, [prog("memnode")], {}),
+                              (1, app_argv("transfer", job.dir), {}),
+                              (1, app_argv("transfer", job.dir),
+                               {"LOCO_PAUSE_AT": "0.3:1500"}),
+                              (1, app_argv("transfer", job.dir), {})])
+        if "node 2 pauses itself at 0.30 s for 1500 ms" not in out:
+            fail("rank 2 did not pause itself")
+        check_app("transfer", rc, out, job.dir)
+    finally:
+        job.close()
+
+
 def case_run(app):
     job = Job()
     res = os.path.join(job.dir, "results.jsonl")
@@ -267,7 +286,9 @@ def main(argv):
     if os.environ.get("LOCO_TEST_PMIX") == "0":
         print("launch_test: skipped: a build without PMIx (libpmix-dev)")
         return 77
-    if kind in ("raw", "run") and what in APP_ARGS:
+    if case == "raw-pause":
+        case_pause()
+    elif kind in ("raw", "run") and what in APP_ARGS:
         (case_raw if kind == "raw" else case_run)(what)
     elif kind == "bad" and what in ("rank", "memory-nodes", "no-pmix",
                                     "key-missing", "one-port"):
