@@ -7,6 +7,9 @@ PROGRAM ARGS`), so that each node gets its own environment (its faults).
 The nodes take their rank from mpirun and find each other through PMIx (no
 hosts file).
 
+--launcher srun: srun --mpi=pmix --multi-prog, ranks and addresses from
+Slurm's PMIx (SrunJob).
+
 --launcher ssh: one ssh per node to the hosts of --hostfile; loco-run
 writes the hosts file (each node a free port of its host) and copies it
 with the key to every host (by ssh), so the nodes need no PMIx. Each remote
@@ -32,7 +35,7 @@ import tempfile
 import threading
 import time
 
-LAUNCHERS = ("local", "mpirun", "ssh")
+LAUNCHERS = ("local", "mpirun", "srun", "ssh")
 PORT_LO, PORT_HI = 10000, 32000   # ssh: ports below the ephemeral range
 KILL_GRACE_S = 2                  # ssh: the watcher's SIGTERM to SIGKILL
 STOP_GRACE_S = 5.0          # between SIGTERM and SIGKILL of the launcher
@@ -65,6 +68,13 @@ def check_args(a, usage_error):
             raise usage_error("--launcher ssh needs --hostfile FILE")
         if not shutil.which(ssh_argv()[0]):
             raise usage_error("--launcher ssh: no %s in PATH" % ssh_argv()[0])
+        return
+    if a.launcher == "srun":
+        if a.hostfile:
+            raise usage_error("--launcher srun takes its hosts from Slurm "
+                              "(salloc/sbatch), not --hostfile")
+        if not shutil.which("srun"):
+            raise usage_error("--launcher srun: no srun in PATH")
         return
     if not shutil.which("mpirun"):
         raise usage_error("--launcher mpirun: no mpirun in PATH (Debian 12: "
@@ -224,22 +234,31 @@ class MpiJob:
 
     # -- running --
 
+    name = "mpirun"
+
+    def parse(self, line, fd):
+        """(rank, stream, text) of a tagged line, else None."""
+        m = TAG.match(line)
+        if not m:
+            return None
+        return m.group(1), 1 if m.group(2) == b"stdout" else 2, m.group(3)
+
     def pump(self, pipe, fd):
-        """mpirun's tagged lines as [nRANK] lines on the same stream; its
-        own lines as [mpirun] on stderr."""
+        """The launcher's tagged lines as [nRANK] lines on the same
+        stream; its own lines as [mpirun] (or [srun]) on stderr."""
         streams = {1: sys.stdout.buffer, 2: sys.stderr.buffer}
+        own = b"[%s] " % self.name.encode()
         with pipe:
             for raw in iter(pipe.readline, b""):
                 line = raw.rstrip(b"\n")
-                m = TAG.match(line)
+                m = self.parse(line, fd)
                 if m:
-                    out = 1 if m.group(2) == b"stdout" else 2
-                    body = m.group(3)
-                    text = b"[n%s] %s\n" % (m.group(1), body)
+                    rank, out, body = m
+                    text = b"[n%s] %s\n" % (rank, body)
                     if self.results:
                         self.results.feed(out, body)
                 else:
-                    out, text = 2, b"[mpirun] " + line + b"\n"
+                    out, text = 2, own + line + b"\n"
                 try:
                     streams[out].write(text)
                     streams[out].flush()
@@ -248,8 +267,9 @@ class MpiJob:
 
     def start(self):
         argv = self.argv()
-        self.msg("%d memory + %d compute nodes by mpirun on %s"
-                 % (self.a.memory, self.a.nodes, ", ".join(self.hosts)))
+        self.msg("%d memory + %d compute nodes by %s on %s"
+                 % (self.a.memory, self.a.nodes, self.name,
+                    ", ".join(self.hosts)))
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE,
@@ -269,7 +289,8 @@ class MpiJob:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            self.msg("mpirun ignored SIGTERM for %g s; killed" % STOP_GRACE_S)
+            self.msg("%s ignored SIGTERM for %g s; killed"
+                     % (self.name, STOP_GRACE_S))
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         except ProcessLookupError:
@@ -288,7 +309,7 @@ class MpiJob:
         for t in self.threads:
             t.join(2.0)
         if status and status != 124:
-            self.msg("mpirun exited with status %d" % status)
+            self.msg("%s exited with status %d" % (self.name, status))
         return status
 
     def cleanup(self):
@@ -301,6 +322,73 @@ class MpiJob:
             dirs = " ".join(d for d in (self.dir, self.run_dir) if d)
             if dirs:
                 sh_host(host, "rm -rf %s" % dirs)
+
+
+SRUN_TAG = re.compile(rb"^\s*(\d+): (.*)$", re.S)
+
+
+class SrunJob(MpiJob):
+    """--launcher srun: `srun --mpi=pmix --multi-prog` in the current
+    allocation (or one srun makes), ranks and addresses from Slurm's PMIx,
+    output by srun --label; -K1 ends the job at a task's failure. In an
+    allocation of several nodes the key is broadcast by sbcast and the
+    directories are removed on every node by srun."""
+
+    name = "srun"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.nodes_n = int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
+        self.hosts = ["localhost"]
+
+    def parse(self, line, fd):
+        m = SRUN_TAG.match(line)
+        return (m.group(1), fd, m.group(2)) if m else None
+
+    def key(self):
+        key = super().key()
+        if self.nodes_n > 1:
+            r = subprocess.run(["sbcast", "-f", "-p", key, key],
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+            if r.returncode:
+                raise RuntimeError("sbcast of the cluster key: %s"
+                                   % r.stderr.strip())
+        return key
+
+    def argv(self):
+        a = self.a
+        self.key_path = self.key()
+        env = self.env()
+        kills = {node: when for when, node in a.kills}
+        nodes = [[self.memnode]] * a.memory + \
+            [[self.program] + a.cmd[1:]] * a.nodes
+        # Each node's command in a script of its own: srun's multi-prog
+        # file would expand % sequences in the arguments (%n, %t) and
+        # split quoted ones.
+        conf = os.path.join(self.dir, "multi-prog.conf")
+        with open(conf, "w") as f:
+            for nid, prog in enumerate(nodes):
+                kill = ["LOCO_KILL_AT=%g" % kills[nid]] if nid in kills \
+                    else []
+                script = os.path.join(self.dir, "node%d.sh" % nid)
+                with open(script, "w") as g:
+                    g.write("exec env %s\n" % " ".join(
+                        shlex.quote(x) for x in kill + prog))
+                f.write("%d /bin/sh %s\n" % (nid, script))
+        export = ",".join(["ALL"] + ["%s=%s" % kv for kv in
+                                      sorted(env.items())])
+        return ["srun", "--mpi=pmix", "--label", "--kill-on-bad-exit=1",
+                "-n", str(len(nodes)), "--export=" + export,
+                "--multi-prog", conf]
+
+    def cleanup(self):
+        super().cleanup()
+        if self.nodes_n > 1 and self.dir:
+            subprocess.run(["srun", "-N", str(self.nodes_n),
+                            "--ntasks-per-node=1", "rm", "-rf", self.dir,
+                            self.run_dir], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
 
 
 # The remote side of a node: PROGRAM in the background, a watcher that
@@ -494,7 +582,7 @@ def run(a, program, memnode, msg, interrupted, rundir_prefix):
     128+signo)."""
     job = None
     try:
-        job = (SshJob if a.launcher == "ssh" else MpiJob)(
+        job = {"ssh": SshJob, "srun": SrunJob, "mpirun": MpiJob}[a.launcher](
             a, program, memnode, msg, rundir_prefix)
         return job.run()
     except interrupted as e:
