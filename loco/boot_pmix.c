@@ -157,11 +157,10 @@ static int listen_addr(struct sockaddr_in *sa)
 	if (env && *env) {
 		char extra;
 		int n = sscanf(env, "%31[^:]:%u%c", host, &port, &extra);
-		if ((n != 1 && n != 2) || port > 65535 ||
-		    (n == 2 && port == 0 && !strchr(env, ':'))) {
+		if ((n != 1 && n != 2) || port > 65535) {
 			loco_err("boot", "LOCO_LISTEN: expected HOST[:PORT] (an "
-				 "IPv4 address or an interface, port 1..65535), "
-				 "got '%s'", env);
+				 "IPv4 address or an interface, port 0..65535, 0 "
+				 "any), got '%s'", env);
 			return -EINVAL;
 		}
 		if (inet_pton(AF_INET, host, &sa->sin_addr) != 1 &&
