@@ -1111,6 +1111,8 @@ static void *server_main(void *arg)
 
 static int listen_open(struct loco_mgr *mgr)
 {
+	if (mgr->listen_fd >= 0)
+		return 0;   /* bound by the bootstrap (boot.h) */
 	const struct loco_host *self = &mgr->hosts.node[mgr->id];
 	struct sockaddr_in sa;
 	int rc = resolve(self, &sa);

@@ -209,6 +209,10 @@ struct loco_mgr {
 	uint32_t id;
 	struct loco_hosts hosts;
 	struct loco_opts opts;
+	struct loco_boot *boot;      /* the PMIx bootstrap (boot.h); NULL with
+				      * a hosts file */
+	bool created;                /* loco_mgr_create succeeded */
+	struct loco_faults *faults;  /* LOCO_KILL_AT, ... (fault.h); NULL if none */
 	char run_dir[LOCO_PATH_MAX];
 	const struct loco_transport_ops *tp_ops;
 	struct loco_tp *tp;
