@@ -861,8 +861,8 @@ uint64_t loco_lease_now_ns(void);
 
 /* Fence node NODE's current incarnation at every node that hosts memory
  * it can reach: one control-plane round trip to each, sent in parallel.
- * The request names the incarnation this node knows (if it knows none,
- * it asks NODE first); each target fences that one and the one it knows
+ * The request names the incarnation this node knows (if any); each
+ * target fences that one and the one it knows
  * as NODE's current, if another (a new incarnation this node has not met
  * yet): it records the fence (for good: a restart of the target in the
  * same run keeps it), makes its data path refuse that incarnation, waits
@@ -878,7 +878,8 @@ uint64_t loco_lease_now_ns(void);
  * (a target did not answer within TIMEOUT_MS, < 0: the manager default;
  * e.g. a paused target, or one whose executor of NODE's ops is stopped
  * mid-op), -LOCO_EDOWN (a memory node is down: it must be back first),
- * -EINVAL (NODE is this node or not in the hosts file), -EOPNOTSUPP (the
+ * -EINVAL (NODE is this node or not in the hosts file), -ENOTCONN (no
+ * node has met any incarnation of NODE yet), -EOPNOTSUPP (the
  * transport cannot fence), or another -errno: then the caller must not
  * act for NODE; it waits and tries again later.
  * Caller: any thread. */

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,8 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 loco_strerror(rc));
 		return rc;
 	}
+	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
+	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
 	tp->nonce = cfg->incarnation;
 	if (!tp->nonce &&
 	    getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
@@ -757,12 +760,24 @@ static unsigned flush_run(const struct loco_wr *wr, unsigned i, unsigned n)
 	return k - i;
 }
 
+/* LOCO_SHM_STOP_IN_POST: a process stopped inside an op, its busy mark
+ * up (what a fence must wait for). */
+static void stop_in_post(struct loco_tp *tp)
+{
+	/* Relaxed: a count. */
+	if (tp->stop_at &&
+	    atomic_fetch_add_explicit(&tp->posts, 1, memory_order_relaxed) + 1 ==
+	    tp->stop_at)
+		raise(SIGSTOP);
+}
+
 /* A failed FLUSH stops the post there: the requests before it executed,
  * it and those after it did not (the core fails the post). */
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
 	if (!loco_shm_guard_enter(qp))
 		return -LOCO_EFENCED;
+	stop_in_post(qp->tp);
 	int rc = 0;
 	for (unsigned i = 0; i < n && !rc;) {
 		unsigned k = flush_run(wr, i, n);

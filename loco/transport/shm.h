@@ -60,6 +60,11 @@ struct loco_tp {
 	struct shm_fence_file *fence; /* this node's fence file */
 	char fence_path[LOCO_PATH_MAX + 64];
 	_Atomic unsigned cqs; /* CQs made: each gets busy mark cqs % SLOTS */
+	/* LOCO_SHM_STOP_IN_POST=N (tests of the fence's wait): the Nth post
+	 * of this process stops it (SIGSTOP) inside its fence guard, before
+	 * it executes; 0: never. */
+	uint64_t stop_at;
+	_Atomic uint64_t posts;
 };
 
 struct loco_tp_cq {
