@@ -244,18 +244,17 @@ enum {
 	LOCO_BATCH_FAA = 3,
 };
 
-/* A thread's view of one peer's mapped arena (WORDS 0: not direct): the
- * words at arena offsets LOCO_ARENA_FIRST + 8 * i, i < WORDS, are reached
- * at BASE. Set by the owner when it opens the QP (BASE, then WORDS);
- * WORDS is cleared by the manager when the peer restarts or dies or this
- * node is fenced (the next op goes out of line, which renews the QP or
- * fails with -LOCO_EDOWN or -LOCO_EFENCED). BASE is never cleared: the
- * mapping stays until the owner renews or closes the QP, so an op that
- * read WORDS before a clear still addresses mapped memory, and the check
- * needs no second branch. */
+/* A thread's view of one peer's mapped arena, in struct loco_thread_hot
+ * (arrays of 8-byte entries, so that a peer's is one indexed load): the
+ * words at arena offsets LOCO_ARENA_FIRST + 8 * i, i < WORDS[peer], are
+ * reached at BASE[peer] (WORDS 0: not direct). Set by the owner when it
+ * opens the QP (BASE, then WORDS); WORDS is cleared by the manager when
+ * the peer restarts or dies or this node is fenced (the next op goes out
+ * of line, which renews the QP or fails with -LOCO_EDOWN or
+ * -LOCO_EFENCED). BASE is never cleared: the mapping stays until the
+ * owner renews or closes the QP, so an op that read WORDS before a clear
+ * still addresses mapped memory, and the check needs no second branch. */
 struct loco_direct_qp {
-	uint8_t *base;
-	_Atomic uint64_t words;
 	/* The fence guard (<loco/guard.h>) of WRITEs and atomics: this
 	 * thread's busy mark at the peer and this node's fence line there. */
 	_Atomic uint64_t *mark;
@@ -279,6 +278,8 @@ struct loco_thread_hot {
 	bool sync;            /* requests complete inside their post */
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
 	uint64_t incarnation; /* this node's (the manager's boot id) */
+	_Atomic uint64_t direct_words[LOCO_MAX_NODES];
+	uint8_t *direct_base[LOCO_MAX_NODES];   /* read by the owner only */
 	struct loco_direct_qp direct[LOCO_MAX_NODES];
 };
 
@@ -324,10 +325,10 @@ static inline bool loco_direct_span(struct loco_thread *thr,
 	if (__builtin_expect(node_space >= LOCO_MAX_NODES ||
 			     !(rr->access & loco_op_access(opcode)), 0))
 		return false;
-	const struct loco_direct_qp *d = &h->direct[node_space];
 	/* Relaxed: the mapping stays; a clear only sends later ops out of
 	 * line (as the out-of-line path reads the peer's generation). */
-	uint64_t words = atomic_load_explicit(&d->words, memory_order_relaxed);
+	uint64_t words = atomic_load_explicit(&h->direct_words[node_space],
+					      memory_order_relaxed);
 	uint64_t at = rr->off + off;
 	uint64_t more = (len - 8) >> 3;   /* words past the first */
 	if (__builtin_expect(off > rr->len || rr->len - off < len ||
@@ -335,7 +336,7 @@ static inline bool loco_direct_span(struct loco_thread *thr,
 			     loco_word_index(at - LOCO_ARENA_FIRST) >=
 			     words - more, 0))
 		return false;
-	*w = (_Atomic uint64_t *)(void *)(d->base + at);
+	*w = (_Atomic uint64_t *)(void *)(h->direct_base[node_space] + at);
 	*peer = (uint32_t)node_space;
 	return true;
 }
