@@ -736,6 +736,10 @@ static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
 	uint64_t at = rr->off + off;
 	if (atomic && (at & 7))
 		return -EINVAL;
+	/* Before the peer's state: a fenced node's targets close its control
+	 * connections, which may make a peer look down from here. */
+	if (loco_self_fenced(thr->mgr))
+		return -LOCO_EFENCED;
 	int rc = loco_peer_span(thr->mgr, rr->node, rr->space, at, len);
 	if (!rc)
 		*space_off = at;

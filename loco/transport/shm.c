@@ -226,12 +226,6 @@ static int fence_map(const char *path, bool create, struct shm_fence_file **out)
 	return 0;
 }
 
-static void fence_path(const struct loco_tp *tp, uint32_t node, char *out,
-		       size_t len)
-{
-	snprintf(out, len, "%s/node%u.fence", tp->dir, node);
-}
-
 /* Whether this node's fence file records any fence. */
 static bool fence_any(const struct shm_fence_file *f)
 {
@@ -344,7 +338,8 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 (unsigned long)tp->len, loco_strerror(rc));
 		return rc;
 	}
-	fence_path(tp, tp->id, tp->fence_path, sizeof(tp->fence_path));
+	snprintf(tp->fence_path, sizeof(tp->fence_path), "%s/node%u.fence",
+		 tp->dir, tp->id);
 	rc = fence_map(tp->fence_path, true, &tp->fence);
 	if (rc) {
 		loco_err("shm", "cannot open the fence file %s: %s", tp->fence_path,
@@ -527,8 +522,13 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		rc = peer_image(tp, &d, arena_len, &img);
 	struct shm_fence_file *fence = p->fence;
 	if (!rc && !fence) {
+		/* Beside its arena file: node<ID>.arena -> node<ID>.fence. */
 		char fpath[LOCO_PATH_MAX + 64];
-		fence_path(tp, peer, fpath, sizeof(fpath));
+		size_t n = strlen(d.file);
+		if (n > 6 && !strcmp(d.file + n - 6, ".arena"))
+			n -= 6;
+		snprintf(fpath, sizeof(fpath), "%s/%.*s.fence", tp->dir, (int)n,
+			 d.file);
 		rc = fence_map(fpath, false, &fence);
 	}
 	if (rc) {
