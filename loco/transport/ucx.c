@@ -392,6 +392,7 @@ static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
 	tp->api = api;
 	tp->tls = tls;
 	tp->self = cfg->node_id;
+	tp->incarnation = cfg->incarnation;
 	tp->hosts = cfg->hosts;
 	tp->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
 	tp->wake_fd = tp->epoll_fd = -1;
@@ -1035,6 +1036,7 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 		.post = ucx_post,            \
 		.poll = ucx_poll,            \
 		.qp_abort = ucx_qp_abort,    \
+		.fence = ucx_am_fence,       \
 	}
 
 const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open);

@@ -723,9 +723,11 @@ START_TEST(ops_durable)
 	ck_assert_uint_eq(got, v);
 	node_close();
 	unlink(img);
-	char regions[64];
-	snprintf(regions, sizeof(regions), "%s/regions", dir);
-	unlink(regions);
+	char more[80];
+	snprintf(more, sizeof(more), "%s/regions", dir);
+	unlink(more);
+	snprintf(more, sizeof(more), "%s.sync", img); /* group commit's */
+	unlink(more);
 	ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
