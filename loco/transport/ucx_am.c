@@ -332,6 +332,20 @@ static void batch_refuse(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q
 	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
 }
 
+/* LOCO_UCX_STALL_IN_EXEC (tp->target_lock held): the handler delayed
+ * between its checks and the execution, announced first. */
+static void stall_in_exec(struct loco_tp *tp)
+{
+	if (!tp->stall_at || ++tp->am_msgs != tp->stall_at)
+		return;
+	loco_warn(UCX_LOG, "LOCO_UCX_STALL_IN_EXEC: request message %" PRIu64
+		  " stalls %u ms inside its execution", tp->am_msgs, tp->stall_ms);
+	struct timespec ts = { (time_t)(tp->stall_ms / 1000),
+			       (long)(tp->stall_ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts))
+		;
+}
+
 /* UCX_AM_REQ on the target worker (the progress thread, or an application
  * thread lending a hand, with tp->target_lock held): a batch of requests,
  * executed in order, answered by one reply. */
@@ -363,6 +377,7 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 		batch_refuse(tp, param->reply_ep, data, count, -LOCO_EFENCED);
 		return UCS_OK;
 	}
+	stall_in_exec(tp);
 	if ((uintptr_t)data % 8 == 0) {
 		batch_serve(tp, param->reply_ep, data, count, len - qbytes);
 		return UCS_OK;

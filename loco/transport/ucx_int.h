@@ -84,6 +84,13 @@ struct loco_tp {
 	 * am_fenced_n[] counts every fence recorded (ucx_am.c) */
 	uint64_t am_fenced[LOCO_MAX_NODES][UCX_FENCED_MAX];
 	unsigned am_fenced_n[LOCO_MAX_NODES];
+	/* LOCO_UCX_STALL_IN_EXEC=N:MS, a test hook: the handler's Nth request
+	 * message, past its checks, waits MS ms before executing (an executor
+	 * delayed mid-op, what a fence must wait for); am_msgs counts them
+	 * (under target_lock) */
+	uint64_t stall_at;
+	unsigned stall_ms;
+	uint64_t am_msgs;
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
