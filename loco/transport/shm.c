@@ -299,14 +299,10 @@ static bool owner_gone(const struct shm_fence_node *fn)
  * mid-execution any more. */
 static void owner_take(struct shm_fence_node *fn)
 {
-	static _Atomic uint64_t self_start;
 	uint64_t pid = (uint64_t)getpid();
-	/* Relaxed: a cache of this process's own start time. */
-	uint64_t start = atomic_load_explicit(&self_start, memory_order_relaxed);
-	if (!start) {
-		start = proc_start(pid);
-		atomic_store_explicit(&self_start, start, memory_order_relaxed);
-	}
+	/* Not cached: a forked child would inherit its parent's, and a fencer
+	 * would then take the live child for gone. */
+	uint64_t start = proc_start(pid);
 	/* Relaxed: see owner_gone. */
 	if (atomic_load_explicit(&fn->owner_pid, memory_order_relaxed) == pid &&
 	    atomic_load_explicit(&fn->owner_start, memory_order_relaxed) == start)
