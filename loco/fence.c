@@ -246,14 +246,15 @@ static uint64_t fence_targets(struct loco_mgr *mgr, uint32_t node)
 }
 
 /* Whether target T, which did not answer a FENCE (RC), is a compute node
- * whose process is gone (nothing listens at its address): its memory
+ * whose process is gone (nothing listens at its address any more: a
+ * connect is refused, whatever the FENCE's own error was): its memory
  * left with it (ucx, verbs: a compute node's arena lives in its
  * process), so nothing of it can execute an op any more. A memory node
  * may come back with its image: it must answer, so the fence waits. */
 static bool target_gone(struct loco_mgr *mgr, uint32_t t, int rc)
 {
-	return rc == -ECONNREFUSED &&
-	       mgr->hosts.node[t].role == LOCO_ROLE_COMPUTE;
+	return rc && mgr->hosts.node[t].role == LOCO_ROLE_COMPUTE &&
+	       loco_ctrl_refused(mgr, t);
 }
 
 /* The replies' first error (logged with the target's message); *ANY:

@@ -362,6 +362,10 @@ void loco_ctrl_stop(struct loco_mgr *mgr);
 int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      const void *payload, size_t len, uint16_t reply_type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
+/* Whether nothing listens at PEER's control address any more (one
+ * connect attempt, refused): its process is gone. */
+bool loco_ctrl_refused(struct loco_mgr *mgr, uint32_t peer);
+
 /* One reply of loco_ctrl_multi: RC, and on 0 the malloc'd payload. */
 struct loco_ctrl_reply {
 	int rc;

@@ -15,12 +15,16 @@
  *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
  *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes;
  *  - fence_after_death_mid_op (shm): the same child is SIGKILLed there,
- *    its mark left up: the fence completes once it is gone. */
+ *    its mark left up: the fence completes once it is gone;
+ *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
+ *    inside a message of the child's, past its checks
+ *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +269,56 @@ START_TEST(fence_after_death_mid_op)
 }
 END_TEST
 
+/* ucx-tcp: node 0 (this process) is set up with its handler's 200th
+ * request message stalling 3 s inside its execution. */
+static void setup_stall(void)
+{
+	setenv("LOCO_UCX_STALL_IN_EXEC", "200:3000", 1);
+	setup();
+	unsetenv("LOCO_UCX_STALL_IN_EXEC");
+}
+
+static atomic_bool stalled;
+
+static void stall_seen(const struct loco_log_msg *m, void *arg)
+{
+	(void)arg;
+	if (strstr(m->text, "LOCO_UCX_STALL_IN_EXEC"))
+		/* Release: pairs with the test's acquire load. */
+		atomic_store_explicit(&stalled, true, memory_order_release);
+}
+
+/* ucx-tcp: the handler of node 0 stalls inside one of the child's
+ * request messages, past its fence check. The fence must wait for it
+ * (-ETIMEDOUT while it stalls), not return while its WRITEs may still
+ * land. */
+START_TEST(fence_waits_for_handler)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (!tp || strcmp(tp, "ucx-tcp"))
+		return;  /* the hook is ucx's messages' */
+	loco_log_set_level(LOCO_LOG_WARN);
+	loco_log_set_handler(stall_seen, NULL);
+	pid_t pid = child_start();
+	uint64_t t0 = loco_now_ns();
+	/* Acquire: pairs with the handler's release store. */
+	while (!atomic_load_explicit(&stalled, memory_order_acquire)) {
+		ck_assert_msg(loco_now_ns() - t0 < 20000000000ull,
+			      "node 0's handler never stalled");
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 400), -ETIMEDOUT);
+	int rc;
+	while ((rc = loco_fence_node(mgr2, 1, 400)) == -ETIMEDOUT)
+		ck_assert_msg(loco_now_ns() - t0 < 30000000000ull,
+			      "the fence never completed");
+	ck_assert_int_eq(rc, 0);
+	loco_log_set_handler(NULL, NULL);
+	unchanged_until_exit(pid);
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -278,6 +332,11 @@ int main(void)
 	tcase_add_test(tc, fence_waits_for_op);
 	tcase_add_test(tc, fence_after_death_mid_op);
 	suite_add_tcase(s, tc);
+	TCase *stall = tcase_create("fence_proc_stall");
+	tcase_add_checked_fixture(stall, setup_stall, teardown);
+	tcase_set_timeout(stall, 100);
+	tcase_add_test(stall, fence_waits_for_handler);
+	suite_add_tcase(s, stall);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
