@@ -107,7 +107,7 @@ static int members_fence(struct kv_store *kv, uint64_t late)
 		uint32_t node = (uint32_t)__builtin_ctzll(late);
 		int rc = loco_fence_node(kv->base.mgr, node, -1);
 		if (rc == -EOPNOTSUPP)
-			/* A transport that cannot fence (verbs for now): the
+			/* A transport that cannot fence (verbs, ucx-sm): the
 			 * timeout is all there is (docs/ordering.md). */
 			rc = 0;
 		if (rc) {

@@ -239,7 +239,7 @@ static bool fence_suspect(struct xfer *xf, uint32_t id, struct peer_watch *pw)
 	if (!rc)
 		return true;
 	if (rc == -EOPNOTSUPP) {
-		/* A transport that cannot fence (verbs for now): the timer is
+		/* A transport that cannot fence (verbs, ucx-sm): the timer is
 		 * all there is (docs/ordering.md, "Fencing"). */
 		if (!pw->unfenced)
 			fprintf(stderr, "loco-rtx-transfer: node %u: node %u is "

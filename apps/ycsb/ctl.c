@@ -169,7 +169,7 @@ static bool fence_suspect(struct ycsb *y, uint32_t id)
 	if (!rc)
 		return true;
 	if (rc == -EOPNOTSUPP) {
-		/* A transport that cannot fence (verbs for now): the timer is
+		/* A transport that cannot fence (verbs, ucx-sm): the timer is
 		 * all there is (docs/ordering.md, "Fencing"). */
 		if (!(y->ctl->unfenced & UINT64_C(1) << id))
 			fprintf(stderr, "loco-ycsb: node %u: node %u is silent and "
