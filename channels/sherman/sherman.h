@@ -104,7 +104,7 @@ struct loco_sherman_opts {
 	uint32_t cache_mib;         /* index cache of this process (default
 				     * 16; ~0u: none) */
 	uint32_t threads_per_node;  /* thread slots per compute node (8) */
-	uint32_t lease_ms;          /* plain mode lock lease (default 100;
+	uint32_t lease_ms;          /* plain mode lock lease (default 1000;
 				     * see docs/sherman.md, "Leases") */
 	uint32_t handover_max;      /* consecutive local handovers (default 4;
 				     * ~0u: none) */

@@ -49,7 +49,7 @@ static void opts_defaults(struct loco_sherman_opts *o)
 	if (!o->threads_per_node)
 		o->threads_per_node = 8;
 	if (!o->lease_ms)
-		o->lease_ms = 100;
+		o->lease_ms = 1000;
 	if (!o->handover_max)
 		o->handover_max = 4;
 }
