@@ -426,12 +426,25 @@ def durable_cases():
                 "its role is not mirror")
 
 
+# Programs that run a private cluster of their own in one process and
+# take no node options.
+PRIVATE_CLUSTER = ("loco-fencebench",)
+
+
 def option_cases():
     h = path("h-opt", "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n"
              % tuple(free_ports(2)))
     e = env(LOCO_HOSTS=h, LOCO_NODE_ID="1")
     for prog in APPS + [MEMNODE, PROBE]:
         n = os.path.basename(prog)
+        if n in PRIVATE_CLUSTER:
+            # A private cluster in one process: no node options; a bad
+            # argument is a usage error.
+            expect_fail("options: %s --id -1" % n, [prog, "--id", "-1"],
+                        "usage: " + n, e, rc_want=2)
+            expect_fail("options: %s 9" % n, [prog, "9"], "usage: " + n, e,
+                        rc_want=2)
+            continue
         expect_fail("options: %s --id -1" % n, [prog, "--id", "-1"],
                     "bad node id", e, rc_want=2)
         expect_fail("options: %s --arena-mb 0" % n, [prog, "--arena-mb", "0"],
