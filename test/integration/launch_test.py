@@ -11,6 +11,10 @@ with no hosts file and no --id: ranks from mpirun, addresses through PMIx
   history is linearizable, loco-lincheck --model map), ycsb (--index race:
   missing 0, wrong 0, corrupt 0).
   raw-pause  rank 2 pauses itself (LOCO_PAUSE_AT) under mpirun; conserved.
+  run-kill  loco-run --launcher mpirun --kill 3@1.5 of an rtx-transfer: node
+  3 kills itself (LOCO_KILL_AT), the job goes on (mpirun's recovery), the
+  others fence it and repair what it left: conserved, nothing leaked or
+  lost or held, node 3 alone dead, loco-run exits 137 (a killed node's).
   bad-rank, bad-memory-nodes, bad-no-pmix, bad-key-missing, bad-one-port:
   bad input gets its clear error, a non-zero exit and starts nothing (no
   memory node serves, no result line).
@@ -243,6 +247,31 @@ def case_pause():
         job.close()
 
 
+def case_kill():
+    job = Job()
+    try:
+        rc, out = run([LOCO_RUN, "--launcher", "mpirun", "-m", "1", "-n", "3",
+                       "--timeout", "90", "--kill", "3@1.5", "--",
+                       prog("rtx-transfer"), "--duration", "3"])
+        if "node 3 kills itself at 1.50 s" not in out:
+            fail("node 3 did not kill itself")
+        if not re.search(r"^\[loco-run\] n3 exited with signal 9 ", out, re.M):
+            fail("loco-run did not report node 3's death")
+        if rc != 137:
+            fail("loco-run exited with %d, not 137 (the killed node's)" % rc)
+        res = [r for r in results(out) if "conserved" in r]
+        if len(res) != 1:
+            fail("expected one transfer result line, got %d" % len(res))
+        r = res[0]
+        bad = [k for k in ("leaked_blocks", "lost_blocks", "locks_held")
+               if r[k]]
+        if not r["conserved"] or bad or r["dead"] != [3]:
+            fail("conserved %s, dead %s, nonzero %s" % (r["conserved"],
+                                                        r["dead"], bad))
+    finally:
+        job.close()
+
+
 def case_run(app):
     job = Job()
     res = os.path.join(job.dir, "results.jsonl")
@@ -339,6 +368,8 @@ def main(argv):
         return 77
     if case == "raw-pause":
         case_pause()
+    elif case == "run-kill":
+        case_kill()
     elif kind in ("raw", "run") and what in APP_ARGS:
         (case_raw if kind == "raw" else case_run)(what)
     elif kind == "bad" and what in ("rank", "memory-nodes", "no-pmix",

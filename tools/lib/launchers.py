@@ -176,6 +176,8 @@ class MpiJob:
         self.hosts = hostfile_hosts(a.hostfile) if a.hostfile else ["localhost"]
         self.results = Results(a.results) if a.results else None
         self.threads = []
+        self.kill_ids, self.statuses, self.failed = set(), {}, None
+        self.t0 = time.monotonic()
 
     # -- set-up --
 
@@ -216,6 +218,11 @@ class MpiJob:
         argv = ["mpirun", "--tag-output", "--oversubscribe"]
         if os.geteuid() == 0:
             argv.append("--allow-run-as-root")
+        if kills:
+            # A killed node must not end the job (mpirun's default):
+            # the others go on, and each node's wrapper reports its own
+            # status (mpirun's own stays 0 under recovery).
+            argv.append("--enable-recovery")
         if a.hostfile:
             argv += ["--hostfile", a.hostfile]
         nodes = [[self.memnode]] * a.memory + \
@@ -229,7 +236,8 @@ class MpiJob:
             argv += ["-np", "1"]
             for k, v in sorted(node_env.items()):
                 argv += ["-x", "%s=%s" % (k, v)]
-            argv += prog
+            argv += (STATUS_WRAP + prog) if kills else prog
+        self.kill_ids = set(kills)
         return argv
 
     # -- running --
@@ -243,6 +251,27 @@ class MpiJob:
             return None
         return m.group(1), 1 if m.group(2) == b"stdout" else 2, m.group(3)
 
+    def node_status(self, rank, body):
+        """A node's STATUS_WRAP line: record and report its status as
+        the local launcher does; a failure (other than a --kill's) stops
+        the job, since mpirun under recovery would not."""
+        m = STATUS_LINE.match(body)
+        if not m:
+            return False
+        nid, status = int(rank), int(m.group(1))
+        self.statuses[nid] = status
+        how = ("signal %d" % (status - 128)) if status > 128 else \
+            ("status %d" % status)
+        if status:
+            self.msg("n%d exited with %s at %.2fs"
+                     % (nid, how, time.monotonic() - self.t0))
+        if status and not (nid in self.kill_ids and status == 137) and \
+                status != 3 and self.failed is None:
+            self.failed = status
+            self.msg("n%d failed; stopping the job" % nid)
+            self.stop()
+        return True
+
     def pump(self, pipe, fd):
         """The launcher's tagged lines as [nRANK] lines on the same
         stream; its own lines as [mpirun] (or [srun]) on stderr."""
@@ -252,6 +281,8 @@ class MpiJob:
             for raw in iter(pipe.readline, b""):
                 line = raw.rstrip(b"\n")
                 m = self.parse(line, fd)
+                if m and self.node_status(m[0], m[2]):
+                    continue
                 if m:
                     rank, out, body = m
                     text = b"[n%s] %s\n" % (rank, body)
@@ -267,6 +298,7 @@ class MpiJob:
 
     def start(self):
         argv = self.argv()
+        self.t0 = time.monotonic()
         self.msg("%d memory + %d compute nodes by %s on %s"
                  % (self.a.memory, self.a.nodes, self.name,
                     ", ".join(self.hosts)))
@@ -310,6 +342,11 @@ class MpiJob:
             t.join(2.0)
         if status and status != 124:
             self.msg("%s exited with status %d" % (self.name, status))
+        if self.kill_ids and status != 124:
+            # Under recovery: the first failure, else a killed node's
+            # (a run with a kill ends non-zero, as the local launcher's).
+            killed = [s for s in self.statuses.values() if s]
+            status = self.failed or (killed[0] if killed else status)
         return status
 
     def cleanup(self):
@@ -323,6 +360,12 @@ class MpiJob:
             if dirs:
                 sh_host(host, "rm -rf %s" % dirs)
 
+
+# Under --kill, each node runs in this wrapper, which reports the
+# node's exit status on its stderr (128 + N for signal N) as its last line.
+STATUS_WRAP = ["sh", "-c", '"$@"; s=$?; echo "loco-run: node status $s" >&2;'
+               ' exit $s', "loco-node"]
+STATUS_LINE = re.compile(rb"^loco-run: node status (\d+)$")
 
 SRUN_TAG = re.compile(rb"^\s*(\d+): (.*)$", re.S)
 
