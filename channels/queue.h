@@ -29,6 +29,13 @@
  * Positions are 30-bit cycles of R: past 2^30 x R pushes the queue
  * reports -EOVERFLOW.
  *
+ * Pauses. A pop that closes the cell of a push still under way (after a
+ * few READs) gives up on that push without acting for it: the cell's new
+ * cycle makes the pusher's late CAS fail, and the push takes a new
+ * position. Every step of either side is a CAS or FAA that a late peer
+ * cannot slip past, so a paused pusher or popper needs no fence
+ * (lin_queue_pauses_*: every node stopped 10 times for 50 ms).
+ *
  *	struct loco_queue q;
  *	loco_queue_init(&q, mgr, NULL, "q", 1024, 0);
  *	loco_mgr_wait_ready(mgr, -1);

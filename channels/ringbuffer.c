@@ -75,6 +75,7 @@ static void state_init(struct loco_ringbuffer *rb, uint32_t writer,
 	rb->ready = false;
 	rb->head = rb->posted = rb->seq = 0;
 	memset(rb->acked, 0, sizeof(rb->acked));
+	rb->dropped = 0;
 	rb->if_head = rb->if_count = 0;
 	rb->rpos = rb->consumed = rb->pushed = 0;
 	rb->rseq = 1;
@@ -140,11 +141,17 @@ static int writer_check(struct loco_ringbuffer *rb)
 	return 0;
 }
 
+/* The readers the writer writes to and waits for: not dropped. */
+static uint64_t readers(const struct loco_ringbuffer *rb)
+{
+	return rb->base.participants & ~rb->dropped;
+}
+
 /* Refresh every reader's acknowledged position from its row (a row not
  * created yet, or torn past the retry limit, keeps the last value). */
 static void acks_load(struct loco_ringbuffer *rb)
 {
-	for (uint64_t m = rb->base.participants; m; m &= m - 1) {
+	for (uint64_t m = readers(rb); m; m &= m - 1) {
 		uint32_t r = (uint32_t)__builtin_ctzll(m);
 		uint64_t pos;
 		/* Acquire (inside loco_sst_load): pairs with the reader's
@@ -173,7 +180,7 @@ static int inflight_retire(struct loco_ringbuffer *rb, struct loco_thread *thr)
 static uint64_t reuse_limit(const struct loco_ringbuffer *rb)
 {
 	uint64_t low = rb->posted;
-	for (uint64_t m = rb->base.participants; m; m &= m - 1) {
+	for (uint64_t m = readers(rb); m; m &= m - 1) {
 		uint64_t a = rb->acked[__builtin_ctzll(m)];
 		low = a < low ? a : low;
 	}
@@ -265,7 +272,7 @@ static int post_range(struct loco_ringbuffer *rb, struct loco_thread *thr,
 	uint64_t cut = from - from % rb->size + rb->size;
 	struct loco_batch b;
 	loco_batch_init(&b, thr);
-	for (uint64_t m = rb->base.participants; m; m &= m - 1) {
+	for (uint64_t m = readers(rb); m; m &= m - 1) {
 		const struct loco_rregion *rr = loco_channel_remote(
 			&rb->base, rb->idx, (uint32_t)__builtin_ctzll(m));
 		int rc = rr ? 0 : -ENOTCONN;
@@ -376,11 +383,28 @@ int loco_ringbuffer_flush(struct loco_ringbuffer *rb, struct loco_thread *thr)
 
 bool loco_ringbuffer_acked(struct loco_ringbuffer *rb, uint64_t pos)
 {
+	return !loco_ringbuffer_unacked(rb, pos);
+}
+
+uint64_t loco_ringbuffer_unacked(struct loco_ringbuffer *rb, uint64_t pos)
+{
+	uint64_t late = 0;
 	acks_load(rb);
-	for (uint64_t m = rb->base.participants; m; m &= m - 1)
+	for (uint64_t m = readers(rb); m; m &= m - 1)
 		if (rb->acked[__builtin_ctzll(m)] < pos)
-			return false;
-	return true;
+			late |= m & -m;
+	return late;
+}
+
+int loco_ringbuffer_drop_reader(struct loco_ringbuffer *rb, uint32_t node)
+{
+	if (!loco_ringbuffer_is_writer(rb))
+		return -EPERM;
+	if (node >= LOCO_MAX_NODES ||
+	    !(rb->base.participants & UINT64_C(1) << node))
+		return -EINVAL;
+	rb->dropped |= UINT64_C(1) << node;
+	return 0;
 }
 
 int loco_ringbuffer_wait_acked(struct loco_ringbuffer *rb,

@@ -111,6 +111,8 @@ struct loco_ringbuffer {
 	 * the posts in flight (a FIFO). */
 	uint64_t head, posted, seq;
 	uint64_t acked[LOCO_MAX_NODES];
+	uint64_t dropped;              /* readers no longer written or waited
+					* for (loco_ringbuffer_drop_reader) */
 	struct loco_rb_post inflight[LOCO_RB_INFLIGHT];
 	unsigned if_head, if_count;
 	/* reader: next position to read, next message number, the end of
@@ -196,6 +198,20 @@ int loco_ringbuffer_flush(struct loco_ringbuffer *rb, struct loco_thread *thr);
  * Completion: synchronous (local).
  * Caller: the writer; one thread at a time with the sender. */
 bool loco_ringbuffer_acked(struct loco_ringbuffer *rb, uint64_t pos);
+
+/* Writer: the readers (a bit per node id) that have not acknowledged the
+ * stream up to POS yet; 0 when loco_ringbuffer_acked(POS).
+ * Ordering, Completion, Caller: as loco_ringbuffer_acked. */
+uint64_t loco_ringbuffer_unacked(struct loco_ringbuffer *rb, uint64_t pos);
+
+/* Writer: stop writing to reader NODE and waiting for it (its
+ * acknowledgements no longer count), for good: for a reader fenced
+ * (loco_fence_node), which will never read again. Returns 0, -EPERM on
+ * a reader, -EINVAL if NODE is not a reader.
+ * Ordering: none; later sends and loco_ringbuffer_acked skip NODE.
+ * Completion: synchronous (local).
+ * Caller: the writer; one thread at a time with the sender. */
+int loco_ringbuffer_drop_reader(struct loco_ringbuffer *rb, uint32_t node);
 
 /* Writer: flush, then wait until loco_ringbuffer_acked(POS), up to
  * TIMEOUT_MS (< 0: the manager default). Returns 0, -ETIMEDOUT, -EPERM or

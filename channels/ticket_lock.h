@@ -34,6 +34,17 @@
  * after a bounded number of remote ops (test/model/ticket_lock.pml).
  * A lock left with only abandoned tickets is passed by the next attempt.
  *
+ * Pauses. Nothing is taken over on a timer: a timeout gives up only the
+ * caller's own ticket, and a ticket is passed only once its own endpoint
+ * marked it. A holder that is descheduled or stopped past every waiter's
+ * timeout still holds the lock when it resumes (the waiters return
+ * -ETIMEDOUT meanwhile), so no fence is needed; the lin tests
+ * lin_lock_pause_* check it, and lin_lock_pause_steal_shm shows the lost
+ * updates of a takeover on that timer. The other side of it: a holder that
+ * dies keeps the lock until the host goes. Taking a dead holder's turn
+ * would need the holder's node per ticket and loco_fence_node first; it is
+ * not built.
+ *
  *	struct loco_ticket_lock l;
  *	loco_ticket_lock_init(&l, mgr, NULL, "lk", host, 0);
  *	loco_mgr_wait_ready(mgr, -1);

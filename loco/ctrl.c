@@ -33,6 +33,8 @@
 #include "loco/auth.h"
 #include "loco/internal.h"
 
+#define REFUSED_PROBE_MS 200 /* loco_ctrl_refused's connect attempt */
+
 #define MAX_CLIENTS 256
 #define SERVER_MSG_TIMEOUT_MS 1000  /* a started message must finish */
 #define HANDSHAKE_MS 900            /* accept to authenticated HELLO */
@@ -619,6 +621,26 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	return 0;
 }
 
+bool loco_ctrl_refused(struct loco_mgr *mgr, uint32_t peer)
+{
+	struct sockaddr_in sa;
+	if (resolve(&mgr->hosts.node[peer], &sa))
+		return false;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return false;
+	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? errno : 0;
+	if (rc == EINPROGRESS) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		socklen_t len = sizeof(rc);
+		rc = poll(&p, 1, REFUSED_PROBE_MS) == 1 &&
+		     !getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &len) ? rc :
+		     ETIMEDOUT;
+	}
+	close(fd);
+	return rc == ECONNREFUSED;
+}
+
 int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
 		    const void *payload, size_t len, uint16_t reply_type,
 		    struct loco_ctrl_reply *out, int timeout_ms)
@@ -1111,6 +1133,8 @@ static void *server_main(void *arg)
 
 static int listen_open(struct loco_mgr *mgr)
 {
+	if (mgr->listen_fd >= 0)
+		return 0;   /* bound by the bootstrap (boot.h) */
 	const struct loco_host *self = &mgr->hosts.node[mgr->id];
 	struct sockaddr_in sa;
 	int rc = resolve(self, &sa);

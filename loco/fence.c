@@ -6,8 +6,10 @@
  * transport refuse its remote ops and wait until none is mid-execution.
  * Also the lease clock (LOCO_CLOCK_SKEW_MS).
  *
- * FENCE: u32 node, u64 incarnation, u32 timeout (ms, the target's wait
- * for ops mid-execution). FENCE_ACK: u32 status, str message. */
+ * FENCE: u32 node, u64 incarnation (0: the fencer knows none), u32
+ * timeout (ms, the target's wait for ops mid-execution). FENCE_ACK: u32
+ * status, str message, u32 whether it fenced an incarnation (the named
+ * one, or the one it knows as the node's current). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -182,18 +184,20 @@ static int fence_here(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
 	return rc;
 }
 
-/* Fence NODE's incarnation BOOT here, and the one this node knows as
- * current if that is another (a new incarnation the fencer has not met
- * yet is fenced all the same: the fence is of the node as it is now). */
+/* Fence NODE's incarnation BOOT here (0: none named), and the one this
+ * node knows as current if that is another (a new incarnation the fencer
+ * has not met yet is fenced all the same: the fence is of the node as it
+ * is now). *ANY: whether some incarnation was fenced. */
 static int fence_node_here(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
-			   int timeout_ms)
+			   int timeout_ms, bool *any)
 {
 	pthread_mutex_lock(&mgr->peer_lock);
 	uint64_t cur = mgr->peer_boot[node];
 	pthread_mutex_unlock(&mgr->peer_lock);
-	int rc = fence_here(mgr, node, boot, timeout_ms);
+	int rc = boot ? fence_here(mgr, node, boot, timeout_ms) : 0;
 	if (!rc && cur && cur != boot)
 		rc = fence_here(mgr, node, cur, timeout_ms);
+	*any = boot || cur;
 	return rc;
 }
 
@@ -207,42 +211,25 @@ void loco_fence_handle(struct loco_mgr *mgr, uint32_t from, const uint8_t *req,
 	uint32_t ms = loco_get_u32(&r);
 	int rc = loco_rbuf_done(&r);
 	char msg[128] = "";
+	bool any = false;
 	if (!rc && (node >= LOCO_MAX_NODES || !mgr->hosts.node[node].present ||
-		    node == mgr->id || !boot || ms > INT_MAX)) {
+		    node == mgr->id || ms > INT_MAX)) {
 		snprintf(msg, sizeof(msg), "cannot fence node %u (incarnation "
 			 "%016llx) at node %u", node, (unsigned long long)boot,
 			 mgr->id);
 		rc = -EINVAL;
 	}
 	if (!rc)
-		rc = fence_node_here(mgr, node, boot, (int)ms);
+		rc = fence_node_here(mgr, node, boot, (int)ms, &any);
 	if (rc && !msg[0])
 		snprintf(msg, sizeof(msg), "node %u: fencing node %u for node %u: %s",
 			 mgr->id, node, from, loco_strerror(rc));
 	loco_put_u32(reply, (uint32_t)-rc);
 	loco_put_str(reply, msg);
+	loco_put_u32(reply, any);
 }
 
 /* ---- the fencer ------------------------------------------------------------------ */
-
-/* NODE's incarnation as this node knows it, after a hello if none yet. */
-static int node_boot(struct loco_mgr *mgr, uint32_t node, int timeout_ms,
-		     uint64_t *out)
-{
-	pthread_mutex_lock(&mgr->peer_lock);
-	uint64_t boot = mgr->peer_boot[node];
-	pthread_mutex_unlock(&mgr->peer_lock);
-	if (!boot) {
-		int rc = loco_ctrl_connect(mgr, node, timeout_ms);
-		if (rc)
-			return rc;
-		pthread_mutex_lock(&mgr->peer_lock);
-		boot = mgr->peer_boot[node];
-		pthread_mutex_unlock(&mgr->peer_lock);
-	}
-	*out = boot;
-	return boot ? 0 : -ENOTCONN;
-}
 
 /* The nodes a FENCE of NODE goes to (where they are served), but this. */
 static uint64_t fence_targets(struct loco_mgr *mgr, uint32_t node)
@@ -258,9 +245,22 @@ static uint64_t fence_targets(struct loco_mgr *mgr, uint32_t node)
 	return m;
 }
 
-/* The replies' first error (logged with the target's message). */
+/* Whether target T, which did not answer a FENCE (RC), is a compute node
+ * whose process is gone (nothing listens at its address any more: a
+ * connect is refused, whatever the FENCE's own error was): its memory
+ * left with it (ucx, verbs: a compute node's arena lives in its
+ * process), so nothing of it can execute an op any more. A memory node
+ * may come back with its image: it must answer, so the fence waits. */
+static bool target_gone(struct loco_mgr *mgr, uint32_t t, int rc)
+{
+	return rc && mgr->hosts.node[t].role == LOCO_ROLE_COMPUTE &&
+	       loco_ctrl_refused(mgr, t);
+}
+
+/* The replies' first error (logged with the target's message); *ANY:
+ * whether some target fenced an incarnation. */
 static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
-			 struct loco_ctrl_reply *rep)
+			 struct loco_ctrl_reply *rep, bool *any)
 {
 	int first = 0;
 	for (uint64_t m = targets; m; m &= m - 1) {
@@ -272,10 +272,13 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 			loco_rbuf_init(&r, rep[t].p, rep[t].len);
 			rc = -(int)loco_get_u32(&r);
 			loco_get_str(&r, msg, sizeof(msg));
+			*any |= loco_get_u32(&r) != 0;
 			if (loco_rbuf_done(&r))
 				rc = -LOCO_EPROTO;
 		}
 		free(rep[t].p);
+		if (rc && target_gone(mgr, t, rc))
+			continue;
 		if (rc && !first)
 			first = rc;
 		if (rc)
@@ -284,6 +287,42 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 				  msg[0] ? ": " : "", msg);
 	}
 	return first;
+}
+
+/* Fence NODE's BOOT at TARGETS by FENCE messages, and here (W: the
+ * message, consumed). */
+static int fence_remote(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+			uint64_t targets, struct loco_wbuf *w, int timeout_ms,
+			bool *any)
+{
+	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
+	int rc = w->err ? w->err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE,
+						   w->p, w->len,
+						   LOCO_MSG_FENCE_ACK, rep,
+						   timeout_ms);
+	loco_wbuf_fini(w);
+	if (rc == -ENOMEM)
+		return rc;
+	int here = fence_node_here(mgr, node, boot, timeout_ms / 2, any);
+	rc = fence_replies(mgr, node, targets, rep, any);
+	return rc ? rc : here;
+}
+
+/* Fence NODE's BOOT at TARGETS and here, each in its fence state in
+ * shared memory, by this process alone (shm, shm-weak): no target needs
+ * to be alive or running for it. */
+static int fence_direct(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
+			uint64_t targets, int timeout_ms, bool *any)
+{
+	int rc = fence_node_here(mgr, node, boot, timeout_ms, any);
+	for (uint64_t m = targets; m && !rc; m &= m - 1) {
+		uint32_t t = (uint32_t)__builtin_ctzll(m);
+		rc = mgr->tp_ops->fence_at(mgr->tp, t, node, boot, timeout_ms);
+		if (rc)
+			loco_warn("fence", "node %u: fencing node %u at node %u: %s",
+				  mgr->id, node, t, loco_strerror(rc));
+	}
+	return rc;
 }
 
 int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
@@ -295,10 +334,9 @@ int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
 		return -LOCO_EFENCED;
 	if (timeout_ms < 0)
 		timeout_ms = mgr->opts.timeout_ms;
-	uint64_t boot;
-	int rc = node_boot(mgr, node, timeout_ms, &boot);
-	if (rc)
-		return rc;
+	pthread_mutex_lock(&mgr->peer_lock);
+	uint64_t boot = mgr->peer_boot[node];
+	pthread_mutex_unlock(&mgr->peer_lock);
 	pthread_mutex_lock(&mgr->fence_lock);
 	/* The targets wait for ops mid-execution half the time, so that
 	 * their answer still arrives in time. */
@@ -308,20 +346,23 @@ int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
 	loco_put_u64(&w, boot);
 	loco_put_u32(&w, (uint32_t)timeout_ms / 2);
 	uint64_t targets = fence_targets(mgr, node);
-	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
 	uint64_t t0 = loco_now_ns();
-	rc = w.err ? w.err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE, w.p,
-					     w.len, LOCO_MSG_FENCE_ACK, rep,
-					     timeout_ms);
-	loco_wbuf_fini(&w);
-	if (rc == -ENOMEM) {
-		pthread_mutex_unlock(&mgr->fence_lock);
-		return rc;
+	bool any = false;
+	int rc;
+	if (boot && mgr->tp_ops->fence_at) {
+		loco_wbuf_fini(&w);
+		rc = fence_direct(mgr, node, boot, targets, timeout_ms, &any);
+	} else {
+		rc = fence_remote(mgr, node, boot, targets, &w, timeout_ms, &any);
+		if (rc == -ENOMEM) {
+			pthread_mutex_unlock(&mgr->fence_lock);
+			return rc;
+		}
 	}
-	int here = fence_node_here(mgr, node, boot, timeout_ms / 2);
-	rc = fence_replies(mgr, node, targets, rep);
-	if (!rc)
-		rc = here;
+	/* No node has met NODE: nothing of it can execute anywhere yet, but
+	 * nothing would refuse its first hello either. */
+	if (!rc && !any)
+		rc = -ENOTCONN;
 	if (!rc && mgr->fence_done[node] != boot) {
 		mgr->fence_done[node] = boot;
 		loco_info("fence", "node %u fenced node %u (incarnation %016llx) at "

@@ -36,9 +36,10 @@ static inline bool loco_guard_refused(const _Atomic uint64_t *line,
 	if (!n)
 		return false;
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
-		/* Relaxed: the count's load synchronises with the fencer's
-		 * increment, which it made after storing the entry. */
-		if (atomic_load_explicit(&line[i], memory_order_relaxed) == self)
+		/* Seq_cst: a fencer claims an entry (the count) before it
+		 * stores it; a mark it missed makes us see the store
+		 * (shm.c, fence_record). */
+		if (atomic_load_explicit(&line[i], memory_order_seq_cst) == self)
 			return true;
 	return false;
 }

@@ -401,7 +401,8 @@ const char *loco_role_name(enum loco_role role)
 
 enum opt_key {
 	OPT_ID, OPT_HOSTS, OPT_TRANSPORT, OPT_TIMEOUT, OPT_ARENA, OPT_CPU_BIND,
-	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_MIRROR, OPT_NR
+	OPT_KEY, OPT_INSECURE, OPT_DURABLE, OPT_POWER_CUT, OPT_MIRROR,
+	OPT_MEMNODES, OPT_NR
 };
 
 static const struct opt_def {
@@ -420,6 +421,7 @@ static const struct opt_def {
 	[OPT_DURABLE] = { .flag = "--durable", .env = "LOCO_DURABLE_DIR" },
 	[OPT_POWER_CUT] = { .flag = "--power-cut", .env = "LOCO_POWER_CUT", .bare = true },
 	[OPT_MIRROR] = { .flag = "--mirror-of", .env = "LOCO_MIRROR_OF" },
+	[OPT_MEMNODES] = { .flag = "--memory-nodes", .env = "LOCO_MEMORY_NODES" },
 };
 
 static const char *const transports[] = { "shm", "shm-weak", "verbs", "ucx",
@@ -658,8 +660,53 @@ static int opts_apply(struct loco_opts *o, const char *val[OPT_NR],
 		if (ret)
 			return ret;
 	}
+	if (val[OPT_MEMNODES]) {
+		ret = opt_num(src[OPT_MEMNODES], "number of memory nodes",
+			      val[OPT_MEMNODES], 0, LOCO_MAX_NODES - 1, &n, err,
+			      errlen);
+		if (ret)
+			return ret;
+		o->memory_nodes = (int)n;
+	}
 	ret = opts_apply_auth(o, val, src, err, errlen);
 	return ret ? ret : opts_apply_durable(o, val, src, err, errlen);
+}
+
+/* The id (--id, else the launcher's rank), and where the hosts table
+ * comes from (a hosts file, else PMIx); M below the job's size. */
+static int opts_identity(struct loco_opts *o, char *err, size_t errlen)
+{
+	if (o->node_id < 0) {
+		int ret = loco_launch_identity(&o->launch, err, errlen);
+		if (ret)
+			return ret;
+		if (o->launch.launcher == LOCO_LAUNCHER_NONE) {
+			set_err(err, errlen, "no node id: pass --id N or set "
+				"LOCO_NODE_ID, or start the nodes with a launcher "
+				"(mpirun, srun) that gives each its rank");
+			return -EINVAL;
+		}
+		o->node_id = o->launch.rank;
+	} else {
+		const char *pmix = getenv("PMIX_RANK");
+		o->launch.pmix = pmix && *pmix;
+	}
+	if (o->hosts_path[0] == '\0' && !o->launch.pmix) {
+		set_err(err, errlen, "no hosts file: pass --hosts FILE or set "
+			"LOCO_HOSTS%s", o->launch.launcher ? " (without one, nodes "
+			"find each other through PMIx: mpirun, srun --mpi=pmix; "
+			"PMIX_RANK is not set)" : "");
+		return -EINVAL;
+	}
+	if (o->memory_nodes >= 0 && o->launch.size &&
+	    o->memory_nodes >= o->launch.size) {
+		set_err(err, errlen, "%d memory nodes leave no compute node in a "
+			"job of %d processes (--memory-nodes / LOCO_MEMORY_NODES "
+			"must be below the job's size)", o->memory_nodes,
+			o->launch.size);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
@@ -671,6 +718,9 @@ int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		.timeout_ms = 10000,
 		.arena_bytes = UINT64_C(256) << 20,
 		.cpu_bind = LOCO_CPU_BIND_NONE,
+		.memory_nodes = -1,
+		.role = -1,
+		.launch = { .rank = -1 },
 	};
 	const char *val[OPT_NR] = { NULL };
 	const char *src[OPT_NR] = { NULL };
@@ -691,17 +741,10 @@ int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		}
 	}
 	ret = opts_apply(&o, val, src, err, errlen);
+	if (!ret)
+		ret = opts_identity(&o, err, errlen);
 	if (ret)
 		return ret;
-	if (o.node_id < 0) {
-		set_err(err, errlen, "no node id: pass --id N or set LOCO_NODE_ID");
-		return -EINVAL;
-	}
-	if (o.hosts_path[0] == '\0') {
-		set_err(err, errlen,
-			"no hosts file: pass --hosts FILE or set LOCO_HOSTS");
-		return -EINVAL;
-	}
 	if (nargs)
 		opts_strip_argv(argc, argv);
 	*opts = o;

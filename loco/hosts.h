@@ -82,6 +82,31 @@ enum loco_cpu_bind {
 	LOCO_CPU_BIND_CORE = 1, /* loco_thread_create binds its caller to a core */
 };
 
+/* Who started this node when no --id was given (loco_launch_identity). */
+enum loco_launcher {
+	LOCO_LAUNCHER_NONE = 0,  /* --id / LOCO_NODE_ID, or nothing */
+	LOCO_LAUNCHER_OMPI,      /* OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE */
+	LOCO_LAUNCHER_PMIX,      /* PMIX_RANK (the size comes from PMIx) */
+	LOCO_LAUNCHER_SLURM,     /* SLURM_PROCID, SLURM_NTASKS */
+};
+
+struct loco_launch {
+	int launcher;            /* enum loco_launcher */
+	int rank;                /* this process's rank; -1 without a launcher */
+	int size;                /* processes in the job; 0 if not known yet */
+	int pmix;                /* PMIX_RANK is set: a PMIx server started us */
+	char from[64];           /* the variables, for messages:
+				  * "OMPI_COMM_WORLD_RANK=2" */
+};
+
+/* This process's rank and job size from its launcher's environment:
+ * Open MPI's OMPI_COMM_WORLD_RANK/SIZE first, then PMIX_RANK, then Slurm's
+ * SLURM_PROCID/SLURM_NTASKS (last: an sbatch script's own variables reach
+ * an mpirun started inside it). OUT->launcher is LOCO_LAUNCHER_NONE if none
+ * is set. Returns 0, or -EINVAL with the reason in ERR (a malformed
+ * number, a rank beyond the size, a size above LOCO_MAX_NODES). */
+int loco_launch_identity(struct loco_launch *out, char *err, size_t errlen);
+
 /* Node options, from the command line first, then the environment. */
 struct loco_opts {
 	int node_id;                 /* --id N / LOCO_NODE_ID; -1 if unset */
@@ -105,16 +130,29 @@ struct loco_opts {
 	uint32_t mirror_of;          /* ...: this node (role mirror) keeps a copy
 				      * of memory node ID's durable image
 				      * (needs --durable; shm, shm-weak) */
+	int memory_nodes;            /* --memory-nodes M / LOCO_MEMORY_NODES:
+				      * without a hosts file, ranks 0..M-1 serve
+				      * memory and the rest compute; -1 if unset */
+	int role;                    /* the role this program serves without a
+				      * hosts file (enum loco_role; loco-memnode
+				      * sets memory); -1: what --memory-nodes
+				      * gives, else compute. Not parsed. */
+	struct loco_launch launch;   /* the launcher's identity, when node_id
+				      * came from it (launch.launcher != NONE) */
 };
 
 /* Fill OPTS from ARGV and the environment. Recognised options (`--id N`,
  * `--id=N`, `--hosts F`, `--transport T`, `--timeout-ms MS`, `--arena-mb MB`,
  * `--cpu-bind none|core`, `--cluster-key F`, `--insecure`, `--durable DIR`,
- * `--power-cut`, `--mirror-of ID`) are removed from ARGV and *ARGC updated, so the program
- * parses the rest. --power-cut needs --durable. Returns 0, or -EINVAL with "what is wrong" in
- * ERR (bad number, missing value, unknown transport or CPU binding, missing
- * id or hosts file). Whether a key or --insecure was given is checked by
- * loco_mgr_create, not here. */
+ * `--power-cut`, `--mirror-of ID`, `--memory-nodes M`) are removed from ARGV
+ * and *ARGC updated, so the program parses the rest. --power-cut needs
+ * --durable. Without --id, the id is the launcher's rank
+ * (loco_launch_identity). Without a hosts file, the nodes find each other
+ * through PMIx (PMIX_RANK must be set; loco_mgr_create does the exchange).
+ * Returns 0, or -EINVAL with "what is wrong" in ERR (bad number, missing
+ * value, unknown transport or CPU binding, missing id or hosts file, M not
+ * below the job's size). Whether a key or --insecure was given is checked
+ * by loco_mgr_create, not here. */
 int loco_opts_parse(struct loco_opts *opts, int *argc, char **argv, char *err,
 		    size_t errlen);
 

@@ -209,6 +209,10 @@ struct loco_mgr {
 	uint32_t id;
 	struct loco_hosts hosts;
 	struct loco_opts opts;
+	struct loco_boot *boot;      /* the PMIx bootstrap (boot.h); NULL with
+				      * a hosts file */
+	bool created;                /* loco_mgr_create succeeded */
+	struct loco_faults *faults;  /* LOCO_KILL_AT, ... (fault.h); NULL if none */
 	char run_dir[LOCO_PATH_MAX];
 	const struct loco_transport_ops *tp_ops;
 	struct loco_tp *tp;
@@ -358,6 +362,10 @@ void loco_ctrl_stop(struct loco_mgr *mgr);
 int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		      const void *payload, size_t len, uint16_t reply_type,
 		      uint8_t **reply, size_t *reply_len, int timeout_ms);
+/* Whether nothing listens at PEER's control address any more (one
+ * connect attempt, refused): its process is gone. */
+bool loco_ctrl_refused(struct loco_mgr *mgr, uint32_t peer);
+
 /* One reply of loco_ctrl_multi: RC, and on 0 the malloc'd payload. */
 struct loco_ctrl_reply {
 	int rc;

@@ -244,15 +244,17 @@ enum {
 	LOCO_BATCH_FAA = 3,
 };
 
-/* A thread's view of one peer's mapped arena (base NULL: not direct):
- * an 8-byte word at offset AT is inside it iff AT - LOCO_ARENA_FIRST <=
- * LIM (the arena's length minus LOCO_ARENA_FIRST + 8). Set by the owner
- * when it opens the QP; cleared by the manager when the peer restarts or
- * dies (the next op goes out of line, which renews the QP or fails with
- * -LOCO_EDOWN). */
+/* A thread's view of one peer's mapped arena, in struct loco_thread_hot
+ * (arrays of 8-byte entries, so that a peer's is one indexed load): the
+ * words at arena offsets LOCO_ARENA_FIRST + 8 * i, i < WORDS[peer], are
+ * reached at BASE[peer] (WORDS 0: not direct). Set by the owner when it
+ * opens the QP (BASE, then WORDS); WORDS is cleared by the manager when
+ * the peer restarts or dies or this node is fenced (the next op goes out
+ * of line, which renews the QP or fails with -LOCO_EDOWN or
+ * -LOCO_EFENCED). BASE is never cleared: the mapping stays until the
+ * owner renews or closes the QP, so an op that read WORDS before a clear
+ * still addresses mapped memory, and the check needs no second branch. */
 struct loco_direct_qp {
-	uint8_t *_Atomic base;
-	uint64_t lim;
 	/* The fence guard (<loco/guard.h>) of WRITEs and atomics: this
 	 * thread's busy mark at the peer and this node's fence line there. */
 	_Atomic uint64_t *mark;
@@ -276,6 +278,8 @@ struct loco_thread_hot {
 	bool sync;            /* requests complete inside their post */
 	bool unwaited;        /* ops posted since the last wait (RTT count) */
 	uint64_t incarnation; /* this node's (the manager's boot id) */
+	_Atomic uint64_t direct_words[LOCO_MAX_NODES];
+	uint8_t *direct_base[LOCO_MAX_NODES];   /* read by the owner only */
 	struct loco_direct_qp direct[LOCO_MAX_NODES];
 };
 
@@ -291,34 +295,50 @@ static inline void loco_hot_add(_Atomic uint64_t *c, uint64_t n)
 			      memory_order_relaxed); /* a counter, orders nothing */
 }
 
-/* The mapped 8-byte aligned words [OFF, OFF + LEN) of RR (LEN a nonzero
- * multiple of 8) if THR reaches them directly for OPCODE, else NULL (the
- * caller then takes the out-of-line path). The checks are those
- * loco_post_* make: inside RR, inside the peer's arena, and an access RR's
- * region allows (its descriptor carries it). */
-static inline _Atomic uint64_t *loco_direct_span(struct loco_thread *thr,
-						 const struct loco_rregion *rr,
-						 uint64_t off, uint32_t len,
-						 unsigned opcode)
+/* X rotated right by 3 bits: X / 8 if X is a multiple of 8, else at
+ * least 2^61 (its low bits land on top), so one compare checks both the
+ * alignment and the bound of a word index. */
+static inline uint64_t loco_word_index(uint64_t x)
+{
+	return x >> 3 | x << 61;
+}
+
+/* True, with *W the mapped 8-byte aligned words [OFF, OFF + LEN) of RR
+ * (LEN a nonzero multiple of 8) and *PEER RR's node, if THR reaches them
+ * directly for OPCODE; else false (the caller then takes the out-of-line
+ * path). The checks
+ * are those loco_post_* make: inside RR, inside the peer's arena, and an
+ * access RR's region allows (its descriptor carries it). Every branch
+ * that fails goes out of line, so the common case is straight-line code. */
+static inline bool loco_direct_span(struct loco_thread *thr,
+				    const struct loco_rregion *rr, uint64_t off,
+				    uint32_t len, unsigned opcode,
+				    _Atomic uint64_t **w, uint32_t *peer)
 {
 	const struct loco_thread_hot *h = loco_thread_hot(thr);
-	if (!rr)
-		return NULL;
+	if (__builtin_expect(!rr, 0))
+		return false;
 	/* Node and space in one load (struct loco_rregion starts with them):
 	 * below LOCO_MAX_NODES iff the node is one and the space the arena. */
 	uint64_t node_space;
 	memcpy(&node_space, rr, 8);
-	if (node_space >= LOCO_MAX_NODES || !(rr->access & loco_op_access(opcode)))
-		return NULL;
-	const struct loco_direct_qp *d = &h->direct[node_space];
+	if (__builtin_expect(node_space >= LOCO_MAX_NODES ||
+			     !(rr->access & loco_op_access(opcode)), 0))
+		return false;
 	/* Relaxed: the mapping stays; a clear only sends later ops out of
 	 * line (as the out-of-line path reads the peer's generation). */
-	uint8_t *base = atomic_load_explicit(&d->base, memory_order_relaxed);
+	uint64_t words = atomic_load_explicit(&h->direct_words[node_space],
+					      memory_order_relaxed);
 	uint64_t at = rr->off + off;
-	if (!base || off > rr->len || rr->len - off < len || (at & 7) ||
-	    len - 8 > d->lim || at - LOCO_ARENA_FIRST > d->lim - (len - 8))
-		return NULL;
-	return (_Atomic uint64_t *)(void *)(base + at);
+	uint64_t more = (len - 8) >> 3;   /* words past the first */
+	if (__builtin_expect(off > rr->len || rr->len - off < len ||
+			     (len != 8 && more >= words) ||
+			     loco_word_index(at - LOCO_ARENA_FIRST) >=
+			     words - more, 0))
+		return false;
+	*w = (_Atomic uint64_t *)(void *)(h->direct_base[node_space] + at);
+	*peer = (uint32_t)node_space;
+	return true;
 }
 
 /* LEN bytes (a multiple of 8, more than 8) between words W and LOCAL, as
@@ -385,16 +405,16 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 				  uint64_t compare, uint64_t operand,
 				  bool waited, struct loco_ack *ack)
 {
-	if (!len || (len & 7))
-		return false;
-	_Atomic uint64_t *w = loco_direct_span(thr, rr, off, len, opcode);
-	if (!w)
+	_Atomic uint64_t *w;
+	uint32_t peer;
+	if (!len || (len & 7) ||
+	    !loco_direct_span(thr, rr, off, len, opcode, &w, &peer))
 		return false;
 	/* A WRITE or atomic runs under the fence guard; a fenced one goes
 	 * out of line, which fails it with -LOCO_EFENCED. A READ changes
 	 * nothing: unguarded. */
 	struct loco_thread_hot *hg = loco_thread_hot(thr);
-	const struct loco_direct_qp *d = &hg->direct[rr->node];
+	const struct loco_direct_qp *d = &hg->direct[peer];
 	bool guarded = opcode != LOCO_BATCH_READ;
 	if (guarded && !loco_guard_enter(d->mark, d->fenced, hg->incarnation))
 		return false;
@@ -409,9 +429,9 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	}
 	if (guarded)
 		loco_guard_exit(d->mark);
-	loco_direct_count(thr, rr->node, opcode, waited);
+	loco_direct_count(thr, peer, opcode, waited);
 	if (ack)
-		ack->peers |= UINT64_C(1) << rr->node;
+		ack->peers |= UINT64_C(1) << peer;
 	return true;
 }
 
@@ -657,18 +677,20 @@ static inline void loco_batch_add(struct loco_batch *b,
 				  uint8_t opcode, void *local, uint32_t len,
 				  uint64_t compare, uint64_t operand)
 {
+	_Atomic uint64_t *w;
+	uint32_t peer;
 	if (len && !(len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
-	    loco_direct_span(b->thr, rr, off, len, opcode)) {
+	    loco_direct_span(b->thr, rr, off, len, opcode, &w, &peer)) {
 		struct loco_batch_op *o = &b->op[b->n++];
 		o->opcode = opcode;
 		o->space = LOCO_SPACE_ARENA;
-		o->peer = rr->node;
+		o->peer = peer;
 		o->arena_off = rr->off + off;
 		o->local = local;
 		o->len = len;
 		o->compare = compare;
 		o->operand = operand;
-		b->peers |= UINT64_C(1) << rr->node;
+		b->peers |= UINT64_C(1) << peer;
 		return;
 	}
 	struct loco_batch_op op = { .opcode = opcode, .local = local,
@@ -840,8 +862,8 @@ uint64_t loco_lease_now_ns(void);
 
 /* Fence node NODE's current incarnation at every node that hosts memory
  * it can reach: one control-plane round trip to each, sent in parallel.
- * The request names the incarnation this node knows (if it knows none,
- * it asks NODE first); each target fences that one and the one it knows
+ * The request names the incarnation this node knows (if any); each
+ * target fences that one and the one it knows
  * as NODE's current, if another (a new incarnation this node has not met
  * yet): it records the fence (for good: a restart of the target in the
  * same run keeps it), makes its data path refuse that incarnation, waits
@@ -857,7 +879,8 @@ uint64_t loco_lease_now_ns(void);
  * (a target did not answer within TIMEOUT_MS, < 0: the manager default;
  * e.g. a paused target, or one whose executor of NODE's ops is stopped
  * mid-op), -LOCO_EDOWN (a memory node is down: it must be back first),
- * -EINVAL (NODE is this node or not in the hosts file), -EOPNOTSUPP (the
+ * -EINVAL (NODE is this node or not in the hosts file), -ENOTCONN (no
+ * node has met any incarnation of NODE yet), -EOPNOTSUPP (the
  * transport cannot fence), or another -errno: then the caller must not
  * act for NODE; it waits and tries again later.
  * Caller: any thread. */

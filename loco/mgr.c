@@ -12,6 +12,8 @@
 #include <sys/random.h>
 
 #include <loco/history.h>
+#include "loco/boot.h"
+#include "loco/fault.h"
 #include "loco/internal.h"
 #include "loco/transport/durable.h"
 
@@ -125,27 +127,50 @@ static int auth_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 			 "makes one), or --insecure to run without", LOCO_KEY_LEN);
 		return -LOCO_EAUTH;
 	}
+	return 0;
+}
+
+static void insecure_warn(struct loco_mgr *mgr)
+{
 	const struct loco_host *self = &mgr->hosts.node[mgr->id];
 	loco_warn("mgr", "node %u runs --insecure: without a cluster key, any "
 		  "process that reaches %s:%u can read and write its memory",
 		  mgr->id, self->host, self->port);
-	return 0;
 }
 
-static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
+/* The hosts table: the file, else (after the key, so that a node without
+ * one fails before the others wait for it) PMIx's exchange. */
+static int hosts_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 {
 	char err[LOCO_PATH_MAX + 256];
-	mgr->opts = *opts;
+	if (!opts->hosts_path[0]) {
+		int rc = auth_config(mgr, opts);
+		return rc ? rc : loco_boot_pmix(mgr);
+	}
 	int rc = loco_hosts_load(opts->hosts_path, &mgr->hosts, err, sizeof(err));
 	if (!rc)
 		rc = loco_hosts_check_self(&mgr->hosts, opts->node_id, err,
 					   sizeof(err));
-	if (rc) {
-		loco_err("mgr", "%s", err);
-		return rc;
+	if (!rc && opts->launch.size &&
+	    mgr->hosts.count != (uint32_t)opts->launch.size) {
+		snprintf(err, sizeof(err), "%s has %u nodes, but the launcher "
+			 "started %d processes (%s)", mgr->hosts.path,
+			 mgr->hosts.count, opts->launch.size, opts->launch.from);
+		rc = -LOCO_EHOSTS;
 	}
+	if (rc)
+		loco_err("mgr", "%s", err);
+	return rc;
+}
+
+static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
+{
+	mgr->opts = *opts;
 	mgr->id = (uint32_t)opts->node_id;
 	loco_log_set_node(opts->node_id);
+	int rc = hosts_config(mgr, opts);
+	if (rc)
+		return rc;
 	mgr->tp_ops = loco_transport_find(opts->transport);
 	if (!mgr->tp_ops) {
 		const char *why = loco_transport_absent(opts->transport);
@@ -155,7 +180,11 @@ static int load_config(struct loco_mgr *mgr, const struct loco_opts *opts)
 	}
 	run_dir_pick(mgr);
 	rc = loco_mirror_check(mgr);
-	return rc ? rc : auth_config(mgr, opts);
+	if (!rc && opts->hosts_path[0])
+		rc = auth_config(mgr, opts);
+	if (!rc && !mgr->keyed)
+		insecure_warn(mgr);
+	return rc;
 }
 
 static int transport_open(struct loco_mgr *mgr)
@@ -201,6 +230,8 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		return -ENOMEM;
 	locks_init(mgr);
 	int rc = load_config(mgr, opts);
+	if (!rc)
+		rc = loco_faults_start(mgr);
 	if (getrandom(&mgr->boot_id, sizeof(mgr->boot_id), 0) !=
 	    sizeof(mgr->boot_id))
 		mgr->boot_id = (uint64_t)getpid() << 32 ^ loco_now_ns();
@@ -238,6 +269,7 @@ int loco_mgr_create(const struct loco_opts *opts, struct loco_mgr **out)
 		loco_mgr_destroy(mgr);
 		return rc;
 	}
+	mgr->created = true;
 	*out = mgr;
 	return 0;
 }
@@ -246,9 +278,13 @@ void loco_mgr_destroy(struct loco_mgr *mgr)
 {
 	if (!mgr)
 		return;
+	loco_faults_stop(mgr);
 	loco_joiner_stop(mgr);
 	loco_peers_stop(mgr);
 	loco_mirror_stop(mgr);
+	/* While this node still serves its memory: a memory node of a PMIx
+	 * job serves until every node has passed this point. */
+	loco_boot_fini(mgr, mgr->created);
 	loco_ctrl_stop(mgr);
 	loco_peers_fini(mgr);
 	loco_thread_retire_all(mgr);
@@ -276,12 +312,17 @@ int loco_mgr_serve(struct loco_mgr *mgr, int timeout_ms)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	uint64_t deadline = timeout_ms >= 0 ? loco_deadline(timeout_ms) : UINT64_MAX;
-	while (!serve_signal && loco_now_ns() < deadline) {
+	loco_boot_end_start(mgr);
+	while (!serve_signal && !loco_boot_ended(mgr) &&
+	       loco_now_ns() < deadline) {
 		struct timespec ts = { 0, 20000000 };
 		nanosleep(&ts, NULL);
 	}
 	if (serve_signal)
 		loco_info("mgr", "node %u stopping on signal %d", mgr->id,
 			  (int)serve_signal);
+	else if (loco_boot_ended(mgr))
+		loco_info("mgr", "node %u stopping: every node of the job is "
+			  "done", mgr->id);
 	return 0;
 }

@@ -308,7 +308,7 @@ int loco_ack_wait_slow(struct loco_thread *thr, const struct loco_ack *ack,
 /* The inline path's view of a new QP's peer arena, if the transport
  * offers one and it can hold a word (loco_direct_span). */
 static void direct_open(struct loco_mgr *mgr, uint32_t peer,
-			struct loco_direct_qp *d, const struct loco_qp *qp)
+			struct loco_thread_hot *h, const struct loco_qp *qp)
 {
 	uint64_t len = 0;
 	_Atomic uint64_t *mark;
@@ -316,29 +316,32 @@ static void direct_open(struct loco_mgr *mgr, uint32_t peer,
 	uint8_t *base = mgr->tp_ops->qp_direct(qp->tp, &len, &mark, &fenced);
 	if (!base || len < LOCO_ARENA_FIRST + 8)
 		return;
-	d->lim = len - LOCO_ARENA_FIRST - 8;
-	d->mark = mark;
-	d->fenced = fenced;
+	_Atomic uint64_t *words_at = &h->direct_words[peer];
+	h->direct_base[peer] = base;
+	h->direct[peer].mark = mark;
+	h->direct[peer].fenced = fenced;
+	uint64_t words = (len - LOCO_ARENA_FIRST) / 8;
 	/* Relaxed (thr->lock held, as by loco_threads_direct_close): then
 	 * the arena length, which the peer keeper zeroes before it clears
-	 * every base (peers.c): a peer that died meanwhile is not reached
-	 * inline. */
-	atomic_store_explicit(&d->base, base, memory_order_relaxed);
+	 * every thread's words (peers.c): a peer that died meanwhile is not
+	 * reached inline. */
+	atomic_store_explicit(words_at, words, memory_order_relaxed);
 	if (!atomic_load_explicit(&mgr->peer_arena_len[peer], memory_order_relaxed))
-		atomic_store_explicit(&d->base, NULL, memory_order_relaxed);
-	/* Seq_cst: our store of the base, then the fenced flag, which
+		atomic_store_explicit(words_at, 0, memory_order_relaxed);
+	/* Seq_cst: our store of the words, then the fenced flag, which
 	 * loco_fenced_self sets before loco_threads_direct_stop clears
-	 * every base: either that clear follows our store, or we see it. */
+	 * every thread's words: either that clear follows our store, or we
+	 * see it. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (loco_self_fenced(mgr))
-		atomic_store_explicit(&d->base, NULL, memory_order_relaxed);
+		atomic_store_explicit(words_at, 0, memory_order_relaxed);
 }
 
 /* Under thr->lock: the inline path stops using PEER's mapping. */
 static void direct_close(struct loco_thread *thr, uint32_t peer)
 {
 	/* Relaxed: see loco_direct_span. */
-	atomic_store_explicit(&thr->hot.direct[peer].base, NULL,
+	atomic_store_explicit(&thr->hot.direct_words[peer], 0,
 			      memory_order_relaxed);
 }
 
@@ -349,7 +352,7 @@ void loco_threads_direct_stop(struct loco_mgr *mgr)
 		for (uint32_t p = 0; p < LOCO_MAX_NODES; p++)
 			/* Relaxed: see loco_direct_span; direct_open checks the
 			 * fenced flag (set before this) after its store. */
-			atomic_store_explicit(&t->hot.direct[p].base, NULL,
+			atomic_store_explicit(&t->hot.direct_words[p], 0,
 					      memory_order_relaxed);
 	pthread_mutex_unlock(&mgr->thr_lock);
 }
@@ -466,7 +469,7 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		qp->durable = peer_durable(mgr, peer);
 		/* Not to a durable peer: its writes are noted for persists. */
 		if (thr->hot.sync && ops->qp_direct && !qp->durable)
-			direct_open(mgr, peer, &thr->hot.direct[peer], qp);
+			direct_open(mgr, peer, &thr->hot, qp);
 	}
 	if (qp->err)
 		return qp->err;
@@ -733,6 +736,10 @@ static int check_bounds(struct loco_thread *thr, const struct loco_rregion *rr,
 	uint64_t at = rr->off + off;
 	if (atomic && (at & 7))
 		return -EINVAL;
+	/* Before the peer's state: a fenced node's targets close its control
+	 * connections, which may make a peer look down from here. */
+	if (loco_self_fenced(thr->mgr))
+		return -LOCO_EFENCED;
 	int rc = loco_peer_span(thr->mgr, rr->node, rr->space, at, len);
 	if (!rc)
 		*space_off = at;
@@ -969,8 +976,9 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 	}
 }
 
-/* The fence guard refused op I of B: the ops before it executed; the
- * rest go out of line, where they fail with -LOCO_EFENCED. */
+/* Op I of B cannot run inline (the fence guard refused it, or its peer
+ * went down): the ops before it executed; the rest go out of line, where
+ * they fail with -LOCO_EFENCED (or -LOCO_EDOWN). */
 static int batch_refused(struct loco_batch *b, unsigned i, unsigned doorbells,
 			 struct loco_ack *ack)
 {
@@ -989,16 +997,19 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 	unsigned doorbells = 0;
 	for (uint64_t m = b->peers; m; m &= m - 1, doorbells++)
 		/* Relaxed: see loco_direct_span. */
-		if (!atomic_load_explicit(&h->direct[__builtin_ctzll(m)].base,
+		if (!atomic_load_explicit(&h->direct_words[__builtin_ctzll(m)],
 					  memory_order_relaxed))
 			return loco_batch_post_slow(b, ack);  /* a peer restarted */
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
-		/* Relaxed: as above. */
-		uint8_t *base = atomic_load_explicit(&h->direct[op->peer].base,
-						     memory_order_relaxed);
+		/* Relaxed: as above. The peer went down since the check
+		 * above: the rest goes the slow way, which says so (the base
+		 * stays mapped after a clear, loco_direct_qp). */
+		if (!atomic_load_explicit(&h->direct_words[op->peer],
+					  memory_order_relaxed))
+			return batch_refused(b, i, doorbells, ack);
 		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(base + op->arena_off);
+			(h->direct_base[op->peer] + op->arena_off);
 		const struct loco_direct_qp *d = &h->direct[op->peer];
 		bool guarded = op->opcode != LOCO_OP_READ;
 		if (guarded && !loco_guard_enter(d->mark, d->fenced,

@@ -132,8 +132,8 @@ void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why)
 				      memory_order_relaxed);
 		mgr->peer_back[peer] = false;
 		/* Relaxed: each thread's lock orders it before the clearing
-		 * of its inline base below (direct_open reads it under that
-		 * lock after setting the base). */
+		 * of its inline words below (direct_open reads it under that
+		 * lock after setting the words). */
 		atomic_store_explicit(&mgr->peer_arena_len[peer], 0,
 				      memory_order_relaxed);
 	}

@@ -143,6 +143,9 @@ void cl_json_begin(FILE *f, struct bench_result *r, const struct cl_row *row,
 void cl_progress_run(const struct cl_progress *p, uint64_t t0)
 {
 	uint64_t last_ns = t0, last_ops = 0;
+	/* loco-run aims its faults at this line (ID@after:NODE:...). */
+	fprintf(stderr, "%s: node %u: measured phase begins\n", p->name,
+		p->node);
 	/* Acquire: pairs with each worker's release increment of *done. */
 	while (atomic_load_explicit(p->done, memory_order_acquire) < p->threads) {
 		struct timespec ts = { 0, 50000000 };

@@ -100,9 +100,11 @@ void cl_row_lat(struct cl_row *row, struct bench_lat *lat);
 void cl_json_begin(FILE *f, struct bench_result *r, const struct cl_row *row,
 		   const uint64_t *cluster, uint32_t node);
 
-/* The progress of the measured phase: every second until *DONE reaches
- * THREADS, "NAME: node NODE: S s, R UNIT/s" on stderr, R the rate of
- * the sum of the workers' op counters (OPS, STRIDE) since the last line. */
+/* The progress of the measured phase: first "NAME: node NODE: measured
+ * phase begins" (tools/loco-run aims faults at it), then every second
+ * until *DONE reaches THREADS, "NAME: node NODE: S s, R UNIT/s" on
+ * stderr, R the rate of the sum of the workers' op counters (OPS,
+ * STRIDE) since the last line. */
 struct cl_progress {
 	const char *name, *unit;
 	uint32_t node;

@@ -58,6 +58,22 @@ static bool has_opt(int argc, char **argv, const char *opt)
 	return false;
 }
 
+/* Started as one of several processes by a launcher (mpirun, srun), or
+ * told the number of memory nodes: a node of a cluster, not a private
+ * one (a lone program under a launcher, size 1, still runs alone). */
+static bool launched(int argc, char **argv)
+{
+	struct loco_launch l;
+	char err[256];
+	if (has_opt(argc, argv, "--memory-nodes") || getenv("LOCO_MEMORY_NODES"))
+		return true;
+	if (has_opt(argc, argv, "--id") || getenv("LOCO_NODE_ID"))
+		return false;
+	/* A malformed launch environment: let loco_opts_parse name it. */
+	return loco_launch_identity(&l, err, sizeof(err)) ||
+	       l.size > 1 || (l.launcher && !l.size);
+}
+
 /* A fresh cluster key (32 random bytes, mode 0600 from mkstemp) at
  * ln->key: 0 or -1 (nothing left behind). */
 static int private_key(struct local_node *ln)
@@ -108,7 +124,8 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 	char err[512];
 	struct loco_opts o;
 	memset(ln, 0, sizeof(*ln));
-	bool clustered = getenv("LOCO_HOSTS") || has_opt(*argc, argv, "--hosts");
+	bool clustered = getenv("LOCO_HOSTS") || has_opt(*argc, argv, "--hosts") ||
+			 launched(*argc, argv);
 	const char *tp = has_opt(*argc, argv, "--transport") ||
 			 getenv("LOCO_TRANSPORT") ? NULL : default_transport;
 	if (!clustered && private_cluster(ln, tp)) {
@@ -131,6 +148,16 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 	if (loco_mgr_create(&o, &ln->mgr)) {
 		local_node_stop(ln);
 		return 1;
+	}
+	ln->arena_bytes = o.arena_bytes;
+	const struct loco_host *self = &loco_mgr_hosts(ln->mgr)->node[o.node_id];
+	if (o.launch.launcher && self->role != LOCO_ROLE_COMPUTE) {
+		fprintf(stderr, "%s: rank %d is a %s node (%s): run loco-memnode "
+			"there (mpirun -np M loco-memnode : -np N %s)\n", prog,
+			o.node_id, loco_role_name(self->role),
+			loco_mgr_hosts(ln->mgr)->path, prog);
+		local_node_stop(ln);
+		return 2;
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@ struct local_node {
 	char hosts[64];     /* temporary hosts file, "" if not ours */
 	char run_dir[64];   /* temporary run directory, "" if not ours */
 	char key[64];       /* temporary cluster key, "" if not ours */
+	uint64_t arena_bytes; /* this node's arena (--arena-mb / LOCO_ARENA_MB) */
 };
 
 /* ARGC/ARGV: loco options are parsed and removed. DEFAULT_TRANSPORT is

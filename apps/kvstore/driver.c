@@ -53,6 +53,9 @@ static const char usage[] =
 "                    waited for (docs/durability.md)\n"
 "  --broken-persist  tests only: with --data memory, unlock without persisting\n"
 "                    (a power cut must then lose acknowledged writes)\n"
+"  --broken-broadcast  tests only: an insert or delete whose broadcast gets\n"
+"                    no answer within --timeout-ms fails at once, without\n"
+"                    fencing the silent node (the key stays half indexed)\n"
 "  --verify          each thread works on its own keys only and, after the\n"
 "                    run, reads every one back: it must hold the last\n"
 "                    acknowledged write (exit 1 if not)\n"
@@ -95,6 +98,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'V': o->verify = true; return 0;
 	case 'P': o->broken_persist = true; return 0;
 	case 'O': o->verify_after_outage = true; return 0;
+	case 'T': o->broken_broadcast = true; return 0;
 	case 'D':
 		if (!strcmp(arg, "memory") || !strcmp(arg, "compute")) {
 			o->data_memory = arg[0] == 'm';
@@ -129,6 +133,7 @@ static int parse(struct drv_opts *o, int argc, char **argv)
 		{ "verify", no_argument, NULL, 'V' },
 		{ "broken-persist", no_argument, NULL, 'P' },
 		{ "verify-after-outage", no_argument, NULL, 'O' },
+		{ "broken-broadcast", no_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	if (bench_getopt(argc, argv, "", opts, parse_one, o, "loco-kvstore"))
@@ -174,6 +179,7 @@ static int setup(struct drv *d)
 		.nlocks = d->o.locks, .broken_fence = d->o.broken_fence,
 		.hot_locks = d->o.hot_locks, .remote_data = d->o.data_memory,
 		.broken_persist = d->o.broken_persist,
+		.broken_broadcast = d->o.broken_broadcast,
 		.data_node = mem >= 0 ? (uint32_t)mem : 0,
 	};
 	if (d->o.data_memory && mem < 0) {
@@ -368,7 +374,12 @@ int main(int argc, char **argv)
 				loco_strerror(rc));
 		teardown(d);
 	}
+	bool fenced = loco_self_fenced(ln.mgr);
+	if (fenced)
+		fprintf(stderr, "loco-kvstore: node %u: fenced: another node "
+			"took over for it while it was silent (paused or slow "
+			"past --timeout-ms); it stops\n", d->self);
 	local_node_stop(&ln);
 	free(d);
-	return rc == 2 ? 2 : rc ? 1 : 0;
+	return fenced ? 3 : rc == 2 ? 2 : rc ? 1 : 0;
 }

@@ -31,6 +31,7 @@ struct drv_opts {
 	bool hot_locks;             /* see kv_config */
 	bool data_memory;           /* --data memory: kv_config.remote_data */
 	bool broken_persist;        /* tests: see kv_config */
+	bool broken_broadcast;      /* tests: see kv_config */
 	bool verify;                /* --verify: own keys only, checked at the end */
 	bool verify_after_outage;   /* --verify-after-outage (tests) */
 };

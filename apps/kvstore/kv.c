@@ -338,23 +338,56 @@ int kv_probe_slots(struct kv_thread *t)
 
 /* ---- get ---------------------------------------------------------------- */
 
-/* Look G's key up and post the READ of its slot: 1 if not indexed (done,
- * -ENOENT), 0 if posted, or a post error. */
+/* Whether an answer read from this node's own memory or index alone
+ * needs the membership probe: with other members, unless the slots are
+ * all on the data node (every slot READ is remote then). */
+static bool probe_needed(const struct kv_store *kv, uint32_t host)
+{
+	return kv->nmembers > 1 && slot_node(kv, host) == kv->self;
+}
+
+/* The membership probe: post an 8-byte READ of another node's memory
+ * (the next member's slot 0) into DST on ACK. This node's own index and
+ * memory are not fenced: once the others fenced it and went on without
+ * it (kv_monitor.c), its index misses their inserts and deletes, and a
+ * lock or slot in its own memory is no proof. A READ of another node is
+ * refused then (-LOCO_EFENCED); one that is not executed before the
+ * fence was complete, so before any broadcast completed without this
+ * node: what it looked up before the READ was up to date. */
+static int probe_post(struct kv_thread *t, uint64_t *dst, struct loco_ack *ack)
+{
+	struct kv_store *kv = t->kv;
+	uint32_t peer = kv->node[(kv->member_of[kv->self] + 1) % kv->nmembers];
+	uint64_t off;
+	const struct loco_rregion *rr = slot_rr(kv, peer, 0, &off);
+	return rr ? loco_post_read(t->thr, rr, off, dst, 8, ack) : -EINVAL;
+}
+
+/* Look G's key up and post the READ of its slot (and the membership
+ * probe when the answer would come from this node alone): 1 if done
+ * (not indexed, one member: -ENOENT), 0 if posted, or a post error. */
 static int get_post(struct kv_thread *t, struct kv_get *g)
 {
 	struct kv_loc loc;
-	if (!kv_index_find(t->kv, g->key, &loc)) {
+	loco_ack_clear(&g->ack);
+	g->absent = !kv_index_find(t->kv, g->key, &loc);
+	if (g->absent) {
 		g->rc = -ENOENT;
-		return 1;
+		if (!probe_needed(t->kv, t->kv->self))
+			return 1;
+		int rc = probe_post(t, &g->probe, &g->ack);
+		g->busy = !rc;
+		return rc;
 	}
 	g->host = loc.host;
 	g->slot = loc.slot;
 	g->counter = loc.counter;
-	loco_ack_clear(&g->ack);
 	uint64_t off;
 	const struct loco_rregion *rr = slot_rr(t->kv, loc.host, loc.slot, &off);
 	int rc = rr ? loco_post_read(t->thr, rr, off, g->buf, t->kv->slot_len,
 				     &g->ack) : -EINVAL;
+	if (!rc && probe_needed(t->kv, loc.host))
+		rc = probe_post(t, &g->probe, &g->ack);
 	g->busy = !rc;
 	return rc;
 }
@@ -400,6 +433,8 @@ int kv_get_poll(struct kv_thread *t, struct kv_get *g)
 		return rc;
 	}
 	g->busy = false;
+	if (g->absent)
+		return 1;   /* g->rc: -ENOENT */
 	rc = get_check(t, g);
 	if (rc != -EAGAIN) {
 		g->rc = rc;
@@ -432,10 +467,23 @@ int kv_get(struct kv_thread *t, struct kv_get *g, uint64_t key, void *val,
 
 /* ---- locked operations -------------------------------------------------- */
 
+/* Take KEY's lock. A lock in this node's own memory proves nothing of
+ * its membership (see probe_post): the probe then follows the FAA. */
 static int lock_key(struct kv_thread *t, uint64_t key)
 {
-	return loco_ticket_lock_lock(loco_lock_array_for_key(&t->kv->locks, key),
-				     t->thr, -1);
+	struct loco_ticket_lock *l = loco_lock_array_for_key(&t->kv->locks, key);
+	int rc = loco_ticket_lock_lock(l, t->thr, -1);
+	if (rc || t->kv->nmembers == 1 ||
+	    loco_ticket_lock_host(l) != t->kv->self)
+		return rc;
+	struct loco_ack ack = { 0, 0 };
+	rc = probe_post(t, &t->probe, &ack);
+	if (!rc)
+		rc = loco_ack_wait(t->thr, &ack, -1);
+	if (rc)
+		loco_ticket_lock_unlock(l, t->thr, LOCO_FENCE_PAIR,
+					loco_ticket_lock_host(l));
+	return rc;
 }
 
 /* Release KEY's lock after fencing this thread's writes to HOST (all the
@@ -443,6 +491,11 @@ static int lock_key(struct kv_thread *t, uint64_t key)
  * replaces a result (0, -EEXIST, -ENOENT): its writes may not be placed. */
 static int unlock_key(struct kv_thread *t, uint64_t key, uint32_t host, int rc)
 {
+	/* A fenced node releases nothing: its operation may be half done
+	 * (its broadcast cut short), and a lock in its own memory is not
+	 * fenced. The lock stays held, as a killed node's would. */
+	if (loco_self_fenced(t->kv->base.mgr))
+		return rc ? rc : -LOCO_EFENCED;
 	bool result = !rc || rc == -EEXIST || rc == -ENOENT;
 	/* Remote data: the writes durable (a durable data node) before the
 	 * lock goes, so an acknowledged write survives the node's death. */

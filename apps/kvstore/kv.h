@@ -108,6 +108,10 @@ struct kv_config {
 	/* Tests only: remote data placed but not persisted before the
 	 * unlock (a missing persist point, which a power cut exposes). */
 	bool broken_persist;
+	/* Tests only: a broadcast that timed out returns -ETIMEDOUT at once,
+	 * without fencing the silent member (the key half indexed or half
+	 * deleted, which a recorded run's check exposes). */
+	bool broken_broadcast;
 };
 
 /* Counters of one node (the monitor's) or one kv_thread (the rest). */
@@ -146,6 +150,11 @@ struct kv_store {
 	_Atomic bool stop;
 	_Atomic int error;              /* the monitor's fatal error, sticky */
 	_Atomic uint64_t applied;
+	/* Members fenced for a broadcast they did not answer (a bit per node
+	 * id), under req_mu; this node's tracker no longer waits for them. */
+	uint64_t fenced;
+	uint64_t sent_pos;              /* stream end of the last message sent
+					 * (monitor, under req_mu) */
 };
 static_assert(offsetof(struct kv_store, base) == 0, "base first");
 
@@ -162,6 +171,7 @@ struct kv_thread {
 	uint32_t redo_host, redo_full;
 	uint64_t redo_slot;
 	uint64_t outages;               /* data node deaths waited out */
+	uint64_t probe;                 /* the membership probe's READ */
 };
 
 /* An asynchronous get (a caller-owned slot of a window). */
@@ -174,7 +184,9 @@ struct kv_get {
 	struct loco_ack ack;
 	uint64_t deadline;
 	bool busy;                      /* a READ is in flight */
+	bool absent;                    /* not indexed: only the probe READ */
 	int rc;                         /* 0 found, -ENOENT, or an error */
+	uint64_t probe;                 /* the membership probe's READ */
 };
 
 /* Create endpoint NAME (under PARENT, may be NULL) on every compute node

@@ -8,9 +8,19 @@
  * for ring space: a monitor blocked on a full ring would stop
  * acknowledging, and two such monitors would wait for each other), and
  * completes the request once every reader acknowledged its last message.
- * The request list is only touched under req_mu, so a waiter that times
- * out unlinks its request and returns, and the monitor never sees it
- * again.
+ * The request list is only touched under req_mu.
+ *
+ * A member silent past the timeout is only suspected: it may be paused,
+ * not dead, and giving up would leave the key half indexed or half
+ * deleted (some members applied the message, the valid bit not set or
+ * the index entry not dropped here), which no linearization explains.
+ * So the waiter fences every member that has not acknowledged
+ * (loco_fence_node: it never acts again under this incarnation, and its
+ * reads of the trackers are refused too), then this node's tracker stops
+ * writing to it and waiting for it (loco_ringbuffer_drop_reader): it no
+ * longer counts as a member, and the request completes without it. A
+ * member that cannot be fenced is waited for, and tried again after each
+ * timeout: timing costs liveness, never safety.
  *
  * Receiving: the monitor applies each message to the index (and frees
  * this node's slot of a delete) before acknowledging it. A ringbuffer
@@ -57,20 +67,70 @@ static void req_unlink(struct kv_store *kv, struct kv_req *r)
 		kv->req_tail = prev;
 }
 
-static int req_wait(struct kv_store *kv, struct kv_req *r)
+/* Wait up to the manager's timeout for R: its result, or REQ_PENDING. */
+static int req_wait_once(struct kv_req *r, struct loco_mgr *mgr)
 {
 	struct loco_wait w;
-	loco_wait_init(&w, kv->base.mgr, -1);
+	loco_wait_init(&w, mgr, -1);
 	for (;;) {
 		/* Acquire: pairs with the release store in req_done; the
 		 * acknowledgements it reports (every node indexed the keys)
 		 * happen before our next step. */
 		int s = atomic_load_explicit(&r->state, memory_order_acquire);
-		if (s != REQ_PENDING)
+		if (s != REQ_PENDING || loco_wait_step(&w))
 			return s;
-		if (loco_wait_step(&w))
-			break;
 	}
+}
+
+/* The readers of this node's tracker R waits for: those that have not
+ * acknowledged its last message, or, while it is not sent whole (the
+ * ring full), the last message sent. 0 once R is done. */
+static uint64_t req_late(struct kv_store *kv, struct kv_req *r)
+{
+	struct loco_ringbuffer *rb = &kv->tr[kv->member_of[kv->self]];
+	pthread_mutex_lock(&kv->req_mu);
+	/* Relaxed: req_done stores under req_mu, which orders it. */
+	bool pending = atomic_load_explicit(&r->state, memory_order_relaxed) ==
+		       REQ_PENDING;
+	uint64_t late = pending ? loco_ringbuffer_unacked(
+			rb, r->sent == r->n ? r->pos : kv->sent_pos) : 0;
+	pthread_mutex_unlock(&kv->req_mu);
+	return late;
+}
+
+/* Fence every member in LATE, then stop waiting for it. Returns 0, or
+ * the error of a fence that did not complete (that member still counts). */
+static int members_fence(struct kv_store *kv, uint64_t late)
+{
+	struct loco_ringbuffer *rb = &kv->tr[kv->member_of[kv->self]];
+	for (; late; late &= late - 1) {
+		uint32_t node = (uint32_t)__builtin_ctzll(late);
+		int rc = loco_fence_node(kv->base.mgr, node, -1);
+		if (rc == -EOPNOTSUPP)
+			/* A transport that cannot fence (verbs, ucx-sm): the
+			 * timeout is all there is (docs/ordering.md). */
+			rc = 0;
+		if (rc) {
+			loco_warn(kv->base.name, "node %u silent past the timeout "
+				  "and not fenced: %s; waiting for it", node,
+				  loco_strerror(rc));
+			return rc;
+		}
+		pthread_mutex_lock(&kv->req_mu);
+		if (!(kv->fenced & UINT64_C(1) << node)) {
+			kv->fenced |= UINT64_C(1) << node;
+			loco_ringbuffer_drop_reader(rb, node);
+			loco_warn(kv->base.name, "node %u silent past the timeout: "
+				  "fenced, no longer a member", node);
+		}
+		pthread_mutex_unlock(&kv->req_mu);
+	}
+	return 0;
+}
+
+/* Unlink R if still pending: its result, or -ETIMEDOUT. */
+static int req_abandon(struct kv_store *kv, struct kv_req *r)
+{
 	pthread_mutex_lock(&kv->req_mu);
 	/* Relaxed: req_done stores under req_mu, which orders it. */
 	int s = atomic_load_explicit(&r->state, memory_order_relaxed);
@@ -78,6 +138,24 @@ static int req_wait(struct kv_store *kv, struct kv_req *r)
 		req_unlink(kv, r);
 	pthread_mutex_unlock(&kv->req_mu);
 	return s == REQ_PENDING ? -ETIMEDOUT : s;
+}
+
+/* Wait for R; after each timeout, fence the members it waits for. */
+static int req_wait(struct kv_store *kv, struct kv_req *r)
+{
+	for (;;) {
+		int s = req_wait_once(r, kv->base.mgr);
+		if (s != REQ_PENDING)
+			return s;
+		if (kv->cfg.broken_broadcast)
+			return req_abandon(kv, r);
+		if (loco_self_fenced(kv->base.mgr)) {
+			/* Unlinked: R is on our stack. */
+			s = req_abandon(kv, r);
+			return s == -ETIMEDOUT ? -LOCO_EFENCED : s;
+		}
+		members_fence(kv, req_late(kv, r));
+	}
 }
 
 int kv_broadcast(struct kv_store *kv, const struct kv_msg *msgs, unsigned n)
@@ -153,6 +231,7 @@ static int reqs_send(struct kv_store *kv, struct loco_ringbuffer *rb,
 				return sent;
 			if (rc)
 				return rc;
+			kv->sent_pos = r->pos;
 			r->sent++;
 			sent++;
 		}

@@ -92,9 +92,12 @@ static void log_counters(struct pmap_worker *w)
 	w->n[X_CACHE_MISSES] += w->log.cache.stats.misses;
 }
 
+/* An outage of the memory node: a region call that found its control
+ * connection reset or refused (the node restarting) is one too. */
 static bool transient(int rc)
 {
-	return rc == -LOCO_EDOWN || rc == -ENOTCONN || rc == -ETIMEDOUT;
+	return rc == -LOCO_EDOWN || rc == -ENOTCONN || rc == -ETIMEDOUT ||
+	       rc == -ECONNRESET || rc == -ECONNREFUSED || rc == -EPIPE;
 }
 
 static void log_close(struct pmap_worker *w)

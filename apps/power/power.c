@@ -438,6 +438,8 @@ static int converter_loop(struct power *w, uint64_t *steps, bool *dropped)
 	struct conv_sim s;
 	conv_sim_init(&w->o, &s);
 	int rc = converter_report(w, &s, 1, 0);
+	/* loco-run aims its faults at this line (ID@after:NODE:...). */
+	fprintf(stderr, PROG ": node %u: measured phase begins\n", w->self);
 	if (!rc)
 		rc = w->o.free_run ? converter_free(w, &s, steps, dropped) :
 				     converter_lockstep(w, &s, steps, dropped);

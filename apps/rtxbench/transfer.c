@@ -49,7 +49,8 @@ static void usage(FILE *f)
 		"After the run one node repairs what the dead left, audits and\n"
 		"prints the JSON result line: --reporter ID if that node finished,\n"
 		"else the lowest node that did. Exit 1 if the total is not\n"
-		"conserved or locks stay held.\n");
+		"conserved or locks stay held; 3 if this node was fenced (the\n"
+		"others took it for dead: it is then counted as dead).\n");
 }
 
 /* Unsigned options of at most 32 bits: the field each one sets and its
@@ -267,8 +268,12 @@ static int run_phase(struct xfer *xf)
 		if (pthread_create(&th[n], NULL, fn, &wa[n]))
 			break;
 	}
-	if (!rc)
+	if (!rc) {
+		/* loco-run aims its faults at this line (ID@after:NODE:...). */
+		fprintf(stderr, PROG ": node %u: measured phase begins\n",
+			xf->self);
 		rc = beat(xf);
+	}
 	/* Relaxed: a stop flag; the joins order everything after it. */
 	atomic_store_explicit(&xf->stop, true, memory_order_relaxed);
 	for (unsigned i = 0; i < n; i++) {
@@ -434,6 +439,8 @@ static int run(struct xfer *xf, bool *failed)
 	if (!rc)
 		rc = xfer_ctl_open(xf);
 	if (!rc)
+		xfer_ctl_meet(xf);
+	if (!rc)
 		rc = mode_open(xf);
 	if (!rc)
 		rc = mode_init(xf);
@@ -478,8 +485,13 @@ int rtx_transfer_main(int argc, char **argv)
 		int drc = loco_thread_destroy(xf.thr);
 		rc = rc ? rc : drc;
 	}
-	if (rc)
+	bool fenced = rc == -LOCO_EFENCED || loco_self_fenced(xf.mgr);
+	if (fenced)
+		fprintf(stderr, PROG ": node %u: fenced: the others took this "
+			"node for dead (no heartbeat for %u ms) and took its "
+			"slots over; exiting\n", xf.self, xf.o.dead_ms);
+	else if (rc)
 		fprintf(stderr, PROG ": node %u: %s\n", xf.self, loco_strerror(rc));
 	local_node_stop(&ln);
-	return rc ? 1 : failed ? 1 : 0;
+	return fenced ? 3 : rc ? 1 : failed ? 1 : 0;
 }

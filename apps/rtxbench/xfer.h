@@ -163,6 +163,11 @@ int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
 		     unsigned access, struct loco_rregion *out);
 int xfer_ctl_open(struct xfer *xf);
 void xfer_ctl_close(struct xfer *xf);
+/* Say hello to every other compute node, so that this node knows each
+ * one's incarnation: one found silent later is fenced by it
+ * (loco_fence_node asks a node it never met, which a paused or dead one
+ * cannot answer). One not met within --dead-ms is left. */
+void xfer_ctl_meet(struct xfer *xf);
 int xfer_publish(struct xfer *xf, enum xfer_state st);
 /* Remote-op counters of the record: NOW minus the start of the run. */
 void xfer_rec_stats(struct xfer *xf, const struct loco_stats *now);

@@ -11,6 +11,7 @@
 #include "apps/rtxbench/xfer.h"
 
 #define WAIT_POLL_US 10000
+#define FENCE_MS 2000               /* one fence attempt, at most */
 
 uint64_t xfer_realtime_us(void)
 {
@@ -96,6 +97,14 @@ int xfer_ctl_open(struct xfer *xf)
 	if (!rc && xf->o.timeline)
 		rc = timeline_open(xf);
 	return rc;
+}
+
+void xfer_ctl_meet(struct xfer *xf)
+{
+	uint64_t others = xf->compute & ~(UINT64_C(1) << xf->self);
+	for (uint64_t m = others; m; m &= m - 1)
+		loco_peer_wait(xf->mgr, (uint32_t)__builtin_ctzll(m),
+			       (int)xf->o.dead_ms);
 }
 
 void xfer_ctl_close(struct xfer *xf)
@@ -185,7 +194,7 @@ int xfer_publish(struct xfer *xf, enum xfer_state st)
 
 struct peer_watch {
 	uint64_t hb, since_ns;
-	bool settled;
+	bool settled, unfenced;
 };
 
 static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
@@ -219,7 +228,36 @@ static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 		res->stall_max_us = r->stall_max_us;
 }
 
-/* Look at node ID once: DONE, dead (no beat for dead_ms), or neither. */
+/* Node ID sent no heartbeat for --dead-ms: it is only suspected (it may
+ * be paused, not dead). Fence it before anyone acts for it (the reporter
+ * adopts its slots, which its late WRITEs would corrupt: docs/rtx.md, "A
+ * paused owner"). True once fenced; false if the fence did not complete:
+ * the node is waited for and fenced at a later look. */
+static bool fence_suspect(struct xfer *xf, uint32_t id, struct peer_watch *pw)
+{
+	int rc = loco_fence_node(xf->mgr, id, FENCE_MS);
+	if (!rc)
+		return true;
+	if (rc == -EOPNOTSUPP) {
+		/* A transport that cannot fence (verbs, ucx-sm): the timer is
+		 * all there is (docs/ordering.md, "Fencing"). */
+		if (!pw->unfenced)
+			fprintf(stderr, "loco-rtx-transfer: node %u: node %u is "
+				"silent and this transport cannot fence it: "
+				"taken for dead on the timer alone\n", xf->self, id);
+		pw->unfenced = true;
+		return true;
+	}
+	if (!pw->unfenced)
+		fprintf(stderr, "loco-rtx-transfer: node %u: node %u is silent but "
+			"not fenced (%s): waiting for it\n", xf->self, id,
+			loco_strerror(rc));
+	pw->unfenced = true;
+	return false;
+}
+
+/* Look at node ID once: DONE, dead (no beat for dead_ms, then fenced), or
+ * neither. */
 static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
 		 struct xfer_result *res)
 {
@@ -227,17 +265,21 @@ static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
 	int rc = loco_read(xf->thr, &xf->ctl, rec_off(id), &r, sizeof(r));
 	if (rc)
 		return rc;
-	uint64_t now = loco_now_ns();
+	uint64_t now = loco_lease_now_ns();
 	if (r.state == XFER_DONE) {
 		res->done |= UINT64_C(1) << id;
 	} else if (r.hb_ms != pw->hb || !pw->since_ns) {
 		pw->hb = r.hb_ms;
 		pw->since_ns = now;
 		return 0;
-	} else if (now - pw->since_ns < (uint64_t)xf->o.dead_ms * 1000000u) {
+	} else if (now - pw->since_ns < (uint64_t)xf->o.dead_ms * 1000000u ||
+		   !fence_suspect(xf, id, pw)) {
 		return 0;
 	} else {
 		res->dead |= UINT64_C(1) << id;
+		fprintf(stderr, "loco-rtx-transfer: node %u: node %u is dead (no "
+			"heartbeat for %u ms; fenced)\n", xf->self, id,
+			xf->o.dead_ms);
 	}
 	pw->settled = true;
 	sum_rec(res, &r);

@@ -18,8 +18,10 @@
 #include <time.h>
 
 #include "apps/ycsb/ycsb.h"
+#include <loco/rtx/crash.h>
 
 #define HB_MS 10
+#define FENCE_MS 2000               /* one fence attempt, at most */
 #define POLL_US 1000
 #define REC_BYTES 512
 
@@ -41,9 +43,24 @@ struct ycsb_ctl {
 	struct ctl_rec *recs;      /* READ destination: every record */
 	uint64_t seen_beat[LOCO_MAX_NODES];
 	uint64_t seen_ns[LOCO_MAX_NODES];
+	uint64_t unfenced;          /* suspects a fence failed for (said once) */
 	uint64_t src;              /* WRITE source of phase words */
 	struct ctl_rec mine;       /* WRITE source of the row */
 };
+
+/* Crash points of loco-ycsb (LOCO_CRASH_AT, rtx/crash.h), for deaths
+ * before the measured phase: after the index is open and the records
+ * too, before anything waits for the others; and at each key loaded. */
+static const char *const ycsb_crash_points[] = {
+	"ycsb.setup",
+	"ycsb.load",
+	NULL,
+};
+
+__attribute__((constructor)) static void ycsb_register_points(void)
+{
+	loco_crash_register(ycsb_crash_points);
+}
 
 static uint64_t rec_off(uint32_t id)
 {
@@ -107,6 +124,14 @@ int ycsb_ctl_open(struct ycsb *y)
 	return rc;
 }
 
+void ycsb_ctl_meet(struct ycsb *y)
+{
+	uint64_t others = bench_members(y->mgr) & ~(UINT64_C(1) << y->self);
+	for (uint64_t m = others; m; m &= m - 1)
+		loco_peer_wait(y->mgr, (uint32_t)__builtin_ctzll(m),
+			       (int)y->o.dead_ms);
+}
+
 void ycsb_ctl_close(struct ycsb *y)
 {
 	struct ycsb_ctl *c = y->ctl;
@@ -134,13 +159,41 @@ static int publish(struct ycsb *y, struct loco_thread *thr, uint64_t phase)
 	return rc ? rc : loco_fence(thr, LOCO_FENCE_PAIR, c->rr.node);
 }
 
+/* Member ID sent no heartbeat for --dead-ms: it is only suspected (it
+ * may be paused). Fence it before anyone acts for it (--verify settles
+ * what dead clients left). True once fenced; false if the fence did not
+ * complete: ID is waited for and fenced at a later look. */
+static bool fence_suspect(struct ycsb *y, uint32_t id)
+{
+	int rc = loco_fence_node(y->mgr, id, FENCE_MS);
+	if (!rc)
+		return true;
+	if (rc == -EOPNOTSUPP) {
+		/* A transport that cannot fence (verbs, ucx-sm): the timer is
+		 * all there is (docs/ordering.md, "Fencing"). */
+		if (!(y->ctl->unfenced & UINT64_C(1) << id))
+			fprintf(stderr, "loco-ycsb: node %u: node %u is silent and "
+				"this transport cannot fence it: taken for dead "
+				"on the timer alone\n", y->self, id);
+		y->ctl->unfenced |= UINT64_C(1) << id;
+		return true;
+	}
+	if (!(y->ctl->unfenced & UINT64_C(1) << id))
+		fprintf(stderr, "loco-ycsb: node %u: node %u is silent but not "
+			"fenced (%s): waiting for it\n", y->self, id,
+			loco_strerror(rc));
+	y->ctl->unfenced |= UINT64_C(1) << id;
+	return false;
+}
+
 /* One look at every other member: *LEFT gets those neither at PHASE nor
- * dead; members found dead join y->dead. */
+ * dead; members found dead (silent for --dead-ms, then fenced) join
+ * y->dead. */
 static int look(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 		uint64_t *left)
 {
 	struct ycsb_ctl *c = y->ctl;
-	uint64_t now = loco_now_ns();
+	uint64_t now = loco_lease_now_ns();
 	int rc = loco_read(thr, &c->rr, 0, c->recs,
 			   (uint32_t)(LOCO_MAX_NODES * REC_BYTES));
 	*left = 0;
@@ -154,10 +207,12 @@ static int look(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 			c->seen_beat[id] = r->beat;
 			c->seen_ns[id] = now;
 		} else if (now - c->seen_ns[id] >=
-			   (uint64_t)y->o.dead_ms * 1000000u) {
+			   (uint64_t)y->o.dead_ms * 1000000u &&
+			   fence_suspect(y, id)) {
 			y->dead |= UINT64_C(1) << id;
 			fprintf(stderr, "loco-ycsb: node %u: node %u is dead (no "
-				"heartbeat for %u ms)\n", y->self, id, y->o.dead_ms);
+				"heartbeat for %u ms; fenced)\n", y->self, id,
+				y->o.dead_ms);
 			continue;
 		}
 		*left |= UINT64_C(1) << id;
@@ -168,11 +223,12 @@ static int look(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 int ycsb_ctl_sync(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 		  int timeout_ms)
 {
-	uint64_t deadline = loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t deadline = loco_lease_now_ns() +
+			    (uint64_t)timeout_ms * 1000000u;
 	int rc = publish(y, thr, phase);
 	for (uint64_t left = 1; !rc && left;) {
 		rc = look(y, thr, phase, &left);
-		if (!rc && left && loco_now_ns() > deadline)
+		if (!rc && left && loco_lease_now_ns() > deadline)
 			rc = -ETIMEDOUT;
 		if (!rc && left) {
 			struct timespec ts = { 0, POLL_US * 1000L };

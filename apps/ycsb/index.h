@@ -41,6 +41,10 @@ struct ycsb_index_cfg {
 	 * hint, 0: none): the insert share of --ops per thread, or of
 	 * --duration at YCSB_RATE_MAX ops/s per thread, whichever is less. */
 	uint64_t fresh;
+	/* The arena of a node hosting the index (sizing hint, 0: unknown):
+	 * this node's, which a launcher gives every node of the run (loco-run
+	 * passes one LOCO_ARENA_MB to all). Default pools fit in it. */
+	uint64_t arena_bytes;
 	uint32_t value_size;    /* bytes of every value, 8..YCSB_VALUE_MAX */
 	unsigned threads;       /* application threads of this node */
 	/* --resize, the index's own word (race: "rtx" or "cas", sherman:

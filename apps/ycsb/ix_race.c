@@ -12,7 +12,8 @@
  *                    loaded and fresh keys)
  *   kv-blocks=N      KV blocks per memory node (default 3 x --keys plus
  *                    5/4 x the fresh keys the run may insert, over the
- *                    memory nodes, at least 65536)
+ *                    memory nodes, the fresh keys' share capped at half
+ *                    a memory node's arena; at least 65536)
  *   broken=none|no-dup-check|no-stale-check|no-persist|no-fence|
  *          no-move-epoch  tests only:
  *                    inserts commit without the duplicate re-read / bucket
@@ -99,6 +100,13 @@ static unsigned memory_nodes(struct loco_mgr *mgr)
 	return n ? n : 1;
 }
 
+/* Bytes of a KV block of an 8-byte key and VALUE bytes (race.c's
+ * layout: a 24-byte header, rounded up to 64). */
+static uint64_t rx_block_bytes(uint32_t value)
+{
+	return (24 + 8 + (uint64_t)value + 63) / 64 * 64;
+}
+
 /* Sizes from --keys and the run's fresh keys where no option gave them.
  * The pool holds every key the run may hold, with room for the blocks
  * owners keep (freed blocks not read yet, a chunk part used per client)
@@ -118,8 +126,16 @@ static void rx_defaults(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 		o->max_depth = d < 12 ? 12 : d;
 	}
 	if (!o->kv_blocks) {
-		uint64_t b = (3 * cfg->keys + cfg->fresh + cfg->fresh / 4) /
-			     memory_nodes(mgr);
+		unsigned nmem = memory_nodes(mgr);
+		uint64_t loaded = 3 * cfg->keys / nmem;
+		uint64_t fresh = (cfg->fresh + cfg->fresh / 4) / nmem;
+		/* The fresh keys' share capped at half a memory node's arena
+		 * (cfg->arena_bytes): the subtables it grows take the rest. */
+		uint64_t fits = cfg->arena_bytes / 2 /
+				rx_block_bytes(cfg->value_size);
+		if (cfg->arena_bytes && loaded + fresh > fits)
+			fresh = fits > loaded ? fits - loaded : 0;
+		uint64_t b = loaded + fresh;
 		o->kv_blocks = (uint32_t)(b < RX_MIN_BLOCKS ? RX_MIN_BLOCKS :
 					  b > (UINT32_C(1) << 29) ?
 					  UINT32_C(1) << 29 : b);

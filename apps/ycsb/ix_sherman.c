@@ -9,18 +9,21 @@
  * Options (--ix-opt):
  *   node=BYTES      node size, a multiple of 64 in 128..4096 (1024)
  *   nodes=N         node pool per hosting node (default: room for the
- *                   keys four times over and for the run's fresh keys)
+ *                   keys four times over and for the run's fresh keys,
+ *                   shared by the hosting nodes)
  *   cache-mib=N     index cache per process, 0: none (16)
  *   locks=N         global lock words per hosting node (16384)
  *   hocl=0|1        the local lock table with handover (1)
  *   combine=0|1     write-back and release in one batch (1)
  *   handover=N      consecutive local handovers, 0: none (4)
  *   lease-ms=N      plain mode lock lease (100)
- *   broken=none|no-check|no-scan-check|no-persist  tests only: node
- *                   reads not checked (torn values returned) / scans not
- *                   validated / on durable memory nodes plain mode
+ *   broken=none|no-check|no-scan-check|no-persist|no-fence  tests only:
+ *                   node reads not checked (torn values returned) / scans
+ *                   not validated / on durable memory nodes plain mode
  *                   write-backs released unpersisted (a power cut loses
- *                   acknowledged writes)
+ *                   acknowledged writes) / plain mode steals an expired
+ *                   lock without fencing its holder (a paused holder's
+ *                   late write-back lands over the thief's)
  * Counters: resizes = splits, retries = torn reads read again + scans
  * and rTX attempts tried again, cache_misses = stale cache entries,
  * repairs = expired locks taken over (plain) or rTX repairs, lock_fails
@@ -72,10 +75,11 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 {
 	static const char *const broken[] = { "none", "no-check",
 					      "no-scan-check", "no-persist",
-					      NULL };
+					      "no-fence", NULL };
 	static const unsigned flags[] = { 0, LOCO_SHERMAN_UNSAFE_NO_CHECK,
 					  LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK,
-					  LOCO_SHERMAN_UNSAFE_NO_PERSIST };
+					  LOCO_SHERMAN_UNSAFE_NO_PERSIST,
+					  LOCO_SHERMAN_UNSAFE_NO_FENCE };
 	const char *key = cfg->opt_key[i];
 	uint64_t v = 0;
 	unsigned b = 0;
@@ -113,14 +117,38 @@ static int sx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 	return rc;
 }
 
+/* The hosting nodes a tree of MGR's cluster spreads over: every memory
+ * node, or the lowest compute node when there is none (tree.c). */
+static unsigned hosting_nodes(struct loco_mgr *mgr)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(mgr);
+	unsigned n = 0;
+	for (uint32_t id = 0; id <= h->max_id; id++)
+		n += h->node[id].present && h->node[id].role == LOCO_ROLE_MEMORY;
+	return n ? n : 1;
+}
+
 /* Room per hosting node, leaves half full: the loaded keys four times
  * over, and the fresh keys the run may insert (cfg->fresh, sized at
- * YCSB_RATE_MAX, already well above what a run inserts). */
+ * YCSB_RATE_MAX, well above what a run inserts), shared by the NHOST
+ * hosting nodes (a worker takes its chunks from each in turn, and from
+ * the next when one is full), plus slack. The fresh keys' share is capped
+ * so the pool takes at most three quarters of a hosting node's arena
+ * (cfg->arena_bytes; an rtx node is an object with two data blocks): a
+ * run that inserts past that finds the pool full (-ENOSPC, "node pool
+ * full"), which a larger arena or nodes=N mends. */
 static uint32_t default_nodes(const struct ycsb_index_cfg *cfg,
-			      uint32_t node_size)
+			      uint32_t node_size, bool rtx, unsigned nhost)
 {
 	uint64_t per_leaf = (node_size - 64) / (16 + cfg->value_size) / 2 + 1;
-	uint64_t n = (4 * (cfg->keys + 1) + cfg->fresh) / per_leaf + 4096;
+	uint64_t loaded = (4 * (cfg->keys + 1) / per_leaf + nhost - 1) / nhost +
+			  4096;
+	uint64_t fresh = (cfg->fresh / per_leaf + nhost - 1) / nhost;
+	uint64_t each = rtx ? 2 * (uint64_t)node_size + 64 : node_size;
+	uint64_t fits = cfg->arena_bytes / 4 * 3 / each;
+	if (cfg->arena_bytes && loaded + fresh > fits)
+		fresh = fits > loaded ? fits - loaded : 0;
+	uint64_t n = loaded + fresh;
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
@@ -146,7 +174,8 @@ static int sx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 	/* A slot per worker thread (--threads is at most 64, as slots). */
 	o.threads_per_node = cfg->threads < 8 ? 8 : cfg->threads;
 	if (!o.nodes)
-		o.nodes = default_nodes(cfg, o.node_size ? o.node_size : 1024);
+		o.nodes = default_nodes(cfg, o.node_size ? o.node_size : 1024,
+					o.rtx, hosting_nodes(mgr));
 	struct ycsb_index *ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;

@@ -18,6 +18,7 @@
 #include "apps/common/opts.h"
 #include "apps/ycsb/ycsb.h"
 #include <loco/history.h>
+#include <loco/rtx/crash.h>
 
 /* The barrier after the load waits this long (a load may take a while),
  * the others less: the nodes stop at the same time, give or take one
@@ -73,7 +74,8 @@ static const char usage[] =
 "                    memory node; a node silent for MS is dead, the others\n"
 "                    go on, the lowest survivor reports (10..600000)\n"
 "Exit status: 0; 1 on a failure, or when a written value was missing or\n"
-"wrong or a read returned a value no write put there; 2 on bad options.\n";
+"wrong or a read returned a value no write put there; 2 on bad options;\n"
+"3 if this node was fenced (with --dead-ms: the others took it for dead).\n";
 
 static const struct ycsb_mix mixes[] = {
 	{ .name = 'a', .read = 0.5, .update = 0.5 },
@@ -315,6 +317,7 @@ static int open_index(struct ycsb *y)
 	c->name = "ycsb";
 	c->keys = y->o.keys;
 	c->fresh = fresh_bound(y);
+	c->arena_bytes = y->arena_bytes;
 	c->value_size = y->o.value_size;
 	c->threads = y->o.threads;
 	c->resize = y->o.resize;
@@ -326,6 +329,28 @@ static int open_index(struct ycsb *y)
 		fprintf(stderr, "loco-ycsb: --index %s: %s\n", y->o.ix->name,
 			loco_strerror(rc));
 	return rc;
+}
+
+/* The cluster barrier, or with --dead-ms the node records (ctl.c) in
+ * its place: then no channel has a compute peer to join, and a node that
+ * dies in set-up or load is found dead at the first phase, like one that
+ * dies in the run. */
+static int phases_open(struct ycsb *y)
+{
+	if (y->o.dead_ms)
+		return ycsb_ctl_open(y);
+	int rc = cl_run_init(&y->run, y->mgr, "ycsbrun");
+	if (rc)
+		fprintf(stderr, "loco-ycsb: set-up: %s\n", loco_strerror(rc));
+	return rc;
+}
+
+static void phases_close(struct ycsb *y)
+{
+	if (y->ctl)
+		ycsb_ctl_close(y);
+	else
+		cl_run_fini(&y->run);
 }
 
 /* Every failure is named on stderr here. */
@@ -343,31 +368,28 @@ static int setup(struct ycsb *y)
 		rc = open_index(y);
 	if (rc)
 		return rc;
-	rc = cl_run_init(&y->run, y->mgr, "ycsbrun");
-	if (rc)
-		goto close_ix;
-	if (y->o.dead_ms && (rc = ycsb_ctl_open(y))) {
-		cl_run_fini(&y->run);
+	rc = phases_open(y);
+	if (rc) {
 		y->o.ix->close(y->ix);
 		return rc;
 	}
+	if (y->ctl)
+		ycsb_ctl_meet(y);
+	loco_crash_point("ycsb.setup");
 	rc = loco_mgr_wait_ready(y->mgr, READY_MS);
 	if (!rc && y->o.ix->start)
 		rc = y->o.ix->start(y->ix);
 	if (!rc)
 		return 0;
-	ycsb_ctl_close(y);
-	cl_run_fini(&y->run);
-close_ix:
 	fprintf(stderr, "loco-ycsb: set-up: %s\n", loco_strerror(rc));
+	phases_close(y);
 	y->o.ix->close(y->ix);
 	return rc;
 }
 
 static int teardown(struct ycsb *y)
 {
-	ycsb_ctl_close(y);
-	cl_run_fini(&y->run);
+	phases_close(y);
 	int rc = y->o.ix->close(y->ix);
 	if (rc)
 		fprintf(stderr, "loco-ycsb: node %u: closing %s: %s\n", y->self,
@@ -575,6 +597,12 @@ static int run_all(struct ycsb *y)
 	       x[X_VERIFY_FAILED] ? -EIO : 0;
 }
 
+/* Did the others fence this node (it was taken for dead)? RC: the run's. */
+static bool fenced(struct ycsb *y, int rc)
+{
+	return y->mgr && (rc == -LOCO_EFENCED || loco_self_fenced(y->mgr));
+}
+
 int main(int argc, char **argv)
 {
 	if (bench_wants_help(argc, argv)) {
@@ -598,19 +626,25 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	y->mgr = ln.mgr;
+	y->arena_bytes = ln.arena_bytes;
 	rc = parse(&y->o, argc, argv);
 	if (!rc)
 		rc = setup(y);
 	if (!rc) {
 		rc = run_all(y);
-		if (rc && rc != -EIO)
+		if (rc && rc != -EIO && !fenced(y, rc))
 			fprintf(stderr, "loco-ycsb: node %u: %s\n", y->self,
 				loco_strerror(rc));
 		int trc = teardown(y);
 		rc = rc ? rc : trc;
 	}
+	bool was_fenced = fenced(y, rc);
+	if (was_fenced)
+		fprintf(stderr, "loco-ycsb: node %u: fenced: another node took "
+			"over its work while it was silent (paused or slow past "
+			"a lease, a timeout or --dead-ms); it stops\n", y->self);
 	local_node_stop(&ln);
 	opts_fini(&y->o);
 	free(y);
-	return rc == 2 ? 2 : rc ? 1 : 0;
+	return was_fenced ? 3 : rc == 2 ? 2 : rc ? 1 : 0;
 }

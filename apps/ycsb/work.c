@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "apps/ycsb/ycsb.h"
+#include <loco/rtx/crash.h>
 #include <loco/history.h>
 #include <loco/wait.h>
 
@@ -425,6 +426,7 @@ static int load(struct ycsb_worker *w)
 	for (uint64_t k = w->client; rc >= 0 && k < y->o.keys; k += y->clients) {
 		rc = ycsb_call(w, K_INSERT, k, value_next(w), NULL);
 		w->n[X_LOADED] += !rc;
+		loco_crash_point("ycsb.load");
 	}
 	w->loading = false;
 	return rc < 0 ? rc : 0;

@@ -123,6 +123,7 @@ struct ycsb_worker {
 struct ycsb {
 	struct ycsb_opts o;
 	struct loco_mgr *mgr;
+	uint64_t arena_bytes;       /* this node's arena (local_node) */
 	struct ycsb_index *ix;
 	struct cl_run run;
 	struct zipf zipf;           /* keys 0..keys-1 */
@@ -147,6 +148,12 @@ struct ycsb_ctl;
  * node (named on stderr). */
 int ycsb_ctl_open(struct ycsb *y);
 void ycsb_ctl_close(struct ycsb *y);
+/* Say hello to every other member now, so that this node knows each
+ * one's incarnation: a member found silent later is fenced by it
+ * (loco_fence_node asks a member it never met, which a paused or dead
+ * one cannot answer). A member not met within --dead-ms is left; it is
+ * waited for at the phases. */
+void ycsb_ctl_meet(struct ycsb *y);
 /* Reach PHASE (after a global fence, as a barrier arrival), then wait
  * until every other member reached it or is dead (no heartbeat for
  * --dead-ms; it joins y->dead). 0, -ETIMEDOUT or an op error. */

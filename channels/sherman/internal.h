@@ -43,6 +43,7 @@
 #define SH_STRIPES 256           /* mutexes of the local lock table */
 #define SH_SEQ_OFF 0
 #define SH_REPAIR_EVERY 64        /* torn reads before a reader repairs */
+#define SH_FENCE_MS_MIN 50        /* shortest wait for a holder's fence */
 #define SH_PREFETCH 10            /* leaves a scan reads in one batch */
 /* A waiter for a global lock held by another node (lock.c's
  * lock_backoff): waits from one round trip doubling to 2^SHIFT of them;

@@ -27,16 +27,19 @@
  * next local holder reads them on its own QP. The QP places them in
  * order, so a released lock means a complete write.
  *
- * Crashes: a lock whose lease is over is stolen (CAS old -> ours); the
- * thief reads the holder's redo record and, if it was written under the
- * stolen word, writes its bytes again (with its own redo record first):
- * a write-back torn by its writer's death is completed, and a seq left
+ * Crashes and stalls: a lock whose lease is over only suspects its
+ * holder, which may be paused rather than dead. The thief first fences
+ * the holder's node (loco_fence_node: from then on no memory node
+ * executes another op of that incarnation, so neither its posted
+ * write-back nor a later one lands), then steals the word (CAS old ->
+ * ours); a holder that cannot be fenced is waited for. The thief reads
+ * the holder's redo record and, if it was written under the stolen word,
+ * writes its bytes again (with its own redo record first): a write-back
+ * cut short by its writer's death or fence is completed, and a seq left
  * odd made even. Since the redo record precedes the bytes on one QP, a
  * record that is not complete means nothing after it was placed. A live
  * holder renews its lease before a write-back when less than half of it
- * is left (sh_lock_keep): stealing needs a lease over, so its posted
- * write-back lands long before (the assumption, as rTX's, is that a
- * posted batch is placed within half a lease). */
+ * is left (sh_lock_keep), so a running holder is rarely fenced. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -101,6 +104,49 @@ static uint64_t new_word(struct loco_sherman_worker *w)
 static bool expired(const struct loco_sherman *t, uint64_t word)
 {
 	return loco_lllock_expired(word, sh_now_ms(t));
+}
+
+/* Before anyone acts for the holder of the expired word WORD (steals it,
+ * completes its write-back): fence the holder's node, so that nothing it
+ * posted, or posts when it runs again, lands after us. A lease over only
+ * suspects the holder: it may be paused, not dead (docs/sherman.md,
+ * "Lock leases, dead writers"). The holder's node is its slot's
+ * (slot = node * threads_per_node + thread). A word of this process's
+ * own slots needs no fence (one cannot fence oneself): with the local
+ * lock table only the entry's holder takes the global word, so such a
+ * word was left by a thread of ours that gave it up, or by an earlier
+ * incarnation of this node id, which is gone; without it (no_hocl) the
+ * threads of one process rely on the lease among themselves. Returns 0
+ * (fenced, a transport that cannot fence, or a holder outside the
+ * cluster: act), or -ETIMEDOUT or another error (not fenced: do not act,
+ * wait and try again later). */
+static int fence_holder(struct loco_sherman_worker *w, uint64_t word)
+{
+	struct loco_sherman *t = w->t;
+	uint32_t node = loco_lllock_owner(word) / t->o.threads_per_node;
+	if (node == loco_mgr_id(t->base.mgr) ||
+	    (t->o.unsafe & LOCO_SHERMAN_UNSAFE_NO_FENCE))
+		return 0;
+	int ms = t->o.lease_ms < SH_FENCE_MS_MIN ? SH_FENCE_MS_MIN :
+		 (int)t->o.lease_ms;
+	int rc = loco_fence_node(t->base.mgr, node, ms);
+	if (rc == -EOPNOTSUPP)
+		/* A transport that cannot fence: the lease is all there is
+		 * (docs/ordering.md, "Fencing"; docs/sherman.md). */
+		return 0;
+	if (rc == -EINVAL)
+		/* Not a node of this cluster's hosts file (the word is older
+		 * than the cluster): no process of it can reach our memory. */
+		return 0;
+	if (rc) {
+		SH_INC(w, fence_waits);
+		loco_warn(t->base.name, "slot %u: holder %u of an expired lock "
+			  "(node %u) not fenced: %s; waiting", w->slot,
+			  loco_lllock_owner(word), node, loco_strerror(rc));
+		return rc;
+	}
+	SH_INC(w, fences);
+	return 0;
 }
 
 /* ---- writes ---------------------------------------------------------------- */
@@ -297,14 +343,17 @@ static int locked_image(struct loco_sherman_worker *w, struct sh_held *h,
 	return rc ? rc : sh_wait(w, &ack);
 }
 
-/* Take the expired word OLD of H over: CAS OLD -> MINE; on success
- * complete what its holder left (redo) and read node A. *WON: whether the
- * CAS won. */
+/* Take the expired word OLD of H over: fence its holder, CAS OLD ->
+ * MINE; on success complete what its holder left (redo) and read node A.
+ * *WON: whether the CAS won (false too when the holder is not fenced). */
 static int steal(struct loco_sherman_worker *w, struct sh_held *h,
 		 uint64_t old, uint64_t mine, loco_raddr_t a, void *img,
 		 bool *won)
 {
 	uint64_t got = 0;
+	*won = false;
+	if (fence_holder(w, old))
+		return 0;   /* not fenced: wait for it like a held lock */
 	int rc = loco_cas(w->thr, locks_of(w->t, h), (uint64_t)h->idx * 8, old,
 			  mine, &got);
 	*won = !rc && got == old;
@@ -649,7 +698,7 @@ static int settle_one(struct loco_sherman_worker *w, uint32_t pi, uint32_t idx,
 	for (;;) {
 		if (!loco_lllock_is_locked(word))
 			return 0;
-		if (expired(t, word)) {
+		if (expired(t, word) && !fence_holder(w, word)) {
 			uint64_t mine = new_word(w), got = 0;
 			int rc = loco_cas(w->thr, &t->part[pi].locks,
 					  (uint64_t)idx * 8, word, mine, &got);

@@ -73,6 +73,9 @@
 #define LOCO_SHERMAN_UNSAFE_NO_PERSIST 0x4u /* on durable memory nodes,
 					     * plain mode write-backs are
 					     * released unpersisted */
+#define LOCO_SHERMAN_UNSAFE_NO_FENCE 0x8u /* plain mode steals an expired
+					   * lock without fencing its
+					   * holder */
 
 struct loco_sherman;
 struct loco_sherman_worker;
@@ -101,7 +104,7 @@ struct loco_sherman_opts {
 	uint32_t cache_mib;         /* index cache of this process (default
 				     * 16; ~0u: none) */
 	uint32_t threads_per_node;  /* thread slots per compute node (8) */
-	uint32_t lease_ms;          /* plain mode lock lease (default 100;
+	uint32_t lease_ms;          /* plain mode lock lease (default 1000;
 				     * see docs/sherman.md, "Leases") */
 	uint32_t handover_max;      /* consecutive local handovers (default 4;
 				     * ~0u: none) */
@@ -130,6 +133,8 @@ struct loco_sherman_stats {
 	uint64_t lost_locks;       /* our locks taken over while we held them
 				    * (a holder slower than its lease) */
 	uint64_t redos;            /* redo records applied after a steal */
+	uint64_t fences;           /* holders of expired locks fenced */
+	uint64_t fence_waits;      /* ... that could not be fenced (yet) */
 	uint64_t rtx_retries;      /* rtx mode: aborted attempts */
 	uint64_t rtx_repairs;      /* rtx mode: its workers' rTX repairs */
 };

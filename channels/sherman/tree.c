@@ -49,7 +49,7 @@ static void opts_defaults(struct loco_sherman_opts *o)
 	if (!o->threads_per_node)
 		o->threads_per_node = 8;
 	if (!o->lease_ms)
-		o->lease_ms = 100;
+		o->lease_ms = 1000;
 	if (!o->handover_max)
 		o->handover_max = 4;
 }
@@ -72,7 +72,8 @@ static int opts_check(const struct loco_sherman_opts *o)
 		bad = "lease_ms (2..60000)";
 	else if (o->unsafe & ~(LOCO_SHERMAN_UNSAFE_NO_CHECK |
 			       LOCO_SHERMAN_UNSAFE_NO_SCAN_CHECK |
-			       LOCO_SHERMAN_UNSAFE_NO_PERSIST))
+			       LOCO_SHERMAN_UNSAFE_NO_PERSIST |
+			       LOCO_SHERMAN_UNSAFE_NO_FENCE))
 		bad = "unsafe";
 	if (bad)
 		loco_err("sherman", "bad option: %s", bad);
@@ -203,9 +204,15 @@ static uint64_t realtime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The lease clock: CLOCK_REALTIME (comparable across hosts up to their
+ * drift, which lease_ms must exceed) moved by this node's lease clock
+ * skew, loco_lease_now_ns's offset from CLOCK_MONOTONIC
+ * (LOCO_CLOCK_SKEW_MS, loco-run --clock-skew). */
 uint64_t sh_now_ms(const struct loco_sherman *t)
 {
-	return realtime_ms() - t->epoch_ms;
+	int64_t skew_ms = ((int64_t)loco_lease_now_ns() -
+			   (int64_t)loco_now_ns()) / 1000000;
+	return (uint64_t)((int64_t)realtime_ms() + skew_ms) - t->epoch_ms;
 }
 
 /* First creator: CAS the configuration hash and the epoch in; everyone

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <loco/error.h>
@@ -21,16 +24,23 @@
 #define DIMG_MAGIC UINT64_C(0x676d692d6f636f6c) /* "loco-img" */
 #define DIMG_VERSION 1
 #define DIMG_SYNC_MASK 3u
+#define DIMG_DIRECT 4u            /* flags: the owner's arena is the image */
+#define MIRROR_JOINING (UINT32_C(1) << 31) /* mirror word: copy in progress */
 #define ALIVE_LEN 8
+#define GC_MAGIC UINT64_C(0x636e79732d6f636f) /* "oco-sync" */
+/* A group-commit waiter whose sync has not finished after this long
+ * (its syncer paused, or a very slow disk) syncs by itself. */
+#define GC_WAIT_NS UINT64_C(200000000)
+#define GC_NAP_NS 1000000
 
 struct dimg_hdr {
 	uint64_t magic;
 	uint32_t version, flags;
 	uint64_t len;
 	uint64_t image_id;
-	uint64_t epoch;
-	_Atomic uint32_t mirror;   /* node id + 1, 0: none */
-	uint32_t taken_by;         /* node id + 1, 0: none */
+	_Atomic uint64_t epoch;
+	_Atomic uint32_t mirror;   /* node id + 1 (| MIRROR_JOINING), 0: none */
+	_Atomic uint32_t taken_by; /* node id + 1, 0: none */
 	uint64_t mirror_epoch;
 	uint64_t mirror_gen;
 };
@@ -46,6 +56,8 @@ struct dimg_mirror {
 	char path[LOCO_PATH_MAX];   /* the image's real path */
 	struct loco_dimg img;       /* the mirror's image (fd -1: none) */
 	uint64_t gen;               /* the header's mirror_gen at its attach */
+	int gc_fd;                  /* "<image>.sync" (-1: not mapped) */
+	struct loco_dimg_gc *gc;
 };
 
 int loco_dsync_from_env(void)
@@ -103,6 +115,7 @@ static int mx_new(struct loco_dimg *d, const char *path)
 	pthread_mutex_init(&mx->lock, NULL);
 	pthread_mutex_init(&mx->flush, NULL);
 	mx->img.fd = -1;
+	mx->gc_fd = -1;
 	d->mx = mx;
 	return 0;
 }
@@ -116,17 +129,190 @@ static int map_file(int fd, uint64_t len, uint8_t **out)
 	return 0;
 }
 
-/* Sync [OFF, OFF+LEN) of D's image by MODE. */
-static int dimg_sync(const struct loco_dimg *d, int mode, uint64_t off,
-		     uint64_t len)
+/* fsync the directory holding PATH (a rename there must last). */
+static int dir_sync(const char *path)
+{
+	char dir[LOCO_PATH_MAX + 24];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* ---- group commit ------------------------------------------------------ */
+
+static void gc_path(const struct loco_dimg *d, char *out, size_t len)
+{
+	snprintf(out, len, "%s.sync", d->mx->path);
+}
+
+static int gc_map(struct loco_dimg *d, int fd)
+{
+	void *p = mmap(NULL, sizeof(struct loco_dimg_gc), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	d->mx->gc_fd = fd;
+	d->mx->gc = p;
+	return 0;
+}
+
+/* The owner's start (start lock held): a fresh state for D's epoch, a
+ * new file renamed over the last one, so flushers of an earlier
+ * incarnation keep theirs and never mark this one's tickets synced. */
+static int gc_create(struct loco_dimg *d)
+{
+	char path[LOCO_PATH_MAX + 16], tmp[LOCO_PATH_MAX + 24];
+	gc_path(d, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	unlink(tmp);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	struct loco_dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch };
+	int rc = pwrite(fd, &g, sizeof(g), 0) == (ssize_t)sizeof(g) ? 0 :
+		 errno ? -errno : -EIO;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		unlink(tmp);
+		return rc;
+	}
+	return gc_map(d, fd);
+}
+
+/* A flusher's handle: the state of D's incarnation (-ESTALE: another). */
+static int gc_attach(struct loco_dimg *d)
+{
+	char path[LOCO_PATH_MAX + 16];
+	struct stat st;
+	gc_path(d, path, sizeof(path));
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESTALE : -errno;
+	if (fstat(fd, &st) || (uint64_t)st.st_size < sizeof(struct loco_dimg_gc)) {
+		close(fd);
+		return -ESTALE;
+	}
+	int rc = gc_map(d, fd);
+	if (!rc && (d->mx->gc->magic != GC_MAGIC || d->mx->gc->epoch != d->epoch))
+		rc = -ESTALE;
+	return rc;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Sync D's image: publish the ticket count read before it as started
+ * and, once it completed, as done. */
+static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
+{
+	/* seq_cst: a ticket taken before this load belongs to a FLUSH whose
+	 * bytes were in the page cache before it (group_sync), so the sync
+	 * below writes them. */
+	uint64_t upto = atomic_load(&g->req);
+	uint64_t cur = atomic_load_explicit(&g->started, memory_order_relaxed);
+	/* Relaxed: a waiter that trusts it waits for done (acquire), and
+	 * syncs by itself if that never comes. */
+	while (cur < upto &&
+	       !atomic_compare_exchange_weak_explicit(&g->started, &cur, upto,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	if (fdatasync(d->fd))
+		return -errno;
+	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
+	cur = atomic_load_explicit(&g->done, memory_order_relaxed);
+	/* Release: pairs with group_sync's acquire: a waiter that sees its
+	 * ticket covered returns after this sync completed. */
+	while (cur < upto &&
+	       !atomic_compare_exchange_weak_explicit(&g->done, &cur, upto,
+						      memory_order_release,
+						      memory_order_relaxed))
+		;
+	/* Release: pairs with the waiters' acquire of the word. */
+	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
+	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	return 0;
+}
+
+/* fdatasync by group commit: returns once a sync that began after this
+ * FLUSH's bytes reached the page cache has completed. A sync in flight
+ * that began after its ticket covers it: it waits for that one (futex
+ * naps of 1 ms: a syncer that dies wakes nobody; after the handle's wait
+ * it syncs by itself). Otherwise it syncs now, beside any sync in flight:
+ * the kernel merges concurrent fdatasyncs of a file (one journal commit
+ * and device flush serve those that arrive while one runs), which
+ * serializing them here would lose (docs/durability.md measures both). */
+static int group_sync(struct loco_dimg *d)
+{
+	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
+	if (!g)
+		return fdatasync(d->fd) ? -errno : 0;
+	/* seq_cst: after the FLUSH's bytes were placed in the image (the
+	 * copy's stores, or flush_direct's fence after the writers'), before
+	 * a syncer's read of the count. */
+	uint64_t t = atomic_fetch_add(&g->req, 1) + 1;
+	uint64_t start = mono_ns();
+	uint64_t wait = d->group_wait_ns ? d->group_wait_ns : GC_WAIT_NS;
+	for (;;) {
+		/* Acquire: pairs with gc_sync's bump; read before done, so
+		 * a sync that ends after the check changes it (no sleep). */
+		uint32_t seen = atomic_load_explicit(&g->wake,
+						     memory_order_acquire);
+		/* Acquire: pairs with gc_sync's release. */
+		if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
+			return 0;
+		/* Relaxed: a hint; done decides. */
+		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t ||
+		    mono_ns() - start > wait)
+			return gc_sync(d, g);
+		struct timespec nap = { 0, GC_NAP_NS };
+		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
+	}
+}
+
+int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
+			   uint64_t *syncs)
+{
+	const struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
+	if (!g)
+		return -ENOENT;
+	/* Relaxed: counters read for a report. */
+	*tickets = atomic_load_explicit(&g->req, memory_order_relaxed);
+	*syncs = atomic_load_explicit(&g->syncs, memory_order_relaxed);
+	return 0;
+}
+
+/* Make the N ranges R of D's image reach stable storage by MODE. */
+static int dimg_sync(struct loco_dimg *d, int mode, const struct loco_drange *r,
+		     unsigned n)
 {
 	if (mode == LOCO_DSYNC_NONE)
 		return 0;
 	if (mode == LOCO_DSYNC_FDATASYNC)
-		return fdatasync(d->fd) ? -errno : 0;
+		return group_sync(d);
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t lo = off & ~(page - 1);
-	return msync(d->map + lo, off + len - lo, MS_SYNC) ? -errno : 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t lo = r[i].off & ~(page - 1);
+		if (msync(d->map + lo, r[i].off + r[i].len - lo, MS_SYNC))
+			return -errno;
+	}
+	return 0;
 }
 
 /* A fresh header: identity ID, epoch 0 (bumped by the caller). */
@@ -169,6 +355,14 @@ static int hdr_check(const struct loco_dimg *d, const char *path, uint64_t len,
 	return 0;
 }
 
+/* Whether PATH still names FD's file (a renewing start replaces it). */
+static bool still_named(int fd, const char *path)
+{
+	struct stat a, b;
+	return !fstat(fd, &a) && !stat(path, &b) && a.st_ino == b.st_ino &&
+	       a.st_dev == b.st_dev;
+}
+
 /* Open or create the image file and take the liveness and start locks. */
 static int own_open(const char *path, uint64_t len, bool *fresh, int *fdp)
 {
@@ -181,6 +375,8 @@ static int own_open(const char *path, uint64_t len, bool *fresh, int *fdp)
 		loco_err("durable", "%s is served by another running node", path);
 	if (!rc)
 		rc = ofd_lock(fd, F_WRLCK, LOCO_DIMG_HDR, len - LOCO_DIMG_HDR, true);
+	if (!rc && !still_named(fd, path))
+		rc = -EAGAIN; /* a start renewed the file under us: it serves */
 	*fresh = !rc && st.st_size == 0;
 	if (!rc && *fresh && ftruncate(fd, (off_t)len))
 		rc = -errno;
@@ -198,8 +394,57 @@ static int own_open(const char *path, uint64_t len, bool *fresh, int *fdp)
 	return 0;
 }
 
-int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
-		  struct loco_dimg *out)
+/* Retire the image D holds (the earlier incarnation's, start lock held)
+ * and move its contents to a new file renamed over it at PATH, whose
+ * header gets epoch EPOCH: a mapping of the earlier incarnation never
+ * reaches the new one. D then holds the new file, locked as the old. */
+static int own_renew(struct loco_dimg *d, const char *path, uint64_t epoch,
+		     int sync)
+{
+	char tmp[LOCO_PATH_MAX + 24];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	/* seq_cst, then the fence: the old incarnation's direct FLUSHes
+	 * either see the epoch move (and fail) or placed their bytes before
+	 * the copy below reads them (flush_direct's fence). */
+	atomic_store(&hdr_of(d)->epoch, epoch);
+	atomic_thread_fence(memory_order_seq_cst);
+	unlink(tmp);
+	struct loco_dimg n = { .fd = open(tmp, O_RDWR | O_CREAT | O_EXCL |
+					  O_CLOEXEC | O_NOFOLLOW, 0600),
+			       .len = d->len };
+	int rc = n.fd < 0 ? -errno : ftruncate(n.fd, (off_t)d->len) ? -errno : 0;
+	if (!rc)
+		rc = ofd_lock(n.fd, F_WRLCK, 0, ALIVE_LEN, false);
+	if (!rc)
+		rc = ofd_lock(n.fd, F_WRLCK, LOCO_DIMG_HDR,
+			      d->len - LOCO_DIMG_HDR, false);
+	if (!rc)
+		rc = map_file(n.fd, d->len, &n.map);
+	if (!rc) {
+		memcpy(n.map, d->map, LOCO_DIMG_HDR);
+		rc = loco_dimg_load(d->fd, d->len, n.map);
+	}
+	if (!rc && sync != LOCO_DSYNC_NONE && fdatasync(n.fd))
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (!rc && sync != LOCO_DSYNC_NONE)
+		rc = dir_sync(path);
+	if (rc) {
+		if (n.fd >= 0)
+			unlink(tmp);
+		loco_dimg_close(&n);
+		return rc;
+	}
+	munmap(d->map, d->len);
+	close(d->fd);
+	d->fd = n.fd;
+	d->map = n.map;
+	return 0;
+}
+
+int loco_dimg_own(const char *dir, uint64_t len, int sync, unsigned how,
+		  uint64_t image_id, struct loco_dimg *out)
 {
 	char path[LOCO_PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/%s", dir, LOCO_DIMG_NAME);
@@ -220,15 +465,26 @@ int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
 	if (!rc)
 		rc = fresh ? hdr_create(&d, len, image_id) :
 		     hdr_check(&d, path, len, image_id);
+	/* Relaxed: under the start lock, which every epoch writer holds. */
+	uint64_t epoch = rc ? 0 : atomic_load_explicit(&hdr_of(&d)->epoch,
+						       memory_order_relaxed) + 1;
+	if (!rc && !fresh && (how & LOCO_DIMG_RENEW))
+		rc = own_renew(&d, path, epoch, sync);
 	if (!rc) {
 		struct dimg_hdr *h = hdr_of(&d);
-		h->epoch++;
-		h->flags = (uint32_t)sync & DIMG_SYNC_MASK;
+		/* Relaxed: under the start lock; flushers attach after the
+		 * hello, which follows. */
+		atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);
+		d.direct = how & LOCO_DIMG_DIRECT;
+		h->flags = ((uint32_t)sync & DIMG_SYNC_MASK) |
+			   (d.direct ? DIMG_DIRECT : 0);
 		d.image_id = h->image_id;
-		d.epoch = h->epoch;
+		d.epoch = epoch;
 		/* The epoch reaches the disk before anyone flushes for it. */
 		rc = msync(d.map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
 	}
+	if (!rc)
+		rc = gc_create(&d);
 	if (rc) {
 		if (rc != -EBUSY && rc != -LOCO_EMISMATCH &&
 		    rc != -LOCO_EPROTO && rc != -ESTALE)
@@ -260,7 +516,7 @@ int loco_dimg_arena_open(const struct loco_tp_config *cfg, const char *who,
 		return -EOPNOTSUPP;
 	}
 	int rc = loco_dimg_own(cfg->durable_dir, cfg->arena_bytes, cfg->dsync,
-			       cfg->image_id, out);
+			       LOCO_DIMG_DIRECT, cfg->image_id, out);
 	if (rc)
 		return rc;  /* *OUT untouched */
 	rc = loco_dimg_ready(out);
@@ -286,9 +542,13 @@ int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
 	if (!rc && (hdr_of(&d)->magic != DIMG_MAGIC ||
 		    (image_id && hdr_of(&d)->image_id != image_id)))
 		rc = -LOCO_EPROTO;
-	/* Relaxed enough: the owner published the epoch before its hello. */
-	if (!rc && hdr_of(&d)->epoch != epoch)
+	/* Relaxed: the owner published the epoch before its hello. */
+	if (!rc && atomic_load_explicit(&hdr_of(&d)->epoch,
+					memory_order_relaxed) != epoch)
 		rc = -ESTALE;
+	if (!rc)
+		rc = gc_attach(&d);
+	d.direct = !rc && (hdr_of(&d)->flags & DIMG_DIRECT);
 	if (rc) {
 		loco_dimg_close(&d);
 		return rc;
@@ -320,7 +580,11 @@ static int flush_allowed(const struct loco_dimg *d, bool own)
 		if (alive <= 0)
 			return alive < 0 ? alive : -LOCO_EDOWN;
 	}
-	return hdr_of(d)->epoch == d->epoch && !hdr_of(d)->taken_by ? 0 :
+	/* Relaxed: under the span lock, which the writers of both hold
+	 * (their start lock). */
+	const struct dimg_hdr *h = hdr_of(d);
+	return atomic_load_explicit(&h->epoch, memory_order_relaxed) == d->epoch &&
+	       !atomic_load_explicit(&h->taken_by, memory_order_relaxed) ? 0 :
 	       -LOCO_EDOWN;
 }
 
@@ -376,8 +640,8 @@ static void mirror_copy(struct loco_dimg *d, const struct loco_drange *r,
 	for (unsigned i = 0; !rc && i < n; i++)
 		memcpy(mx->img.map + r[i].off, d->map + r[i].off, r[i].len);
 	int mode = rc ? 0 : (int)(hdr_of(&mx->img)->flags & DIMG_SYNC_MASK);
-	for (unsigned i = 0; !rc && i < n; i++)
-		rc = dimg_sync(&mx->img, mode, r[i].off, r[i].len);
+	if (!rc)
+		rc = dimg_sync(&mx->img, mode, r, n);
 	pthread_mutex_unlock(&mx->lock);
 	/* seq_cst: one of the racing flushers drops it, once. */
 	if (rc && atomic_compare_exchange_strong(&h->mirror, &m, 0))
@@ -413,23 +677,32 @@ int loco_dimg_mirror_add(struct loco_dimg *own, struct loco_dimg *m,
 	int rc = ofd_lock(own->fd, F_WRLCK, LOCO_DIMG_HDR, span, true);
 	if (rc)
 		return rc;
+	struct dimg_hdr *h = hdr_of(own);
 	if (fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      LOCO_DIMG_HDR, (off_t)span))
 		rc = -errno;
 	if (!rc)
-		rc = loco_dimg_load(own->fd, own->len, m->map);
-	if (!rc && fdatasync(m->fd))
-		rc = -errno;
-	if (!rc)
 		rc = side_write(own, m->mx->path);
 	if (!rc) {
-		struct dimg_hdr *h = hdr_of(own);
-		h->mirror_epoch = hdr_of(m)->epoch;
+		/* Relaxed: the mirror published it before its join request. */
+		h->mirror_epoch = atomic_load_explicit(&hdr_of(m)->epoch,
+						       memory_order_relaxed);
 		h->mirror_gen++;
-		/* Release: pairs with mirror_copy's acquire. */
-		atomic_store_explicit(&h->mirror, node + 1, memory_order_release);
-		rc = msync(own->map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
+		/* seq_cst, then the fence: named (joining, so no take-over
+		 * yet) before the copy reads the image. A direct FLUSH whose
+		 * check missed the name placed its bytes before it
+		 * (flush_direct's fence): the copy has them; one that sees
+		 * it copies under the span lock, which waits for this join. */
+		atomic_store(&h->mirror, (node + 1) | MIRROR_JOINING);
+		atomic_thread_fence(memory_order_seq_cst);
+		rc = loco_dimg_load(own->fd, own->len, m->map);
 	}
+	if (!rc && fdatasync(m->fd))
+		rc = -errno;
+	/* Release: pairs with mirror_copy's acquire (none on failure). */
+	atomic_store_explicit(&h->mirror, rc ? 0 : node + 1, memory_order_release);
+	if (!rc)
+		rc = msync(own->map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
 	int urc = ofd_lock(own->fd, F_UNLCK, LOCO_DIMG_HDR, span, false);
 	return rc ? rc : urc;
 }
@@ -451,22 +724,47 @@ int loco_dimg_take_over(struct loco_dimg *p, uint32_t me, uint64_t my_epoch)
 	if (rc)
 		return rc;
 	struct dimg_hdr *h = hdr_of(p);
-	int alive = h->taken_by == me + 1 ? 0 : owner_alive(p->fd);
-	/* Relaxed: FLUSHes, which write it, are excluded by the lock. */
+	/* Relaxed: FLUSHes, which write them, are excluded by the lock. */
+	uint32_t taken = atomic_load_explicit(&h->taken_by, memory_order_relaxed);
+	int alive = taken == me + 1 ? 0 : owner_alive(p->fd);
 	uint32_t m = atomic_load_explicit(&h->mirror, memory_order_relaxed);
-	if (h->taken_by == me + 1)
+	if (taken == me + 1)
 		rc = 0;
 	else if (alive)
 		rc = alive < 0 ? alive : -EBUSY;
 	else if (m != me + 1 || h->mirror_epoch != my_epoch)
 		rc = -ESTALE;
 	else {
-		h->taken_by = me + 1;
-		atomic_store_explicit(&h->mirror, 0, memory_order_relaxed);
+		atomic_store_explicit(&h->taken_by, me + 1, memory_order_relaxed);
+		/* Release: pairs with flush_direct's acquire: a FLUSH that
+		 * sees no mirror any more sees the image taken. */
+		atomic_store_explicit(&h->mirror, 0, memory_order_release);
 		rc = msync(p->map, LOCO_DIMG_HDR, MS_SYNC) ? -errno : 0;
 	}
 	int urc = ofd_lock(p->fd, F_UNLCK, LOCO_DIMG_HDR, span, false);
 	return rc ? rc : urc;
+}
+
+/* A FLUSH of a direct image (the owner's arena is the image: the bytes
+ * are there already): 0 if D's incarnation still serves it, -LOCO_EDOWN
+ * if not, -EAGAIN if a mirror must get a copy (flush_copy). No lock: a
+ * dead owner loses nothing that is in the image (no power cut), and a
+ * restart retires the epoch before it moves the image (own_renew). */
+static int flush_direct(const struct loco_dimg *d)
+{
+	const struct dimg_hdr *h = hdr_of(d);
+	/* seq_cst: the flushed bytes, stored before, against a restart's
+	 * epoch move and a join's naming of a mirror, each followed by a
+	 * fence and a copy of the image: either this check sees the move,
+	 * or that copy sees the bytes. */
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Acquire: pairs with take-over's release (then the image is taken). */
+	if (atomic_load_explicit(&h->mirror, memory_order_acquire))
+		return -EAGAIN;
+	/* Relaxed: ordered by the fence and the acquire above. */
+	return atomic_load_explicit(&h->epoch, memory_order_relaxed) == d->epoch &&
+	       !atomic_load_explicit(&h->taken_by, memory_order_relaxed) ? 0 :
+	       -LOCO_EDOWN;
 }
 
 /* Copy D's ranges R[0..N) (span [LO, HI)) from SRC into the image and its
@@ -479,7 +777,7 @@ static int flush_copy(struct loco_dimg *d, const uint8_t *src,
 	if (rc)
 		return rc;
 	rc = flush_allowed(d, d->own);
-	for (unsigned i = 0; !rc && src != d->map && i < n; i++)
+	for (unsigned i = 0; !rc && !d->direct && i < n; i++)
 		/* Acquire loads of the live bytes (writers race with us);
 		 * the image side is ours under the locks. */
 		loco_tp_copy_in(d->map + r[i].off, src + r[i].off,
@@ -497,15 +795,16 @@ int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 	span_of(r, n, &lo, &hi);
 	if (!n || lo < LOCO_DIMG_HDR || hi > d->len)
 		return n ? -EINVAL : 0;
-	if (d->mx)
-		pthread_mutex_lock(&d->mx->flush);
-	int rc = flush_copy(d, src, r, n, lo, hi);
-	if (d->mx)
-		pthread_mutex_unlock(&d->mx->flush);
+	int rc = d->direct ? flush_direct(d) : -EAGAIN;
+	if (rc == -EAGAIN) {
+		if (d->mx)
+			pthread_mutex_lock(&d->mx->flush);
+		rc = flush_copy(d, src, r, n, lo, hi);
+		if (d->mx)
+			pthread_mutex_unlock(&d->mx->flush);
+	}
 	int mode = (int)(hdr_of(d)->flags & DIMG_SYNC_MASK);
-	for (unsigned i = 0; !rc && i < n; i++)
-		rc = dimg_sync(d, mode, r[i].off, r[i].len);
-	return rc;
+	return rc ? rc : dimg_sync(d, mode, r, n);
 }
 
 int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
@@ -533,8 +832,17 @@ int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
 
 void loco_dimg_close(struct loco_dimg *d)
 {
+	uint64_t tickets, syncs;
+	if (d->own && !loco_dimg_group_counts(d, &tickets, &syncs) && tickets)
+		loco_info("durable", "%s: group commit: %llu FLUSHes synced by "
+			  "%llu fdatasyncs", d->mx->path,
+			  (unsigned long long)tickets, (unsigned long long)syncs);
 	if (d->mx) {
 		loco_dimg_close(&d->mx->img);
+		if (d->mx->gc)
+			munmap(d->mx->gc, sizeof(*d->mx->gc));
+		if (d->mx->gc_fd >= 0)
+			close(d->mx->gc_fd);
 		pthread_mutex_destroy(&d->mx->lock);
 		pthread_mutex_destroy(&d->mx->flush);
 		free(d->mx);

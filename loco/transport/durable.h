@@ -35,10 +35,23 @@
  *  - a FLUSH takes a write lock on the span it copies, checks the owner
  *    is alive and the epoch is the one its writes went to, copies, and
  *    unlocks: copies of overlapping ranges are totally ordered, so a copy
- *    that read older bytes can never land over a newer one. */
+ *    that read older bytes can never land over a newer one.
+ *
+ * Direct images (LOCO_DIMG_DIRECT, the header's flags): the owner's arena
+ * is the image's mapping itself (shm without --power-cut, verbs, ucx), so
+ * a FLUSH copies nothing and takes no lock: it checks the epoch and that
+ * no mirror is named (else it copies into the mirror as above), then
+ * syncs. With LOCO_DIMG_RENEW a start moves an existing image to a new
+ * file (the earlier incarnation's mappings keep the old one).
+ *
+ * Syncs: fdatasync mode syncs by group commit (struct loco_dimg_gc): a
+ * FLUSH waits for a sync in flight that began after its bytes were in the
+ * image, or runs one at once beside the others (the kernel merges
+ * concurrent fdatasyncs of a file). */
 #ifndef LOCO_TRANSPORT_DURABLE_H
 #define LOCO_TRANSPORT_DURABLE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -67,7 +80,27 @@ struct loco_dimg {
 	uint64_t image_id;
 	uint64_t epoch;           /* the incarnation this handle belongs to */
 	bool own;                 /* the owner's handle (loco_dimg_own) */
+	bool direct;              /* the owner's arena is the image */
+	uint64_t group_wait_ns;   /* a group-commit waiter syncs by itself after
+				   * this long without the leader's sync (0:
+				   * 200 ms) */
 	struct dimg_mirror *mx;   /* its path and its mirror, as flushed */
+};
+
+/* Group commit (fdatasync mode): "<image>.sync", made anew by every
+ * start of the owner and mapped shared by every process that flushes into
+ * that incarnation. A FLUSH whose bytes are in the image takes a ticket
+ * (req); a sync reads req (started), runs fdatasync, and publishes what it
+ * read as done. A FLUSH returns once done covers its ticket. */
+struct loco_dimg_gc {
+	uint64_t magic;
+	uint64_t epoch;          /* the owner's incarnation it serves */
+	_Atomic uint64_t req;    /* tickets taken */
+	_Atomic uint64_t started; /* the most req a sync in flight or done read */
+	_Atomic uint64_t done;   /* every ticket <= done is synced */
+	_Atomic uint64_t syncs;  /* fdatasyncs run for tickets */
+	_Atomic uint32_t wake;   /* futex word: bumped when done moves */
+	uint32_t pad;
 };
 
 /* One range of a FLUSH. */
@@ -79,13 +112,18 @@ struct loco_drange {
  * with a warning for anything else; fdatasync when unset. */
 int loco_dsync_from_env(void);
 
+/* loco_dimg_own's HOW. */
+#define LOCO_DIMG_DIRECT 1u /* the arena is the image's mapping */
+#define LOCO_DIMG_RENEW 2u  /* move an existing image to a new file */
+
 /* Start as the owner of DIR/arena.img for an arena of LEN bytes: create it
  * (sparse, identity IMAGE_ID) or open it (the length and identity must
  * match: -LOCO_EMISMATCH), refuse if another process owns it (-EBUSY),
- * bump the epoch. On return the start lock is held: load the image, then
- * call loco_dimg_ready. Errors are logged with the path. */
-int loco_dimg_own(const char *dir, uint64_t len, int sync, uint64_t image_id,
-		  struct loco_dimg *out);
+ * bump the epoch (HOW: LOCO_DIMG_* flags). On return the start lock is
+ * held: load the image, then call loco_dimg_ready. Errors are logged with
+ * the path. */
+int loco_dimg_own(const char *dir, uint64_t len, int sync, unsigned how,
+		  uint64_t image_id, struct loco_dimg *out);
 /* End of the start: release the start lock, keep the liveness lock. */
 int loco_dimg_ready(struct loco_dimg *d);
 
@@ -105,11 +143,17 @@ int loco_dimg_attach(const char *path, uint64_t len, uint64_t image_id,
 		     uint64_t epoch, struct loco_dimg *out);
 
 /* FLUSH: copy the N ranges of SRC (the volatile layer, same offsets) into
- * the image if SRC is not the image itself, then sync them. Fails with
- * -LOCO_EDOWN, copying nothing, if the owner is dead or its epoch is no
- * longer D's. Ranges must lie in [LOCO_DIMG_HDR, len). */
+ * the image unless it is direct, then sync them. Fails with -LOCO_EDOWN,
+ * copying nothing, if the owner's epoch is no longer D's (or, not direct,
+ * the owner is dead). Ranges must lie in [LOCO_DIMG_HDR, len). */
 int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
 		    const struct loco_drange *r, unsigned n);
+
+/* Group commit's counters of D's incarnation: FLUSHes that asked for an
+ * fdatasync (TICKETS) and the fdatasyncs run for them (SYNCS); -ENOENT
+ * for a handle without the state. */
+int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
+			   uint64_t *syncs);
 
 /* Copy every allocated extent of the file FD (LEN bytes) into DST: the
  * load of a volatile layer from an image (or from a surviving layer). */

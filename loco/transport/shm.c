@@ -11,16 +11,25 @@
  * NVM); DIR/arena.img is the persistence domain. A FLUSH, executed by the
  * posting process as an RDMA NIC would execute it, copies its range from
  * the one into the other. A start loads the image into a fresh volatile
- * layer, or, after a death without --power-cut, keeps the layer the dead
- * incarnation left (a process crash does not lose memory); a clean stop
- * writes the whole layer back. */
+ * layer; a clean stop writes the whole layer back. That is the power-cut
+ * emulation (--power-cut): a kill loses what no FLUSH copied.
+ *
+ * Without --power-cut a process's death loses no memory, so there is no
+ * volatile layer: the arena is the image itself (direct, durable.h),
+ * which peers map through the link, and a FLUSH only syncs. A start
+ * moves the image to a new file (LOCO_DIMG_RENEW), so a peer still
+ * writing through its mapping of the dead incarnation never reaches the
+ * new one, as with a fresh volatile layer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +45,8 @@ struct shm_desc {
 	char file[56];
 	uint64_t image_id;   /* 0: the arena has no durable image */
 	uint64_t epoch;      /* the image's incarnation */
+	uint32_t direct;     /* the arena is the image (map it by its link) */
+	uint32_t pad;
 };
 _Static_assert(sizeof(struct shm_desc) <= LOCO_DESC_MAX, "desc fits");
 
@@ -176,12 +187,19 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 		unlink(tp->path); /* a stale file of an earlier run with this id */
 		return arena_map(tp->path, tp->len, true, &tp->arena, NULL);
 	}
-	int rc = loco_dimg_own(cfg->durable_dir, tp->len, cfg->dsync,
+	unsigned how = cfg->power_cut ? 0 : LOCO_DIMG_DIRECT | LOCO_DIMG_RENEW;
+	int rc = loco_dimg_own(cfg->durable_dir, tp->len, cfg->dsync, how,
 			       cfg->image_id, &tp->img);
 	if (rc)
 		return rc;
 	tp->durable = true;
-	rc = arena_load(cfg, tp);
+	tp->direct = !cfg->power_cut;
+	if (tp->direct) {
+		tp->arena = tp->img.map;
+		rc = arena_populate(tp->path, tp->arena, tp->len);
+	} else {
+		rc = arena_load(cfg, tp);
+	}
 	if (!rc)
 		rc = image_link(tp, cfg->durable_dir);
 	if (!rc)
@@ -196,16 +214,20 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 #define SHM_FENCE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
 #define FENCE_SPIN 256     /* busy-mark polls before yielding */
 
-/* Map the fence file at PATH; CREATE: this node's own (made if missing,
- * kept if there: a restart in the same run keeps its fences). */
+/* Map the fence file at PATH; CREATE: made if missing (by its node, or
+ * by a fencer that got there first), kept if there (a restart in the same
+ * run keeps its fences). Its first initialisation is under the file's
+ * lock (flock), which every recorder takes too. */
 static int fence_map(const char *path, bool create, struct shm_fence_file **out)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
 		      (create ? O_CREAT : 0), 0600);
 	if (fd < 0)
 		return -errno;
+	int rc = flock(fd, LOCK_EX) ? -errno : 0;
 	struct stat st;
-	int rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && fstat(fd, &st))
+		rc = -errno;
 	if (!rc && (uint64_t)st.st_size != sizeof(struct shm_fence_file))
 		rc = !create ? -LOCO_EPROTO :
 		     ftruncate(fd, sizeof(struct shm_fence_file)) ? -errno : 0;
@@ -213,22 +235,19 @@ static int fence_map(const char *path, bool create, struct shm_fence_file **out)
 					 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (!rc && p == MAP_FAILED)
 		rc = -errno;
-	close(fd);
-	if (rc)
-		return rc;
 	struct shm_fence_file *f = p;
-	if (create && f->magic != SHM_FENCE_MAGIC) {
+	if (!rc && create && f->magic != SHM_FENCE_MAGIC) {
 		memset(f, 0, sizeof(*f));
 		f->magic = SHM_FENCE_MAGIC;
 	}
+	/* Unlocked by hand: the mapping keeps the open file (and a lock on
+	 * it) alive after the close. */
+	flock(fd, LOCK_UN);
+	close(fd);
+	if (rc)
+		return rc;
 	*out = f;
 	return 0;
-}
-
-static void fence_path(const struct loco_tp *tp, uint32_t node, char *out,
-		       size_t len)
-{
-	snprintf(out, len, "%s/node%u.fence", tp->dir, node);
 }
 
 /* Whether this node's fence file records any fence. */
@@ -239,6 +258,63 @@ static bool fence_any(const struct shm_fence_file *f)
 		if (atomic_load_explicit(&f->node[i].line[0], memory_order_relaxed))
 			return true;
 	return false;
+}
+
+/* Process PID's start time (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 if it is gone or a zombie (a zombie has no mappings left). */
+static uint64_t proc_start(uint64_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	char state;
+	unsigned long long start;
+	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
+	    state == 'Z' || state == 'X')
+		return 0;
+	return start;
+}
+
+/* Whether the process recorded as FN's owner is gone. */
+static bool owner_gone(const struct shm_fence_node *fn)
+{
+	/* Relaxed: the owner changes only when a dead one is replaced. */
+	uint64_t pid = atomic_load_explicit(&fn->owner_pid, memory_order_relaxed);
+	uint64_t start = atomic_load_explicit(&fn->owner_start, memory_order_relaxed);
+	return pid && proc_start(pid) != start;
+}
+
+/* This process executes for its node at FN from now on (tp->peer_lock
+ * held, so threads of one process take over one after the other). Marks
+ * that a dead earlier owner left up are cleared: nothing of it can be
+ * mid-execution any more. */
+static void owner_take(struct shm_fence_node *fn)
+{
+	uint64_t pid = (uint64_t)getpid();
+	/* Not cached: a forked child would inherit its parent's, and a fencer
+	 * would then take the live child for gone. */
+	uint64_t start = proc_start(pid);
+	/* Relaxed: see owner_gone. */
+	if (atomic_load_explicit(&fn->owner_pid, memory_order_relaxed) == pid &&
+	    atomic_load_explicit(&fn->owner_start, memory_order_relaxed) == start)
+		return;
+	if (owner_gone(fn))
+		for (unsigned i = 0; i < LOCO_GUARD_SLOTS; i++)
+			/* Relaxed: the owner that raised it is gone; no mark of
+			 * ours is up before this returns. */
+			atomic_store_explicit(&fn->mark[i].n, 0, memory_order_relaxed);
+	/* Relaxed: read by fencers only to ask /proc about the owner. */
+	atomic_store_explicit(&fn->owner_start, start, memory_order_relaxed);
+	atomic_store_explicit(&fn->owner_pid, pid, memory_order_relaxed);
 }
 
 void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
@@ -253,6 +329,7 @@ void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
 {
 	pthread_mutex_lock(&tp->peer_lock);
 	struct shm_fence_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
+	owner_take(fn);
 	pthread_mutex_unlock(&tp->peer_lock);
 	qp->mark = &fn->mark[cq->slot].n;
 	qp->fenced = fn->line;
@@ -268,51 +345,51 @@ void loco_shm_guard_exit(struct loco_tp_qp *qp)
 	loco_guard_exit(qp->mark);
 }
 
-/* Record INC in LINE unless it is there: 0, or 1 if it was. */
-static int fence_record(struct loco_tp *tp, uint32_t peer, uint64_t inc)
+/* Record INC in LINE unless it is there. Fencers in several processes
+ * may record in one line: each claims an entry by its count increment,
+ * then stores it. An executor that reads the new count before the entry
+ * is stored executes, but its mark was raised before (seq_cst order), so
+ * the fencer's later reads of the marks see it and wait. */
+static void fence_record(struct loco_tp *tp, uint32_t target, uint32_t peer,
+			 _Atomic uint64_t *line, uint64_t inc)
 {
-	_Atomic uint64_t *line = tp->fence->node[peer].line;
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
-		/* Relaxed: only this node's control thread writes the line. */
+		/* Relaxed: a duplicate entry from a racing fencer is harmless. */
 		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
-			return 1;
-	/* Relaxed: the count, read below by this thread only. */
-	uint64_t n = atomic_load_explicit(&line[0], memory_order_relaxed);
+			return;
+	/* Seq_cst read-modify-write: claims the entry, in the single order
+	 * with loco_guard_enter's mark RMW and count load. */
+	uint64_t n = atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
 	if (n >= LOCO_GUARD_FENCED)
-		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u: "
-			  "the oldest fenced one is no longer refused", tp->id,
-			  (unsigned long long)n + 1, peer);
-	/* Relaxed: published by the count's increment below. */
+		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u "
+			  "at node %u: the oldest fenced one is no longer "
+			  "refused", tp->id, (unsigned long long)n + 1, peer,
+			  target);
+	/* Seq_cst: before our reads of the marks (fence_wait); an executor
+	 * whose mark we miss reads it (loco_guard_refused). */
 	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
-			      memory_order_relaxed);
-	/* Seq_cst read-modify-write: releases the entry to executors that
-	 * read the count, and orders it before our reads of the marks (the
-	 * Dekker pair of loco_guard_enter). */
-	atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
-	return 0;
+			      memory_order_seq_cst);
 }
 
-int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
-		   int timeout_ms)
+/* Wait until FN's marks are all down, or their owner is gone. */
+static int fence_wait(struct shm_fence_node *fn, int timeout_ms)
 {
-	if (peer >= LOCO_MAX_NODES || !incarnation)
-		return -EINVAL;
-	if (fence_record(tp, peer, incarnation))
-		/* Seq_cst: orders the recording call's increment (made by this
-		 * thread earlier) before the reads below, as there. */
-		atomic_thread_fence(memory_order_seq_cst);
-	struct shm_fence_node *fn = &tp->fence->node[peer];
+	/* Seq_cst: our recording (or an earlier one's) before the reads of
+	 * the marks, in the single order with loco_guard_enter's RMW. */
+	atomic_thread_fence(memory_order_seq_cst);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
-		/* Seq_cst (an acquire too): after the count's increment in the
-		 * single order; pairs with loco_guard_exit's release. */
+		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
+		 * release and, in the single order, with the enter's RMW. */
 		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
 			i++;
 			continue;
 		}
 		if (++spins < FENCE_SPIN)
 			continue;
+		if (owner_gone(fn))
+			return 0;
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 +
@@ -321,6 +398,47 @@ int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		sched_yield();
 	}
 	return 0;
+}
+
+/* TARGET's fence file: mapped already if it is a peer we met, else
+ * mapped here (made if missing, so that a target that starts later finds
+ * the fence): *MAPPED then says to unmap it. */
+static int fence_file_of(struct loco_tp *tp, uint32_t target,
+			 struct shm_fence_file **out, bool *mapped)
+{
+	*mapped = false;
+	pthread_mutex_lock(&tp->peer_lock);
+	*out = target == tp->id ? tp->fence : tp->peers[target].fence;
+	pthread_mutex_unlock(&tp->peer_lock);
+	if (*out)
+		return 0;
+	char path[LOCO_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/node%u.fence", tp->dir, target);
+	*mapped = true;
+	return fence_map(path, true, out);
+}
+
+int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
+		      uint64_t incarnation, int timeout_ms)
+{
+	if (peer >= LOCO_MAX_NODES || target >= LOCO_MAX_NODES || !incarnation)
+		return -EINVAL;
+	struct shm_fence_file *f;
+	bool mapped;
+	int rc = fence_file_of(tp, target, &f, &mapped);
+	if (rc)
+		return rc;
+	fence_record(tp, target, peer, f->node[peer].line, incarnation);
+	rc = fence_wait(&f->node[peer], timeout_ms);
+	if (mapped)
+		munmap(f, sizeof(*f));
+	return rc;
+}
+
+int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms)
+{
+	return loco_shm_fence_at(tp, tp->id, peer, incarnation, timeout_ms);
 }
 
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
@@ -343,21 +461,26 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 (unsigned long)tp->len, loco_strerror(rc));
 		return rc;
 	}
-	fence_path(tp, tp->id, tp->fence_path, sizeof(tp->fence_path));
+	snprintf(tp->fence_path, sizeof(tp->fence_path), "%s/node%u.fence",
+		 tp->dir, tp->id);
 	rc = fence_map(tp->fence_path, true, &tp->fence);
 	if (rc) {
 		loco_err("shm", "cannot open the fence file %s: %s", tp->fence_path,
 			 loco_strerror(rc));
 		return rc;
 	}
+	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
+	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
 	tp->nonce = cfg->incarnation;
 	if (!tp->nonce &&
 	    getrandom(&tp->nonce, sizeof(tp->nonce), 0) != sizeof(tp->nonce))
 		tp->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	uint64_t *hdr = (uint64_t *)tp->arena;
-	hdr[HDR_MAGIC] = SHM_MAGIC;
-	hdr[HDR_NONCE] = tp->nonce;
-	hdr[HDR_IMAGE] = tp->durable ? tp->img.image_id : 0;
+	if (!tp->direct) { /* a direct arena's first bytes are the image's */
+		hdr[HDR_MAGIC] = SHM_MAGIC;
+		hdr[HDR_NONCE] = tp->nonce;
+		hdr[HDR_IMAGE] = tp->durable ? tp->img.image_id : 0;
+	}
 	tp->peers[tp->id].base = tp->arena;
 	tp->peers[tp->id].len = tp->len;
 	tp->peers[tp->id].img = tp->durable ? &tp->img : NULL;
@@ -380,12 +503,14 @@ static int shm_tp_open(const struct loco_tp_config *cfg, struct loco_tp **out)
 }
 
 /* A clean stop writes the whole volatile layer back (every extent of the
- * arena file): only a kill loses what was not persisted. */
+ * arena file): only a kill loses what was not persisted. A direct arena
+ * is the image: its sync is the write-back. */
 static void arena_write_back(struct loco_tp *tp)
 {
 	off_t at = LOCO_DIMG_HDR;
-	int rc = 0;
-	while (!rc && (uint64_t)at < tp->len) {
+	struct loco_drange all = { LOCO_DIMG_HDR, tp->len - LOCO_DIMG_HDR };
+	int rc = tp->direct ? loco_dimg_flush(&tp->img, tp->arena, &all, 1) : 0;
+	while (!tp->direct && !rc && (uint64_t)at < tp->len) {
 		off_t data = lseek(tp->fd, at, SEEK_DATA);
 		off_t hole = data < 0 ? data : lseek(tp->fd, data, SEEK_HOLE);
 		if (hole < 0)
@@ -440,7 +565,7 @@ void loco_shm_close_common(struct loco_tp *tp)
 	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
 		arena_write_back(tp);
-	if (tp->arena) {
+	if (tp->arena && !tp->direct) {
 		munmap(tp->arena, tp->len);
 		unlink(tp->path);
 	}
@@ -470,6 +595,7 @@ static int shm_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	if (tp->durable) {
 		d.image_id = tp->img.image_id;
 		d.epoch = tp->img.epoch;
+		d.direct = tp->direct;
 	}
 	memcpy(desc, &d, sizeof(d));
 	*len = sizeof(d);
@@ -494,6 +620,25 @@ static int peer_image(struct loco_tp *tp, const struct shm_desc *d,
 	return 0;
 }
 
+/* A direct peer's arena: its image (the epoch checked, -ESTALE if it
+ * moved on), and a mapping of it as the arena. */
+static int peer_direct(struct loco_tp *tp, const struct shm_desc *d,
+		       uint64_t len, uint8_t **base, struct loco_dimg **img)
+{
+	int rc = peer_image(tp, d, len, img);
+	if (rc)
+		return rc;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (*img)->fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		peer_image_free(*img);
+		*img = NULL;
+		return rc;
+	}
+	*base = p;
+	return 0;
+}
+
 /* Called with the manager's peer lock held (one caller at a time). */
 int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		      size_t len, uint64_t arena_len, uint64_t dm_len)
@@ -514,18 +659,24 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	snprintf(path, sizeof(path), "%s/%s", tp->dir, d.file);
 	uint8_t *base;
 	struct loco_dimg *img = NULL;
-	int rc = arena_map(path, arena_len, false, &base, NULL);
+	int rc = d.direct ? peer_direct(tp, &d, arena_len, &base, &img) :
+		 arena_map(path, arena_len, false, &base, NULL);
 	if (rc)
 		return rc;
 	const uint64_t *hdr = (const uint64_t *)base;
-	if (hdr[HDR_MAGIC] != SHM_MAGIC || hdr[HDR_NONCE] != d.nonce)
+	if (!d.direct && (hdr[HDR_MAGIC] != SHM_MAGIC || hdr[HDR_NONCE] != d.nonce))
 		rc = -ESTALE;
-	if (!rc && d.image_id)
+	if (!rc && d.image_id && !d.direct)
 		rc = peer_image(tp, &d, arena_len, &img);
 	struct shm_fence_file *fence = p->fence;
 	if (!rc && !fence) {
+		/* Beside its arena file: node<ID>.arena -> node<ID>.fence. */
 		char fpath[LOCO_PATH_MAX + 64];
-		fence_path(tp, peer, fpath, sizeof(fpath));
+		size_t n = strlen(d.file);
+		if (n > 6 && !strcmp(d.file + n - 6, ".arena"))
+			n -= 6;
+		snprintf(fpath, sizeof(fpath), "%s/%.*s.fence", tp->dir, (int)n,
+			 d.file);
 		rc = fence_map(fpath, false, &fence);
 	}
 	if (rc) {
@@ -731,6 +882,10 @@ int loco_shm_take_over(struct loco_tp *tp, uint32_t peer)
 	int rc = loco_dimg_take_over(p, tp->id, tp->img.epoch);
 	if (rc || !tp->mirror)
 		return rc;
+	if (tp->direct) { /* the arena is the image, which holds the copy */
+		tp->mirror = false;
+		return 0;
+	}
 	/* The arena held nothing of PEER's: it becomes the image's copy
 	 * (emptied by punching its pages out, not by touching them all). */
 	if (fallocate(tp->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -757,12 +912,24 @@ static unsigned flush_run(const struct loco_wr *wr, unsigned i, unsigned n)
 	return k - i;
 }
 
+/* LOCO_SHM_STOP_IN_POST: a process stopped inside an op, its busy mark
+ * up (what a fence must wait for). */
+static void stop_in_post(struct loco_tp *tp)
+{
+	/* Relaxed: a count. */
+	if (tp->stop_at &&
+	    atomic_fetch_add_explicit(&tp->posts, 1, memory_order_relaxed) + 1 ==
+	    tp->stop_at)
+		raise(SIGSTOP);
+}
+
 /* A failed FLUSH stops the post there: the requests before it executed,
  * it and those after it did not (the core fails the post). */
 static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 {
 	if (!loco_shm_guard_enter(qp))
 		return -LOCO_EFENCED;
+	stop_in_post(qp->tp);
 	int rc = 0;
 	for (unsigned i = 0; i < n && !rc;) {
 		unsigned k = flush_run(wr, i, n);
@@ -820,4 +987,5 @@ const struct loco_transport_ops loco_shm_ops = {
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,
 	.fence = loco_shm_fence,
+	.fence_at = loco_shm_fence_at,
 };

@@ -19,6 +19,11 @@
  * the fences stay); a clean stop removes it if it holds no fence. */
 struct shm_fence_node {
 	_Alignas(64) _Atomic uint64_t line[1 + LOCO_GUARD_FENCED];
+	/* The process that executes for the node here (on shm, the node's
+	 * own): its pid and start time (/proc), so that a fencer can tell
+	 * marks left up by a process that died from those of a live one. */
+	_Alignas(64) _Atomic uint64_t owner_pid;
+	_Atomic uint64_t owner_start;
 	struct {
 		_Alignas(64) _Atomic uint64_t n;
 	} mark[LOCO_GUARD_SLOTS];
@@ -47,6 +52,7 @@ struct loco_tp {
 	uint64_t nonce;
 	int fd;              /* the arena file's */
 	bool durable;
+	bool direct;          /* durable without --power-cut: arena is img.map */
 	bool mirror;          /* a mirror's image, not taken over (no write-back) */
 	struct loco_dimg img; /* durable: this node's image */
 	char file[56];
@@ -60,6 +66,11 @@ struct loco_tp {
 	struct shm_fence_file *fence; /* this node's fence file */
 	char fence_path[LOCO_PATH_MAX + 64];
 	_Atomic unsigned cqs; /* CQs made: each gets busy mark cqs % SLOTS */
+	/* LOCO_SHM_STOP_IN_POST=N (tests of the fence's wait): the Nth post
+	 * of this process stops it (SIGSTOP) inside its fence guard, before
+	 * it executes; 0: never. */
+	uint64_t stop_at;
+	_Atomic uint64_t posts;
 };
 
 struct loco_tp_cq {
@@ -91,8 +102,13 @@ void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
  * fenced at QP's peer (nothing may be executed there). */
 bool loco_shm_guard_enter(struct loco_tp_qp *qp);
 void loco_shm_guard_exit(struct loco_tp_qp *qp);
-/* The fence op of both modes: record INCARNATION of PEER in this node's
- * fence file, then wait for PEER's busy marks to drop. */
+/* Record INCARNATION of PEER in node TARGET's fence file (this node's,
+ * or another's: the file is shared memory, so a target that died or is
+ * stopped is fenced all the same), then wait for PEER's busy marks there
+ * to drop, or for the process that raised them to be gone. */
+int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
+		      uint64_t incarnation, int timeout_ms);
+/* The fence op of both modes: loco_shm_fence_at this node. */
 int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		   int timeout_ms);
 /* Every CQ: its busy mark. */

@@ -775,4 +775,5 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.poll = weak_poll,
 	.qp_abort = weak_qp_abort,
 	.fence = loco_shm_fence,
+	.fence_at = loco_shm_fence_at,
 };

@@ -205,6 +205,13 @@ struct loco_transport_ops {
 	 * control plane, one call at a time. */
 	int (*fence)(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		     int timeout_ms);
+	/* Optional (NULL: none): the same fence at node TARGET, done by this
+	 * process alone, where every node's fence state is shared memory
+	 * (shm, shm-weak): a target that died or is stopped cannot answer a
+	 * FENCE, but its memory outlives it and must refuse all the same.
+	 * Caller: the fencer (loco_fence_node). */
+	int (*fence_at)(struct loco_tp *tp, uint32_t target, uint32_t peer,
+			uint64_t incarnation, int timeout_ms);
 	/* Optional, NULL without a device (shm, shm-weak): the CPUs close to
 	 * the transport's device into SET, for thread placement (--cpu-bind
 	 * core puts threads on those cores first). TOPO is this machine's

@@ -392,6 +392,10 @@ static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
 	tp->api = api;
 	tp->tls = tls;
 	tp->self = cfg->node_id;
+	tp->incarnation = cfg->incarnation;
+	const char *stall = getenv("LOCO_UCX_STALL_IN_EXEC");
+	if (stall && sscanf(stall, "%" SCNu64 ":%u", &tp->stall_at, &tp->stall_ms) != 2)
+		tp->stall_at = 0;
 	tp->hosts = cfg->hosts;
 	tp->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
 	tp->wake_fd = tp->epoll_fd = -1;
@@ -1035,6 +1039,7 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 		.post = ucx_post,            \
 		.poll = ucx_poll,            \
 		.qp_abort = ucx_qp_abort,    \
+		.fence = ucx_am_fence,       \
 	}
 
 const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open);

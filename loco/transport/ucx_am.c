@@ -18,15 +18,26 @@
  *    struct ucx_am_req, a WRITE's data as payload;
  *  - the target's handler compares the token with its own (a message
  *    with another executes nothing: every request is answered -EACCES,
- *    as an RDMA NIC refuses a wrong rkey), checks the range against its
- *    arena, executes the request (memcpy, or a CPU atomic) and answers
+ *    as an RDMA NIC refuses a wrong rkey), then the requester's (node,
+ *    incarnation) the header names with the fenced ones (a fenced
+ *    incarnation's message executes nothing either: every request is
+ *    answered -LOCO_EFENCED), checks the range against its arena, executes the request (memcpy, or a CPU atomic) and answers
  *    (UCX_AM_REP, to the requester's worker): struct ucx_am_rep, a READ's
  *    data as payload, copied when the request executes;
  *  - the requester's handler finds the request's slot by its reply token
  *    (the QP's id and the request's sequence number; a reply for a
  *    request already retired, its QP failed, is dropped), copies the
  *    result into the slot's own memory and lets it retire (ucx_sq.c).
- * A WRITE completes when its reply says it was placed. */
+ * A WRITE completes when its reply says it was placed.
+ *
+ * Fencing (docs/ordering.md "Fencing"): the handler runs with
+ * tp->target_lock held from its check of the fenced list to its reply;
+ * ucx_am_fence records a fence under the same lock, so once it returns
+ * no request of that incarnation is mid-execution, and every later one
+ * is refused. The (node, incarnation) a header names is as trustworthy
+ * as its sender: a member holding the arena token could name another,
+ * as on shm a process could skip loco's check; loco's own processes
+ * always name their own. */
 #include "loco/transport/copy.h"
 #include "loco/transport/ucx_int.h"
 
@@ -35,6 +46,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sodium.h>
 
@@ -50,7 +62,9 @@
  * the READs'); little-endian. */
 struct ucx_am_qhdr {
 	uint32_t count;
-	uint32_t node;               /* the requester's id: for logs, unchecked */
+	uint32_t node;               /* the requester's id */
+	uint64_t incarnation;        /* the requester's (boot id): checked
+					against the fenced ones */
 	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the target's (its descriptor's) */
 };
 
@@ -253,10 +267,53 @@ static void refused_log(struct loco_tp *tp, ucp_ep_h ep, uint32_t node)
 		 "are not logged)", node);
 }
 
+/* Whether NODE's incarnation INC is fenced here (tp->target_lock held). */
+static bool fenced(const struct loco_tp *tp, uint32_t node, uint64_t inc)
+{
+	if (node >= LOCO_MAX_NODES)
+		return false;
+	unsigned n = tp->am_fenced_n[node];
+	for (unsigned i = 0; i < n && i < UCX_FENCED_MAX; i++)
+		if (tp->am_fenced[node][i] == inc)
+			return true;
+	return false;
+}
+
+int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		 int timeout_ms)
+{
+	if (!tp->am)
+		return -EOPNOTSUPP;
+	if (peer >= LOCO_MAX_NODES)
+		return -EINVAL;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+	until.tv_sec += (time_t)(ns / 1000000000);
+	until.tv_nsec = (long)(ns % 1000000000);
+	/* Held by a handler while it executes a request: taking it waits for
+	 * the one mid-execution (a worker stopped inside one: -ETIMEDOUT). */
+	int rc = pthread_mutex_timedlock(&tp->target_lock, &until);
+	if (rc)
+		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+	if (!fenced(tp, peer, incarnation)) {
+		unsigned n = tp->am_fenced_n[peer]++;
+		if (n >= UCX_FENCED_MAX)
+			loco_warn(UCX_LOG, "node %" PRIu32 ": an %uth fenced incarnation "
+				  "evicts the oldest, %016" PRIx64 ", from the list of "
+				  "those refused", peer, n + 1,
+				  tp->am_fenced[peer][n % UCX_FENCED_MAX]);
+		tp->am_fenced[peer][n % UCX_FENCED_MAX] = incarnation;
+	}
+	pthread_mutex_unlock(&tp->target_lock);
+	return 0;
+}
+
 /* Answer each of the COUNT requests at Q (not necessarily aligned) with
- * -EACCES, executing none: their message lacked the arena token. */
+ * STATUS, executing none: -EACCES when their message lacked the arena
+ * token, -LOCO_EFENCED when its sender's incarnation is fenced. */
 static void batch_refuse(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
-			 uint32_t count)
+			 uint32_t count, int status)
 {
 	size_t bytes = count * sizeof(struct ucx_am_rep);
 	struct ucx_am_hdr *rep = malloc(sizeof(*rep) + bytes);
@@ -270,9 +327,23 @@ static void batch_refuse(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q
 		struct ucx_am_req r;
 		memcpy(&r, q + i * sizeof(r), sizeof(r));
 		e[i] = (struct ucx_am_rep){ .token = r.token,
-					    .status = (int32_t)htole32((uint32_t)-EACCES) };
+					    .status = (int32_t)htole32((uint32_t)status) };
 	}
 	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
+}
+
+/* LOCO_UCX_STALL_IN_EXEC (tp->target_lock held): the handler delayed
+ * between its checks and the execution, announced first. */
+static void stall_in_exec(struct loco_tp *tp)
+{
+	if (!tp->stall_at || ++tp->am_msgs != tp->stall_at)
+		return;
+	loco_warn(UCX_LOG, "LOCO_UCX_STALL_IN_EXEC: request message %" PRIu64
+		  " stalls %u ms inside its execution", tp->am_msgs, tp->stall_ms);
+	struct timespec ts = { (time_t)(tp->stall_ms / 1000),
+			       (long)(tp->stall_ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts))
+		;
 }
 
 /* UCX_AM_REQ on the target worker (the progress thread, or an application
@@ -299,9 +370,14 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 	}
 	if (!token_ok(tp, &h)) {
 		refused_log(tp, param->reply_ep, le32toh(h.node));
-		batch_refuse(tp, param->reply_ep, data, count);
+		batch_refuse(tp, param->reply_ep, data, count, -EACCES);
 		return UCS_OK;
 	}
+	if (fenced(tp, le32toh(h.node), le64toh(h.incarnation))) {
+		batch_refuse(tp, param->reply_ep, data, count, -LOCO_EFENCED);
+		return UCS_OK;
+	}
+	stall_in_exec(tp);
 	if ((uintptr_t)data % 8 == 0) {
 		batch_serve(tp, param->reply_ep, data, count, len - qbytes);
 		return UCS_OK;
@@ -440,7 +516,8 @@ int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 	if (!msg)
 		return -ENOMEM;
 	*msg = (struct ucx_am_qhdr){ .count = htole32(count),
-				     .node = htole32(q->cq->tp->self) };
+				     .node = htole32(q->cq->tp->self),
+				     .incarnation = htole64(q->cq->tp->incarnation) };
 	for (unsigned i = 0; i < UCX_TOKEN_WORDS; i++)
 		msg->arena_token[i] = htole64(q->arena_token[i]);
 	struct ucx_am_req *e = (struct ucx_am_req *)(msg + 1);

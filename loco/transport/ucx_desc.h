@@ -3,7 +3,7 @@
  * node's arena, sent in the control plane's HELLO (docs/formats.md).
  * Little-endian, through loco/wire.h:
  *
- *   u32 magic "UCXL"   u16 version 2   u16 flags (UCX_DESC_F_*)
+ *   u32 magic "UCXL"   u16 version 3   u16 flags (UCX_DESC_F_*)
  *   u32 node id        u32 0
  *   u64 arena address (the rkey's virtual address)
  *   u64 arena length
@@ -26,7 +26,8 @@
 #pragma GCC visibility push(hidden)
 
 #define UCX_DESC_MAGIC 0x4c584355u   /* "UCXL" */
-#define UCX_DESC_VERSION 2           /* 2: the arena token */
+#define UCX_DESC_VERSION 3           /* 2: the arena token; 3: requests
+					 * carry the incarnation (fencing) */
 #define UCX_DESC_FIXED 48            /* bytes before the rkey's length */
 #define UCX_TOKEN_WORDS 2            /* the arena token's 64-bit words */
 #define UCX_RKEY_MAX 512

@@ -36,6 +36,9 @@
 #define UCX_LOG "ucx"
 /* Endpoints whose refused requests the target remembers having logged. */
 #define UCX_REFUSED_EPS 16
+/* Fenced incarnations the target remembers per node (loco's
+ * LOCO_FENCED_MAX): an older one is evicted, logged. */
+#define UCX_FENCED_MAX 8
 
 struct loco_tp_cq;
 
@@ -60,6 +63,7 @@ struct loco_tp {
 	 * RMA UCX emulates (LOCO_UCX_RMA overrides; docs/ucx.md) */
 	bool am;
 	uint32_t self;
+	uint64_t incarnation;        /* this process's: its requests carry it */
 	const struct loco_hosts *hosts;
 	int timeout_ms;
 	ucp_context_h ctx;
@@ -75,6 +79,18 @@ struct loco_tp {
 	 * messages carried a wrong arena token, each logged once (ucx_am.c) */
 	ucp_ep_h am_refused[UCX_REFUSED_EPS];
 	unsigned am_refused_next;
+	/* Under target_lock: the fenced incarnations of each node, whose
+	 * request messages the handler refuses (-LOCO_EFENCED); a ring,
+	 * am_fenced_n[] counts every fence recorded (ucx_am.c) */
+	uint64_t am_fenced[LOCO_MAX_NODES][UCX_FENCED_MAX];
+	unsigned am_fenced_n[LOCO_MAX_NODES];
+	/* LOCO_UCX_STALL_IN_EXEC=N:MS, a test hook: the handler's Nth request
+	 * message, past its checks, waits MS ms before executing (an executor
+	 * delayed mid-op, what a fence must wait for); am_msgs counts them
+	 * (under target_lock) */
+	uint64_t stall_at;
+	unsigned stall_ms;
+	uint64_t am_msgs;
 	ucp_address_t *target_addr;
 	size_t target_addr_len;
 	/* the arena: ucp_mem_map'd (allocated by UCX, shared memory where
@@ -168,6 +184,12 @@ int ucx_am_cq_init(struct loco_tp_cq *cq);
  * completes when its reply arrives (am_wait). 0 or -errno (nothing sent).
  * cq->lock held. */
 int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
+/* The transport's fence op (transport.h): record (PEER, INCARNATION) as
+ * fenced under target_lock, which every execution of a request holds
+ * whole, so none is mid-execution once it is taken. -EOPNOTSUPP where
+ * UCX executes RMA itself (not loco's messages). */
+int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		 int timeout_ms);
 
 /* ucx_progress.c */
 

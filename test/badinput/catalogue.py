@@ -7,7 +7,8 @@ running node and for faults, that the cluster's data is intact afterwards
 
 usage: catalogue.py BUILD_DIR [CASE-NAME-SUBSTRING]
 Prints one line per case and "N cases, N failed"; exit 0 if none failed."""
-import hashlib, hmac, os, random, shutil, signal, socket, struct, subprocess
+import hashlib, hmac, os, random, select, shutil, signal, socket, struct
+import subprocess
 import sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
@@ -425,12 +426,25 @@ def durable_cases():
                 "its role is not mirror")
 
 
+# Programs that run a private cluster of their own in one process and
+# take no node options.
+PRIVATE_CLUSTER = ("loco-fencebench",)
+
+
 def option_cases():
     h = path("h-opt", "0 127.0.0.1:%d memory\n1 127.0.0.1:%d compute\n"
              % tuple(free_ports(2)))
     e = env(LOCO_HOSTS=h, LOCO_NODE_ID="1")
     for prog in APPS + [MEMNODE, PROBE]:
         n = os.path.basename(prog)
+        if n in PRIVATE_CLUSTER:
+            # A private cluster in one process: no node options; a bad
+            # argument is a usage error.
+            expect_fail("options: %s --id -1" % n, [prog, "--id", "-1"],
+                        "usage: " + n, e, rc_want=2)
+            expect_fail("options: %s 9" % n, [prog, "9"], "usage: " + n, e,
+                        rc_want=2)
+            continue
         expect_fail("options: %s --id -1" % n, [prog, "--id", "-1"],
                     "bad node id", e, rc_want=2)
         expect_fail("options: %s --arena-mb 0" % n, [prog, "--arena-mb", "0"],
@@ -626,6 +640,24 @@ def cluster_cases():
 UCX = {"LOCO_TRANSPORT": "ucx", "UCX_TLS": "tcp"}
 
 
+def wait_line(p, line, limit):
+    """Reads P's output until a line starting with LINE: None, or what
+    it printed instead (it ended, or LIMIT seconds passed)."""
+    seen = b""
+    deadline = time.monotonic() + limit
+    fd = p.stdout.fileno()
+    while (b"\n" + line) not in b"\n" + seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return seen.decode("utf-8", "replace") + " (no line after %g s)" \
+                % limit
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return seen.decode("utf-8", "replace") + " (it ended)"
+        seen += chunk
+    return None
+
+
 def ucx_fault(name, fault, says, after=None):
     """A ucx-tcp cluster whose memory node holds the probe's pattern; a
     client busy reading it (loco-probe loop) while FAULT hits the node
@@ -641,7 +673,14 @@ def ucx_fault(name, fault, says, after=None):
                               "loop", str(cl.seed), "30"], env=cl.e,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
-        time.sleep(0.5)
+        # The fault hits once the client is in its loop (its line), not
+        # while it still says hello to the node.
+        early = wait_line(p, b"loco-probe: looping", 30.0)
+        if early is not None:
+            p.kill()
+            p.communicate()
+            return record(name, False, "the client never looped: %s"
+                          % early[-400:])
         fault(cl)
         t0 = time.monotonic()
         try:

@@ -3,7 +3,9 @@
  * first memory node with a pattern made from SEED; `check SEED` reads it
  * back and exits 1 unless it is intact; `loop SEED SECS` writes it, then
  * checks it again and again for SECS seconds (a client busy with the
- * memory node while a fault hits it). Node options as every program. */
+ * memory node while a fault hits it), saying `loco-probe: looping` once
+ * its first check passed (the fault is aimed at that line). Node options
+ * as every program. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@ int main(int argc, char **argv)
 	}
 	uint64_t until = loop ? loco_now_ns() + (uint64_t)(atof(argv[3]) * 1e9) : 0;
 	uint64_t seed = strtoull(argv[2], NULL, 0), want[WORDS], got[WORDS];
+	bool looping = false;
 	for (unsigned i = 0; i < WORDS; i++)
 		want[i] = (seed + i) * 0x9e3779b97f4a7c15ull;
 	struct loco_mgr *mgr;
@@ -51,6 +54,11 @@ int main(int argc, char **argv)
 		if (!rc && memcmp(got, want, sizeof(got))) {
 			fprintf(stderr, "loco-probe: probe.data is not intact\n");
 			rc = 1;
+		}
+		if (!rc && loop && !looping) {
+			printf("loco-probe: looping\n");
+			fflush(stdout);
+			looping = true;
 		}
 	} while (!rc && loco_now_ns() < until);
 	if (rc < 0)

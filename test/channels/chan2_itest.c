@@ -21,6 +21,17 @@
  *        unfenced (a deliberate bug: the total is then only reported).
  *        --hot: the lock's words are hot (LOCO_REGION_HOT: device memory
  *        if the host has some, else its arena after one warning).
+ *        --pause-ms MS: one node that hosts neither the lock nor the
+ *        counter (the highest if there are two) stops itself for MS (a
+ *        child process sends it SIGSTOP, then SIGCONT) in the middle of
+ *        its worker 0's middle section, between the READ and the WRITE:
+ *        a holder paused past every waiter's timeout. --lock-timeout-ms MS:
+ *        each lock call waits at most MS (default: LONG_MS), and one that
+ *        times out (its ticket abandoned) tries again. --broken-steal: a
+ *        lock call that timed out takes over instead, running its section
+ *        without the lock, as a takeover on a timer without a fence would
+ *        (a deliberate bug: the paused holder's late WRITE loses
+ *        increments; the total is then only reported).
  *   ringbuffer MSGS [--ring BYTES]
  *        the lowest node writes MSGS messages of random size 1..1024
  *        (mostly staged in batches) to ring "rb" (default 256 KiB), every
@@ -41,7 +52,11 @@
  *        records enq/deq (model queue, key "q"; empty pops as "empty").
  *        --broken-pop: pops never close an empty cell nor fix tail (the
  *        CAS CRQ needs), so a late push lands behind head and is lost;
- *        the totals are then only reported.
+ *        the totals are then only reported. --pauses N:MS: a thread of
+ *        every node stops its process N times for MS (as --pause-ms), at
+ *        random moments of its pushes and pops: pops then close the
+ *        cells of pushes that stopped between their FAA and their CAS,
+ *        whose late CAS must fail.
  *
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 77 when the
  * transport has no device here. */
@@ -49,9 +64,12 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <loco/channels/barrier.h>
@@ -94,6 +112,8 @@ struct opts {
 	unsigned threads;
 	enum hist_mode hist;
 	bool no_fence, broken_pop, alternate, expect_handovers, hot;
+	bool broken_steal;
+	unsigned pause_ms, timeout_ms, pauses, pauses_ms;
 	uint64_t ring;
 };
 
@@ -128,6 +148,34 @@ static int finish_all(struct ctx *c)
 	return 0;
 }
 
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Stop this whole process for MS, as a pause nemesis would from outside:
+ * a child sends SIGSTOP, sleeps MS, sends SIGCONT. The calling thread
+ * waits for the child (stopped there with the others). The child calls
+ * only async-signal-safe functions. 0 or -errno. */
+static int pause_self(unsigned ms)
+{
+	pid_t parent = getpid(), pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		kill(parent, SIGSTOP);
+		nanosleep(&ts, NULL);
+		kill(parent, SIGCONT);
+		_exit(0);
+	}
+	while (waitpid(pid, NULL, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
 static double secs_since(uint64_t t0)
 {
 	return (double)(loco_now_ns() - t0) / 1e9;
@@ -154,8 +202,18 @@ struct lock_worker {
 	struct lock_run *r;
 	unsigned idx;
 	int err;
-	long trylocks;
+	long trylocks, timeouts, steals;
 };
+
+/* The node --pause-ms stops: one hosting neither the lock (first) nor
+ * the counter (last), or the last of two. */
+static bool pause_node(const struct ctx *c)
+{
+	uint64_t others = c->members & ~(UINT64_C(1) << c->first) &
+			  ~(UINT64_C(1) << c->last);
+	uint32_t id = others ? (uint32_t)__builtin_ctzll(others) : c->last;
+	return c->o.pause_ms && c->self == id;
+}
 
 /* Trylock first on every TRY_EVERY-th round, else (or if busy) lock. */
 static int acquire(struct lock_worker *w, struct loco_thread *thr, long i)
@@ -174,15 +232,27 @@ static int acquire(struct lock_worker *w, struct loco_thread *thr, long i)
 		if (rc != -EBUSY)
 			return rc;
 	}
-	uint64_t id = rec ? loco_hist_inv(thr, "lock", "\"lk\"", NULL) : 0;
-	int rc = loco_ticket_lock_lock(&w->r->lk, thr, LONG_MS);
-	if (!rc)
-		loco_hist_ret(thr, id, NULL);
-	return rc;
+	int tmo = w->r->c->o.timeout_ms ? (int)w->r->c->o.timeout_ms : LONG_MS;
+	for (;;) {
+		uint64_t id = rec ? loco_hist_inv(thr, "lock", "\"lk\"", NULL) : 0;
+		int rc = loco_ticket_lock_lock(&w->r->lk, thr, tmo);
+		if (!rc)
+			loco_hist_ret(thr, id, NULL);
+		if (rc != -ETIMEDOUT || tmo == LONG_MS)
+			return rc;
+		/* The attempt left its ticket: it had no effect. */
+		loco_hist_fail(thr, id);
+		w->timeouts++;
+		if (w->r->c->o.broken_steal) {
+			w->steals++;
+			return 1;
+		}
+	}
 }
 
-/* The section: READ the counter, WRITE it + 1. */
-static int section(struct lock_worker *w, struct loco_thread *thr)
+/* The section: READ the counter, WRITE it + 1 (with --pause-ms, the
+ * paused node's worker 0 stops in between in its middle section, I). */
+static int section(struct lock_worker *w, struct loco_thread *thr, long i)
 {
 	struct ctx *c = w->r->c;
 	uint64_t v = 0, id = 0;
@@ -191,6 +261,8 @@ static int section(struct lock_worker *w, struct loco_thread *thr)
 		id = loco_hist_inv(thr, "faa", "\"ctr\"", "[1]");
 	int rc = loco_shared_region_read(&w->r->ctr, thr, c->last, 0, &v, 8);
 	uint64_t nv = v + 1;
+	if (!rc && !w->idx && i == c->o.n / 2 && pause_node(c))
+		rc = pause_self(c->o.pause_ms);
 	if (!rc)
 		rc = loco_shared_region_write(&w->r->ctr, thr, c->last, 0, &nv, 8);
 	snprintf(res, sizeof(res), "[%" PRIu64 "]", v);
@@ -220,11 +292,12 @@ static void *lock_worker_main(void *arg)
 	w->err = loco_thread_create(w->r->c->mgr, &thr);
 	pthread_barrier_wait(&w->r->go);
 	for (long i = 0; !w->err && i < w->r->c->o.n; i++) {
-		w->err = acquire(w, thr, i);
+		int got = acquire(w, thr, i);
+		w->err = got < 0 ? got : 0;
 		if (w->err)
 			break;
-		w->err = section(w, thr);
-		int rc = release(w, thr);
+		w->err = section(w, thr, i);
+		int rc = got ? 0 : release(w, thr);
 		w->err = w->err ? w->err : rc;
 	}
 	if (!w->err)
@@ -232,7 +305,8 @@ static void *lock_worker_main(void *arg)
 	return NULL;
 }
 
-static int lock_workers(struct lock_run *r, long *trylocks)
+static int lock_workers(struct lock_run *r, long *trylocks, long *timeouts,
+			long *steals)
 {
 	struct ctx *c = r->c;
 	struct lock_worker w[64];
@@ -250,6 +324,8 @@ static int lock_workers(struct lock_run *r, long *trylocks)
 				c->self, i, loco_strerror(w[i].err));
 		bad |= w[i].err != 0;
 		*trylocks += w[i].trylocks;
+		*timeouts += w[i].timeouts;
+		*steals += w[i].steals;
 	}
 	pthread_barrier_destroy(&r->go);
 	return bad;
@@ -260,9 +336,10 @@ static int lock_total(struct lock_run *r)
 	struct ctx *c = r->c;
 	uint64_t v, want = (uint64_t)c->nodes * c->o.threads * (uint64_t)c->o.n;
 	CALL(loco_shared_region_read(&r->ctr, c->thr, c->last, 0, &v, 8));
-	if (c->o.no_fence) {
-		printf("chan2-itest: counter %" PRIu64 " of %" PRIu64 " (no fence: "
-		       "%" PRIu64 " increments lost)\n", v, want, want - v);
+	if (c->o.no_fence || c->o.broken_steal) {
+		printf("chan2-itest: counter %" PRIu64 " of %" PRIu64 " (%s: "
+		       "%" PRIu64 " increments lost)\n", v, want, c->o.no_fence ?
+		       "no fence" : "broken steal", want - v);
 		return 0;
 	}
 	CHECK(v == want, "counter %" PRIu64 ", expected %" PRIu64, v, want);
@@ -275,22 +352,24 @@ static int lock_run(struct lock_run *r)
 {
 	struct ctx *c = r->c;
 	struct loco_ticket_lock_stats s;
-	long trylocks = 0;
+	long trylocks = 0, timeouts = 0, steals = 0;
 	if (start_all(c))
 		return 1;
 	uint64_t t0 = loco_now_ns();
 	double v0 = verbs_of(c->mgr);
-	if (lock_workers(r, &trylocks))
+	if (lock_workers(r, &trylocks, &timeouts, &steals))
 		return 1;
 	double secs = secs_since(t0), sections = (double)c->o.threads * c->o.n;
 	loco_ticket_lock_stats(&r->lk, &s);
 	printf("chan2-itest: node %u: %u threads x %ld sections in %.2f s "
 	       "(%.0f/s): %" PRIu64 " global acquires (%ld by trylock), %" PRIu64
-	       " local handovers, %" PRIu64 " timeouts; %.2f verbs/section\n",
+	       " local handovers, %" PRIu64 " timeouts (%ld tried again, %ld "
+	       "taken over); %.2f verbs/section\n",
 	       c->self, c->o.threads, c->o.n, secs, sections / secs, s.acquires,
-	       trylocks, s.handovers, s.timeouts,
+	       trylocks, s.handovers, s.timeouts, timeouts - steals, steals,
 	       (verbs_of(c->mgr) - v0) / sections);
-	CHECK(s.acquires + s.handovers == (uint64_t)sections, "acquisitions");
+	CHECK(s.acquires + s.handovers + (uint64_t)steals == (uint64_t)sections,
+	      "acquisitions");
 	CHECK(!c->o.expect_handovers || s.handovers > 0, "no local handover");
 	if (finish_all(c))
 		return 1;
@@ -631,6 +710,21 @@ static int queue_phase(struct queue_run *r, struct loco_barrier *pushed)
 	return rc ? rc : r->err;
 }
 
+/* --pauses N:MS: stop this process N times for MS, a random 0..2 x MS
+ * apart. */
+static void *pauser_main(void *arg)
+{
+	struct ctx *c = arg;
+	uint64_t rng = mix64(c->self);
+	for (unsigned i = 0; i < c->o.pauses; i++) {
+		rng = mix64(rng);
+		sleep_ms((unsigned)(rng % (2 * c->o.pauses_ms + 1)));
+		if (pause_self(c->o.pauses_ms))
+			break;
+	}
+	return NULL;
+}
+
 static int queue_run(struct queue_run *r)
 {
 	struct ctx *c = r->c;
@@ -639,9 +733,14 @@ static int queue_run(struct queue_run *r)
 	CALL(loco_barrier_init(&pushed, c->mgr, NULL, "pushed", 0));
 	int rc = start_all(c);
 	uint64_t t0 = loco_now_ns();
+	pthread_t ptid;
+	bool pausing = !rc && c->o.pauses &&
+		       !pthread_create(&ptid, NULL, pauser_main, c);
 	if (!rc)
 		rc = c->o.alternate ? queue_alternate(r, &pushed) :
 				      queue_phase(r, &pushed);
+	if (pausing)
+		pthread_join(ptid, NULL);
 	double secs = secs_since(t0);
 	loco_queue_stats(&r->q, &s);
 	printf("chan2-itest: node %u: %ld pushes and %" PRIu64 " pops in %.2f s "
@@ -686,8 +785,10 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: loco-chan2-itest lock ITERS [--threads T] "
 		"[--expect-handovers] [--hist mutex|counter] [--no-fence] [--hot]\n"
+		"       [--pause-ms MS] [--lock-timeout-ms MS] [--broken-steal]\n"
 		"       loco-chan2-itest ringbuffer MSGS [--ring BYTES]\n"
-		"       loco-chan2-itest queue ITEMS [--alternate] [--broken-pop]\n");
+		"       loco-chan2-itest queue ITEMS [--alternate] [--broken-pop] "
+		"[--pauses N:MS]\n");
 	return 2;
 }
 
@@ -734,6 +835,31 @@ static bool opt_one(struct opts *o, int ch, const char *arg)
 			return false;
 		o->ring = (uint64_t)v;
 		return true;
+	case 'P':
+		if (!num_parse("--pause-ms", arg, 10, 1, 600000, 0, &v))
+			return false;
+		o->pause_ms = (unsigned)v;
+		return true;
+	case 'T':
+		if (!num_parse("--lock-timeout-ms", arg, 10, 1, 600000, 0, &v))
+			return false;
+		o->timeout_ms = (unsigned)v;
+		return true;
+	case 'U': {
+		unsigned n, ms;
+		char end;
+		if (sscanf(arg, "%u:%u%c", &n, &ms, &end) != 2 || !n ||
+		    n > 1000 || !ms || ms > 60000) {
+			fprintf(stderr, "chan2-itest: --pauses: bad value '%s' "
+				"(expected N:MS, N in 1..1000, MS in 1..60000)\n",
+				arg);
+			return false;
+		}
+		o->pauses = n;
+		o->pauses_ms = ms;
+		return true;
+	}
+	case 'S': o->broken_steal = true; return true;
 	case 'F': o->no_fence = true; return true;
 	case 'B': o->broken_pop = true; return true;
 	case 'A': o->alternate = true; return true;
@@ -754,6 +880,10 @@ static int opts_parse(struct opts *o, int argc, char **argv)
 		{ "expect-handovers", no_argument, NULL, 'E' },
 		{ "hot", no_argument, NULL, 'h' },
 		{ "ring", required_argument, NULL, 'r' },
+		{ "pause-ms", required_argument, NULL, 'P' },
+		{ "lock-timeout-ms", required_argument, NULL, 'T' },
+		{ "pauses", required_argument, NULL, 'U' },
+		{ "broken-steal", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;

@@ -48,8 +48,8 @@ def run_once(run_args, marker):
 # tools/loco-run's lines for a node that died by a fault: its --kill, or
 # the node's own SIGKILL at a crash point, or exit status 3 (fenced, which
 # counts as a kill).
-KILLED = re.compile(r"^\[loco-run\] (?:killed n(\d+) at |n(\d+) exited with "
-                    r"(?:signal 9|status 3) )", re.M)
+KILLED = re.compile(r"^\[loco-run\] (?:fault: SIGKILL node (\d+) at |n(\d+) "
+                    r"exited with (?:signal 9|status 3) )", re.M)
 
 
 def killed(err):
@@ -73,6 +73,14 @@ def unkilled_dead(res, err):
     return []
 
 
+# What loco-run says of a fault aimed at an event that did not happen (its
+# event never came, its node was gone, the run ended first): the run
+# tested nothing of what it names.
+FAULT_MISSED = re.compile(r"^\[loco-run\] --(kill|restart|pause) .*: "
+                          r"(event never seen|event seen at .* but the run "
+                          r"ended|node \d+ was not running)", re.M)
+
+
 def attempts(prog, opts, run_args, marker, problems):
     """Run the cluster (RUN_ARGS) up to OPTS["tries"] times and judge its
     result line: PROBLEMS(res, opts, final) lists what is wrong with it,
@@ -82,6 +90,13 @@ def attempts(prog, opts, run_args, marker, problems):
     verdict as PROG; returns the exit status (0: passed)."""
     for attempt in range(1, opts["tries"] + 1):
         res, out, err = run_once(run_args, marker)
+        missed = FAULT_MISSED.findall(err)
+        if missed:
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            print("%s: FAIL: %d fault(s) aimed at events did not happen"
+                  % (prog, len(missed)))
+            return 1
         if res is None:
             sys.stdout.write(out)
             sys.stderr.write(err)

@@ -331,6 +331,8 @@ static int run_writers(struct node *n)
 		if (!t[i].state || pthread_create(&th[i], NULL, writer_main, &t[i]))
 			abort();
 	}
+	/* loco-run aims its kills at this line (--kill ID@after:ID:...). */
+	fprintf(stderr, PROG ": node %u: measured phase begins\n", n->self);
 	for (unsigned i = 0; i < n->o.threads; i++) {
 		pthread_join(th[i], NULL);
 		rc = rc ? rc : t[i].rc;

@@ -8,6 +8,10 @@ With arguments it is a compute node; it first waits (as real compute nodes
 do) until every memory node in the hosts file is up, then:
 
   --lines K        print K numbered lines on stdout, one line on stderr
+  --count ID:N:MS  node ID prints `count K at T` (K 1..N, T its monotonic
+                   clock) on stdout, one line every MS milliseconds
+  --stop-self ID:S node ID stops itself (SIGSTOP) after S seconds, then
+                   goes on once continued
   --sleep ID:S     node ID sleeps S seconds (any id: `*:S`)
   --exit ID:CODE   node ID exits with CODE after its sleep
   --signal ID:SIG  node ID kills itself with signal SIG after its sleep
@@ -112,6 +116,18 @@ def compute(args):
     if lines:
         sys.stdout.flush()
         print("note from node %d" % NODE, file=sys.stderr, flush=True)
+    count = per_id(args, "--count", str)
+    if count:
+        n, _, ms = count.partition(":")
+        for k in range(1, int(n) + 1):
+            print("count %d at %.3f" % (k, time.monotonic()), flush=True)
+            time.sleep(float(ms) / 1000)
+    stop = per_id(args, "--stop-self", float)
+    if stop is not None:
+        time.sleep(stop)
+        print("stopping myself", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        print("continued", flush=True)
     secs = per_id(args, "--sleep", float)
     if secs:
         time.sleep(secs)

@@ -5,17 +5,31 @@
  *                          joins and does READ, WRITE, CAS and FAA on it.
  *                          --mismatch: the joiner expects another size and
  *                          both must fail (exit 3).
- *   memnode-kill SECS DELAY_MS
+ *   memnode-kill SECS VICTIM
  *                          every compute node but the highest writes
  *                          committed records to its region on the memory
- *                          node for SECS seconds (the launcher kills one);
- *                          the highest attaches after DELAY_MS and checks
- *                          every writer's records, the killed one's too.
+ *                          node, each holding a lock file in LOCO_RUN_DIR
+ *                          while it lives. It prints `committed 64
+ *                          records` once (the launcher kills VICTIM at
+ *                          that line: --kill VICTIM@after:VICTIM:...);
+ *                          VICTIM writes until it is killed (60 s at
+ *                          most), the others for SECS seconds, then mark
+ *                          their log done. The highest attaches once
+ *                          every writer's lock is free (all ended) and
+ *                          checks every writer's records: VICTIM's log
+ *                          has no done mark (it was killed) and every
+ *                          record it committed is intact.
  *   durable-log SECS [--skip-persist]
  *                          every compute node appends records to its log
- *                          on a durable memory node for SECS seconds: the
- *                          record, a persist, the commit word, a persist,
- *                          then it counts the record acknowledged. When
+ *                          on a durable memory node: the record, a
+ *                          persist, the commit word, a persist, then it
+ *                          counts the record acknowledged. Once every
+ *                          node has 64 records acknowledged, the lowest
+ *                          prints `every writer has 64 records
+ *                          acknowledged` (the launcher's restart is aimed
+ *                          at that line); each goes on for SECS seconds
+ *                          and until it has seen the memory node go down
+ *                          (60 s at most). When
  *                          the memory node dies (the launcher restarts
  *                          it) operations fail with -LOCO_EDOWN; the node
  *                          waits for it, checks that the durable commit
@@ -27,15 +41,21 @@
  *
  * Exit 0 on success, 1 on a failed check, 3 on a join error. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <loco/channel.h>
 
 #define DATA_LEN 4096
 #define DONE_OFF 4088
+#define LOG_DONE_OFF 8       /* memnode-kill: a writer that ended on its own */
+#define VICTIM_MAX_S 60.0
+#define WRITER_WAIT_S 60.0
 #define LOG_SLOTS 1000
 #define LOG_LEN (64 + LOG_SLOTS * 64)
 
@@ -154,16 +174,71 @@ static void record_fill(uint64_t rec[8], uint64_t seq)
 		rec[k] = seq * 8 + (uint64_t)k;
 }
 
-static int memnode_writer(struct ctx *c, double secs)
+/* $LOCO_RUN_DIR/itest.alive.ID: the lock file of writer ID (LEN bytes). */
+static int alive_path(uint32_t id, const char *suffix, char *path, size_t len)
+{
+	const char *dir = getenv("LOCO_RUN_DIR");
+	if (!dir || !*dir) {
+		fprintf(stderr, "itest: memnode-kill needs LOCO_RUN_DIR "
+			"(run it under tools/loco-run)\n");
+		return -EINVAL;
+	}
+	snprintf(path, len, "%s/itest.alive.%u%s", dir, id, suffix);
+	return 0;
+}
+
+/* Writer ID takes its lock file and holds it while it lives: made under
+ * another name and locked before the rename, so that the reader never
+ * finds it unlocked before the writer ends. */
+static int alive_hold(uint32_t id)
+{
+	char tmp[4200], path[4200];
+	if (alive_path(id, ".tmp", tmp, sizeof(tmp)) ||
+	    alive_path(id, "", path, sizeof(path)))
+		return -EINVAL;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "%s: %s", tmp, strerror(errno));
+	CHECK(flock(fd, LOCK_EX) == 0, "lock %s: %s", tmp, strerror(errno));
+	CHECK(rename(tmp, path) == 0, "rename to %s: %s", path, strerror(errno));
+	return 0;           /* fd stays open (and locked) until the end */
+}
+
+/* Until writer ID has ended (its lock file exists and is free). */
+static int alive_wait_gone(uint32_t id)
+{
+	char path[4200];
+	if (alive_path(id, "", path, sizeof(path)))
+		return 1;
+	uint64_t deadline = loco_now_ns() + (uint64_t)(WRITER_WAIT_S * 1e9);
+	for (;;) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			int rc = flock(fd, LOCK_EX | LOCK_NB);
+			close(fd);
+			if (!rc)
+				return 0;
+		}
+		CHECK(loco_now_ns() < deadline, "writer %u still running after "
+		      "%g s", id, WRITER_WAIT_S);
+		sleep_ms(10);
+	}
+}
+
+static int memnode_writer(struct ctx *c, double secs, uint32_t victim)
 {
 	char name[64];
 	struct loco_rregion log;
-	snprintf(name, sizeof(name), "itest.log%u", loco_mgr_id(c->mgr));
+	uint32_t self = loco_mgr_id(c->mgr);
+	bool killed = self == victim;
+	snprintf(name, sizeof(name), "itest.log%u", self);
 	int mem = loco_mgr_first_memnode(c->mgr);
 	CHECK(mem >= 0, "no memory node in the hosts file");
 	CHECK(loco_region_open(c->mgr, (uint32_t)mem, name, LOG_LEN, &log) == 0,
 	      "open %s", name);
-	uint64_t end = loco_now_ns() + (uint64_t)(secs * 1e9), seq = 0;
+	if (alive_hold(self))
+		return 1;
+	uint64_t end = loco_now_ns() + (uint64_t)((killed ? VICTIM_MAX_S : secs) *
+						  1e9), seq = 0;
 	while (loco_now_ns() < end) {
 		uint64_t rec[8];
 		seq++;
@@ -173,8 +248,19 @@ static int memnode_writer(struct ctx *c, double secs)
 		/* Record placed before the commit word that publishes it. */
 		CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, log.node) == 0, "fence");
 		CHECK(loco_write(c->thr, &log, 0, &seq, 8) == 0, "commit");
+		if (seq == 64) {
+			/* The launcher's kill is aimed at this line. */
+			printf("itest: node %u committed 64 records\n", self);
+			fflush(stdout);
+		}
 	}
-	printf("itest: node %u wrote %llu records\n", loco_mgr_id(c->mgr),
+	CHECK(!killed, "node %u was never killed (%g s)", self, VICTIM_MAX_S);
+	uint64_t one = 1;
+	/* Fence: every commit placed before the done mark. */
+	CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, log.node) == 0, "fence");
+	CHECK(loco_write(c->thr, &log, LOG_DONE_OFF, &one, 8) == 0, "done mark");
+	CHECK(loco_fence(c->thr, LOCO_FENCE_PAIR, log.node) == 0, "fence");
+	printf("itest: node %u wrote %llu records\n", self,
 	       (unsigned long long)seq);
 	return 0;
 }
@@ -197,7 +283,9 @@ static int check_log(struct ctx *c, const struct loco_rregion *log,
 	return 0;
 }
 
-static int memnode_late(struct ctx *c, int uid_self)
+/* Every writer has ended: each committed records, all intact; VICTIM's
+ * log has no done mark (it was killed), the others' have one. */
+static int memnode_late(struct ctx *c, int uid_self, uint32_t victim)
 {
 	const struct loco_hosts *h = loco_mgr_hosts(c->mgr);
 	int mem = loco_mgr_first_memnode(c->mgr);
@@ -209,26 +297,36 @@ static int memnode_late(struct ctx *c, int uid_self)
 			continue;
 		char name[64];
 		struct loco_rregion log;
-		uint64_t n0, n1;
+		uint64_t n, done;
 		snprintf(name, sizeof(name), "itest.log%u", id);
 		CHECK(loco_region_open(c->mgr, (uint32_t)mem, name, LOG_LEN,
 				       &log) == 0, "open %s", name);
-		CHECK(loco_read(c->thr, &log, 0, &n0, 8) == 0, "read");
-		CHECK(n0 > 0, "node %u never committed a record", id);
-		sleep_ms(200);
-		CHECK(loco_read(c->thr, &log, 0, &n1, 8) == 0, "read");
-		if (n1 == n0) {
-			/* Stopped (killed): its committed records are intact. */
-			CHECK(check_log(c, &log, &n1) == 0, "log of node %u", id);
-			printf("itest: node %u stopped at %llu records, all intact\n",
-			       id, (unsigned long long)n1);
-		} else {
-			printf("itest: node %u still writing (%llu -> %llu)\n", id,
-			       (unsigned long long)n0, (unsigned long long)n1);
-		}
+		CHECK(check_log(c, &log, &n) == 0, "log of node %u", id);
+		CHECK(n > 0, "node %u never committed a record", id);
+		CHECK(loco_read(c->thr, &log, LOG_DONE_OFF, &done, 8) == 0, "read");
+		CHECK((done != 0) == (id != victim), "node %u %s", id, done ?
+		      "finished: it was not killed" : "ended without its done mark");
+		printf("itest: node %u %s at %llu records, all intact\n", id,
+		       id == victim ? "killed" : "finished",
+		       (unsigned long long)n);
 		checked++;
 	}
-	CHECK(checked > 0, "no other writer");
+	CHECK(checked > 1, "no writer besides the victim");
+	return 0;
+}
+
+/* memnode-kill: the reader attaches once every other compute node (a
+ * writer) has ended. */
+static int wait_writers(struct ctx *c)
+{
+	struct loco_hosts h;
+	char err[512];
+	CHECK(loco_hosts_load(c->opts.hosts_path, &h, err, sizeof(err)) == 0,
+	      "%s", err);
+	for (uint32_t id = 0; id <= h.max_id; id++)
+		if (h.node[id].present && h.node[id].role == LOCO_ROLE_COMPUTE &&
+		    (int)id != c->opts.node_id && alive_wait_gone(id))
+			return 1;
 	return 0;
 }
 
@@ -281,6 +379,38 @@ static int dlog_recover(struct dlog *d, uint64_t *seq)
 	return 0;
 }
 
+/* Until every compute node's log on the memory node commits 64 records;
+ * then the lowest node says so (the launcher's restart waits for it). */
+static int dlog_all_running(struct dlog *d)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(d->c->mgr);
+	uint32_t self = loco_mgr_id(d->c->mgr), lowest = self;
+	uint64_t deadline = loco_now_ns() + 30000000000ull;
+	for (uint32_t id = 0; id <= h->max_id; id++) {
+		if (!h->node[id].present || h->node[id].role != LOCO_ROLE_COMPUTE ||
+		    id == self)
+			continue;
+		char name[64];
+		struct loco_rregion log;
+		uint64_t seq = 0;
+		lowest = id < lowest ? id : lowest;
+		snprintf(name, sizeof(name), "itest.dlog%u", id);
+		CHECK(loco_region_open(d->c->mgr, d->log.node, name, LOG_LEN,
+				       &log) == 0, "open %s", name);
+		while (seq < 64) {
+			CHECK(loco_read(d->c->thr, &log, 0, &seq, 8) == 0, "read");
+			CHECK(loco_now_ns() < deadline, "node %u has not committed "
+			      "64 records in 30 s", id);
+			sleep_ms(1);
+		}
+	}
+	if (self == lowest) {
+		printf("itest: every writer has 64 records acknowledged\n");
+		fflush(stdout);
+	}
+	return 0;
+}
+
 static int durable_log(struct ctx *c, double secs, bool skip_persist)
 {
 	char name[64];
@@ -292,11 +422,14 @@ static int durable_log(struct ctx *c, double secs, bool skip_persist)
 	      "open %s", name);
 	CHECK(loco_peer_durable(c->mgr, (uint32_t)mem), "node %d is not durable",
 	      mem);
-	uint64_t end = loco_now_ns() + (uint64_t)(secs * 1e9), seq = 0;
-	while (loco_now_ns() < end) {
+	uint64_t t0 = loco_now_ns(), seq = 0;
+	uint64_t end = t0 + (uint64_t)(secs * 1e9), last = t0 + 60000000000ull;
+	while (loco_now_ns() < end || (!d.outages && loco_now_ns() < last)) {
 		int rc = dlog_append(&d, seq + 1);
 		if (!rc) {
 			d.acked = ++seq;
+			if (seq == 64 && !d.outages && dlog_all_running(&d))
+				return 1;
 			continue;
 		}
 		CHECK(rc == -LOCO_EDOWN, "record %llu: %s", (unsigned long long)seq + 1,
@@ -336,9 +469,10 @@ static int dispatch(struct ctx *c, int argc, char **argv)
 	if (!strcmp(cmd, "durable-log"))
 		return durable_log(c, atof(argv[2]), argc > 3 &&
 				   !strcmp(argv[3], "--skip-persist"));
+	uint32_t victim = (uint32_t)atoi(argv[3]);
 	if (c->late)
-		return memnode_late(c, (int)loco_mgr_id(c->mgr));
-	return memnode_writer(c, atof(argv[2]));
+		return memnode_late(c, (int)loco_mgr_id(c->mgr), victim);
+	return memnode_writer(c, atof(argv[2]), victim);
 }
 
 /* memnode-kill: the highest compute id is the late reader. */
@@ -368,13 +502,13 @@ int main(int argc, char **argv)
 	bool dlog = argc >= 3 && !strcmp(argv[1], "durable-log");
 	if (!two && !kill && !dlog) {
 		fprintf(stderr, "usage: loco-itest two-node [--mismatch] | "
-			"memnode-kill SECS DELAY_MS | durable-log SECS "
+			"memnode-kill SECS VICTIM | durable-log SECS "
 			"[--skip-persist]\n");
 		return 2;
 	}
 	c.late = kill && late_reader(&c);
-	if (c.late)
-		sleep_ms(atol(argv[3]));  /* attach late, on purpose */
+	if (c.late && wait_writers(&c))
+		return 1;           /* attach late, after the kill, on purpose */
 	if (start(&c))
 		return 1;
 	int rc = dispatch(&c, argc, argv);

@@ -53,6 +53,15 @@ json() {
 		"$FAKE_DIR/n$1.json" "$2" 2>/dev/null || fail "no usable dump for n$1"
 }
 
+# counts N: the count lines of node N as "K T" (T its monotonic clock).
+counts() {
+	sed -n "s/^\[n$1\] count \([0-9]*\) at \([0-9.]*\)$/\1 \2/p" "$FAKE_DIR/out"
+}
+# fault_at REGEX: the time of the first launcher line matching REGEX.
+fault_at() {
+	sed -En "s/^\[loco-run\] $1 at ([0-9.]+)s.*/\1/p" "$FAKE_DIR/err" | head -1
+}
+
 alive() {
 	local state
 	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
@@ -96,6 +105,20 @@ for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-m 1 -n 1 --restart 0@1:800 --restart 0@1.5 -- $FAKE" \
 	"-m 1 -n 1 --mirror 0 -- $FAKE" "-m 1 -n 1 --durable --mirror 1 -- $FAKE" \
 	"-m 1 -n 1 --durable --mirror 0 --mirror 0 -- $FAKE" \
+	"-n 2 --kill 1@after:1: -- $FAKE" "-n 2 --kill 1@after:x:y -- $FAKE" \
+	"-n 2 --kill 1@after:5:y -- $FAKE" "-n 2 --kill 1@1:5 -- $FAKE" \
+	"-n 2 --kill 1@inf -- $FAKE" "-n 2 --kill 1@-1 -- $FAKE" \
+	"-m 1 -n 1 --restart 0@after:1:x:4000000 -- $FAKE" \
+	"-n 2 --restart 1@after:1:x -- $FAKE" "-n 2 --pause 1@1 -- $FAKE" \
+	"-n 2 --pause 1@1:0 -- $FAKE" "-n 2 --pause 1@after:1:x -- $FAKE" \
+	"-n 2 --pause 7@1:100 -- $FAKE" "-n 2 --pauses 0:100 -- $FAKE" \
+	"-n 2 --pauses 2 -- $FAKE" "-n 2 --pauses 2:100:0.05 -- $FAKE" \
+	"-n 2 --pauses 2:x -- $FAKE" "-n 2 --pauses-seed 3 -- $FAKE" \
+	"-n 2 --clock-skew 1:1.5 -- $FAKE" "-n 2 --clock-skew 1 -- $FAKE" \
+	"-n 2 --clock-skew 1:5 --clock-skew 1:4 -- $FAKE" \
+	"-n 2 --clock-skew 9:1 -- $FAKE" "-n 2 --resume-stopped -1 -- $FAKE" \
+	"-n 2 --resume-stopped x -- $FAKE" \
+	"-n 2 --env LOCO_CLOCK_SKEW_MS=3 -- $FAKE" \
 	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
 	# shellcheck disable=SC2086
 	run $bad
@@ -191,8 +214,8 @@ pids_gone
 begin kill
 run -m 1 -n 2 --kill 1@0.5 -- "$FAKE" --sleep 1:60 --sleep 2:1.5
 expect_rc 0
-has err '^\[loco-run\] killed n1 at [0-9]+\.[0-9]{2}s$'
-t=$(sed -n 's/^\[loco-run\] killed n1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
+has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9]+\.[0-9]{2}s \(--kill 1@0\.5\)$'
+t=$(sed -n 's/^\[loco-run\] fault: SIGKILL node 1 at \([0-9.]*\)s .*/\1/p' "$FAKE_DIR/err")
 python3 -c "import sys; sys.exit(not 0.5 <= float('$t') < 5)" ||
 	fail "killed at ${t}s, expected 0.5s"
 [ "$secs" -lt 20 ] || fail "took ${secs}s"
@@ -202,15 +225,17 @@ pids_gone
 
 # --- --restart: killed, started again with the same durable directory -------
 begin restart
-run -m 2 -n 1 --durable --power-cut --restart 1@0.4:300 -- "$FAKE" --sleep 2:1.5
+# Aimed at n1's readiness line: a restart before it would test nothing.
+run -m 2 -n 1 --durable --power-cut --restart 1@after:1:'memnode 1 up:300' -- \
+	"$FAKE" --sleep 2:1.5
 expect_rc 0
-has err '^\[loco-run\] killed n1 at [0-9.]+s \(restart\)$'
-has err '^\[loco-run\] restarted n1 at [0-9.]+s$'
+has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9.]+s, restart in 300 ms \(--restart 1@after:1:memnode 1 up:300, seen at [0-9.]+s\)$'
+has err '^\[loco-run\] fault: restarted node 1 at [0-9.]+s$'
 [ "$(grep -c '^\[n1\] fake memnode 1 up$' "$FAKE_DIR/err")" -eq 2 ] ||
 	fail "n1 did not start twice"
 [ "$(wc -l <"$FAKE_DIR/pids")" -eq 4 ] || fail "expected 4 recorded pids"
-t0=$(sed -n 's/^\[loco-run\] killed n1 at \([0-9.]*\)s.*/\1/p' "$FAKE_DIR/err")
-t1=$(sed -n 's/^\[loco-run\] restarted n1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
+t0=$(sed -n 's/^\[loco-run\] fault: SIGKILL node 1 at \([0-9.]*\)s.*/\1/p' "$FAKE_DIR/err")
+t1=$(sed -n 's/^\[loco-run\] fault: restarted node 1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
 python3 -c "import sys; sys.exit(not 0.29 <= $t1 - $t0 < 5)" ||
 	fail "restarted ${t1}s after a kill at ${t0}s, expected 0.3s later"
 d0=$(json 0 'd["env"]["LOCO_DURABLE_DIR"]')
@@ -225,10 +250,11 @@ pids_gone
 
 # --- --mirror: a mirror node after the memory nodes, its own directory ------
 begin mirror
-run -m 2 -n 1 --durable --mirror 1 --kill 1@0.5 -- "$FAKE" --sleep 3:1
+run -m 2 -n 1 --durable --mirror 1 --kill 1@after:1:'memnode 1 up' -- "$FAKE" \
+	--sleep 3:1
 expect_rc 0
 [ "$(json 2 'd["env"]["LOCO_ROLE"]')" = mirror ] || fail "node 2 is no mirror"
-has err '^\[loco-run\] killed n1 at [0-9.]+s$'
+has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9.]+s '
 [ "$(json 2 'd["env"]["LOCO_MIRROR_OF"]')" = 1 ] || fail "LOCO_MIRROR_OF"
 case $(json 2 'd["env"]["LOCO_DURABLE_DIR"]') in
 */durable-n2) ;; *) fail "the mirror has no durable directory of its own" ;;
@@ -236,6 +262,166 @@ esac
 [ "$(json 3 'd["env"]["LOCO_ROLE"]')" = compute ] || fail "node 3 is not compute"
 [ "$(json 0 'd["env"].get("LOCO_MIRROR_OF")')" = None ] ||
 	fail "a memory node got LOCO_MIRROR_OF"
+pids_gone
+
+# --- faults aimed at events: after the line, never before ---------------------
+
+begin kill_event
+run -m 1 -n 2 --kill 1@after:1:'count 5 at' -- "$FAKE" --count 1:200:20 \
+	--sleep 2:0.5
+expect_rc 0
+has out '^\[n1\] count 5 at '
+has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9.]+s \(--kill 1@after:1:count 5 at, seen at [0-9.]+s\)$'
+lacks out '^\[n1\] count 200 at '
+[ ! -e "$FAKE_DIR/done.1" ] || fail "n1 finished"
+[ -e "$FAKE_DIR/done.2" ] || fail "n2 did not finish"
+pids_gone
+
+# +S: S seconds after the line, the node printing all the while.
+begin kill_delay
+run -n 1 --kill 0@after:0:'count 3 at+0.6' -- "$FAKE" --count 0:400:10
+expect_rc 0
+seen=$(sed -En 's/.*--kill 0@after:0:count 3 at\+0\.6, seen at ([0-9.]+)s\)$/\1/p' \
+	"$FAKE_DIR/err")
+hit=$(fault_at 'fault: SIGKILL node 0')
+[ -n "$seen" ] && [ -n "$hit" ] || fail "no fault line"
+python3 -c "import sys; sys.exit(not $hit - $seen >= 0.59)" ||
+	fail "killed at ${hit}s, the line seen at ${seen}s: expected 0.6 s later"
+counts 0 | python3 -c '
+import sys
+t = {int(k): float(v) for k, v in (l.split() for l in sys.stdin)}
+sys.exit(not (3 in t and max(t.values()) - t[3] >= 0.5 and 400 not in t))' ||
+	fail "n0 did not run on for 0.6 s after its line (or was not killed)"
+
+# An event that never comes, one that comes too late, a target gone: the run
+# fails, saying so; nothing is hit.
+begin event_never
+run -m 1 -n 2 --kill 1@after:2:'no such line' -- "$FAKE" --count '*:3:10'
+expect_rc 1
+has err '^\[loco-run\] --kill 1@after:2:no such line: event never seen \(no output line of n2 held .no such line.\)$'
+lacks err 'fault: SIGKILL'
+[ -e "$FAKE_DIR/done.1" ] || fail "n1 did not finish"
+begin event_late
+run -n 2 --pause 1@after:0:'count 2 at+30:100' -- "$FAKE" --count '*:3:10'
+expect_rc 1
+has err '^\[loco-run\] --pause 1@after:0:count 2 at\+30:100: event seen at [0-9.]+s, but the run ended before the fault was due at [0-9.]+s$'
+lacks err 'fault: SIGSTOP'
+begin event_gone
+run -n 2 --kill 1@after:0:'count 1 at' --kill 1@after:0:'count 3 at' -- \
+	"$FAKE" --count 0:10:20 --sleep 1:30
+expect_rc 1
+has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9.]+s \(--kill 1@after:0:count 1 at, '
+has err '^\[loco-run\] fault not done: --kill 1@after:0:count 3 at: node 1 was not running at [0-9.]+s$'
+has err '^\[loco-run\] --kill 1@after:0:count 3 at: node 1 was not running at '
+
+# --- --restart aimed at an event ---------------------------------------------
+begin restart_event
+run -m 1 -n 1 --durable --restart 0@after:1:'count 5 at:200' -- "$FAKE" \
+	--count 1:60:20
+expect_rc 0
+has err '^\[loco-run\] fault: SIGKILL node 0 at [0-9.]+s, restart in 200 ms \(--restart 0@after:1:count 5 at:200, seen at [0-9.]+s\)$'
+has err '^\[loco-run\] fault: restarted node 0 at [0-9.]+s$'
+[ "$(grep -c '^\[n0\] fake memnode 0 up$' "$FAKE_DIR/err")" -eq 2 ] ||
+	fail "n0 did not start twice"
+pids_gone
+
+# --- --pause: no progress while stopped, then on again -------------------------
+begin pause
+run -n 1 --pause 0@after:0:'count 10 at:800' -- "$FAKE" --count 0:60:10
+expect_rc 0
+has err '^\[loco-run\] fault: SIGSTOP node 0 at [0-9.]+s for 800 ms \(--pause 0@after:0:count 10 at:800, seen at [0-9.]+s\)$'
+has err '^\[loco-run\] fault: SIGCONT node 0 at [0-9.]+s$'
+lacks err 'stopped itself'
+t0=$(fault_at 'fault: SIGSTOP node 0')
+t1=$(fault_at 'fault: SIGCONT node 0')
+# The times are printed to 0.01 s: their difference may read 0.01 short.
+python3 -c "import sys; sys.exit(not 0.79 <= $t1 - $t0 < 5)" ||
+	fail "SIGCONT ${t1}s after a SIGSTOP at ${t0}s, expected 0.8 s later"
+# Counting 10 ms apart, n0 shows one gap of at least 0.7 s, after its
+# 10th line, and counts to the end after it.
+counts 0 | python3 -c '
+import sys
+t = sorted((int(k), float(v)) for k, v in (l.split() for l in sys.stdin))
+gaps = [(b[1] - a[1], a[0]) for a, b in zip(t, t[1:])]
+gap, after = max(gaps)
+sys.exit(not (gap >= 0.7 and after >= 10 and t[-1][0] == 60))' ||
+	fail "no 0.8 s stop after count 10 in n0's counting (or no resumption)"
+[ -e "$FAKE_DIR/done.0" ] || fail "n0 did not finish"
+
+# A memory node paused to the end gets SIGCONT before its SIGTERM: it stops
+# at once, not after the 5 s grace.
+begin pause_cleanup
+run -m 1 -n 1 --pause 0@after:0:'memnode 0 up:60000' -- "$FAKE" --sleep 1:0.3
+expect_rc 0
+has err '^\[loco-run\] fault: SIGSTOP node 0 at '
+has err '^\[n0\] fake memnode 0 stopping$'
+lacks err 'ignored SIGTERM'
+[ "$secs" -lt 20 ] || fail "took ${secs}s"
+pids_gone
+# A timeout with a node (and its grandchild) paused: nothing stays stopped.
+begin pause_timeout
+run -m 1 -n 2 --timeout 8 --pause 1@after:1:'count 2 at:60000' -- "$FAKE" \
+	--grandchild --count '*:3000:10'
+expect_rc 124
+has err '^\[loco-run\] fault: SIGSTOP node 1 at '
+[ "$(wc -l <"$FAKE_DIR/pids")" -eq 5 ] || fail "expected 5 recorded pids"
+pids_gone
+
+# --- --pauses: seeded plan of random pauses of compute nodes -------------------
+begin pauses
+for i in 1 2; do
+	run -m 1 -n 2 --pauses 3:300:1.5 --pauses-seed 42 -- "$FAKE" \
+		--count '*:100:20'
+	expect_rc 0
+	grep '^\[loco-run\] --pauses 3:300:1.5: seed 42 ' "$FAKE_DIR/err" \
+		>"$FAKE_DIR/plan$i" || fail "no plan line"
+done
+cmp -s "$FAKE_DIR/plan1" "$FAKE_DIR/plan2" || fail "seed 42 gave two plans"
+grep -Eq '^\[loco-run\] --pauses 3:300:1\.5: seed 42 \(--pauses-seed\): n[12] at [0-9.]+s, n[12] at [0-9.]+s, n[12] at [0-9.]+s$' \
+	"$FAKE_DIR/plan1" || fail "plan: $(cat "$FAKE_DIR/plan1")"
+[ "$(grep -Ec '^\[loco-run\] fault: SIGSTOP node [12] at [0-9.]+s for 300 ms \(--pauses 3:300:1\.5\)$' "$FAKE_DIR/err")" -eq 3 ] ||
+	fail "expected 3 SIGSTOPs"
+[ "$(grep -c 'fault: SIGCONT node' "$FAKE_DIR/err")" -eq 3 ] ||
+	fail "expected 3 SIGCONTs"
+has err '^\[loco-run\] --pauses 3:300:1\.5: 3 of 3 pauses done \(seed 42\)$'
+# The pauses of one node do not overlap: 8 pauses of 250 ms in 2 s on 2 nodes.
+run -m 0 -n 2 --pauses 8:250:2 -- "$FAKE" --count '*:100:20'
+expect_rc 0
+python3 - "$FAKE_DIR/err" <<'EOF' || fail "overlapping pauses: $(grep 'seed' "$FAKE_DIR/err")"
+import re, sys
+plan = re.search(r"\): (.*)$", [l for l in open(sys.argv[1])
+                                if "(--pauses-seed)" in l][0]).group(1)
+starts = {}
+for node, t in re.findall(r"n(\d+) at ([0-9.]+)s", plan):
+    starts.setdefault(node, []).append(float(t))
+assert set(starts) <= {"0", "1"} and sum(map(len, starts.values())) == 8
+for ts in starts.values():
+    ts.sort()
+    assert all(b - a >= 0.249 for a, b in zip(ts, ts[1:])), ts
+EOF
+
+# --- --clock-skew: the node's environment, no one else's ----------------------
+begin skew
+LOCO_CLOCK_SKEW_MS=7 run -m 1 -n 2 --clock-skew 2:-250 --clock-skew 0:40 -- \
+	"$FAKE" --lines 1
+expect_rc 0
+[ "$(json 2 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = -250 ] || fail "n2's skew"
+[ "$(json 0 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = 40 ] || fail "n0's skew"
+[ "$(json 1 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = None ] ||
+	fail "n1 got a skew"
+
+# --- a node that stops itself is resumed after --resume-stopped --------------
+begin stop_self
+run -n 2 --resume-stopped 400 -- "$FAKE" --stop-self 1:0.1 --sleep 0:0.2
+expect_rc 0
+has err '^\[loco-run\] node 1 stopped itself at [0-9.]+s; SIGCONT in 400 ms \(--resume-stopped\)$'
+has err '^\[loco-run\] fault: SIGCONT node 1 at [0-9.]+s \(it stopped itself\)$'
+has out '^\[n1\] continued$'
+t0=$(fault_at 'node 1 stopped itself')
+t1=$(fault_at 'fault: SIGCONT node 1')
+python3 -c "import sys; sys.exit(not 0.39 <= $t1 - $t0 < 5)" ||
+	fail "SIGCONT ${t1}s after the stop at ${t0}s, expected 0.4 s later"
+[ -e "$FAKE_DIR/done.1" ] || fail "n1 did not finish"
 pids_gone
 
 # --- a memory node dying on its own is a failure -----------------------------

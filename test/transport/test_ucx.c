@@ -723,9 +723,12 @@ START_TEST(ops_durable)
 	ck_assert_uint_eq(got, v);
 	node_close();
 	unlink(img);
-	char regions[64];
-	snprintf(regions, sizeof(regions), "%s/regions", dir);
-	unlink(regions);
+	char path[80];
+	snprintf(path, sizeof(path), "%s/regions", dir);
+	unlink(path);
+	/* The group commit's state (docs/durability.md). */
+	snprintf(path, sizeof(path), "%s.sync", img);
+	unlink(path);
 	ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST

@@ -399,6 +399,89 @@ static void *race(void *arg)
 	return NULL;
 }
 
+#define GROUP_THREADS 4
+#define GROUP_ROUNDS 20
+
+struct grouper {
+	const struct loco_rregion *rr;
+	unsigned id;
+	int rc;
+};
+
+/* Thread ID persists GROUP_ROUNDS patterns into its own 64 words (the
+ * last one, seed 10 + ID, stays), then writes seed 20 + ID at FAR + its
+ * offset without a persist point. */
+static void *group_persist(void *arg)
+{
+	struct grouper *g = arg;
+	struct loco_thread *t;
+	uint64_t buf[64], at = (uint64_t)g->id * 1024;
+	g->rc = loco_thread_create(mc.mgr, &t);
+	for (unsigned i = 0; !g->rc && i < GROUP_ROUNDS; i++) {
+		fill(buf, 64, i + 1 == GROUP_ROUNDS ? 10 + g->id : 100 + i);
+		g->rc = loco_write(t, g->rr, at, buf, sizeof(buf));
+		if (!g->rc)
+			g->rc = loco_persist(t, g->rr->node);
+	}
+	fill(buf, 64, 20 + g->id);
+	if (!g->rc)
+		g->rc = loco_write(t, g->rr, FAR + at, buf, sizeof(buf));
+	if (!g->rc)
+		g->rc = loco_fence(t, LOCO_FENCE_PAIR, g->rr->node);
+	loco_thread_destroy(t);
+	return NULL;
+}
+
+/* Threads persist at once (fdatasync: group commit, FLUSHes of several
+ * threads covered by one sync), then leave writes unpersisted; the node
+ * is killed and started again with ENV: every thread's last persisted
+ * pattern is there, and its unpersisted one is there exactly when KEPT. */
+static void group_survive(const char *const *env, bool kept)
+{
+	struct loco_rregion a, a2;
+	pthread_t th[GROUP_THREADS];
+	struct grouper g[GROUP_THREADS];
+	mc_start_mem(&mc, true, env);
+	attach("t.g", &a);
+	for (unsigned i = 0; i < GROUP_THREADS; i++) {
+		g[i] = (struct grouper){ .rr = &a, .id = i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, group_persist,
+						&g[i]), 0);
+	}
+	for (unsigned i = 0; i < GROUP_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(g[i].rc, 0);
+	}
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, env);
+	attach("t.g", &a2);
+	ck_assert_uint_eq(a2.off, a.off);
+	for (unsigned i = 0; i < GROUP_THREADS; i++) {
+		ck_assert_msg(holds(&a2, i * 1024, 64, 10 + i),
+			      "thread %u's persisted pattern lost", i);
+		ck_assert_msg(holds(&a2, FAR + i * 1024, 64, kept ? 20 + i : 0),
+			      "thread %u's unpersisted pattern %s", i,
+			      kept ? "lost" : "survived a power cut");
+	}
+}
+
+/* Group-committed persists survive a power cut; what was not persisted is
+ * lost, exactly that. */
+START_TEST(group_persists_power_cut)
+{
+	group_survive(power_cut, false);
+}
+END_TEST
+
+/* Without --power-cut (the arena is the image) a restart keeps what was
+ * persisted and, as after any process crash, the rest. */
+START_TEST(group_persists_restart_keeps_all)
+{
+	group_survive(NULL, true);
+}
+END_TEST
+
 /* Concurrent persists of the same word never let an older copy land over
  * a newer one: the image ends with the word's last value. */
 START_TEST(concurrent_persists_keep_last)
@@ -489,6 +572,8 @@ int main(void)
 	tcase_add_test(tc, access_survives_restart);
 	tcase_add_test(tc, volatile_node_persist_is_fence);
 	tcase_add_test(tc, concurrent_persists_keep_last);
+	tcase_add_test(tc, group_persists_power_cut);
+	tcase_add_test(tc, group_persists_restart_keeps_all);
 	tcase_add_test(tc, bad_restarts_refused);
 	tcase_add_test(tc, damaged_table_refused);
 	suite_add_tcase(s, tc);

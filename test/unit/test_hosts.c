@@ -421,7 +421,9 @@ END_TEST
 
 static const char *const env_names[] = {
 	"LOCO_NODE_ID", "LOCO_HOSTS", "LOCO_TRANSPORT", "LOCO_TIMEOUT_MS",
-	"LOCO_ARENA_MB", "LOCO_CPU_BIND",
+	"LOCO_ARENA_MB", "LOCO_CPU_BIND", "LOCO_MEMORY_NODES",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+	"SLURM_PROCID", "SLURM_NTASKS",
 };
 
 static void clear_env(void)
@@ -623,7 +625,9 @@ START_TEST(opts_env)
 	/* An empty variable counts as unset. */
 	setenv("LOCO_NODE_ID", "", 1);
 	ck_assert_int_eq(loco_opts_parse(&o, &argc, argv, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "no node id: pass --id N or set LOCO_NODE_ID");
+	ck_assert_str_eq(err, "no node id: pass --id N or set LOCO_NODE_ID, or "
+			 "start the nodes with a launcher (mpirun, srun) that "
+			 "gives each its rank");
 }
 END_TEST
 
@@ -718,7 +722,9 @@ START_TEST(opts_missing)
 
 	argc = ARGC(no_id);
 	ck_assert_int_eq(loco_opts_parse(&o, &argc, no_id, err, sizeof(err)), -EINVAL);
-	ck_assert_str_eq(err, "no node id: pass --id N or set LOCO_NODE_ID");
+	ck_assert_str_eq(err, "no node id: pass --id N or set LOCO_NODE_ID, or "
+			 "start the nodes with a launcher (mpirun, srun) that "
+			 "gives each its rank");
 	ck_assert_int_eq(argc, 3);
 
 	argc = ARGC(no_hosts);
@@ -733,6 +739,124 @@ START_TEST(opts_missing)
 	ck_assert_int_eq(loco_opts_parse(&o, &argc, dash_value, err, sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "missing value for --hosts");
 	ck_assert_int_eq(argc, 6);
+}
+END_TEST
+
+
+/* ---- identity from the launcher ----------------------------------------------- */
+
+/* loco_opts_parse of ARGV (NULL-terminated) into O; ERR gets the reason. */
+static int parse_v(struct loco_opts *o, char **argv, char *err)
+{
+	int argc = 0;
+	while (argv[argc])
+		argc++;
+	err[0] = 0;
+	return loco_opts_parse(o, &argc, argv, err, ERRLEN);
+}
+
+START_TEST(launch_ompi)
+{
+	struct loco_opts o;
+	char err[ERRLEN];
+	char *argv[] = { "prog", "--hosts", "h", "--memory-nodes", "1", NULL };
+	setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+	setenv("SLURM_PROCID", "0", 1);   /* an sbatch script's: ignored */
+	setenv("SLURM_NTASKS", "1", 1);
+	ck_assert_int_eq(parse_v(&o, argv, err), 0);
+	ck_assert_int_eq(o.node_id, 2);
+	ck_assert_int_eq(o.launch.launcher, LOCO_LAUNCHER_OMPI);
+	ck_assert_int_eq(o.launch.size, 4);
+	ck_assert_int_eq(o.memory_nodes, 1);
+	ck_assert_int_eq(o.launch.pmix, 0);
+	ck_assert_str_eq(o.launch.from, "OMPI_COMM_WORLD_RANK=2");
+}
+END_TEST
+
+START_TEST(launch_id_wins)
+{
+	struct loco_opts o;
+	char err[ERRLEN];
+	char *argv[] = { "prog", "--hosts", "h", "--id", "5", NULL };
+	setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+	ck_assert_int_eq(parse_v(&o, argv, err), 0);
+	ck_assert_int_eq(o.node_id, 5);
+	ck_assert_int_eq(o.launch.launcher, LOCO_LAUNCHER_NONE);
+}
+END_TEST
+
+START_TEST(launch_slurm_and_pmix)
+{
+	struct loco_opts o;
+	char err[ERRLEN];
+	char *with_hosts[] = { "prog", "--hosts", "h", NULL };
+	char *bare[] = { "prog", NULL };
+	setenv("SLURM_PROCID", "3", 1);
+	setenv("SLURM_NTASKS", "8", 1);
+	ck_assert_int_eq(parse_v(&o, with_hosts, err), 0);
+	ck_assert_int_eq(o.node_id, 3);
+	ck_assert_int_eq(o.launch.launcher, LOCO_LAUNCHER_SLURM);
+	ck_assert_int_eq(o.launch.size, 8);
+	/* Slurm without PMIx: the addresses need a hosts file. */
+	ck_assert_int_eq(parse_v(&o, bare, err), -EINVAL);
+	ck_assert_str_eq(err, "no hosts file: pass --hosts FILE or set LOCO_HOSTS "
+			 "(without one, nodes find each other through PMIx: "
+			 "mpirun, srun --mpi=pmix; PMIX_RANK is not set)");
+	/* srun --mpi=pmix: PMIx's rank first, its size comes later. */
+	setenv("PMIX_RANK", "6", 1);
+	ck_assert_int_eq(parse_v(&o, bare, err), 0);
+	ck_assert_int_eq(o.node_id, 6);
+	ck_assert_int_eq(o.launch.launcher, LOCO_LAUNCHER_PMIX);
+	ck_assert_int_eq(o.launch.size, 0);
+	ck_assert_int_eq(o.launch.pmix, 1);
+	ck_assert_str_eq(o.hosts_path, "");
+}
+END_TEST
+
+/* Bad launch environments, each with its message. */
+static const struct {
+	const char *var[4];   /* NAME, VALUE, NAME, VALUE */
+	const char *argv2;    /* an extra argument, or NULL */
+	const char *err;
+} bad_launch[] = {
+	{ { "OMPI_COMM_WORLD_RANK", "4", "OMPI_COMM_WORLD_SIZE", "4" }, NULL,
+	  "rank 4 is beyond the job's size 4 (OMPI_COMM_WORLD_RANK=4, "
+	  "OMPI_COMM_WORLD_SIZE=4)" },
+	{ { "SLURM_PROCID", "9", "SLURM_NTASKS", "2" }, NULL,
+	  "rank 9 is beyond the job's size 2 (SLURM_PROCID=9, SLURM_NTASKS=2)" },
+	{ { "OMPI_COMM_WORLD_RANK", "1" }, NULL,
+	  "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not: not a "
+	  "complete launch environment" },
+	{ { "OMPI_COMM_WORLD_RANK", "x1", "OMPI_COMM_WORLD_SIZE", "4" }, NULL,
+	  "OMPI_COMM_WORLD_RANK: bad value 'x1' (expected a number)" },
+	{ { "SLURM_PROCID", "0", "SLURM_NTASKS", "-2" }, NULL,
+	  "SLURM_NTASKS: bad value '-2' (expected a number)" },
+	{ { "OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "65" }, NULL,
+	  "OMPI_COMM_WORLD_RANK=0: the job has 65 processes; loco runs at most "
+	  "64 nodes" },
+	{ { "OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "4" },
+	  "--memory-nodes=4",
+	  "4 memory nodes leave no compute node in a job of 4 processes "
+	  "(--memory-nodes / LOCO_MEMORY_NODES must be below the job's size)" },
+	{ { "OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "4" },
+	  "--memory-nodes=x",
+	  "--memory-nodes: bad number of memory nodes 'x' (expected 0..63)" },
+};
+
+START_TEST(launch_bad)
+{
+	struct loco_opts o;
+	char err[ERRLEN];
+	char *argv[] = { "prog", "--hosts", "h", (char *)bad_launch[_i].argv2,
+			 NULL };
+	for (int k = 0; k < 4 && bad_launch[_i].var[k]; k += 2)
+		setenv(bad_launch[_i].var[k], bad_launch[_i].var[k + 1], 1);
+	poison(&o, sizeof(o));
+	ck_assert_int_eq(parse_v(&o, argv, err), -EINVAL);
+	ck_assert_str_eq(err, bad_launch[_i].err);
+	ck_assert(untouched(&o, sizeof(o)));
 }
 END_TEST
 
@@ -777,6 +901,15 @@ static Suite *hosts_suite(void)
 	tcase_add_loop_test(tc, opts_bad_values, 0,
 			    (int)(sizeof(bad_opts) / sizeof(bad_opts[0])));
 	tcase_add_test(tc, opts_missing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("launch");
+	tcase_add_checked_fixture(tc, clear_env, clear_env);
+	tcase_add_test(tc, launch_ompi);
+	tcase_add_test(tc, launch_id_wins);
+	tcase_add_test(tc, launch_slurm_and_pmix);
+	tcase_add_loop_test(tc, launch_bad, 0,
+			    (int)(sizeof(bad_launch) / sizeof(bad_launch[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

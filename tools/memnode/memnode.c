@@ -5,6 +5,7 @@
  * arena and the region names live in DIR and survive restarts; with
  * --mirror-of ID too, it keeps a copy of memory node ID's image and
  * serves it after a fail-over (docs/durability.md). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,10 +17,14 @@ static void usage(FILE *f)
 		   "                    [--arena-mb MB] [--timeout-ms MS]\n"
 		   "                    [--cluster-key FILE | --insecure]\n"
 		   "                    [--durable DIR [--power-cut] [--mirror-of ID]]\n"
-		   "Serves this node's memory until SIGTERM/SIGINT. Options fall\n"
+		   "                    [--memory-nodes M]\n"
+		   "Serves this node's memory until SIGTERM/SIGINT (started by a PMIx\n"
+		   "launcher without a hosts file: until every node of the job is\n"
+		   "done). Without --id, the rank is the launcher's (mpirun, srun;\n"
+		   "docs/cluster.md). Options fall\n"
 		   "back to LOCO_NODE_ID, LOCO_HOSTS, LOCO_TRANSPORT, LOCO_ARENA_MB,\n"
 		   "LOCO_CLUSTER_KEY, LOCO_INSECURE, LOCO_DURABLE_DIR, LOCO_POWER_CUT,\n"
-		   "LOCO_MIRROR_OF.\n"
+		   "LOCO_MIRROR_OF, LOCO_MEMORY_NODES.\n"
 		   "Without a cluster key (32 random bytes, mode 0600; loco-run makes\n"
 		   "one) it refuses to start unless --insecure.\n"
 		   "--durable DIR: the arena and its region names live in DIR and\n"
@@ -55,11 +60,23 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct loco_mgr *mgr;
+	opts.role = opts.mirror ? LOCO_ROLE_MIRROR : LOCO_ROLE_MEMORY;
 	int rc = loco_mgr_create(&opts, &mgr);
 	if (rc)
 		return 1;
 	const struct loco_host *self = &loco_mgr_hosts(mgr)->node[opts.node_id];
-	if (self->role != LOCO_ROLE_MEMORY && self->role != LOCO_ROLE_MIRROR)
+	bool serves = self->role == LOCO_ROLE_MEMORY || self->role == LOCO_ROLE_MIRROR;
+	if (!serves && opts.launch.launcher) {
+		/* Started by a launcher: a compute rank would wait for a
+		 * program that never runs. */
+		loco_err("memnode", "rank %d is a %s node in %s, not a memory "
+			 "node: start loco-memnode on ranks 0..M-1 only (mpirun "
+			 "-np M loco-memnode : -np N PROGRAM)", opts.node_id,
+			 loco_role_name(self->role), loco_mgr_hosts(mgr)->path);
+		loco_mgr_destroy(mgr);
+		return 2;
+	}
+	if (!serves)
 		loco_warn("memnode", "node %d has role %s in %s; serving anyway",
 			  opts.node_id, loco_role_name(self->role),
 			  loco_mgr_hosts(mgr)->path);

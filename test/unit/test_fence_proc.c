@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/* Fencing a writer that is a real process, on the transport LOCO_TRANSPORT
+ * names. Node 1 is a child process writing in a loop (64-byte and 8-byte
+ * WRITEs, CAS and FAA on the inline path, 4-byte WRITEs out of line) to
+ * a region of node 0; nodes 0
+ * and 2 live in this process, and node 2 fences node 1. Once
+ * loco_fence_node returns 0, node 0's bytes must not change any more
+ * (checked until the child exits), and the child must see -LOCO_EFENCED
+ * and know it is fenced (exit status 3).
+ *  - fence_running: the child runs on while it is fenced;
+ *  - fence_stopped: the child is SIGSTOPped mid-loop (possibly mid-op)
+ *    before the fence and SIGCONTed after it returned; a fence that finds
+ *    it stopped inside an op times out and is tried again after a
+ *    SIGCONT, a few rounds, each with a new incarnation of node 1;
+ *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
+ *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes;
+ *  - fence_after_death_mid_op (shm): the same child is SIGKILLed there,
+ *    its mark left up: the fence completes once it is gone;
+ *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
+ *    inside a message of the child's, past its checks
+ *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test/common/cluster1.h"
+#include "test/common/skip.h"
+
+#define REGION_LEN 4096
+#define WATCH 96        /* bytes of the region the child writes */
+#define EXIT_FENCED 3
+
+static char hosts[64], key[64], run_dir[64];
+static struct loco_mgr *mgr0, *mgr2;
+static struct loco_thread *thr0, *thr2;
+static struct loco_rregion rr0;
+
+static struct loco_opts opts_for(int id)
+{
+	struct loco_opts o = { .node_id = id, .timeout_ms = 4000,
+			       .arena_bytes = 4 << 20 };
+	snprintf(o.hosts_path, sizeof(o.hosts_path), "%s", hosts);
+	snprintf(o.cluster_key, sizeof(o.cluster_key), "%s", key);
+	snprintf(o.transport, sizeof(o.transport), "%s",
+		 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
+	return o;
+}
+
+/* The child, node 1: write until refused; tell the parent (FD) once the
+ * first write is done. */
+static void writer(int fd)
+{
+	struct loco_opts o = opts_for(1);
+	struct loco_mgr *m;
+	struct loco_thread *t;
+	struct loco_rregion rr;
+	if (loco_mgr_create(&o, &m) || loco_thread_create(m, &t) ||
+	    loco_region_open(m, 0, "fence.w", REGION_LEN, &rr))
+		_exit(1);
+	int rc = 0;
+	for (uint64_t i = 1; !rc; i++) {
+		uint64_t big[8], old;
+		for (unsigned k = 0; k < 8; k++)
+			big[k] = i;
+		rc = loco_write(t, &rr, 0, big, sizeof(big));
+		if (!rc)
+			rc = loco_write(t, &rr, 64, &i, 8);
+		if (!rc)
+			rc = loco_cas(t, &rr, 72, i - 1, i, &old);
+		if (!rc)
+			rc = loco_faa(t, &rr, 80, 1, &old);
+		if (!rc)  /* 4 bytes: the out-of-line path */
+			rc = loco_write(t, &rr, 88, &i, 4);
+		if (i == 1 && write(fd, "r", 1) != 1)
+			_exit(1);
+	}
+	_exit(rc == -LOCO_EFENCED && loco_self_fenced(m) ? EXIT_FENCED : 2);
+}
+
+static pid_t child_start(void)
+{
+	int fd[2];
+	ck_assert_int_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		close(fd[0]);
+		writer(fd[1]);
+	}
+	close(fd[1]);
+	char c;
+	struct pollfd p = { .fd = fd[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 20000), 1);
+	ck_assert_int_eq(read(fd[0], &c, 1), 1);
+	close(fd[0]);
+	return pid;
+}
+
+static void snapshot(uint8_t *out)
+{
+	ck_assert_int_eq(loco_read(thr0, &rr0, 0, out, WATCH), 0);
+}
+
+/* After the fence returned: the bytes stay as they are until the child
+ * exits (status 3), which it must do within a few seconds. */
+static void unchanged_until_exit(pid_t pid)
+{
+	uint8_t before[WATCH], now[WATCH];
+	snapshot(before);
+	int st = 0;
+	uint64_t t0 = loco_now_ns();
+	for (;;) {
+		snapshot(now);
+		ck_assert_msg(!memcmp(before, now, WATCH),
+			      "node 0's bytes changed after the fence returned");
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		if (loco_now_ns() - t0 > 20000000000ull) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("the fenced child did not stop");
+		}
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	/* A last look, now that no process of node 1 is left. */
+	snapshot(now);
+	ck_assert(!memcmp(before, now, WATCH));
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED,
+		      "child status %#x", st);
+}
+
+static void setup(void)
+{
+	snprintf(hosts, sizeof(hosts), "/tmp/loco-fence-hosts-XXXXXX");
+	int fd = mkstemp(hosts);
+	ck_assert_int_ge(fd, 0);
+	for (unsigned i = 0; i < 3; i++)
+		dprintf(fd, "%u 127.0.0.1:%d compute\n", i, free_port());
+	close(fd);
+	snprintf(key, sizeof(key), "/tmp/loco-fence-key-XXXXXX");
+	ck_assert_int_eq(test_key_make(key), 0);
+	snprintf(run_dir, sizeof(run_dir), "/dev/shm/loco-fence-%d", (int)getpid());
+	setenv("LOCO_RUN_DIR", run_dir, 1);
+	rundir_at_exit(run_dir);
+	struct loco_opts o0 = opts_for(0), o2 = opts_for(2);
+	ck_assert_int_eq(loco_mgr_create(&o0, &mgr0), 0);
+	ck_assert_int_eq(loco_mgr_create(&o2, &mgr2), 0);
+	ck_assert_int_eq(loco_thread_create(mgr0, &thr0), 0);
+	ck_assert_int_eq(loco_thread_create(mgr2, &thr2), 0);
+	ck_assert_int_eq(loco_region_open(mgr0, 0, "fence.w", REGION_LEN, &rr0), 0);
+}
+
+static void teardown(void)
+{
+	loco_thread_destroy(thr0);
+	loco_thread_destroy(thr2);
+	loco_mgr_destroy(mgr0);
+	loco_mgr_destroy(mgr2);
+	unlink(hosts);
+	unlink(key);
+}
+
+START_TEST(fence_running)
+{
+	pid_t pid = child_start();
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
+	unchanged_until_exit(pid);
+}
+END_TEST
+
+START_TEST(fence_stopped)
+{
+	unsigned timeouts = 0;
+	for (unsigned round = 0; round < 4; round++) {
+		pid_t pid = child_start();
+		/* Let it run a little, a different while each round. */
+		struct timespec ts = { 0, (long)(round + 1) * 3000000 };
+		nanosleep(&ts, NULL);
+		ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+		int rc;
+		bool gone = false;
+		while (!gone &&
+		       (rc = loco_fence_node(mgr2, 1, 300)) == -ETIMEDOUT) {
+			/* Stopped inside an op (its mark raised): the fence
+			 * waits for it; let it run a moment, stop it again.
+			 * The fence is recorded: it may well find out and
+			 * exit meanwhile. */
+			timeouts++;
+			kill(pid, SIGCONT);
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+			kill(pid, SIGSTOP);
+			ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+			gone = !WIFSTOPPED(st);
+		}
+		if (gone) {
+			ck_assert_int_eq(loco_fence_node(mgr2, 1, 300), 0);
+			ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED);
+			continue;
+		}
+		ck_assert_int_eq(rc, 0);
+		uint8_t before[WATCH], now[WATCH];
+		snapshot(before);
+		ck_assert_int_eq(kill(pid, SIGCONT), 0);
+		unchanged_until_exit(pid);
+		snapshot(now);
+		ck_assert(!memcmp(before, now, WATCH));
+	}
+	fprintf(stderr, "fence_stopped: %u fences found the child stopped "
+		"mid-op and timed out\n", timeouts);
+}
+END_TEST
+
+/* shm: the child stops itself inside a WRITE, its busy mark up
+ * (LOCO_SHM_STOP_IN_POST). The fence must wait for it (-ETIMEDOUT while
+ * it is stopped), not return while that WRITE may still land. */
+START_TEST(fence_waits_for_op)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (tp && strcmp(tp, "shm"))
+		return;  /* the hook is plain shm's */
+	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
+	pid_t pid = child_start();
+	unsetenv("LOCO_SHM_STOP_IN_POST");
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 400), -ETIMEDOUT);
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	int rc;
+	while ((rc = loco_fence_node(mgr2, 1, 400)) == -ETIMEDOUT)
+		;
+	ck_assert_int_eq(rc, 0);
+	unchanged_until_exit(pid);
+}
+END_TEST
+
+/* shm: the child stops itself inside a WRITE, its busy mark up, and is
+ * then SIGKILLed there. Its mark stays up in node 0's fence file, but
+ * nothing of it can execute any more: the fence must complete, not wait
+ * for that mark for good. */
+START_TEST(fence_after_death_mid_op)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (tp && strcmp(tp, "shm"))
+		return;  /* the hook is plain shm's */
+	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
+	pid_t pid = child_start();
+	unsetenv("LOCO_SHM_STOP_IN_POST");
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 300), -ETIMEDOUT);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 2000), 0);
+}
+END_TEST
+
+/* ucx-tcp: node 0 (this process) is set up with its handler's 200th
+ * request message stalling 3 s inside its execution. */
+static void setup_stall(void)
+{
+	setenv("LOCO_UCX_STALL_IN_EXEC", "200:3000", 1);
+	setup();
+	unsetenv("LOCO_UCX_STALL_IN_EXEC");
+}
+
+static atomic_bool stalled;
+
+static void stall_seen(const struct loco_log_msg *m, void *arg)
+{
+	(void)arg;
+	if (strstr(m->text, "LOCO_UCX_STALL_IN_EXEC"))
+		/* Release: pairs with the test's acquire load. */
+		atomic_store_explicit(&stalled, true, memory_order_release);
+}
+
+/* ucx-tcp: the handler of node 0 stalls inside one of the child's
+ * request messages, past its fence check. The fence must wait for it
+ * (-ETIMEDOUT while it stalls), not return while its WRITEs may still
+ * land. */
+START_TEST(fence_waits_for_handler)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (!tp || strcmp(tp, "ucx-tcp"))
+		return;  /* the hook is ucx's messages' */
+	loco_log_set_level(LOCO_LOG_WARN);
+	loco_log_set_handler(stall_seen, NULL);
+	pid_t pid = child_start();
+	uint64_t t0 = loco_now_ns();
+	/* Acquire: pairs with the handler's release store. */
+	while (!atomic_load_explicit(&stalled, memory_order_acquire)) {
+		ck_assert_msg(loco_now_ns() - t0 < 20000000000ull,
+			      "node 0's handler never stalled");
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, 400), -ETIMEDOUT);
+	int rc;
+	while ((rc = loco_fence_node(mgr2, 1, 400)) == -ETIMEDOUT)
+		ck_assert_msg(loco_now_ns() - t0 < 30000000000ull,
+			      "the fence never completed");
+	ck_assert_int_eq(rc, 0);
+	loco_log_set_handler(NULL, NULL);
+	unchanged_until_exit(pid);
+}
+END_TEST
+
+int main(void)
+{
+	if (test_transport_skip())
+		return TEST_SKIP;
+	Suite *s = suite_create("fence_proc");
+	TCase *tc = tcase_create("fence_proc");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 100);
+	tcase_add_test(tc, fence_running);
+	tcase_add_test(tc, fence_stopped);
+	tcase_add_test(tc, fence_waits_for_op);
+	tcase_add_test(tc, fence_after_death_mid_op);
+	suite_add_tcase(s, tc);
+	TCase *stall = tcase_create("fence_proc_stall");
+	tcase_add_checked_fixture(stall, setup_stall, teardown);
+	tcase_set_timeout(stall, 100);
+	tcase_add_test(stall, fence_waits_for_handler);
+	suite_add_tcase(s, stall);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
