@@ -350,7 +350,7 @@ void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
  * since the last call (docs/race.md, "Fencing"): 0 when all are fenced
  * (or the transport has nothing that can refuse, -EOPNOTSUPP), else
  * -EAGAIN: the caller must not act for them yet (it waits and tries
- * again). */
+ * again); -LOCO_EFENCED when this node was fenced itself. */
 int race_fence_owed(struct loco_race_client *c);
 /* Set the client worker's rTX hooks (the repairs it must fence for). */
 void race_worker_hooks(struct loco_race_client *c);

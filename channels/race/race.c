@@ -745,6 +745,8 @@ int race_fence_owed(struct loco_race_client *c)
 					  "fence node %u: resizes taken over rest "
 					  "on the move epochs and private regions "
 					  "alone", node);
+		} else if (rc == -LOCO_EFENCED) {
+			return rc;   /* we were fenced ourselves: stop */
 		} else if (rc) {
 			loco_warn(c->r->base.name, "fence of node %u (its resize "
 				  "lease ran out): %s; waiting", node,
