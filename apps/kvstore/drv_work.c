@@ -172,7 +172,10 @@ static int write_op(struct drv_worker *w, struct kv_thread *kt, enum op op,
 	}
 	if (rc < 0) {
 		loco_hist_info(kt->thr, hid);
-		return rc;
+		/* --broken-broadcast: the client of a store that gives up
+		 * goes on, as one that retries would, so later ops can see
+		 * the half-indexed key (only the history knows the outcome). */
+		return rc == -ETIMEDOUT && w->d->o.broken_broadcast ? 0 : rc;
 	}
 	if (!rc)
 		shadow_set(w, key, op == OP_DELETE ? 0 : v);

@@ -49,6 +49,8 @@ static const char usage[] =
 "                    interface is synchronous; more threads overlap more)\n"
 "  --duration S      seconds of the measured phase (default 5)\n"
 "  --ops N           stop each thread after N operations (alone: no time limit)\n"
+"  --target R        at most R operations per second on this node, spread\n"
+"                    over its threads (YCSB's -target; default: no limit)\n"
 "  --scan-max M      scan lengths uniform in 1..M keys (default 100, at most\n"
 "                    16 with --record: a history line holds 1 KiB)\n"
 "  --delete-ratio D  a fraction D of the operations delete a chosen key and as\n"
@@ -172,6 +174,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 		return bench_parse_duration(arg, &o->duration, expect);
 	case 'o': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->max_ops,
 					 expect);
+	case 'T': return bench_parse_double(arg, 1, 1e9, &o->target, expect);
 	case 'S':
 		o->scan_max_set = true;
 		return bench_parse_uint(arg, 1, YCSB_SCAN_MAX, &o->scan_max, expect);
@@ -206,6 +209,7 @@ static const struct option longopts[] = {
 	{ "window", required_argument, NULL, 'W' },
 	{ "duration", required_argument, NULL, 'd' },
 	{ "ops", required_argument, NULL, 'o' },
+	{ "target", required_argument, NULL, 'T' },
 	{ "scan-max", required_argument, NULL, 'S' },
 	{ "delete-ratio", required_argument, NULL, 'D' },
 	{ "writers", required_argument, NULL, 'r' },

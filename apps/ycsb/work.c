@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apps/ycsb/ycsb.h"
 #include <loco/rtx/crash.h>
@@ -396,13 +397,32 @@ static int op_one(struct ycsb_worker *w)
 	return op_mix(w, (u - 2 * d) / (1 - 2 * d));
 }
 
+/* --target: wait until this thread's next operation is due at *NEXT
+ * (every threads/target seconds); a thread that fell behind (a pause)
+ * starts again from now instead of catching up in a burst. */
+static void pace(const struct ycsb *y, uint64_t *next)
+{
+	uint64_t gap = (uint64_t)(1e9 * y->o.threads / y->o.target);
+	uint64_t now = loco_now_ns();
+	if (*next > now) {
+		uint64_t ns = *next - now;
+		struct timespec ts = { (time_t)(ns / 1000000000u),
+				       (long)(ns % 1000000000u) };
+		nanosleep(&ts, NULL);
+	}
+	*next = (*next > now ? *next : now) + gap;
+}
+
 static int run(struct ycsb_worker *w)
 {
 	const struct ycsb *y = w->y;
+	uint64_t next = 0;
 	int rc = 0;
 	w->measuring = true;
 	while (!rc && (!y->o.max_ops || w->issued < y->o.max_ops) &&
 	       (!y->end_ns || loco_now_ns() < y->end_ns)) {
+		if (y->o.target > 0)
+			pace(y, &next);
 		uint64_t t0 = loco_now_ns();
 		rc = op_one(w);
 		bench_lat_add(&w->lat, loco_now_ns() - t0);

@@ -48,6 +48,7 @@ struct ycsb_opts {
 	bool scan_max_set;
 	double duration;            /* 0: no time limit (--ops alone) */
 	uint64_t max_ops;           /* per thread, 0: no limit */
+	double target;              /* --target: ops/s per node, 0: no limit */
 	double delete_ratio;        /* deletes, and as many inserts, of chosen keys */
 	enum ycsb_writers writers;
 	const char *record;

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include <loco/rtx/crash.h>
 #include <loco/wait.h>
 
 #include "channels/sherman/internal.h"
@@ -613,6 +614,7 @@ int sh_write_release_pre(struct loco_sherman_worker *w, struct sh_held *h,
 	}
 	if ((rc = sh_lock_keep(w, h)))
 		return rc;   /* lost or failed: nothing written, nothing held */
+	loco_crash_point("sherman.write_back");
 	bool hand = want_handover(w, h);
 	add_writes(w, &b, h, a, pi, noff, seq, off, data, len);
 	if (sh_op_durable(w->t, loco_raddr_node(a))) {

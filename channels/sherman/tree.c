@@ -22,6 +22,7 @@ static const char *const sherman_crash_points[] = {
 	"sherman.split_half",     /* plain: half split published, parent not */
 	"sherman.split_parent_locked", /* the parent locked, not written */
 	"sherman.split_root",     /* root split: children written, root not */
+	"sherman.write_back",     /* plain: lock checked as kept, nothing written */
 	NULL,
 };
 

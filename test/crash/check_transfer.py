@@ -13,7 +13,8 @@ passes when the reporter's JSON line has "conserved": true,
 of slots of nodes found dead; a takeover from a slow live holder does not
 count) and at least --min-dead dead nodes
 (default 1), and at most --max-dead (default: any; a node that stopped on
-an error, such as a full data pool, never finishes and counts as dead),
+an error, such as a full data pool, never finishes and counts as dead; a
+live node suspected on a busy host and fenced, exit status 3, does not),
 "lost_commits": 0 when the line has it (--count-commits: no acknowledged
 transfer missing after memory nodes' restarts), and at least
 --min-outages recoveries from a memory node's death (default 0).
@@ -49,9 +50,11 @@ def problems(res, opts, final):
     if res.get("outages", 0) < opts["min_outages"]:
         bad.append("%d outages, want >= %d" % (res.get("outages", 0),
                                                opts["min_outages"]))
-    if opts["max_dead"] is not None and len(res["dead"]) > opts["max_dead"]:
-        bad.append("dead nodes %s, want at most %d" % (res["dead"],
-                                                       opts["max_dead"]))
+    unfenced = set(res["dead"]) - set(res.get("fenced_nodes", []))
+    if opts["max_dead"] is not None and len(unfenced) > opts["max_dead"]:
+        bad.append("dead nodes %s (fenced %s), want at most %d"
+                   % (res["dead"], res.get("fenced_nodes", []),
+                      opts["max_dead"]))
     if final and len(res["dead"]) < opts["min_dead"]:
         bad.append("%d dead nodes, want >= %d" % (len(res["dead"]),
                                                   opts["min_dead"]))

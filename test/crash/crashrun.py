@@ -57,6 +57,16 @@ def killed(err):
     return {int(a or b) for a, b in KILLED.findall(err)}
 
 
+FENCED = re.compile(r"^\[loco-run\] n(\d+) exited with status 3 ", re.M)
+
+
+def fenced(err):
+    """The node ids loco-run's stderr ERR shows exited fenced (a live
+    node suspected on a busy host and fenced: the safe outcome of a
+    suspicion, which a --max-dead bound does not count)."""
+    return {int(a) for a in FENCED.findall(err)}
+
+
 def unkilled_dead(res, err):
     """What is wrong with the result's dead nodes: one that nobody killed
     (a live node declared dead, or one that stopped on an error) means the
@@ -103,6 +113,7 @@ def attempts(prog, opts, run_args, marker, problems):
             print("%s: no result line" % prog)
             return 1
         print(json.dumps(res))
+        res["fenced_nodes"] = sorted(fenced(err))
         hard = unkilled_dead(res, err) + problems(res, opts, False)
         if hard:
             sys.stderr.write(err)
