@@ -14,14 +14,16 @@
  *                    5/4 x the fresh keys the run may insert, over the
  *                    memory nodes, the fresh keys' share capped at half
  *                    a memory node's arena; at least 65536)
- *   broken=none|no-dup-check|no-stale-check|no-persist|no-move-epoch
- *                    tests only:
+ *   broken=none|no-dup-check|no-stale-check|no-persist|no-fence|
+ *          no-move-epoch  tests only:
  *                    inserts commit without the duplicate re-read / bucket
  *                    headers and frozen slots are not checked (a stale
  *                    cache is used) / on durable memory nodes operations
  *                    return before what they wrote is persisted (a power
- *                    cut loses acknowledged writes) / cas-mode moves
- *                    without epochs (a stale mover's CASes hit)
+ *                    cut loses acknowledged writes) / resizes taken
+ *                    over without fencing the holder (the move epochs
+ *                    alone) / neither fence nor epochs (a stale mover's
+ *                    CASes hit)
  * Counters: resizes are the splits this node finished, retries restarted
  * attempts, cache_misses directory cache refreshes, repairs resizes taken
  * over from a dead client plus rTX repairs. --verify runs
@@ -57,10 +59,12 @@ static int rx_opt(const struct ycsb_index_cfg *cfg, unsigned i,
 {
 	static const char *const broken[] = { "none", "no-dup-check",
 					      "no-stale-check", "no-persist",
-					      "no-move-epoch", NULL };
+					      "no-fence", "no-move-epoch", NULL };
 	static const unsigned flags[] = { 0, LOCO_RACE_BROKEN_NO_DUP_CHECK,
 					  LOCO_RACE_BROKEN_NO_STALE_CHECK,
 					  LOCO_RACE_BROKEN_NO_PERSIST,
+					  LOCO_RACE_BROKEN_NO_FENCE,
+					  LOCO_RACE_BROKEN_NO_FENCE |
 					  LOCO_RACE_BROKEN_NO_EPOCH };
 	const char *key = cfg->opt_key[i];
 	uint64_t v = 0;

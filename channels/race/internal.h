@@ -283,6 +283,7 @@ struct race_st {
 };
 
 #define RACE_PEND_MAX 4
+#define RACE_OWE_MAX 8
 
 struct loco_race_client {
 	struct loco_race *r;
@@ -303,6 +304,11 @@ struct loco_race_client {
 	uint64_t rng;
 	uint32_t split_seq;
 	uint64_t renew_ns;                   /* last lease renewal */
+	uint32_t owe[RACE_OWE_MAX];          /* nodes whose expired locks our
+					      * worker's rTX repair took, not
+					      * fenced yet (race_fence_owed) */
+	unsigned nowe;
+	bool owe_lost;                       /* more than RACE_OWE_MAX */
 	_Atomic uint64_t st[RACE_NSTATS];
 	struct loco_race_client *next;
 };
@@ -340,6 +346,14 @@ int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st);
 /* The subtable in cache slot S (valid), as a race_st. */
 void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
 		uint32_t s, struct race_st *st);
+/* Fence every node whose expired lock our worker's rTX repair took
+ * since the last call (docs/race.md, "Fencing"): 0 when all are fenced
+ * (or the transport has nothing that can refuse, -EOPNOTSUPP), else
+ * -EAGAIN: the caller must not act for them yet (it waits and tries
+ * again); -LOCO_EFENCED when this node was fenced itself. */
+int race_fence_owed(struct loco_race_client *c);
+/* Set the client worker's rTX hooks (the repairs it must fence for). */
+void race_worker_hooks(struct loco_race_client *c);
 /* Re-read the descriptors on H1's chain (one per depth). */
 int race_refresh(struct loco_race_client *c, uint64_t h1);
 /* Re-read descriptor S; *LOCK gets its lock word. */

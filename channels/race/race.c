@@ -691,6 +691,74 @@ int race_locate(struct loco_race_client *c, uint64_t h1, struct race_st *st)
 	return 0;
 }
 
+/* ---- fencing -------------------------------------------------------------------- */
+
+#define FENCE_TIMEOUT_MS 2000
+
+/* rTX repaired a lock or log of thread slot OWNER (its lease ran out):
+ * its node owes a fence before we act on what the lock guarded. */
+static void on_repaired(void *arg, uint32_t owner)
+{
+	struct loco_race_client *c = arg;
+	uint32_t node = owner / c->r->o.threads_per_node;
+	if (node == loco_mgr_id(c->r->base.mgr))
+		return;   /* a thread of ours: alive, nothing to fence */
+	for (unsigned i = 0; i < c->nowe; i++)
+		if (c->owe[i] == node)
+			return;
+	if (c->nowe == RACE_OWE_MAX)
+		c->owe_lost = true;
+	else
+		c->owe[c->nowe++] = node;
+}
+
+void race_worker_hooks(struct loco_race_client *c)
+{
+	static const struct loco_rtx_hooks hooks = { .repaired = on_repaired };
+	loco_rtx_set_hooks(c->w, &hooks, c);
+}
+
+int race_fence_owed(struct loco_race_client *c)
+{
+	struct loco_mgr *mgr = c->r->base.mgr;
+	if (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE) {
+		c->nowe = 0;
+		c->owe_lost = false;
+		return 0;
+	}
+	if (c->owe_lost) {
+		loco_warn(c->r->base.name, "more than %d nodes' locks repaired "
+			  "at once: waiting", RACE_OWE_MAX);
+		c->owe_lost = false;
+		c->nowe = 0;
+		return -EAGAIN;
+	}
+	while (c->nowe) {
+		uint32_t node = c->owe[c->nowe - 1];
+		int rc = loco_fence_node(mgr, node, FENCE_TIMEOUT_MS);
+		if (rc == -EOPNOTSUPP) {
+			static _Atomic bool said;
+			/* Relaxed: a log-once flag. */
+			if (!atomic_exchange_explicit(&said, true,
+						      memory_order_relaxed))
+				loco_info(c->r->base.name, "the transport cannot "
+					  "fence node %u: resizes taken over rest "
+					  "on the move epochs and private regions "
+					  "alone", node);
+		} else if (rc == -LOCO_EFENCED) {
+			return rc;   /* we were fenced ourselves: stop */
+		} else if (rc) {
+			loco_warn(c->r->base.name, "fence of node %u (its resize "
+				  "lease ran out): %s; waiting", node,
+				  loco_strerror(rc));
+			return -EAGAIN;
+		}
+		c->nowe--;
+		RACE_INC(c, fences);
+	}
+	return 0;
+}
+
 /* ---- waiting ---------------------------------------------------------------------- */
 
 uint64_t race_rand(struct loco_race_client *c)
@@ -924,6 +992,7 @@ int loco_race_client_create(struct loco_race *r, struct loco_thread *thr,
 		client_free(c);
 		return rc;
 	}
+	race_worker_hooks(c);
 	c->slot = loco_rtx_worker_slot(c->w);
 	c->rng = (uint64_t)(c->slot + 1) * UINT64_C(0x9e3779b97f4a7c15) ^
 		 loco_now_ns();
@@ -960,6 +1029,7 @@ int loco_race_client_reset(struct loco_race_client *c)
 	rc = loco_rtx_worker_create(r->rtx, c->thr, &c->w);
 	if (rc)
 		return rc;
+	race_worker_hooks(c);
 	c->slot = loco_rtx_worker_slot(c->w);
 	rc = slot_attach(c);
 	if (rc)

@@ -89,11 +89,14 @@ enum loco_race_resize {
 					     * operations return before
 					     * what they wrote or read is
 					     * persisted */
-#define LOCO_RACE_BROKEN_NO_EPOCH 0x8       /* cas-mode moves without
+#define LOCO_RACE_BROKEN_NO_FENCE 0x8       /* resizes taken over without
+					     * fencing the holder (tests:
+					     * the epochs alone) */
+#define LOCO_RACE_BROKEN_NO_EPOCH 0x10      /* cas-mode moves without
 					     * epochs: a takeover keeps
 					     * the mover's, a closed-empty
 					     * slot is 0 (a stale mover's
-					     * CASes hit) */
+					     * CASes hit, unless fenced) */
 
 /* Zero means "default". All clients of one table use the same geometry
  * (name, mem_nodes, groups, depths, key_max, value_max, kv_blocks,
@@ -143,6 +146,8 @@ struct loco_race_stats {
 	uint64_t hole_waits;     /* lookups that found a split's commit
 				  * half installed (the parent's new depth,
 				  * not yet the child) and waited for it */
+	uint64_t fences;         /* nodes fenced before taking over their
+				  * resize (their lease ran out) */
 };
 
 /* Result of loco_race_verify. */

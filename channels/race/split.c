@@ -113,6 +113,10 @@ static int lock_desc(struct loco_race_client *c, uint32_t s,
 	rc = loco_rtx_lock(c->w, obj);
 	if (!rc)
 		rc = loco_rtx_read(c->w, obj, (const void **)&v);
+	/* A lock rTX took from an expired holder: that holder is fenced
+	 * before we act on the subtable (its late ops must not land). */
+	if (!rc)
+		rc = race_fence_owed(c);
 	if (rc) {
 		loco_rtx_abort(c->w);
 		return rc == -EBUSY ? -EAGAIN : rc;

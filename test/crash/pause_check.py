@@ -48,6 +48,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))))
 IN_FLIGHT_S = 0.2       # after "running": transfers are in flight
 GAP_S = 0.05            # between two pauses
+NEVER_RESUME_MS = 3000000  # loco-run's --resume-stopped: not within a run
 
 
 def parse(argv):
@@ -160,7 +161,10 @@ class Pauser:
 
 def run_once(run_args, pz):
     """One run: its output lines."""
-    cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
+    # The pauses are ours: loco-run must not resume a node it sees
+    # stopped (it would take it for one that stopped itself).
+    cmd = [os.path.join(REPO, "tools", "loco-run"), "--resume-stopped",
+           str(NEVER_RESUME_MS)] + run_args
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, start_new_session=True)
     scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)

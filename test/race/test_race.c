@@ -704,7 +704,9 @@ static void stall_start(struct victim *v, pthread_t *tid, const char *point,
 
 /* The client stalls at POINT while resizing; the other client's
  * operations on the subtable wait, take the resize over once its lease
- * ran out, and go on; released, the stalled client finishes too. */
+ * ran out (fencing the stalled client's node when they took its lock),
+ * and go on; released, the stalled client finishes too, or finds its
+ * node fenced. */
 static void resize_takeover(enum loco_race_resize mode, const char *point)
 {
 	struct loco_race_opts o = opts(mode);
@@ -727,10 +729,12 @@ static void resize_takeover(enum loco_race_resize mode, const char *point)
 	ck_assert_uint_ge(stats(t.c).takeovers, 1);
 	sem_post(&stall.go);
 	pthread_join(tid, NULL);
-	ck_assert_int_eq(v.rc, 0);
+	bool fenced = loco_self_fenced(cl.mgr[1]);
+	ck_assert_uint_eq(stats(t.c).fences, fenced);
+	ck_assert_msg(v.rc == 0 || fenced, "victim: %d", v.rc);
 	rtx_crash_set_hook(NULL, NULL);
 	verify_ok(t.c, NULL);
-	for (uint64_t i = 0; i < 300; i++)
+	for (uint64_t i = 0; i < (fenced ? atomic_load(&v.at) : 300); i++)
 		ck_assert_int_ge(ver_of(t.c, i), 5);
 	loco_race_client_destroy(v.c);
 	loco_thread_destroy(v.thr);
@@ -749,14 +753,22 @@ END_TEST
 
 /* Issue 26: a cas-mode mover stalls after freezing a group's items
  * (race.after_group_freeze) past its lease. Another client's deletes of
- * those items wait, take the move over, finish and commit it, and delete
- * every key. Released, the stale mover goes on with its old snapshot:
- * its CASes into the child (copy, unfreeze) must all fail, or a deleted
- * key comes back (or a slot stays frozen in a live subtable). */
-static void stale_mover(bool broken)
+ * those items wait, take the move over (fencing the mover's node first),
+ * finish and commit it, and delete every key. Released, the stale mover
+ * goes on with its old snapshot: its CASes into the child (copy,
+ * unfreeze) must all fail, or a deleted key comes back (or a slot stays
+ * frozen in a live subtable). FENCED: they fail with -LOCO_EFENCED; with
+ * LOCO_RACE_BROKEN_NO_FENCE, on the move epoch alone; with _NO_EPOCH as
+ * well (broken), they hit. */
+enum stale_guard { GUARD_FENCE, GUARD_EPOCH, GUARD_NONE };
+
+static void stale_mover(enum stale_guard guard)
 {
 	struct loco_race_opts o = opts(LOCO_RACE_RESIZE_CAS);
-	o.broken = broken ? LOCO_RACE_BROKEN_NO_EPOCH : 0;
+	bool broken = guard == GUARD_NONE;
+	o.broken = guard == GUARD_FENCE ? 0 : guard == GUARD_EPOCH ?
+		   LOCO_RACE_BROKEN_NO_FENCE :
+		   LOCO_RACE_BROKEN_NO_FENCE | LOCO_RACE_BROKEN_NO_EPOCH;
 	struct victim v = { .from = 0, .n = 60 };
 	struct timespec ts;
 	struct tab t;
@@ -794,12 +806,14 @@ static void stale_mover(bool broken)
 		ck_assert_msg(rc || back, "no damage: verify passed, no deleted "
 			      "key back");
 	} else {
-		ck_assert_int_eq(v.rc, 0);
+		/* Fenced, the mover's node gets -LOCO_EFENCED from then on. */
+		ck_assert_int_eq(v.rc, guard == GUARD_FENCE ? -LOCO_EFENCED : 0);
+		ck_assert_uint_eq(stats(t.c).fences, guard == GUARD_FENCE);
 		for (uint64_t i = 0; i < at; i++)
 			ck_assert_msg(ver_of(t.c, i) == -1,
 				      "deleted key %llu is back",
 				      (unsigned long long)i);
-		for (uint64_t i = at; i < 60; i++)
+		for (uint64_t i = at; guard == GUARD_EPOCH && i < 60; i++)
 			ck_assert_int_eq(ver_of(t.c, i), 5);
 		verify_ok(t.c, NULL);
 	}
@@ -809,9 +823,11 @@ static void stale_mover(bool broken)
 	tab_close(&t);
 }
 
-START_TEST(stale_mover_cas) { stale_mover(false); }
+START_TEST(stale_mover_cas) { stale_mover(GUARD_FENCE); }
 END_TEST
-START_TEST(stale_mover_cas_broken) { stale_mover(true); }
+START_TEST(stale_mover_cas_epoch) { stale_mover(GUARD_EPOCH); }
+END_TEST
+START_TEST(stale_mover_cas_broken) { stale_mover(GUARD_NONE); }
 END_TEST
 
 /* Issue 27: an rtx split's commit installs the parent's new descriptor
@@ -853,10 +869,12 @@ START_TEST(hole_mid_install)
 	ck_assert_uint_ge(stats(t.c).hole_waits, 1);
 	sem_post(&stall.go);
 	pthread_join(tid, NULL);
-	ck_assert_int_eq(v.rc, 0);
+	/* The repaired committer's node is fenced before anyone splits
+	 * again: its next op failed. */
+	ck_assert(v.rc == 0 || v.rc == -LOCO_EFENCED);
 	rtx_crash_set_hook(NULL, NULL);
 	verify_ok(t.c, NULL);
-	for (uint64_t i = 0; i < 60; i++)
+	for (uint64_t i = 0; i < (v.rc ? atomic_load(&v.at) : 60); i++)
 		ck_assert_int_eq(ver_of(t.c, i), 5);
 	for (uint64_t i = 1000; i < 1040; i++)
 		ck_assert_int_eq(ver_of(t.c, i), 6);
@@ -1431,6 +1449,7 @@ static Suite *suite(void)
 	t = tcase(s, "resize-races");
 	tcase_add_test(t, hole_mid_install);
 	tcase_add_test(t, stale_mover_cas);
+	tcase_add_test(t, stale_mover_cas_epoch);
 	tcase_add_test(t, stale_mover_cas_broken);
 	t = tcase(s, "alloc");
 	tcase_add_test(t, alloc_no_double);
