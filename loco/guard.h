@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The fence guard of the shared-memory transports (shm, shm-weak), shared
+/* The fence guard of the transports whose initiator executes its ops on
+ * shared memory (shm, shm-weak, ucx-sm: fence_file.h), shared
  * by the transport and the inline path of <loco/loco.h>: not API.
  *
  * Each node's fence file (run directory, node<ID>.fence, mapped by every
@@ -38,7 +39,7 @@ static inline bool loco_guard_refused(const _Atomic uint64_t *line,
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
 		/* Seq_cst: a fencer claims an entry (the count) before it
 		 * stores it; a mark it missed makes us see the store
-		 * (shm.c, fence_record). */
+		 * (fence_file.c, fence_record). */
 		if (atomic_load_explicit(&line[i], memory_order_seq_cst) == self)
 			return true;
 	return false;
