@@ -656,6 +656,8 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		return rc;
 	assign_tickets(thr, wr, n);
 	rc = tp_post_locked(thr, qp, wr, n);
+	if (rc == -LOCO_EFENCED) /* refused by the initiator's guard (ucx-sm) */
+		op_failed(thr, qp, rc);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < n; i++) {
