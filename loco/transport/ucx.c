@@ -998,6 +998,8 @@ static int ucx_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 		post_log(q, &wr[0], 0, n, rc);
 	if (!rc)
 		rc = issue_all(q, wr, n, bhead);
+	if (q->marked)
+		ucx_guard_settle(q);
 	if (!rc) {
 		/* Hints for the progress thread: relaxed, they order nothing. */
 		atomic_store_explicit(&cq->posted_ns, ucx_now_ns(), memory_order_relaxed);

@@ -141,10 +141,25 @@ static void mark_drop(struct loco_tp_qp *q)
 	loco_guard_exit(q->mark);
 }
 
+/* Whether a request Q issued may still run in UCX (not yet retired ones
+ * that completed inline, or since, do not count). */
+static bool inflight(const struct loco_tp_qp *q)
+{
+	const struct ucx_api *api = q->cq->tp->api;
+	if (q->sq.orphans)
+		return true;
+	for (uint64_t s = q->sq.tail; s != q->sq.head; s++) {
+		void *r = q->sq.slot[s & (UCX_RING_SLOTS - 1)].req;
+		if (r && api->request_check_status(r) == UCS_INPROGRESS)
+			return true;
+	}
+	return false;
+}
+
 void ucx_guard_settle(struct loco_tp_qp *q)
 {
 	const struct ucx_api *api = q->cq->tp->api;
-	if (!q->marked || ucx_sq_outstanding(&q->sq))
+	if (!q->marked || inflight(q))
 		return;
 	if (q->flush) {
 		ucs_status_t st = api->request_check_status(q->flush);

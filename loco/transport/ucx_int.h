@@ -224,8 +224,10 @@ int ucx_guard_qp(struct loco_tp *tp, struct loco_tp_qp *q);
 /* Before Q issues the N requests WR: raise its mark (if down) and check
  * the fence line: 0, or -LOCO_EFENCED (nothing may be issued). cq->lock. */
 int ucx_guard_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
-/* Lower Q's mark once nothing it issued can execute any more (nothing
- * outstanding; a flush after WRITEs and atomics complete). cq->lock. */
+/* Lower Q's mark once nothing it issued can execute any more (no UCX
+ * request of it running; a flush after WRITEs and atomics complete):
+ * on sm most complete inline, so the mark drops at the end of the post
+ * that raised it. cq->lock. */
 void ucx_guard_settle(struct loco_tp_qp *q);
 /* Q's endpoint is closed (forced): lower its mark. cq->lock. */
 void ucx_guard_drop(struct loco_tp_qp *q);
