@@ -15,7 +15,9 @@
  * necessarily at the target). The fencer records the fence in the
  * target's file and waits for the marks, as on shm. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,6 +63,8 @@ int ucx_guard_open(struct loco_tp *tp, const struct loco_tp_config *cfg,
 			 tp->fence_path, loco_strerror(rc));
 		return rc;
 	}
+	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
+	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
 	tp->guard = true;
 	return 0;
 }
@@ -127,6 +131,11 @@ int ucx_guard_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 		 * drop; nothing more is issued meanwhile. */
 		return -LOCO_EFENCED;
 	}
+	/* Relaxed: a count (the test hook). */
+	if (tp->stop_at &&
+	    atomic_fetch_add_explicit(&tp->posts, 1, memory_order_relaxed) + 1 ==
+	    tp->stop_at)
+		raise(SIGSTOP);
 	for (unsigned i = 0; i < n; i++)
 		q->wrote |= wr[i].opcode == LOCO_OP_WRITE || wr[i].opcode == LOCO_OP_CAS ||
 			    wr[i].opcode == LOCO_OP_FAA;

@@ -132,6 +132,11 @@ struct loco_tp {
 	struct loco_ffile *fence;
 	struct loco_ffile *peer_fence[LOCO_MAX_NODES];
 	_Atomic unsigned cqs_made;   /* CQs made: each gets mark cqs_made % SLOTS */
+	/* LOCO_SHM_STOP_IN_POST=N, the fence files' test hook (as on shm):
+	 * the Nth guarded post stops this process (SIGSTOP) with its mark
+	 * up, before it issues; 0: never. */
+	uint64_t stop_at;
+	_Atomic uint64_t posts;
 };
 
 struct loco_tp_cq {

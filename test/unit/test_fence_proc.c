@@ -12,9 +12,9 @@
  *    before the fence and SIGCONTed after it returned; a fence that finds
  *    it stopped inside an op times out and is tried again after a
  *    SIGCONT, a few rounds, each with a new incarnation of node 1;
- *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
+ *  - fence_waits_for_op (shm, ucx-sm): the child stops itself inside a WRITE
  *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes;
- *  - fence_after_death_mid_op (shm): the same child is SIGKILLed there,
+ *  - fence_after_death_mid_op (shm, ucx-sm): the same child is SIGKILLed there,
  *    its mark left up: the fence completes once it is gone;
  *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
  *    inside a message of the child's, past its checks
@@ -223,14 +223,14 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
-/* shm: the child stops itself inside a WRITE, its busy mark up
+/* shm, ucx-sm: the child stops itself inside a WRITE, its busy mark up
  * (LOCO_SHM_STOP_IN_POST). The fence must wait for it (-ETIMEDOUT while
  * it is stopped), not return while that WRITE may still land. */
 START_TEST(fence_waits_for_op)
 {
 	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm"))
-		return;  /* the hook is plain shm's */
+	if (tp && strcmp(tp, "shm") && strcmp(tp, "ucx-sm"))
+		return;  /* the hook is the fence files' (shm, ucx-sm) */
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
@@ -247,15 +247,15 @@ START_TEST(fence_waits_for_op)
 }
 END_TEST
 
-/* shm: the child stops itself inside a WRITE, its busy mark up, and is
+/* shm, ucx-sm: the child stops itself inside a WRITE, its busy mark up, and is
  * then SIGKILLed there. Its mark stays up in node 0's fence file, but
  * nothing of it can execute any more: the fence must complete, not wait
  * for that mark for good. */
 START_TEST(fence_after_death_mid_op)
 {
 	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm"))
-		return;  /* the hook is plain shm's */
+	if (tp && strcmp(tp, "shm") && strcmp(tp, "ucx-sm"))
+		return;  /* the hook is the fence files' (shm, ucx-sm) */
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
