@@ -4,13 +4,14 @@
  * by the transport and the inline path of <loco/loco.h>: not API.
  *
  * Each node's fence file (run directory, node<ID>.fence, mapped by every
- * peer) has, for every node N that may write to it, one fence line (how
+ * peer; fence_file.h) has, for every node N that may write to it, one fence line (how
  * many of N's incarnations this node fenced, then up to LOCO_GUARD_FENCED
  * of them, a ring) and LOCO_GUARD_SLOTS busy marks, a cache line each.
  * Whoever executes a WRITE, CAS, FAA or a placement for N (the posting
- * thread on shm, the emulated NIC on shm-weak: both in N's process) first
- * raises a mark of N, then reads the fence line, and lowers the mark once
- * the memory is written. The fencer records the incarnation in the line,
+ * thread on shm, the emulated NIC on shm-weak, a QP's issue through UCX
+ * on ucx-sm: all in N's process) first raises a mark of N, then reads
+ * the fence line, and lowers the mark once the memory is written (on
+ * ucx-sm: once UCX runs nothing N issued under it, ucx_guard.c). The fencer records the incarnation in the line,
  * then waits until N's marks are all down. Both sides order their store
  * before their load with a seq_cst read-modify-write (Dekker): either the
  * executor sees the fence and refuses, or the fencer sees the mark and
