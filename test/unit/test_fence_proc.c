@@ -223,14 +223,23 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
+/* Whether LOCO_SHM_STOP_IN_POST works here: the fence files' hook, on
+ * shm and on ucx-sm with UCX's RMA (not with LOCO_UCX_RMA=am). */
+static bool stop_hook_here(void)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	const char *rma = getenv("LOCO_UCX_RMA");
+	return !tp || !strcmp(tp, "shm") ||
+	       (!strcmp(tp, "ucx-sm") && !(rma && !strcmp(rma, "am")));
+}
+
 /* shm, ucx-sm: the child stops itself inside a WRITE, its busy mark up
  * (LOCO_SHM_STOP_IN_POST). The fence must wait for it (-ETIMEDOUT while
  * it is stopped), not return while that WRITE may still land. */
 START_TEST(fence_waits_for_op)
 {
-	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm") && strcmp(tp, "ucx-sm"))
-		return;  /* the hook is the fence files' (shm, ucx-sm) */
+	if (!stop_hook_here())
+		return;
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
@@ -253,9 +262,8 @@ END_TEST
  * for that mark for good. */
 START_TEST(fence_after_death_mid_op)
 {
-	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm") && strcmp(tp, "ucx-sm"))
-		return;  /* the hook is the fence files' (shm, ucx-sm) */
+	if (!stop_hook_here())
+		return;
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
