@@ -349,10 +349,14 @@ int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms)
 	uint64_t t0 = loco_now_ns();
 	bool any = false;
 	int rc;
-	if (boot && mgr->tp_ops->fence_at) {
+	/* -EOPNOTSUPP from fence_direct: this node's transport has no fence
+	 * state in shared memory after all (ucx-sm with LOCO_UCX_RMA=am). */
+	rc = boot && mgr->tp_ops->fence_at ?
+	     fence_direct(mgr, node, boot, targets, timeout_ms, &any) : -EOPNOTSUPP;
+	if (rc != -EOPNOTSUPP) {
 		loco_wbuf_fini(&w);
-		rc = fence_direct(mgr, node, boot, targets, timeout_ms, &any);
 	} else {
+		any = false;
 		rc = fence_remote(mgr, node, boot, targets, &w, timeout_ms, &any);
 		if (rc == -ENOMEM) {
 			pthread_mutex_unlock(&mgr->fence_lock);

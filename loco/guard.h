@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The fence guard of the shared-memory transports (shm, shm-weak), shared
+/* The fence guard of the transports whose initiator executes its ops on
+ * shared memory (shm, shm-weak, ucx-sm: fence_file.h), shared
  * by the transport and the inline path of <loco/loco.h>: not API.
  *
  * Each node's fence file (run directory, node<ID>.fence, mapped by every
- * peer) has, for every node N that may write to it, one fence line (how
+ * peer; fence_file.h) has, for every node N that may write to it, one fence line (how
  * many of N's incarnations this node fenced, then up to LOCO_GUARD_FENCED
  * of them, a ring) and LOCO_GUARD_SLOTS busy marks, a cache line each.
  * Whoever executes a WRITE, CAS, FAA or a placement for N (the posting
- * thread on shm, the emulated NIC on shm-weak: both in N's process) first
- * raises a mark of N, then reads the fence line, and lowers the mark once
- * the memory is written. The fencer records the incarnation in the line,
+ * thread on shm, the emulated NIC on shm-weak, a QP's issue through UCX
+ * on ucx-sm: all in N's process) first raises a mark of N, then reads
+ * the fence line, and lowers the mark once the memory is written (on
+ * ucx-sm: once UCX runs nothing N issued under it, ucx_guard.c). The fencer records the incarnation in the line,
  * then waits until N's marks are all down. Both sides order their store
  * before their load with a seq_cst read-modify-write (Dekker): either the
  * executor sees the fence and refuses, or the fencer sees the mark and
@@ -38,7 +40,7 @@ static inline bool loco_guard_refused(const _Atomic uint64_t *line,
 	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
 		/* Seq_cst: a fencer claims an entry (the count) before it
 		 * stores it; a mark it missed makes us see the store
-		 * (shm.c, fence_record). */
+		 * (fence_file.c, fence_record). */
 		if (atomic_load_explicit(&line[i], memory_order_seq_cst) == self)
 			return true;
 	return false;

@@ -213,11 +213,23 @@ static void op_failed(struct loco_thread *thr, struct loco_qp *qp, int status)
 		loco_peer_down(thr->mgr, qp->peer, "a FLUSH found it gone");
 }
 
+/* STATUS of a failed op, or -LOCO_EFENCED if this incarnation is
+ * fenced and STATUS is how a target that refuses it ends the op (verbs:
+ * its QP moved to the error state, so the initiator's requests are
+ * flushed or time out; its connection dropped). Other errors stay. */
+static int fenced_status(struct loco_mgr *mgr, int status)
+{
+	bool refusal = status == -LOCO_EQP || status == -ETIMEDOUT ||
+		       status == -ECONNABORTED || status == -ECONNRESET;
+	return refusal && loco_self_fenced(mgr) ? -LOCO_EFENCED : status;
+}
+
 static int progress_locked(struct loco_thread *thr)
 {
 	struct loco_cqe cqe[32];
 	int n = thr->mgr->tp_ops->poll(thr->cq, cqe, 32);
 	for (int i = 0; i < n; i++) {
+		cqe[i].status = fenced_status(thr->mgr, cqe[i].status);
 		struct loco_qp *qp = cqe[i].peer < LOCO_MAX_NODES ?
 				     thr->qp[cqe[i].peer] : NULL;
 		if (qp)
@@ -652,10 +664,14 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 		 qp_get_locked(thr, peer, &qp);
 	if (!rc)
 		rc = qp_room_locked(thr, qp, n);
-	if (rc)
-		return rc;
-	assign_tickets(thr, wr, n);
-	rc = tp_post_locked(thr, qp, wr, n);
+	if (!rc) {
+		assign_tickets(thr, wr, n);
+		rc = tp_post_locked(thr, qp, wr, n);
+	}
+	/* Refused by the initiator's guard (ucx-sm) or a target that fenced
+	 * this incarnation (verbs: its connection request refused). */
+	if (rc == -LOCO_EFENCED)
+		loco_fenced_self(thr->mgr, "a remote operation was refused");
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < n; i++) {

@@ -105,15 +105,15 @@ static int members_fence(struct kv_store *kv, uint64_t late)
 	struct loco_ringbuffer *rb = &kv->tr[kv->member_of[kv->self]];
 	for (; late; late &= late - 1) {
 		uint32_t node = (uint32_t)__builtin_ctzll(late);
+		/* A fence that cannot complete (-ETIMEDOUT, or -EOPNOTSUPP:
+		 * a transport that cannot refuse) means wait, never act on
+		 * the timeout alone (docs/ordering.md, "Fencing"). */
 		int rc = loco_fence_node(kv->base.mgr, node, -1);
-		if (rc == -EOPNOTSUPP)
-			/* A transport that cannot fence (verbs, ucx-sm): the
-			 * timeout is all there is (docs/ordering.md). */
-			rc = 0;
 		if (rc) {
 			loco_warn(kv->base.name, "node %u silent past the timeout "
-				  "and not fenced: %s; waiting for it", node,
-				  loco_strerror(rc));
+				  "and not fenced: %s; waiting for it%s", node,
+				  loco_strerror(rc), rc == -EOPNOTSUPP ?
+				  " (this transport cannot fence)" : "");
 			return rc;
 		}
 		pthread_mutex_lock(&kv->req_mu);

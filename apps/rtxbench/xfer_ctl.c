@@ -238,20 +238,13 @@ static bool fence_suspect(struct xfer *xf, uint32_t id, struct peer_watch *pw)
 	int rc = loco_fence_node(xf->mgr, id, FENCE_MS);
 	if (!rc)
 		return true;
-	if (rc == -EOPNOTSUPP) {
-		/* A transport that cannot fence (verbs, ucx-sm): the timer is
-		 * all there is (docs/ordering.md, "Fencing"). */
-		if (!pw->unfenced)
-			fprintf(stderr, "loco-rtx-transfer: node %u: node %u is "
-				"silent and this transport cannot fence it: "
-				"taken for dead on the timer alone\n", xf->self, id);
-		pw->unfenced = true;
-		return true;
-	}
+	/* -EOPNOTSUPP too: a transport that cannot fence gets no takeover
+	 * on the timer alone (docs/ordering.md, "Fencing"). */
 	if (!pw->unfenced)
 		fprintf(stderr, "loco-rtx-transfer: node %u: node %u is silent but "
-			"not fenced (%s): waiting for it\n", xf->self, id,
-			loco_strerror(rc));
+			"not fenced (%s): waiting for it%s\n", xf->self, id,
+			loco_strerror(rc), rc == -EOPNOTSUPP ?
+			" (this transport cannot fence: it is never adopted)" : "");
 	pw->unfenced = true;
 	return false;
 }

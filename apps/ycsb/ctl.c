@@ -168,20 +168,13 @@ static bool fence_suspect(struct ycsb *y, uint32_t id)
 	int rc = loco_fence_node(y->mgr, id, FENCE_MS);
 	if (!rc)
 		return true;
-	if (rc == -EOPNOTSUPP) {
-		/* A transport that cannot fence (verbs, ucx-sm): the timer is
-		 * all there is (docs/ordering.md, "Fencing"). */
-		if (!(y->ctl->unfenced & UINT64_C(1) << id))
-			fprintf(stderr, "loco-ycsb: node %u: node %u is silent and "
-				"this transport cannot fence it: taken for dead "
-				"on the timer alone\n", y->self, id);
-		y->ctl->unfenced |= UINT64_C(1) << id;
-		return true;
-	}
+	/* -EOPNOTSUPP too: a transport that cannot fence gets no takeover
+	 * on the timer alone (docs/ordering.md, "Fencing"). */
 	if (!(y->ctl->unfenced & UINT64_C(1) << id))
 		fprintf(stderr, "loco-ycsb: node %u: node %u is silent but not "
-			"fenced (%s): waiting for it\n", y->self, id,
-			loco_strerror(rc));
+			"fenced (%s): waiting for it%s\n", y->self, id,
+			loco_strerror(rc), rc == -EOPNOTSUPP ?
+			" (this transport cannot fence: it is never taken for dead)" : "");
 	y->ctl->unfenced |= UINT64_C(1) << id;
 	return false;
 }

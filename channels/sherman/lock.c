@@ -118,8 +118,7 @@ static bool expired(const struct loco_sherman *t, uint64_t word)
  * word was left by a thread of ours that gave it up, or by an earlier
  * incarnation of this node id, which is gone; without it (no_hocl) the
  * threads of one process rely on the lease among themselves. Returns 0
- * (fenced, a transport that cannot fence, or a holder outside the
- * cluster: act), or -ETIMEDOUT or another error (not fenced: do not act,
+ * (fenced, or a holder outside the cluster: act), or -ETIMEDOUT or another error (not fenced: do not act,
  * wait and try again later). */
 static int fence_holder(struct loco_sherman_worker *w, uint64_t word)
 {
@@ -130,11 +129,10 @@ static int fence_holder(struct loco_sherman_worker *w, uint64_t word)
 		return 0;
 	int ms = t->o.lease_ms < SH_FENCE_MS_MIN ? SH_FENCE_MS_MIN :
 		 (int)t->o.lease_ms;
+	/* -EOPNOTSUPP (a transport that cannot refuse) is waited for like
+	 * any fence that did not complete: never a steal on the lease alone
+	 * (docs/ordering.md, "Fencing"). */
 	int rc = loco_fence_node(t->base.mgr, node, ms);
-	if (rc == -EOPNOTSUPP)
-		/* A transport that cannot fence: the lease is all there is
-		 * (docs/ordering.md, "Fencing"; docs/sherman.md). */
-		return 0;
 	if (rc == -EINVAL)
 		/* Not a node of this cluster's hosts file (the word is older
 		 * than the cluster): no process of it can reach our memory. */

@@ -209,113 +209,7 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 	return rc;
 }
 
-/* ---- the fence file (<loco/guard.h>) --------------------------------------- */
-
-#define SHM_FENCE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
-#define FENCE_SPIN 256     /* busy-mark polls before yielding */
-
-/* Map the fence file at PATH; CREATE: made if missing (by its node, or
- * by a fencer that got there first), kept if there (a restart in the same
- * run keeps its fences). Its first initialisation is under the file's
- * lock (flock), which every recorder takes too. */
-static int fence_map(const char *path, bool create, struct shm_fence_file **out)
-{
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
-		      (create ? O_CREAT : 0), 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = flock(fd, LOCK_EX) ? -errno : 0;
-	struct stat st;
-	if (!rc && fstat(fd, &st))
-		rc = -errno;
-	if (!rc && (uint64_t)st.st_size != sizeof(struct shm_fence_file))
-		rc = !create ? -LOCO_EPROTO :
-		     ftruncate(fd, sizeof(struct shm_fence_file)) ? -errno : 0;
-	void *p = rc ? MAP_FAILED : mmap(NULL, sizeof(struct shm_fence_file),
-					 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (!rc && p == MAP_FAILED)
-		rc = -errno;
-	struct shm_fence_file *f = p;
-	if (!rc && create && f->magic != SHM_FENCE_MAGIC) {
-		memset(f, 0, sizeof(*f));
-		f->magic = SHM_FENCE_MAGIC;
-	}
-	/* Unlocked by hand: the mapping keeps the open file (and a lock on
-	 * it) alive after the close. */
-	flock(fd, LOCK_UN);
-	close(fd);
-	if (rc)
-		return rc;
-	*out = f;
-	return 0;
-}
-
-/* Whether this node's fence file records any fence. */
-static bool fence_any(const struct shm_fence_file *f)
-{
-	for (unsigned i = 0; i < LOCO_MAX_NODES; i++)
-		/* Relaxed: read at the close, nothing to order. */
-		if (atomic_load_explicit(&f->node[i].line[0], memory_order_relaxed))
-			return true;
-	return false;
-}
-
-/* Process PID's start time (clock ticks since boot, /proc/PID/stat field
- * 22), or 0 if it is gone or a zombie (a zombie has no mappings left). */
-static uint64_t proc_start(uint64_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	char state;
-	unsigned long long start;
-	if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			 "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &start) != 2 ||
-	    state == 'Z' || state == 'X')
-		return 0;
-	return start;
-}
-
-/* Whether the process recorded as FN's owner is gone. */
-static bool owner_gone(const struct shm_fence_node *fn)
-{
-	/* Relaxed: the owner changes only when a dead one is replaced. */
-	uint64_t pid = atomic_load_explicit(&fn->owner_pid, memory_order_relaxed);
-	uint64_t start = atomic_load_explicit(&fn->owner_start, memory_order_relaxed);
-	return pid && proc_start(pid) != start;
-}
-
-/* This process executes for its node at FN from now on (tp->peer_lock
- * held, so threads of one process take over one after the other). Marks
- * that a dead earlier owner left up are cleared: nothing of it can be
- * mid-execution any more. */
-static void owner_take(struct shm_fence_node *fn)
-{
-	uint64_t pid = (uint64_t)getpid();
-	/* Not cached: a forked child would inherit its parent's, and a fencer
-	 * would then take the live child for gone. */
-	uint64_t start = proc_start(pid);
-	/* Relaxed: see owner_gone. */
-	if (atomic_load_explicit(&fn->owner_pid, memory_order_relaxed) == pid &&
-	    atomic_load_explicit(&fn->owner_start, memory_order_relaxed) == start)
-		return;
-	if (owner_gone(fn))
-		for (unsigned i = 0; i < LOCO_GUARD_SLOTS; i++)
-			/* Relaxed: the owner that raised it is gone; no mark of
-			 * ours is up before this returns. */
-			atomic_store_explicit(&fn->mark[i].n, 0, memory_order_relaxed);
-	/* Relaxed: read by fencers only to ask /proc about the owner. */
-	atomic_store_explicit(&fn->owner_start, start, memory_order_relaxed);
-	atomic_store_explicit(&fn->owner_pid, pid, memory_order_relaxed);
-}
+/* ---- the fence guard (fence_file.h) ---------------------------------------- */
 
 void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
 {
@@ -327,9 +221,10 @@ void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
 void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
 		       struct loco_tp_qp *qp)
 {
+	/* peer_lock: threads of one process take over one after the other. */
 	pthread_mutex_lock(&tp->peer_lock);
-	struct shm_fence_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
-	owner_take(fn);
+	struct loco_ffile_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
+	loco_ffile_owner_take(fn);
 	pthread_mutex_unlock(&tp->peer_lock);
 	qp->mark = &fn->mark[cq->slot].n;
 	qp->fenced = fn->line;
@@ -345,94 +240,17 @@ void loco_shm_guard_exit(struct loco_tp_qp *qp)
 	loco_guard_exit(qp->mark);
 }
 
-/* Record INC in LINE unless it is there. Fencers in several processes
- * may record in one line: each claims an entry by its count increment,
- * then stores it. An executor that reads the new count before the entry
- * is stored executes, but its mark was raised before (seq_cst order), so
- * the fencer's later reads of the marks see it and wait. */
-static void fence_record(struct loco_tp *tp, uint32_t target, uint32_t peer,
-			 _Atomic uint64_t *line, uint64_t inc)
-{
-	for (unsigned i = 1; i <= LOCO_GUARD_FENCED; i++)
-		/* Relaxed: a duplicate entry from a racing fencer is harmless. */
-		if (atomic_load_explicit(&line[i], memory_order_relaxed) == inc)
-			return;
-	/* Seq_cst read-modify-write: claims the entry, in the single order
-	 * with loco_guard_enter's mark RMW and count load. */
-	uint64_t n = atomic_fetch_add_explicit(&line[0], 1, memory_order_seq_cst);
-	if (n >= LOCO_GUARD_FENCED)
-		loco_warn("shm", "node %u: fencing a %lluth incarnation of node %u "
-			  "at node %u: the oldest fenced one is no longer "
-			  "refused", tp->id, (unsigned long long)n + 1, peer,
-			  target);
-	/* Seq_cst: before our reads of the marks (fence_wait); an executor
-	 * whose mark we miss reads it (loco_guard_refused). */
-	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
-			      memory_order_seq_cst);
-}
-
-/* Wait until FN's marks are all down, or their owner is gone. */
-static int fence_wait(struct shm_fence_node *fn, int timeout_ms)
-{
-	/* Seq_cst: our recording (or an earlier one's) before the reads of
-	 * the marks, in the single order with loco_guard_enter's RMW. */
-	atomic_thread_fence(memory_order_seq_cst);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
-		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
-		 * release and, in the single order, with the enter's RMW. */
-		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
-			i++;
-			continue;
-		}
-		if (++spins < FENCE_SPIN)
-			continue;
-		if (owner_gone(fn))
-			return 0;
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-		    (t.tv_nsec - t0.tv_nsec) / 1000000 >= timeout_ms)
-			return -ETIMEDOUT;
-		sched_yield();
-	}
-	return 0;
-}
-
-/* TARGET's fence file: mapped already if it is a peer we met, else
- * mapped here (made if missing, so that a target that starts later finds
- * the fence): *MAPPED then says to unmap it. */
-static int fence_file_of(struct loco_tp *tp, uint32_t target,
-			 struct shm_fence_file **out, bool *mapped)
-{
-	*mapped = false;
-	pthread_mutex_lock(&tp->peer_lock);
-	*out = target == tp->id ? tp->fence : tp->peers[target].fence;
-	pthread_mutex_unlock(&tp->peer_lock);
-	if (*out)
-		return 0;
-	char path[LOCO_PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/node%u.fence", tp->dir, target);
-	*mapped = true;
-	return fence_map(path, true, out);
-}
-
 int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		      uint64_t incarnation, int timeout_ms)
 {
-	if (peer >= LOCO_MAX_NODES || target >= LOCO_MAX_NODES || !incarnation)
+	if (target >= LOCO_MAX_NODES)
 		return -EINVAL;
-	struct shm_fence_file *f;
-	bool mapped;
-	int rc = fence_file_of(tp, target, &f, &mapped);
-	if (rc)
-		return rc;
-	fence_record(tp, target, peer, f->node[peer].line, incarnation);
-	rc = fence_wait(&f->node[peer], timeout_ms);
-	if (mapped)
-		munmap(f, sizeof(*f));
-	return rc;
+	/* TARGET's fence file: mapped already if it is a peer we met. */
+	pthread_mutex_lock(&tp->peer_lock);
+	struct loco_ffile *f = target == tp->id ? tp->fence : tp->peers[target].fence;
+	pthread_mutex_unlock(&tp->peer_lock);
+	return loco_ffile_fence(tp->dir, f, tp->id, target, peer, incarnation,
+				timeout_ms);
 }
 
 int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
@@ -461,9 +279,8 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 (unsigned long)tp->len, loco_strerror(rc));
 		return rc;
 	}
-	snprintf(tp->fence_path, sizeof(tp->fence_path), "%s/node%u.fence",
-		 tp->dir, tp->id);
-	rc = fence_map(tp->fence_path, true, &tp->fence);
+	loco_ffile_path(tp->fence_path, sizeof(tp->fence_path), tp->dir, tp->id);
+	rc = loco_ffile_map(tp->fence_path, true, &tp->fence);
 	if (rc) {
 		loco_err("shm", "cannot open the fence file %s: %s", tp->fence_path,
 			 loco_strerror(rc));
@@ -554,13 +371,12 @@ void loco_shm_close_common(struct loco_tp *tp)
 		if (i == tp->id)
 			continue;
 		peer_unmap(&tp->peers[i]);
-		if (tp->peers[i].fence)
-			munmap(tp->peers[i].fence, sizeof(struct shm_fence_file));
+		loco_ffile_unmap(tp->peers[i].fence);
 	}
 	if (tp->fence) {
-		if (!fence_any(tp->fence))
+		if (!loco_ffile_any(tp->fence))
 			unlink(tp->fence_path);
-		munmap(tp->fence, sizeof(struct shm_fence_file));
+		loco_ffile_unmap(tp->fence);
 	}
 	pthread_mutex_destroy(&tp->peer_lock);
 	if (tp->durable && tp->arena && !tp->mirror)
@@ -668,7 +484,7 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 		rc = -ESTALE;
 	if (!rc && d.image_id && !d.direct)
 		rc = peer_image(tp, &d, arena_len, &img);
-	struct shm_fence_file *fence = p->fence;
+	struct loco_ffile *fence = p->fence;
 	if (!rc && !fence) {
 		/* Beside its arena file: node<ID>.arena -> node<ID>.fence. */
 		char fpath[LOCO_PATH_MAX + 64];
@@ -677,7 +493,7 @@ int loco_shm_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 			n -= 6;
 		snprintf(fpath, sizeof(fpath), "%s/%.*s.fence", tp->dir, (int)n,
 			 d.file);
-		rc = fence_map(fpath, false, &fence);
+		rc = loco_ffile_map(fpath, false, &fence);
 	}
 	if (rc) {
 		munmap(base, arena_len);

@@ -8,38 +8,17 @@
 #include <stdio.h>
 #include <time.h>
 
-#include <loco/guard.h>
 #include "loco/transport/copy.h"
 #include "loco/transport/durable.h"
+#include "loco/transport/fence_file.h"
 #include "loco/transport/transport.h"
-
-/* A node's fence file, <run dir>/node<ID>.fence (<loco/guard.h>): for
- * every node that may write to this one, its fence line and busy marks.
- * It outlives the node's process (a restart in the same run reopens it:
- * the fences stay); a clean stop removes it if it holds no fence. */
-struct shm_fence_node {
-	_Alignas(64) _Atomic uint64_t line[1 + LOCO_GUARD_FENCED];
-	/* The process that executes for the node here (on shm, the node's
-	 * own): its pid and start time (/proc), so that a fencer can tell
-	 * marks left up by a process that died from those of a live one. */
-	_Alignas(64) _Atomic uint64_t owner_pid;
-	_Atomic uint64_t owner_start;
-	struct {
-		_Alignas(64) _Atomic uint64_t n;
-	} mark[LOCO_GUARD_SLOTS];
-};
-
-struct shm_fence_file {
-	_Alignas(64) uint64_t magic;
-	struct shm_fence_node node[LOCO_MAX_NODES];
-};
 
 struct shm_peer {
 	uint8_t *base;       /* mapping of the peer's arena */
 	uint64_t len;
 	uint64_t nonce;      /* identifies one incarnation of the peer */
 	struct loco_dimg *img; /* its durable image, NULL if it has none */
-	struct shm_fence_file *fence; /* its fence file (mapped once: every
+	struct loco_ffile *fence; /* its fence file (mapped once: every
 				       * incarnation has the same) */
 	struct shm_peer *older; /* earlier incarnations' mappings (kept to
 				 * the close: QPs may still use them) */
@@ -63,7 +42,7 @@ struct loco_tp {
 	 * creation copies them under it (loco_shm_qp_peer). */
 	pthread_mutex_t peer_lock;
 	void *weak;          /* shm-weak state */
-	struct shm_fence_file *fence; /* this node's fence file */
+	struct loco_ffile *fence; /* this node's fence file */
 	char fence_path[LOCO_PATH_MAX + 64];
 	_Atomic unsigned cqs; /* CQs made: each gets busy mark cqs % SLOTS */
 	/* LOCO_SHM_STOP_IN_POST=N (tests of the fence's wait): the Nth post
@@ -102,10 +81,7 @@ void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
  * fenced at QP's peer (nothing may be executed there). */
 bool loco_shm_guard_enter(struct loco_tp_qp *qp);
 void loco_shm_guard_exit(struct loco_tp_qp *qp);
-/* Record INCARNATION of PEER in node TARGET's fence file (this node's,
- * or another's: the file is shared memory, so a target that died or is
- * stopped is fenced all the same), then wait for PEER's busy marks there
- * to drop, or for the process that raised them to be gone. */
+/* loco_ffile_fence at node TARGET (this node or another). */
 int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		      uint64_t incarnation, int timeout_ms);
 /* The fence op of both modes: loco_shm_fence_at this node. */

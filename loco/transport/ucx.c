@@ -429,6 +429,8 @@ static int open_tls(const struct loco_tp_config *cfg, const char *tls,
 		return -ENOMEM;
 	rc = rma_mode(tp);
 	if (!rc)
+		rc = ucx_guard_open(tp, cfg, tls_of(tp));
+	if (!rc)
 		rc = context_open(tp);
 	if (rc)
 		goto free_tp;
@@ -455,6 +457,7 @@ close_target:
 cleanup:
 	api->cleanup(tp->ctx);
 free_tp:
+	ucx_guard_close(tp);
 	tp_free(tp);
 	return rc;
 }
@@ -481,6 +484,7 @@ static void ucx_close(struct loco_tp *tp)
 	arena_close(tp);
 	target_close(tp);
 	tp->api->cleanup(tp->ctx);
+	ucx_guard_close(tp);
 	tp_free(tp);
 }
 
@@ -649,6 +653,7 @@ static int ucx_cq_create(struct loco_tp *tp, struct loco_tp_cq **out)
 		return rc;
 	}
 	cq->tp = tp;
+	ucx_guard_cq(tp, cq);
 	rc = ucx_am_cq_init(cq);
 	if (rc) {
 		tp->api->worker_destroy(cq->worker);
@@ -794,6 +799,13 @@ static int ucx_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	}
 	q->cq = cq;
 	q->peer = peer;
+	rc = ucx_guard_qp(tp, q);
+	if (rc) {
+		ucx_sq_fini(&q->sq, false);
+		free(d);
+		free(q);
+		return rc;
+	}
 	q->remote_base = d->arena_addr;
 	q->remote_len = d->arena_len;
 	memcpy(q->arena_token, d->arena_token, sizeof(q->arena_token));
@@ -860,6 +872,7 @@ static void ucx_qp_destroy(struct loco_tp_qp *q)
 	pthread_mutex_lock(&cq->lock);
 	ucx_sq_fail(&q->sq, -LOCO_EQP);
 	ep_close(q);
+	ucx_guard_drop(q);
 	while (ucx_sq_outstanding(&q->sq))
 		ucx_sq_drain(&q->sq, &ops, drop, 32);
 	qp_bury(q);
@@ -883,6 +896,7 @@ static void ucx_qp_abort(struct loco_tp_qp *q)
 			 "and the endpoint is closed", q->peer);
 		ucx_sq_fail(&q->sq, -ETIMEDOUT);
 		ep_close(q);
+		ucx_guard_drop(q);
 	}
 	pthread_mutex_unlock(&q->cq->lock);
 }
@@ -977,11 +991,15 @@ static int ucx_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 	if (q->ep_status)
 		ucx_sq_fail(&q->sq, q->ep_status);
 	int rc = ucx_sq_failed(&q->sq) || !q->ep ? -LOCO_EQP :
-		 ucx_sq_stage(&q->sq, wr, n, q->remote_len, &bhead);
-	if (rc && rc != -EAGAIN && rc != -LOCO_EQP)
+		 ucx_guard_post(q, wr, n);
+	if (!rc)
+		rc = ucx_sq_stage(&q->sq, wr, n, q->remote_len, &bhead);
+	if (rc && rc != -EAGAIN && rc != -LOCO_EQP && rc != -LOCO_EFENCED)
 		post_log(q, &wr[0], 0, n, rc);
 	if (!rc)
 		rc = issue_all(q, wr, n, bhead);
+	if (q->marked)
+		ucx_guard_settle(q);
 	if (!rc) {
 		/* Hints for the progress thread: relaxed, they order nothing. */
 		atomic_store_explicit(&cq->posted_ns, ucx_now_ns(), memory_order_relaxed);
@@ -1008,7 +1026,8 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 			ucx_sq_fail(&q->sq, q->ep_status);
 		if (n < max)
 			n += ucx_sq_drain(&q->sq, &ops, out + n, max - n);
-		busy |= ucx_sq_outstanding(&q->sq) > 0;
+		ucx_guard_settle(q);
+		busy |= ucx_sq_outstanding(&q->sq) > 0 || q->marked;
 	}
 	/* Hints for the progress thread: relaxed, they order nothing. */
 	atomic_store_explicit(&cq->polled_ns, ucx_now_ns(), memory_order_relaxed);
@@ -1017,8 +1036,20 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 	return (int)n;
 }
 
+/* The fence op (transport.h): loco's messages refuse at the target's
+ * handler (ucx_am.c); UCX's RMA on shared memory at the initiator's guard
+ * (ucx_guard.c); UCX's RMA in hardware (RDMA) cannot be refused by loco:
+ * -EOPNOTSUPP, so loco_fence_node fails and callers wait. */
+static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		     int timeout_ms)
+{
+	if (tp->am)
+		return ucx_am_fence(tp, peer, incarnation, timeout_ms);
+	return ucx_guard_fence(tp, tp->self, peer, incarnation, timeout_ms);
+}
+
 /* The ops of every name: they differ only in the name and in open. */
-#define UCX_OPS(NAME, OPEN)                  \
+#define UCX_OPS(NAME, OPEN, FENCE_AT)        \
 	{                                    \
 		.name = NAME,                \
 		.open = OPEN,                \
@@ -1039,9 +1070,13 @@ static int ucx_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 		.post = ucx_post,            \
 		.poll = ucx_poll,            \
 		.qp_abort = ucx_qp_abort,    \
-		.fence = ucx_am_fence,       \
+		.fence = ucx_fence,          \
+		.fence_at = FENCE_AT,        \
 	}
 
-const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open);
-const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp);
-const struct loco_transport_ops loco_ucx_sm_ops = UCX_OPS("ucx-sm", ucx_open_sm);
+/* ucx-sm fences at every node itself, in the fence files (a stopped or
+ * dead target's memory must refuse too); the others by FENCE messages. */
+const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open, NULL);
+const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp, NULL);
+const struct loco_transport_ops loco_ucx_sm_ops = UCX_OPS("ucx-sm", ucx_open_sm,
+							   ucx_guard_fence);

@@ -26,6 +26,7 @@
 
 #include <loco/hosts.h>
 #include "loco/transport/durable.h"
+#include "loco/transport/fence_file.h"
 #include "loco/transport/transport.h"
 #include "loco/transport/ucx_api.h"
 #include "loco/transport/ucx_desc.h"
@@ -122,6 +123,20 @@ struct loco_tp {
 	_Atomic bool stopping;
 	uint64_t spin_ns;            /* busy-poll after activity (LOCO_UCX_SPIN_US) */
 	_Atomic uint64_t served_ns;  /* the target worker's last event */
+	/* The fence guard (ucx_guard.c), with UCX's RMA on shared memory
+	 * only: this node's fence file and the peers' (under peer_lock) in
+	 * the run directory. */
+	bool guard;
+	char run_dir[LOCO_PATH_MAX];
+	char fence_path[LOCO_PATH_MAX + 64];
+	struct loco_ffile *fence;
+	struct loco_ffile *peer_fence[LOCO_MAX_NODES];
+	_Atomic unsigned cqs_made;   /* CQs made: each gets mark cqs_made % SLOTS */
+	/* LOCO_SHM_STOP_IN_POST=N, the fence files' test hook (as on shm):
+	 * the Nth guarded post stops this process (SIGSTOP) with its mark
+	 * up, before it issues; 0: never. */
+	uint64_t stop_at;
+	_Atomic uint64_t posts;
 };
 
 struct loco_tp_cq {
@@ -140,6 +155,7 @@ struct loco_tp_cq {
 	_Atomic uint64_t posted_ns;
 	_Atomic bool busy;
 	struct ucx_grave *graves;    /* buffers UCX may still touch */
+	unsigned slot;               /* its busy mark at every peer (guard) */
 	struct loco_tp_cq *next;     /* tp->cqs */
 };
 
@@ -155,6 +171,14 @@ struct loco_tp_qp {
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
 	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;
+	/* The fence guard at the peer (ucx_guard.c; cq->lock): its busy
+	 * mark and this node's fence line; whether the mark is up, whether
+	 * a WRITE or atomic was issued under it, the flush that settles
+	 * those before it drops. */
+	_Atomic uint64_t *mark;
+	const _Atomic uint64_t *line;
+	bool marked, wrote;
+	void *flush;
 	struct loco_tp_qp *next;     /* cq->qps */
 };
 
@@ -187,9 +211,36 @@ int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
 /* The transport's fence op (transport.h): record (PEER, INCARNATION) as
  * fenced under target_lock, which every execution of a request holds
  * whole, so none is mid-execution once it is taken. -EOPNOTSUPP where
- * UCX executes RMA itself (not loco's messages). */
+ * UCX executes RMA itself (not loco's messages): ucx_guard_fence. */
 int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		 int timeout_ms);
+
+/* ucx_guard.c: the fence guard (fence_file.h) where UCX executes RMA
+ * on shared memory only (TP->am false, TLS sm transports only). */
+
+/* Open this node's fence file if the guard applies: 0 or -errno (logged). */
+int ucx_guard_open(struct loco_tp *tp, const struct loco_tp_config *cfg,
+		   const char *tls);
+void ucx_guard_close(struct loco_tp *tp);
+/* CQ's busy mark slot. */
+void ucx_guard_cq(struct loco_tp *tp, struct loco_tp_cq *cq);
+/* Q's mark and line at its peer (q->cq and q->peer set). 0 or -errno. */
+int ucx_guard_qp(struct loco_tp *tp, struct loco_tp_qp *q);
+/* Before Q issues the N requests WR: raise its mark (if down) and check
+ * the fence line: 0, or -LOCO_EFENCED (nothing may be issued). cq->lock. */
+int ucx_guard_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
+/* Lower Q's mark once nothing it issued can execute any more (no UCX
+ * request of it running; a flush after WRITEs and atomics complete):
+ * on sm most complete inline, so the mark drops at the end of the post
+ * that raised it. cq->lock. */
+void ucx_guard_settle(struct loco_tp_qp *q);
+/* Q's endpoint is closed (forced): lower its mark. cq->lock. */
+void ucx_guard_drop(struct loco_tp_qp *q);
+/* Record the fence of PEER's INCARNATION in node TARGET's fence file and
+ * wait for PEER's marks there (loco_ffile_fence); -EOPNOTSUPP without
+ * the guard. */
+int ucx_guard_fence(struct loco_tp *tp, uint32_t target, uint32_t peer,
+		    uint64_t incarnation, int timeout_ms);
 
 /* ucx_progress.c */
 

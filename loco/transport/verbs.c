@@ -138,10 +138,12 @@ static struct loco_tp *verbs_tp_alloc(const struct loco_tp_config *cfg,
 		return NULL;
 	tp->cfg = *vc;
 	tp->self = cfg->node_id;
+	tp->incarnation = cfg->incarnation;
 	tp->hosts = cfg->hosts;
 	tp->wake_fd = -1;
 	pthread_mutex_init(&tp->pool_lock, NULL);
 	pthread_mutex_init(&tp->peer_lock, NULL);
+	pthread_mutex_init(&tp->passive_lock, NULL);
 	atomic_init(&tp->next_thread, 0);
 	return tp;
 }
@@ -150,6 +152,7 @@ static void verbs_tp_free(struct loco_tp *tp)
 {
 	pthread_mutex_destroy(&tp->pool_lock);
 	pthread_mutex_destroy(&tp->peer_lock);
+	pthread_mutex_destroy(&tp->passive_lock);
 	free(tp);
 }
 
@@ -403,5 +406,6 @@ const struct loco_transport_ops loco_verbs_ops = {
 	.post = verbs_post,
 	.poll = verbs_poll,
 	.qp_abort = verbs_qp_abort,
+	.fence = verbs_cm_fence,
 	.local_cpus = verbs_local_cpus,
 };

@@ -381,6 +381,7 @@ void verbs_conn_pack(const struct verbs_conn_msg *m, uint8_t buf[VERBS_CONN_LEN]
 	verbs_put32(buf + 16, m->thread);
 	verbs_put32(buf + 20, m->reason);
 	memcpy(buf + 24, m->gid, 16);
+	verbs_put64(buf + 40, m->incarnation);
 }
 
 int verbs_conn_unpack(const void *buf, size_t len, struct verbs_conn_msg *out)
@@ -398,6 +399,7 @@ int verbs_conn_unpack(const void *buf, size_t len, struct verbs_conn_msg *out)
 		.reason = verbs_get32(p + 20),
 	};
 	memcpy(m.gid, p + 24, 16);
+	m.incarnation = verbs_get64(p + 40);
 	if (m.kind < VERBS_CONN_REQ || m.kind > VERBS_CONN_REJ)
 		return -LOCO_EPROTO;
 	if (m.kind != VERBS_CONN_REJ && !verbs_mtu_bytes(m.mtu))

@@ -127,16 +127,18 @@ bool verbs_desc_addr_is(const struct verbs_desc *d, const struct sockaddr *sa);
 
 /* ---- connection private data (rdma_cm REQ / REP / REJ) -------------------
  *
- * Version 1, 40 bytes, little-endian; fits the 56 bytes a REQ carries over
+ * Version 2, 48 bytes, little-endian; fits the 56 bytes a REQ carries over
  * RDMA_PS_TCP. The receiver may see trailing zero padding (the CM delivers
- * a fixed-size buffer), so parsing accepts LEN >= 40.
- *   0  u32 magic "LOCC"   4  u16 version (1)   6  u8 kind   7  u8 path MTU (enum ibv_mtu)
+ * a fixed-size buffer), so parsing accepts LEN >= 48.
+ *   0  u32 magic "LOCC"   4  u16 version (2)   6  u8 kind   7  u8 path MTU (enum ibv_mtu)
  *   8  u32 source node   12  u32 destination node   16  u32 thread index
  *  20  u32 reason (REJ: positive errno or LOCO code; else 0)
- *  24  u8[16] the sender's GID (the one its QP uses as source) */
+ *  24  u8[16] the sender's GID (the one its QP uses as source)
+ *  40  u64 the sender's incarnation (what a fence names: a fenced one's
+ *      REQ is refused with LOCO_EFENCED) */
 #define VERBS_CONN_MAGIC 0x43434f4cu /* "LOCC" */
-#define VERBS_CONN_VERSION 1
-#define VERBS_CONN_LEN 40
+#define VERBS_CONN_VERSION 2
+#define VERBS_CONN_LEN 48
 
 enum verbs_conn_kind {
 	VERBS_CONN_REQ = 1, /* active side: I am SRC, thread THREAD, for DST */
@@ -152,6 +154,7 @@ struct verbs_conn_msg {
 	uint32_t thread;
 	uint32_t reason;
 	uint8_t gid[16];
+	uint64_t incarnation;
 };
 
 void verbs_conn_pack(const struct verbs_conn_msg *m, uint8_t buf[VERBS_CONN_LEN]);

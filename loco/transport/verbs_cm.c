@@ -94,7 +94,8 @@ static void verbs_conn_fill(const struct loco_tp *tp, uint8_t kind, uint32_t dst
 			    uint8_t buf[VERBS_CONN_LEN])
 {
 	struct verbs_conn_msg m = { .kind = kind, .mtu = tp->mtu, .src = tp->self,
-				    .dst = dst, .thread = thread, .reason = reason };
+				    .dst = dst, .thread = thread, .reason = reason,
+				    .incarnation = tp->incarnation };
 	memcpy(m.gid, tp->gid.raw, 16);
 	verbs_conn_pack(&m, buf);
 }
@@ -175,7 +176,20 @@ static int verbs_addr_matches(struct loco_tp *tp, uint32_t src,
 	return verbs_desc_addr_is(&d, from);
 }
 
-/* 0, or the reason (positive errno / LOCO code) to refuse the request. */
+/* Whether NODE's incarnation INC is fenced here (passive_lock held). */
+static bool verbs_fenced_is(const struct loco_tp *tp, uint32_t node, uint64_t inc)
+{
+	if (node >= LOCO_MAX_NODES)
+		return false;
+	for (unsigned i = 0; i < tp->fenced_n[node] && i < VERBS_FENCED_MAX; i++)
+		if (tp->fenced[node][i] == inc)
+			return true;
+	return false;
+}
+
+/* 0, or the reason (positive errno / LOCO code) to refuse the request
+ * (passive_lock held, so that a fence sees either the refusal or the
+ * accepted QP). */
 static uint32_t verbs_passive_check(struct loco_tp *tp, struct rdma_cm_event *ev,
 				    struct verbs_conn_msg *req)
 {
@@ -216,6 +230,11 @@ static uint32_t verbs_passive_check(struct loco_tp *tp, struct rdma_cm_event *ev
 			 req->src, ibv_get_device_name(ev->id->verbs->device), ev->id->port_num,
 			 tp->devname, tp->port);
 		return ENODEV;
+	}
+	if (verbs_fenced_is(tp, req->src, req->incarnation)) {
+		loco_warn(VERBS_LOG, "connection request from node %u: its incarnation %016"
+			  PRIx64 " is fenced here: refused", req->src, req->incarnation);
+		return LOCO_EFENCED;
 	}
 	if (tp->passive_count >= tp->passive_max) {
 		loco_err(VERBS_LOG, "connection request from node %u: already %u connections, the most "
@@ -265,6 +284,7 @@ static uint32_t verbs_passive_setup(struct loco_tp *tp, struct rdma_cm_event *ev
 	if (!p)
 		return ENOMEM;
 	p->id = ev->id;
+	p->incarnation = req->incarnation;
 	p->link = (struct verbs_link){ .passive = true, .node = req->src,
 				       .thread = req->thread };
 	int max = tp->attr.orig_attr.max_qp_rd_atom;
@@ -298,6 +318,7 @@ static struct rdma_cm_id *verbs_passive_accept(struct loco_tp *tp,
 {
 	struct verbs_conn_msg req = { 0 };
 	struct verbs_passive *p = NULL;
+	pthread_mutex_lock(&tp->passive_lock);
 	uint32_t reason = verbs_passive_check(tp, ev, &req);
 	if (!reason)
 		reason = verbs_passive_setup(tp, ev, &req, &p);
@@ -305,6 +326,9 @@ static struct rdma_cm_id *verbs_passive_accept(struct loco_tp *tp,
 		p->next = tp->passive;
 		tp->passive = p;
 		tp->passive_count++;
+	}
+	pthread_mutex_unlock(&tp->passive_lock);
+	if (!reason) {
 		loco_dbg(VERBS_LOG, "accepted node %u thread %u", req.src, req.thread);
 		return NULL;
 	}
@@ -326,12 +350,80 @@ static void verbs_passive_free(struct loco_tp *tp, struct verbs_passive *p)
 
 static void verbs_passive_drop(struct loco_tp *tp, struct verbs_passive *p)
 {
+	pthread_mutex_lock(&tp->passive_lock);
 	struct verbs_passive **pp = &tp->passive;
 	while (*pp != p)
 		pp = &(*pp)->next;
 	*pp = p->next;
 	loco_dbg(VERBS_LOG, "node %u thread %u disconnected", p->link.node, p->link.thread);
 	verbs_passive_free(tp, p);
+	pthread_mutex_unlock(&tp->passive_lock);
+}
+
+/* Record NODE's INC as fenced (passive_lock held). */
+static void verbs_fenced_add(struct loco_tp *tp, uint32_t node, uint64_t inc)
+{
+	if (verbs_fenced_is(tp, node, inc))
+		return;
+	unsigned n = tp->fenced_n[node]++;
+	if (n >= VERBS_FENCED_MAX)
+		loco_warn(VERBS_LOG, "node %u: an %uth fenced incarnation evicts the "
+			  "oldest, %016" PRIx64 ", from those refused", node, n + 1,
+			  tp->fenced[node][n % VERBS_FENCED_MAX]);
+	tp->fenced[node][n % VERBS_FENCED_MAX] = inc;
+}
+
+/* Move P's QP to the error state: from then on its responder executes no
+ * incoming request (IBTA: "queue processing is stopped"; packets to a QP
+ * in Error are dropped), and what is in flight at the initiator is
+ * flushed there. Then disconnect, so that the initiator learns at once
+ * instead of after its transport retries. 0 or -errno. */
+static int verbs_passive_fence(struct verbs_passive *p)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	int r = ibv_modify_qp(p->link.qp, &a, IBV_QP_STATE);
+	if (r) {
+		loco_err(VERBS_LOG, "fencing node %u (thread %u): moving its QP %#x to "
+			 "the error state: %s", p->link.node, p->link.thread,
+			 p->link.qp->qp_num, strerror(r));
+		return -r;
+	}
+	p->fenced = true;
+	rdma_disconnect(p->id); /* fails harmlessly if the peer left first */
+	return 0;
+}
+
+int verbs_cm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms)
+{
+	if (peer >= LOCO_MAX_NODES || !incarnation)
+		return -EINVAL;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	uint64_t ns = (uint64_t)until.tv_nsec +
+		      (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+	until.tv_sec += (time_t)(ns / 1000000000u);
+	until.tv_nsec = (long)(ns % 1000000000u);
+	/* The listener holds it while it accepts (rdma_accept may wait). */
+	int e = pthread_mutex_timedlock(&tp->passive_lock, &until);
+	if (e)
+		return e == ETIMEDOUT ? -ETIMEDOUT : -e;
+	verbs_fenced_add(tp, peer, incarnation);
+	int rc = 0;
+	unsigned n = 0;
+	for (struct verbs_passive *p = tp->passive; p; p = p->next) {
+		if (p->link.node != peer || p->incarnation != incarnation || p->fenced)
+			continue;
+		int r = verbs_passive_fence(p);
+		if (!rc)
+			rc = r;
+		n += !r;
+	}
+	pthread_mutex_unlock(&tp->passive_lock);
+	if (n)
+		loco_info(VERBS_LOG, "fenced node %u (incarnation %016" PRIx64 "): %u of "
+			  "its QPs moved to the error state", peer, incarnation, n);
+	return rc;
 }
 
 /* An active QP's peer went away: fail its operations now rather than after
@@ -549,11 +641,13 @@ void verbs_cm_stop(struct loco_tp *tp)
 		loco_err(VERBS_LOG, "waking the listener thread: %s", strerror(errno));
 	pthread_join(tp->listener, NULL);
 	close(tp->wake_fd);
+	pthread_mutex_lock(&tp->passive_lock);
 	while (tp->passive) {
 		struct verbs_passive *p = tp->passive;
 		tp->passive = p->next;
 		verbs_passive_free(tp, p);
 	}
+	pthread_mutex_unlock(&tp->passive_lock);
 }
 
 void verbs_cm_unbind(struct loco_tp *tp)

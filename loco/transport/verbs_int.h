@@ -38,6 +38,7 @@ _Static_assert(VERBS_CQ_QPS <= 64, "cq dirty mask is one 64-bit word");
 #define VERBS_PASSIVE_CQE 8192          /* shared CQ of the passive QPs */
 #define VERBS_INLINE_WANT 256           /* max_inline_data asked for */
 #define VERBS_LISTEN_BACKLOG 256
+#define VERBS_FENCED_MAX 8              /* fenced incarnations kept per node */
 
 /* Link state of an active QP, written by the listener thread (DOWN) and
  * the owner (CLOSING); read by post. It publishes no data: relaxed. */
@@ -57,6 +58,8 @@ struct verbs_link {
 struct verbs_passive {
 	struct verbs_link link; /* first: cm_id->context */
 	struct rdma_cm_id *id;
+	uint64_t incarnation;   /* the peer's, from its REQ */
+	bool fenced;            /* moved to the error state by a fence */
 	struct verbs_passive *next;
 };
 
@@ -82,6 +85,7 @@ struct verbs_slab {
 struct loco_tp {
 	struct verbs_config cfg;
 	uint32_t self;
+	uint64_t incarnation;     /* this process's: its REQs carry it */
 	const struct loco_hosts *hosts;
 	/* device, port, GID: fixed after open */
 	char devname[VERBS_DEVNAME_MAX];
@@ -125,8 +129,15 @@ struct loco_tp {
 	struct rdma_cm_id *listen_id;
 	struct ibv_cq *passive_cq;
 	uint32_t passive_max;
-	uint32_t passive_count;         /* listener thread only */
-	struct verbs_passive *passive;  /* listener thread only */
+	/* The passive connections and the fenced incarnations (a ring per
+	 * node, fenced_n counting every one recorded), under passive_lock:
+	 * the listener thread accepts and drops, the control-plane thread
+	 * fences (verbs_cm_fence). */
+	pthread_mutex_t passive_lock;
+	uint32_t passive_count;
+	struct verbs_passive *passive;
+	uint64_t fenced[LOCO_MAX_NODES][VERBS_FENCED_MAX];
+	unsigned fenced_n[LOCO_MAX_NODES];
 	int wake_fd;
 	pthread_t listener;
 };
@@ -178,6 +189,14 @@ void verbs_cm_unbind(struct loco_tp *tp);
 /* Connect QP (created, RESET) to its peer's listener; on success QP->id
  * is set and the QP is in RTS. Logs once and returns -errno on failure. */
 int verbs_cm_connect(struct loco_tp *tp, struct loco_tp_qp *q);
+/* The fence op (transport.h): record PEER's INCARNATION as fenced (its
+ * later connection requests are refused with LOCO_EFENCED) and move
+ * every passive QP of it to the error state, then disconnect it. Returns
+ * once every ibv_modify_qp succeeded: the NIC executes no further request
+ * of those QPs (docs/ordering.md, "Fencing"). -ETIMEDOUT if the passive
+ * list stays busy past TIMEOUT_MS, or the first modify's -errno. */
+int verbs_cm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+		   int timeout_ms);
 /* Disconnect and destroy QP->id (the ibv QP stays for the caller). */
 void verbs_cm_disconnect(struct loco_tp_qp *qp);
 /* The numeric form of SA's IP address in BUF (LEN bytes); returns BUF. */

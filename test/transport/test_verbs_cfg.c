@@ -341,7 +341,8 @@ END_TEST
 START_TEST(conn_roundtrip)
 {
 	struct verbs_conn_msg m = { .kind = VERBS_CONN_REQ, .mtu = IBV_MTU_1024,
-				    .src = 2, .dst = 5, .thread = 7, .reason = 0 };
+				    .src = 2, .dst = 5, .thread = 7, .reason = 0,
+				    .incarnation = UINT64_C(0x0123456789abcdef) };
 	for (int i = 0; i < 16; i++)
 		m.gid[i] = (uint8_t)(0xf0 + i);
 	uint8_t buf[56] = { 0 }; /* what a REQ delivers: padded to 56 bytes */
@@ -350,6 +351,7 @@ START_TEST(conn_roundtrip)
 	ck_assert_int_eq(memcmp(buf, "LOCC", 4), 0);
 	ck_assert_int_eq(verbs_conn_unpack(buf, sizeof(buf), &out), 0);
 	ck_assert_int_eq(memcmp(&m, &out, sizeof(m)), 0);
+	ck_assert_uint_eq(out.incarnation, UINT64_C(0x0123456789abcdef));
 	ck_assert_int_eq(verbs_conn_unpack(buf, VERBS_CONN_LEN, &out), 0);
 	ck_assert_int_eq(verbs_conn_unpack(buf, VERBS_CONN_LEN - 1, &out), -LOCO_EPROTO);
 	ck_assert_int_eq(verbs_conn_unpack(NULL, 0, &out), -LOCO_EPROTO);
@@ -362,6 +364,8 @@ START_TEST(conn_roundtrip)
 	verbs_conn_pack(&rej, buf);
 	ck_assert_int_eq(verbs_conn_unpack(buf, VERBS_CONN_LEN, &out), 0);
 	ck_assert_uint_eq(out.reason, LOCO_EHOSTS);
+	buf[4] = 1; /* version 1: no incarnation, which a fence must see */
+	ck_assert_int_eq(verbs_conn_unpack(buf, sizeof(buf), &out), -LOCO_EPROTO);
 	uint8_t zeros[148] = { 0 }; /* a REJ from a non-loco CM */
 	ck_assert_int_eq(verbs_conn_unpack(zeros, sizeof(zeros), &out), -LOCO_EPROTO);
 }

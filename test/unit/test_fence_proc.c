@@ -12,9 +12,9 @@
  *    before the fence and SIGCONTed after it returned; a fence that finds
  *    it stopped inside an op times out and is tried again after a
  *    SIGCONT, a few rounds, each with a new incarnation of node 1;
- *  - fence_waits_for_op (shm): the child stops itself inside a WRITE
+ *  - fence_waits_for_op (shm, ucx-sm): the child stops itself inside a WRITE
  *    (LOCO_SHM_STOP_IN_POST): the fence times out until it resumes;
- *  - fence_after_death_mid_op (shm): the same child is SIGKILLed there,
+ *  - fence_after_death_mid_op (shm, ucx-sm): the same child is SIGKILLed there,
  *    its mark left up: the fence completes once it is gone;
  *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
  *    inside a message of the child's, past its checks
@@ -223,14 +223,23 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
-/* shm: the child stops itself inside a WRITE, its busy mark up
+/* Whether LOCO_SHM_STOP_IN_POST works here: the fence files' hook, on
+ * shm and on ucx-sm with UCX's RMA (not with LOCO_UCX_RMA=am). */
+static bool stop_hook_here(void)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	const char *rma = getenv("LOCO_UCX_RMA");
+	return !tp || !strcmp(tp, "shm") ||
+	       (!strcmp(tp, "ucx-sm") && !(rma && !strcmp(rma, "am")));
+}
+
+/* shm, ucx-sm: the child stops itself inside a WRITE, its busy mark up
  * (LOCO_SHM_STOP_IN_POST). The fence must wait for it (-ETIMEDOUT while
  * it is stopped), not return while that WRITE may still land. */
 START_TEST(fence_waits_for_op)
 {
-	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm"))
-		return;  /* the hook is plain shm's */
+	if (!stop_hook_here())
+		return;
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
@@ -247,15 +256,14 @@ START_TEST(fence_waits_for_op)
 }
 END_TEST
 
-/* shm: the child stops itself inside a WRITE, its busy mark up, and is
+/* shm, ucx-sm: the child stops itself inside a WRITE, its busy mark up, and is
  * then SIGKILLed there. Its mark stays up in node 0's fence file, but
  * nothing of it can execute any more: the fence must complete, not wait
  * for that mark for good. */
 START_TEST(fence_after_death_mid_op)
 {
-	const char *tp = getenv("LOCO_TRANSPORT");
-	if (tp && strcmp(tp, "shm"))
-		return;  /* the hook is plain shm's */
+	if (!stop_hook_here())
+		return;
 	setenv("LOCO_SHM_STOP_IN_POST", "200", 1);
 	pid_t pid = child_start();
 	unsetenv("LOCO_SHM_STOP_IN_POST");
