@@ -130,13 +130,17 @@ fi
 	loco-probe --timeout-ms 1000 loop 7 30 >"$work/down.out" 2>&1 &
 pid=$!
 ns=
-for _ in $(seq 100); do
+# The link goes down once the probe said it reads in a loop (its first
+# round trip done), within 30 s.
+for _ in $(seq 300); do
 	ns=$(ip netns list | awk '{print $1}' | grep "^loco-run-$pid-.*-n0$")
-	[ -n "$ns" ] && grep -q "loco-probe" "$work/down.out" 2>/dev/null && break
+	[ -n "$ns" ] && grep -q "loco-probe: looping" "$work/down.out" 2>/dev/null &&
+		break
 	sleep 0.1
 done
 [ -n "$ns" ] || fail "no namespace of node 0"
-sleep 1
+grep -q "loco-probe: looping" "$work/down.out" ||
+	fail "the probe never began its loop: $(cat "$work/down.out")"
 t0=$SECONDS
 ip -n "$ns" link set loco0 down || fail "cannot take loco0 down in $ns"
 wait $pid
@@ -157,8 +161,17 @@ done
 [ "$(left $pid)" -ge 3 ] || fail "loco-run $pid made no namespaces"
 kill -9 $pid
 wait $pid 2>/dev/null
-# Its nodes die with it (parent-death signal); wait for them to go.
-sleep 1
+# Its nodes die with it (parent-death signal): wait (10 s at most) until
+# no process of its namespaces is left.
+for _ in $(seq 100); do
+	busy=0
+	for n in $(ip netns list | awk '{print $1}' | grep "^loco-run-$pid-"); do
+		[ -n "$(ip netns pids "$n" 2>/dev/null)" ] && busy=1
+	done
+	[ "$busy" -eq 0 ] && break
+	sleep 0.1
+done
+[ "$busy" -eq 0 ] || fail "nodes of the SIGKILLed loco-run $pid still run"
 [ "$(left $pid)" -ge 3 ] || fail "expected the killed run's namespaces to remain"
 "$LR" --netns -n 1 --timeout 30 -- true >"$work/gc.out" 2>&1 ||
 	fail "the run after a SIGKILLed one failed"
