@@ -446,11 +446,12 @@ begin sigterm
 "$LR" -m 1 -n 2 -- "$FAKE" --grandchild --sleep '*:60' \
 	>"$FAKE_DIR/out" 2>"$FAKE_DIR/err" &
 lr_pid=$!
+# Every process is up once the 3 nodes and the 2 grandchildren recorded
+# their pids (10 s at most).
 for _ in $(seq 100); do
-	[ -e "$FAKE_DIR/n2.json" ] && [ -e "$FAKE_DIR/n1.json" ] && break
+	[ "$(wc -l <"$FAKE_DIR/pids" 2>/dev/null || echo 0)" -ge 5 ] && break
 	sleep 0.1
 done
-sleep 0.3
 kill -TERM "$lr_pid"
 wait "$lr_pid"
 rc=$?
