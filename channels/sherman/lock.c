@@ -39,7 +39,10 @@
  * odd made even. Since the redo record precedes the bytes on one QP, a
  * record that is not complete means nothing after it was placed. A live
  * holder renews its lease before a write-back when less than half of it
- * is left (sh_lock_keep), so a running holder is rarely fenced. */
+ * is left (sh_lock_keep), so a running holder is rarely fenced. A lease
+ * does not run while the lock's memory node is down (expired), and a
+ * worker's reset after an outage settles its own words at once
+ * (settle_one), so a holder cut off by an outage is not fenced. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
