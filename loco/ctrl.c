@@ -297,6 +297,7 @@ int loco_peer_add(struct loco_mgr *mgr, const struct loco_hello *h,
 		/* Relaxed: a diagnosis (loco_peer_gone); the length decides. */
 		atomic_store_explicit(&mgr->peer_state[peer], LOCO_PEER_UP,
 				      memory_order_relaxed);
+		loco_peer_up_mark(mgr, peer);
 		/* Release pairs with the acquire in loco_peer_span: a
 		 * thread that sees the length finds the peer in the transport,
 		 * its device-memory length, flags and generation. */

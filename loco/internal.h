@@ -235,6 +235,9 @@ struct loco_mgr {
 	 * are renewed before their next post. */
 	_Atomic uint32_t peer_flags[LOCO_MAX_NODES];
 	_Atomic uint32_t peer_gen[LOCO_MAX_NODES];
+	/* When this node last found each memory peer up (loco_lease_now_ns;
+	 * 0: never): stored before the arena length's release. */
+	_Atomic uint64_t peer_up_ns[LOCO_MAX_NODES];
 	/* enum loco_peer_state: why the arena length is 0 (relaxed). */
 	_Atomic int peer_state[LOCO_MAX_NODES];
 	uint64_t peer_boot[LOCO_MAX_NODES];   /* under peer_lock */
@@ -458,6 +461,10 @@ int loco_region_reopen(struct loco_mgr *mgr, uint32_t node, const char *name,
 /* A LOST PEER said hello again and a region was opened there anew: it is
  * UP with its new incarnation, its old regions forgotten. */
 void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer);
+/* PEER, if a memory node, is found up now (its first hello, or back after
+ * an outage or a fail-over): note the time (loco_peer_up_ns). Before the
+ * release of its arena length; peer_lock held. */
+void loco_peer_up_mark(struct loco_mgr *mgr, uint32_t peer);
 /* loco_ropen_drop: every region of the node (internal flag). */
 #define LOCO_DROP_ALL 0x100u
 /* Remember / forget regions opened on NODE (loco_region_open, _drop). */

@@ -827,6 +827,16 @@ bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer);
  * Caller: any thread. TIMEOUT_MS < 0: the manager default. */
 int loco_peer_wait(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 
+/* When this node last found memory node PEER up, on the lease clock
+ * (loco_lease_now_ns): its first hello, or its return after an outage or
+ * a fail-over; 0 if never (or PEER is no memory node). Every node finds a
+ * restarted memory node up at or after the moment it came back, so a
+ * lease whose holder could not reach PEER meanwhile can be counted anew
+ * from this time (docs/sherman.md, "Outages"). Caller: any thread; an op
+ * on PEER that completed reads a time at least as late as the one of the
+ * incarnation it reached. */
+uint64_t loco_peer_up_ns(struct loco_mgr *mgr, uint32_t peer);
+
 /* ---- stats -------------------------------------------------------------- */
 
 struct loco_stats {

@@ -118,6 +118,26 @@ static void ropen_free_all(struct loco_mgr *mgr)
 	}
 }
 
+/* ---- up ------------------------------------------------------------------- */
+
+void loco_peer_up_mark(struct loco_mgr *mgr, uint32_t peer)
+{
+	if (!is_memory_peer(mgr, peer))
+		return;
+	/* Relaxed: published by the release of the arena length that
+	 * follows (an op that acts on the peer's memory acquired it). */
+	atomic_store_explicit(&mgr->peer_up_ns[peer], loco_lease_now_ns(),
+			      memory_order_relaxed);
+}
+
+uint64_t loco_peer_up_ns(struct loco_mgr *mgr, uint32_t peer)
+{
+	if (peer >= LOCO_MAX_NODES)
+		return 0;
+	/* Relaxed: see loco_peer_up_mark. */
+	return atomic_load_explicit(&mgr->peer_up_ns[peer], memory_order_relaxed);
+}
+
 /* ---- down ---------------------------------------------------------------- */
 
 void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why)
@@ -221,6 +241,8 @@ static void peer_verify(struct loco_mgr *mgr, uint32_t peer)
 	atomic_store_explicit(&mgr->peer_state[peer], rc ? LOCO_PEER_LOST :
 			      LOCO_PEER_UP, memory_order_relaxed);
 	if (!rc)
+		loco_peer_up_mark(mgr, peer);
+	if (!rc)
 		/* Release pairs with the acquire in loco_peer_span: the new
 		 * incarnation's transport peer, flags and generation are
 		 * visible to whoever sees the length. */
@@ -248,6 +270,7 @@ void loco_peer_fresh(struct loco_mgr *mgr, uint32_t peer)
 		/* Relaxed: read with the length (loco_peer_gone). */
 		atomic_store_explicit(&mgr->peer_state[peer], LOCO_PEER_UP,
 				      memory_order_relaxed);
+		loco_peer_up_mark(mgr, peer);
 		/* Release: as in peer_verify. */
 		atomic_store_explicit(&mgr->peer_arena_len[peer],
 				      mgr->peer_back_len[peer],

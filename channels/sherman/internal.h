@@ -263,6 +263,8 @@ struct loco_sherman_worker {
 	struct loco_rtx_worker *xw;   /* rtx mode */
 	uint32_t slot, tidx;
 	uint64_t tag;                 /* last lock tag issued */
+	uint64_t tag_floor;           /* every tag this worker issues is
+				       * above it (lock.c's own_word) */
 	uint32_t rr;                  /* next part to allocate from */
 	uint32_t *chunk_next, *chunk_end; /* per part: node indices in hand */
 	/* node images (node_size + 128 each): 0 a descent's, 1 the op's,
@@ -441,9 +443,15 @@ void sh_unlock(struct loco_sherman_worker *w, struct sh_held *h);
  * its redo record). */
 int sh_lock_repair(struct loco_sherman_worker *w, loco_raddr_t a);
 /* Settle every lock of the tree held by SLOT (all slots: ~0u) after its
- * lease: steal, redo, release. *HELD: how many are still held. */
-int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot,
+ * lease: steal, redo, release; with OWN (W between its operations, SLOT
+ * its own) the words W made itself at once, without waiting for their
+ * lease. *HELD: how many are still held. */
+int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot, bool own,
 		    int timeout_ms, uint64_t *held);
+/* W's words so far are not its own (own_word): a new worker's, set once
+ * it settled what its slot's earlier workers left; its next tag is above
+ * every tag issued before now. */
+void sh_tag_floor(struct loco_sherman_worker *w);
 
 /* ---- plain.c / rtxmode.c ------------------------------------------------------ */
 

@@ -39,7 +39,10 @@
  * odd made even. Since the redo record precedes the bytes on one QP, a
  * record that is not complete means nothing after it was placed. A live
  * holder renews its lease before a write-back when less than half of it
- * is left (sh_lock_keep), so a running holder is rarely fenced. */
+ * is left (sh_lock_keep), so a running holder is rarely fenced. A lease
+ * does not run while the lock's memory node is down (expired), and a
+ * worker's reset after an outage settles its own words at once
+ * (settle_one), so a holder cut off by an outage is not fenced. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -102,9 +105,38 @@ static uint64_t new_word(struct loco_sherman_worker *w)
 	return loco_lllock_make(tag, w->slot, false);
 }
 
-static bool expired(const struct loco_sherman *t, uint64_t word)
+void sh_tag_floor(struct loco_sherman_worker *w)
 {
-	return loco_lllock_expired(word, sh_now_ms(t));
+	uint64_t tag = loco_lllock_tag_of(sh_now_ms(w->t) + w->t->o.lease_ms, 0);
+	if (tag > w->tag)
+		w->tag = tag;
+	w->tag_floor = w->tag;
+}
+
+/* Whether the held word WORD of part PI may be taken over: its lease
+ * (lease_ms from its acquisition) is over, and so is a whole lease since
+ * this node last found the part's hosting node up. A holder can neither
+ * renew nor release while that node is down, so its lease does not run
+ * then: one taken before an outage counts anew from the node's return,
+ * which every node finds at or after the moment it came back
+ * (loco_peer_up_ns; docs/sherman.md, "Outages"). This only ever expires
+ * a word later than its own lease: a taker still fences the holder. */
+static bool expired(const struct loco_sherman *t, uint32_t pi, uint64_t word)
+{
+	if (!loco_lllock_expired(word, sh_now_ms(t)))
+		return false;
+	uint64_t up = loco_peer_up_ns(t->base.mgr, t->part[pi].id);
+	uint64_t now = loco_lease_now_ns();
+	return now >= up && now - up >= (uint64_t)t->o.lease_ms * 1000000u;
+}
+
+/* Whether WORD is one this worker made (a tag above its first): in
+ * loco_sherman_worker_reset, between its operations, such a word was left
+ * by an operation of its own that failed (or a handover nobody renewed). */
+static bool own_word(const struct loco_sherman_worker *w, uint64_t word)
+{
+	return loco_lllock_owner(word) == w->slot &&
+	       loco_lllock_tag(word) > w->tag_floor;
 }
 
 /* Before anyone acts for the holder of the expired word WORD (steals it,
@@ -422,7 +454,7 @@ static int acquire_global(struct loco_sherman_worker *w, struct sh_held *h,
 				release_global(w, h);
 			return rc;
 		}
-		if (expired(t, old)) {
+		if (expired(t, h->pi, old)) {
 			bool won;
 			rc = steal(w, h, old, mine, a, img, &won);
 			if (won || rc)
@@ -687,18 +719,21 @@ static int redo(struct loco_sherman_worker *w, struct sh_held *h, uint64_t old)
 	return rc;
 }
 
-/* Settle one held word WORD at index IDX of part PI: wait for its lease,
- * steal, redo, release. Returns 0 (settled or moved on) or -EBUSY (still
- * held at the deadline). */
+/* Settle one held word WORD at index IDX of part PI: wait for its lease
+ * (not for a word of this worker's own with OWN: settle_locks),
+ * steal, redo, release. Returns 0 (settled or moved on: free, or taken by
+ * a slot other than SLOT) or -EBUSY (still held at the deadline). */
 static int settle_one(struct loco_sherman_worker *w, uint32_t pi, uint32_t idx,
-		      uint64_t word, uint64_t deadline)
+		      uint64_t word, uint32_t slot, bool own, uint64_t deadline)
 {
 	struct loco_sherman *t = w->t;
 	struct sh_held h = { .pi = pi, .idx = idx };
 	for (;;) {
-		if (!loco_lllock_is_locked(word))
+		if (!loco_lllock_is_locked(word) ||
+		    (slot != ~0u && loco_lllock_owner(word) != slot))
 			return 0;
-		if (expired(t, word) && !fence_holder(w, word)) {
+		if ((own && own_word(w, word)) ||
+		    (expired(t, pi, word) && !fence_holder(w, word))) {
 			uint64_t mine = new_word(w), got = 0;
 			int rc = loco_cas(w->thr, &t->part[pi].locks,
 					  (uint64_t)idx * 8, word, mine, &got);
@@ -726,7 +761,8 @@ static int settle_one(struct loco_sherman_worker *w, uint32_t pi, uint32_t idx,
 }
 
 static int settle_part(struct loco_sherman_worker *w, uint32_t pi,
-		       uint32_t slot, uint64_t deadline, uint64_t *held)
+		       uint32_t slot, bool own, uint64_t deadline,
+		       uint64_t *held)
 {
 	struct loco_sherman *t = w->t;
 	uint64_t *buf = malloc(SH_READ_MAX);
@@ -743,7 +779,7 @@ static int settle_part(struct loco_sherman_worker *w, uint32_t pi,
 			    (slot != ~0u && loco_lllock_owner(word) != slot))
 				continue;
 			rc = settle_one(w, pi, (uint32_t)(at / 8) + i, word,
-					deadline);
+					slot, own, deadline);
 			if (rc == -EBUSY) {
 				(*held)++;
 				rc = 0;
@@ -754,7 +790,7 @@ static int settle_part(struct loco_sherman_worker *w, uint32_t pi,
 	return rc;
 }
 
-int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot,
+int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot, bool own,
 		    int timeout_ms, uint64_t *held)
 {
 	struct loco_sherman *t = w->t;
@@ -764,7 +800,7 @@ int sh_settle_locks(struct loco_sherman_worker *w, uint32_t slot,
 	uint64_t n = 0;
 	int rc = 0;
 	for (uint32_t pi = 0; pi < t->nparts && !rc; pi++)
-		rc = settle_part(w, pi, slot, deadline, &n);
+		rc = settle_part(w, pi, slot, own, deadline, &n);
 	if (!rc && held)
 		*held = n;
 	return rc;
@@ -779,8 +815,8 @@ int sh_lock_repair(struct loco_sherman_worker *w, loco_raddr_t a)
 	if (!rc)
 		rc = loco_read(w->thr, &t->part[pi].locks, (uint64_t)idx * 8,
 			       &word, 8);
-	if (rc || !loco_lllock_is_locked(word) || !expired(t, word))
+	if (rc || !loco_lllock_is_locked(word) || !expired(t, pi, word))
 		return rc;
-	rc = settle_one(w, pi, idx, word, 0);
+	rc = settle_one(w, pi, idx, word, ~0u, false, 0);
 	return rc == -EBUSY ? 0 : rc;
 }

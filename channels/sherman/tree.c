@@ -532,13 +532,15 @@ int loco_sherman_worker_create(struct loco_sherman *t, struct loco_thread *thr,
 	w->tag = t->slot_tag[w->tidx];
 	pthread_mutex_unlock(&t->lock);
 	w->rr = w->slot % t->nparts;   /* workers start on different parts */
+	w->tag_floor = UINT64_MAX;   /* nothing is its own yet */
 	rc = t->o.rtx ? loco_rtx_worker_create(t->rtx, thr, &w->xw) :
-			sh_settle_locks(w, w->slot, -1, NULL);
+			sh_settle_locks(w, w->slot, false, -1, NULL);
 	if (rc) {
 		put_tidx(t, w->tidx);
 		worker_free(w);
 		return rc;
 	}
+	sh_tag_floor(w);
 	pthread_mutex_lock(&t->lock);
 	w->next = t->workers;
 	t->workers = w;
@@ -581,7 +583,7 @@ int loco_sherman_worker_reset(struct loco_sherman_worker *w)
 {
 	struct loco_sherman *t = w->t;
 	if (!t->o.rtx)
-		return sh_settle_locks(w, w->slot, -1, NULL);
+		return sh_settle_locks(w, w->slot, true, -1, NULL);
 	if (w->xw) {
 		struct loco_rtx_stats x;
 		loco_rtx_worker_stats(w->xw, &x);
@@ -692,5 +694,5 @@ int loco_sherman_repair_locks(struct loco_sherman_worker *w, int timeout_ms,
 		return rc;
 	if (w->t->o.rtx)
 		return loco_rtx_repair_all(w->xw, timeout_ms, held);
-	return sh_settle_locks(w, ~0u, timeout_ms, held);
+	return sh_settle_locks(w, ~0u, false, timeout_ms, held);
 }

@@ -268,8 +268,15 @@ START_TEST(down_fails_fast_then_continues)
 	ck_assert_int_eq(loco_write(thr, &a, 8, &v, 8), -LOCO_EDOWN);
 	ck_assert_int_eq(loco_region_open(mc.mgr, 0, "t.b", LEN, &b), -LOCO_EDOWN);
 	ck_assert_uint_lt(loco_now_ns() - t0, 100000000ull);
+	/* Found up at its first hello, and again at or after its return. */
+	uint64_t up0 = loco_peer_up_ns(mc.mgr, 0);
+	ck_assert_uint_gt(up0, 0);
+	uint64_t back = loco_lease_now_ns();
 	mc_start_mem(&mc, true, power_cut);
 	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	ck_assert_uint_ge(loco_peer_up_ns(mc.mgr, 0), back);
+	ck_assert_uint_le(loco_peer_up_ns(mc.mgr, 0), loco_lease_now_ns());
+	ck_assert_uint_eq(loco_peer_up_ns(mc.mgr, LOCO_MAX_NODES), 0);
 	ck_assert_int_eq(loco_read(thr, &a, 0, &got, 8), 0);
 	ck_assert_uint_eq(got, 11);
 	v = 12;
