@@ -260,13 +260,9 @@ static void crash_stamp(void)
 	close(fd);
 }
 
-void loco_crash_point(const char *name)
+/* One hit of arm A of point NAME: the signal at its count. */
+static void hit(struct crash_arm *a, const char *name)
 {
-	if (crash.hook)
-		crash.hook(name, crash.hook_arg);
-	struct crash_arm *a = armed(name);
-	if (!a)
-		return;
 	/* Relaxed: a counter; the kill below orders nothing. */
 	long n = atomic_fetch_add_explicit(&a->hits, 1, memory_order_relaxed);
 	if (n + 1 != a->after)
@@ -280,4 +276,17 @@ void loco_crash_point(const char *name)
 		loco_info("crash", "crash point %s: resumed", name);
 	else
 		pause();
+}
+
+/* Every arm of the point counts its hits: a point armed twice on a node
+ * (P@N:10,P@N:20) stops it twice with LOCO_CRASH_SIGNAL=STOP. */
+void loco_crash_point(const char *name)
+{
+	if (crash.hook)
+		crash.hook(name, crash.hook_arg);
+	if (!armed(name))
+		return;
+	for (unsigned i = 0; i < crash.n; i++)
+		if (!strcmp(crash.arm[i].point, name))
+			hit(&crash.arm[i], name);
 }
