@@ -371,7 +371,10 @@ static int wait_all(struct node *n, struct loco_thread *thr, struct rec *r,
 				last[id] = r[id].hb_ms;
 				since[id] = now;
 			}
-			if (now - since[id] >= n->o.dead_ms)
+			/* Silent for --dead-ms: only a suspect; dead once
+			 * fenced (it can write nothing more), else waited for. */
+			if (now - since[id] >= n->o.dead_ms &&
+			    !loco_fence_node(n->mgr, id, (int)n->o.dead_ms))
 				(*dead)++;
 			else
 				open++;
@@ -625,8 +628,11 @@ int main(int argc, char **argv)
 		rc = node_main(&n);
 	if (rc)
 		fprintf(stderr, PROG ": node %u: %s\n", n.self, loco_strerror(rc));
+	/* Exit 3 when fenced (taken for dead while it was silent): the crash
+	 * checks count it as killed. */
+	bool fenced = rc && loco_self_fenced(n.mgr);
 	loco_sherman_destroy(n.t);
 	loco_channel_fini(&n.run);
 	loco_mgr_destroy(n.mgr);
-	return rc ? 1 : 0;
+	return fenced ? 3 : rc ? 1 : 0;
 }
