@@ -284,7 +284,7 @@ void loco_crash_point(const char *name)
 {
 	if (crash.hook)
 		crash.hook(name, crash.hook_arg);
-	if (!armed(name))
+	if (!crash_some())
 		return;
 	for (unsigned i = 0; i < crash.n; i++)
 		if (!strcmp(crash.arm[i].point, name))

@@ -121,8 +121,7 @@ static bool tls_may_use_mm(const char *tls)
 	return false;
 }
 
-/* Whether every transport UCX_TLS names is one of NAMES (NULL-terminated). */
-static bool tls_only(const char *tls, const char *const *names)
+bool ucx_tls_only(const char *tls, const char *const *names)
 {
 	for (const char *p = tls; *p;) {
 		size_t n = strcspn(p, ",");
@@ -148,7 +147,7 @@ static int rma_mode(struct loco_tp *tp)
 	static const char *const tcp[] = { "tcp", "self", NULL };
 	const char *m = getenv("LOCO_UCX_RMA");
 	if (!m || !*m)
-		tp->am = tls_only(tls_of(tp), tcp);
+		tp->am = ucx_tls_only(tls_of(tp), tcp);
 	else if (!strcmp(m, "am") || !strcmp(m, "ucx"))
 		tp->am = !strcmp(m, "am");
 	else {

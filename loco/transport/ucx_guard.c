@@ -26,27 +26,15 @@
 #include <loco/log.h>
 #include "loco/transport/ucx_int.h"
 
-/* Whether UCX_TLS TLS names shared-memory transports only. */
-static bool tls_sm_only(const char *tls)
-{
-	static const char *const sm[] = { "sm", "shm", "mm", "posix", "sysv",
-					  "cma", "xpmem", "knem", "self", NULL };
-	for (const char *p = tls; *p;) {
-		size_t n = strcspn(p, ",");
-		bool known = false;
-		for (const char *const *q = sm; *q && !known; q++)
-			known = strlen(*q) == n && !strncmp(p, *q, n);
-		if (!known)
-			return false;
-		p += n + (p[n] == ',');
-	}
-	return *tls != 0;
-}
+/* UCX's shared-memory transports: with only these in UCX_TLS, RMA runs
+ * in the initiator's process. */
+static const char *const sm_tls[] = { "sm", "shm", "mm", "posix", "sysv",
+				      "cma", "xpmem", "knem", "self", NULL };
 
 int ucx_guard_open(struct loco_tp *tp, const struct loco_tp_config *cfg,
 		   const char *tls)
 {
-	if (tp->am || !tls_sm_only(tls))
+	if (tp->am || !*tls || !ucx_tls_only(tls, sm_tls))
 		return 0;
 	snprintf(tp->run_dir, sizeof(tp->run_dir), "%s", cfg->run_dir);
 	if (mkdir(tp->run_dir, 0700) && errno != EEXIST) {

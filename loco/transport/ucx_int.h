@@ -195,6 +195,9 @@ struct ucx_grave {
 int ucx_errno(ucs_status_t st);
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ucx_now_ns(void);
+/* Whether every transport UCX_TLS TLS names is one of NAMES
+ * (NULL-terminated); true for an empty TLS. */
+bool ucx_tls_only(const char *tls, const char *const *names);
 
 /* ucx_am.c */
 
