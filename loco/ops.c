@@ -229,7 +229,8 @@ static int progress_locked(struct loco_thread *thr)
 	struct loco_cqe cqe[32];
 	int n = thr->mgr->tp_ops->poll(thr->cq, cqe, 32);
 	for (int i = 0; i < n; i++) {
-		cqe[i].status = fenced_status(thr->mgr, cqe[i].status);
+		if (cqe[i].status)
+			cqe[i].status = fenced_status(thr->mgr, cqe[i].status);
 		struct loco_qp *qp = cqe[i].peer < LOCO_MAX_NODES ?
 				     thr->qp[cqe[i].peer] : NULL;
 		if (qp)
