@@ -557,7 +557,10 @@ class SshJob:
 
     def on_exit(self, node, stopping):
         node.status = node.proc.returncode
-        if self.failure is not None or (node.status == 0 and (
+        # A memory node we are stopping may end by our SIGTERM itself
+        # (128 + 15 from the remote shell), as the local launcher allows.
+        stopped = stopping and node.role == "memory" and node.status == 143
+        if self.failure is not None or stopped or (node.status == 0 and (
                 node.role == "compute" or stopping)):
             return      # the others' ends after a failure are its doing
         if node.role == "memory" and not stopping:
