@@ -50,17 +50,35 @@ __attribute__((constructor)) static void race_register_points(void)
 	loco_crash_register(race_crash_points);
 }
 
-/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODE][:N]
- * makes the Nth arrival (default 1) of this process (on node NODE,
- * LOCO_NODE_ID; any node without @) at race point POINT log "stopped at
- * POINT" and SIGSTOP itself: a pause at an exact place, which the test
- * ends with SIGCONT (test/ycsb/cont-stopped.sh). Read once. */
+/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODES][:N]
+ * makes the Nth arrival (default 1) of this process (on one of NODES, a
+ * comma-separated list of LOCO_NODE_ID values; any node without @) at
+ * race point POINT log "stopped at POINT" and SIGSTOP itself: a pause at
+ * an exact place, which the test ends with SIGCONT
+ * (test/ycsb/cont-stopped.sh). Read once. */
 static struct {
 	pthread_once_t once;
 	char point[64];
 	long after;
 	_Atomic long hits;
 } stop_at = { .once = PTHREAD_ONCE_INIT };
+
+/* Whether node SELF (a LOCO_NODE_ID, may be NULL) is in LIST ("2,3"). */
+static bool stop_node_listed(const char *list, const char *self)
+{
+	if (!self)
+		return false;
+	long me = strtol(self, NULL, 10);
+	for (const char *p = list; *p && *p != ':'; p += *p == ',') {
+		char *end;
+		if (strtol(p, &end, 10) == me && end != p)
+			return true;
+		if (end == p)
+			return false;
+		p = end;
+	}
+	return false;
+}
 
 static void stop_init(void)
 {
@@ -70,7 +88,7 @@ static void stop_init(void)
 	size_t len = strcspn(spec, "@:");
 	const char *at = strchr(spec, '@'), *colon = strchr(spec, ':');
 	if (len >= sizeof(stop_at.point) ||
-	    (at && (!self || strtol(at + 1, NULL, 10) != strtol(self, NULL, 10))))
+	    (at && !stop_node_listed(at + 1, self)))
 		return;
 	memcpy(stop_at.point, spec, len);
 	stop_at.after = colon ? strtol(colon + 1, NULL, 10) : 1;
