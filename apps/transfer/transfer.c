@@ -496,7 +496,8 @@ static void *worker_main(void *arg)
 	w->rc = bench_lat_init(&w->lat, LAT_CAP);
 	if (!w->rc)
 		w->rc = loco_thread_create(x->mgr, &thr);
-	pthread_barrier_wait(&x->phase);   /* the run starts */
+	pthread_barrier_wait(&x->phase);   /* every worker is set up */
+	pthread_barrier_wait(&x->phase);   /* the run starts: end_ns is set */
 	uint64_t t = loco_now_ns();
 	while (!w->rc && t < x->end_ns)
 		w->rc = transfer(w, thr, &t);
@@ -634,6 +635,10 @@ static int run_all(struct xf *x, struct loco_thread *thr)
 			exit(1);
 		}
 	}
+	/* The run starts once every worker has its thread (on ucx a thread's
+	 * set-up connects to every peer: a busy host once took longer than
+	 * the whole --duration, and no transfer ran). */
+	pthread_barrier_wait(&x->phase);
 	struct loco_stats s0, s1;
 	loco_mgr_stats(x->mgr, &s0);
 	uint64_t t0 = loco_now_ns();
