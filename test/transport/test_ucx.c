@@ -34,7 +34,8 @@ static struct ucx_desc desc_sample(void)
 {
 	struct ucx_desc d = { .node = 7, .flags = UCX_DESC_F_AM, .arena_addr = 0x7f0000001000,
 			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116,
-			      .arena_token = { 0x0123456789abcdef, 0xfedcba9876543210 } };
+			      .for_node = 3, .for_incarnation = 0x1122334455667788,
+			      .cred = { 0x0123456789abcdef, 0xfedcba9876543210 } };
 	for (unsigned i = 0; i < d.rkey_len; i++)
 		d.rkey[i] = (uint8_t)(i * 3 + 1);
 	for (unsigned i = 0; i < d.addr_len; i++)
@@ -54,8 +55,10 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(out.flags, UCX_DESC_F_AM);
 	ck_assert_uint_eq(out.arena_addr, d.arena_addr);
 	ck_assert_uint_eq(out.arena_len, d.arena_len);
-	ck_assert_uint_eq(out.arena_token[0], d.arena_token[0]);
-	ck_assert_uint_eq(out.arena_token[1], d.arena_token[1]);
+	ck_assert_uint_eq(out.for_node, 3);
+	ck_assert_uint_eq(out.for_incarnation, d.for_incarnation);
+	ck_assert_uint_eq(out.cred[0], d.cred[0]);
+	ck_assert_uint_eq(out.cred[1], d.cred[1]);
 	ck_assert_uint_eq(out.rkey_len, d.rkey_len);
 	ck_assert_uint_eq(out.addr_len, d.addr_len);
 	ck_assert_mem_eq(out.rkey, d.rkey, d.rkey_len);
@@ -66,6 +69,14 @@ START_TEST(desc_roundtrip)
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
 	ck_assert_uint_eq(len, LOCO_DESC_MAX);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+	/* No credential (its sender did not know the receiver's
+	 * incarnation): all zero, carried as such. */
+	d = desc_sample();
+	d.cred[0] = d.cred[1] = 0;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+	ck_assert(ucx_cred_zero(out.cred));
+	ck_assert_uint_eq(ucx_desc_version(buf, len), UCX_DESC_VERSION);
 }
 END_TEST
 
@@ -85,9 +96,6 @@ START_TEST(desc_pack_refuses)
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 	d = desc_sample();
 	d.flags = 2;
-	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
-	d = desc_sample();
-	d.arena_token[0] = d.arena_token[1] = 0; /* never drawn */
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 }
 END_TEST
@@ -110,8 +118,8 @@ START_TEST(desc_unpack_refuses)
 	ck_assert_int_eq(unpack_mutated(0, 'X', 0), -LOCO_EPROTO);   /* magic */
 	ck_assert_int_eq(unpack_mutated(4, 9, 0), -LOCO_EPROTO);     /* version */
 	ck_assert_int_eq(unpack_mutated(4, 1, 0), -LOCO_EPROTO);     /* version 1: no token */
+	ck_assert_int_eq(unpack_mutated(4, 3, 0), -LOCO_EPROTO);     /* 3: one shared token */
 	ck_assert_int_eq(unpack_mutated(6, 3, 0), -LOCO_EPROTO);     /* unknown flag */
-	ck_assert_int_eq(unpack_mutated(12, 1, 0), -LOCO_EPROTO);    /* padding */
 	ck_assert_int_eq(unpack_mutated(0, -1, -1), -LOCO_EPROTO);   /* cut short */
 	ck_assert_int_eq(unpack_mutated(0, -1, 1), -LOCO_EPROTO);    /* trailing byte */
 	ck_assert_int_eq(unpack_mutated(0, -1, -150), -LOCO_EPROTO); /* address cut */
@@ -126,11 +134,14 @@ START_TEST(desc_unpack_refuses)
 	d.arena_addr = 0;
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
-	/* An all-zero arena token (bytes 32 to 47). */
+	/* The version of what is refused, for the error naming it. */
 	d = desc_sample();
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
-	memset(buf + 32, 0, 16);
-	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
+	buf[4] = 3;
+	ck_assert_uint_eq(ucx_desc_version(buf, len), 3);
+	buf[0] = 'X';
+	ck_assert_uint_eq(ucx_desc_version(buf, len), 0);
+	ck_assert_uint_eq(ucx_desc_version(buf, 5), 0);
 }
 END_TEST
 
@@ -512,8 +523,10 @@ static void node_close(void)
 	ops->close(tp);
 }
 
-/* Post N requests on Q, the last signalled, and wait for that completion. */
-static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
+/* Post N requests on Q (of CQ C), the last signalled, and wait for that
+ * completion. */
+static int run_at(struct loco_tp_cq *c0, struct loco_tp_qp *q, struct loco_wr *w,
+		  unsigned n)
 {
 	static uint64_t id;
 	for (unsigned i = 0; i < n; i++) {
@@ -525,7 +538,7 @@ static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
 		return rc;
 	struct loco_cqe c;
 	for (unsigned spins = 0; spins < 10000000; spins++) {
-		int k = ops->poll(cq, &c, 1);
+		int k = ops->poll(c0, &c, 1);
 		ck_assert_int_ge(k, 0);
 		if (k) {
 			ck_assert_uint_eq(c.wr_id, id);
@@ -535,6 +548,11 @@ static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
 	}
 	ck_abort_msg("no completion");
 	return -1;
+}
+
+static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
+{
+	return run_at(cq, q, w, n);
 }
 
 static int run(struct loco_wr *w, unsigned n)
@@ -761,6 +779,23 @@ START_TEST(peer_add_refuses)
 	ck_assert_msg(strstr(log, "node 0 executes READ, WRITE and atomics by UCX, this "
 			      "node by loco's messages: give every node the same UCX_TLS"),
 		      "log: %s", log);
+	/* A descriptor made for another node; one of version 3 (a token
+	 * shared by every member): each refused, saying which. */
+	desc[6] ^= UCX_DESC_F_AM;
+	uint8_t other[LOCO_DESC_MAX];
+	size_t olen = sizeof(other);
+	ck_assert_int_eq(ops->arena_desc_for(tp, 5, 1, other, &olen), 0);
+	desc[4] = 3;
+	capture_start(&cap);
+	int for_other = ops->peer_add(tp, 0, other, olen, 1 << 20, 0);
+	int v3 = ops->peer_add(tp, 0, desc, len, 1 << 20, 0);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(for_other, -LOCO_EPROTO);
+	ck_assert_int_eq(v3, -LOCO_EPROTO);
+	ck_assert_msg(strstr(log, "node 0 sent this node (0) the ucx arena descriptor it "
+			      "made for node 5") &&
+		      strstr(log, "node 0 sent a version-3 ucx arena descriptor, this node "
+			     "reads version 4"), "log: %s", log);
 	struct loco_tp_qp *q2;
 	ck_assert_int_eq(ops->qp_create(tp, cq, 1, &q2), -EINVAL); /* not in hosts */
 	node_close();
@@ -769,8 +804,10 @@ END_TEST
 
 /* The refusals' log lines: the target's (once per endpoint), the
  * requester's (once per QP). */
-#define REFUSED_TARGET "refused requests from an endpoint that says it is node 0: wrong arena token"
-#define REFUSED_SENDER "node 0 refused this node's requests: they carry an arena token it does not know"
+#define REFUSED_TARGET "refused requests from an endpoint that says it is node 0 " \
+	"incarnation 0000000000000001: wrong credential"
+#define REFUSED_SENDER "node 0 refused this node's requests: they carry a credential " \
+	"it does not know"
 
 /* A READ, a WRITE, a CAS and an FAA at 512 of the arena, into or from
  * LOCAL's words. */
@@ -787,14 +824,14 @@ static void token_ops(struct loco_wr w[4], uint64_t local[4])
 }
 
 /* On TCP (loco's messages; also on sm with LOCO_UCX_RMA=am) a request
- * must carry the target's arena token, as an RDMA request carries an
- * rkey: with the sender's copy of it altered (QPs made while the
+ * must carry the credential the target gave its sender, as an RDMA
+ * request carries an rkey: with the sender's copy of it altered (QPs made while the
  * transport's copy of node 0's descriptor had a bit flipped), a READ, a
  * WRITE, a CAS and an FAA each fail with -EACCES, execute nothing and
  * copy nothing back; the target logs once per endpoint, not per message
  * (a new QP's endpoint may reuse a closed one's address and not be logged
- * again), the requester once per QP; with the token restored a new QP
- * works. */
+ * again), the requester once per QP; with the credential restored a new
+ * QP works. */
 START_TEST(ops_wrong_token)
 {
 	node_open(variant(_i ? 3 : 0));
@@ -808,7 +845,7 @@ START_TEST(ops_wrong_token)
 	struct loco_tp_qp *bad;
 	char log[8192];
 	struct capture cap;
-	tp->peer[0].arena_token[1] ^= 1;
+	tp->peer[0].cred[1] ^= 1;
 	/* Two messages on one endpoint before either answer: both refused,
 	 * each side logs once. */
 	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
@@ -842,8 +879,8 @@ START_TEST(ops_wrong_token)
 	}
 	arena_eq(512, init, sizeof(init));
 	ck_assert(local[0] == 7 && local[2] == 7 && local[3] == 7);
-	/* The token restored: a new QP's requests execute. */
-	tp->peer[0].arena_token[1] ^= 1;
+	/* The credential restored: a new QP's requests execute. */
+	tp->peer[0].cred[1] ^= 1;
 	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
 	token_ops(w, local);
 	ck_assert_int_eq(run_on(bad, w, 4), 0);
