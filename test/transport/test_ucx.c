@@ -5,10 +5,13 @@
  * mapping; then the ops table on this machine over UCX_TLS=tcp and sm
  * (the ucx-tcp and ucx-sm names): every opcode, a fence READ, a FLUSH,
  * batches, bounds, abort, a durable arena, and open failing with one clear
- * message when libucp is missing or UCX_TLS names nothing usable. */
+ * message when libucp is missing or UCX_TLS names nothing usable; and a
+ * credential per client and incarnation (one member cannot act as another,
+ * a fenced incarnation cannot act as a new one). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -894,6 +897,226 @@ START_TEST(ops_wrong_token)
 }
 END_TEST
 
+/* ---- a credential per client and incarnation --------------------------- */
+
+/* Target node 0 and clients 1 and 2 in this process, each its own
+ * transport; the clients reach node 0 only. */
+#define T3_INC0 100
+static struct loco_hosts hosts3;
+static struct loco_tp *t3[3];
+static struct loco_tp_cq *c3[3];
+
+static void three_open(const struct loco_transport_ops *o, uint64_t inc1, uint64_t inc2)
+{
+	const uint64_t inc[3] = { T3_INC0, inc1, inc2 };
+	memset(&hosts3, 0, sizeof(hosts3));
+	for (uint32_t i = 0; i < 3; i++)
+		hosts3.node[i] = (struct loco_host){ .id = i, .port = (uint16_t)(7000 + i),
+						     .present = 1, .host = "127.0.0.1" };
+	hosts3.count = 3;
+	ops = o;
+	for (uint32_t i = 0; i < 3; i++) {
+		struct loco_tp_config cfg = { .node_id = i, .arena_bytes = 1 << 20,
+					      .hosts = &hosts3, .timeout_ms = 5000,
+					      .incarnation = inc[i] };
+		ck_assert_int_eq(ops->open(&cfg, &t3[i]), 0);
+		ck_assert_int_eq(ops->cq_create(t3[i], &c3[i]), 0);
+	}
+	ck_assert(t3[0]->am);
+}
+
+static void three_close(void)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		ops->cq_destroy(c3[i]);
+		ops->close(t3[i]);
+	}
+}
+
+/* Node 0's descriptor made for incarnation INC of node N, handed to N's
+ * transport (what HELLO carries). */
+static void three_give(uint32_t n, uint64_t inc)
+{
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t len = sizeof(desc);
+	ck_assert_int_eq(ops->arena_desc_for(t3[0], n, inc, desc, &len), 0);
+	ck_assert_int_eq(ops->peer_add(t3[n], 0, desc, len, 1 << 20, 0), 0);
+}
+
+/* Node 0's arena words at 512 to 543 (token_ops's) equal WANT. */
+static void three_eq(const uint64_t want[4])
+{
+	uint64_t got[4];
+	loco_tp_copy_in((uint8_t *)got, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(got));
+	ck_assert_msg(!memcmp(got, want, sizeof(got)), "arena %lu %lu %lu %lu",
+		      (unsigned long)got[0], (unsigned long)got[1],
+		      (unsigned long)got[2], (unsigned long)got[3]);
+}
+
+/* Each kind of request (token_ops) on a QP of its own from node N, which
+ * names node NAME_NODE, incarnation NAME_INC in its messages while it
+ * posts: each fails with WANT (nothing executes, nothing is copied
+ * back). */
+static void three_refused(uint32_t n, uint32_t name_node, uint64_t name_inc, int want)
+{
+	struct loco_tp *c = t3[n];
+	uint32_t self = c->self;
+	uint64_t inc = c->incarnation;
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t local[4] = { 7, 0xdead, 7, 7 };
+		struct loco_wr w[4];
+		struct loco_tp_qp *q;
+		ck_assert_int_eq(ops->qp_create(c, c3[n], 0, &q), 0);
+		token_ops(w, local);
+		c->self = name_node;
+		c->incarnation = name_inc;
+		int rc = run_at(c3[n], q, &w[i], 1);
+		c->self = self;
+		c->incarnation = inc;
+		ck_assert_msg(rc == want, "node %u as (%u, %lu), op %u: %d", n, name_node,
+			      (unsigned long)name_inc, i, rc);
+		ck_assert(local[0] == 7 && local[2] == 7 && local[3] == 7);
+		ops->qp_destroy(q);
+	}
+}
+
+/* Every kind of request from node N, in one batch with a fence READ and
+ * a FLUSH: executed. Node 0's words go from BEFORE to AFTER; the WRITE
+ * writes V. */
+static void three_works(uint32_t n, uint64_t v)
+{
+	uint64_t local[4] = { 7, v, 0, 0 }, zero = 0;
+	struct loco_wr w[6];
+	struct loco_tp_qp *q;
+	uint64_t before[4];
+	loco_tp_copy_in((uint8_t *)before, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(before));
+	ck_assert_int_eq(ops->qp_create(t3[n], c3[n], 0, &q), 0);
+	token_ops(w, local);
+	w[2].compare = before[2];
+	w[4] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 0, .local = &zero };
+	w[5] = (struct loco_wr){ .opcode = LOCO_OP_FLUSH, .len = 8, .remote_off = 520 };
+	ck_assert_int_eq(run_at(c3[n], q, w, 6), 0);
+	ck_assert_uint_eq(local[0], before[0]);
+	ck_assert_uint_eq(local[2], before[2]);
+	ck_assert_uint_eq(local[3], before[3]);
+	const uint64_t after[4] = { before[0], v, 99, before[3] + 5 };
+	three_eq(after);
+	ops->qp_destroy(q);
+}
+
+/* One member cannot act as another: node 0 gives clients 1 and 2 each
+ * a credential of their own; client 1, naming client 2 (its node, its
+ * incarnation, or both) or another incarnation of itself with its own
+ * credential, is refused -EACCES on every kind of request and executes
+ * nothing, logged once per endpoint; both clients' own traffic works,
+ * before and after. */
+START_TEST(cred_forged_identity)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	const uint64_t init[4] = { 11, 22, 33, 44 };
+	loco_tp_copy_out((uint8_t *)ops->arena_base(t3[0]) + 512, (const uint8_t *)init,
+			 sizeof(init));
+	three_give(1, 11);
+	three_give(2, 22);
+	three_works(1, 0x1111);
+	three_works(2, 0x2222);
+	uint64_t now[4];
+	loco_tp_copy_in((uint8_t *)now, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(now));
+	char log[16384];
+	struct capture cap;
+	capture_start(&cap);
+	three_refused(1, 2, 22, -EACCES);     /* as client 2 */
+	three_refused(1, 2, 11, -EACCES);     /* client 2's node, its own incarnation */
+	three_refused(1, 1, 12, -EACCES);     /* another incarnation of node 1 */
+	three_refused(1, 0, T3_INC0, -EACCES); /* as the target itself */
+	capture_end(&cap, log, sizeof(log));
+	three_eq(now);
+	ck_assert_msg(count_substr(log, "that says it is node 2 incarnation "
+				   "0000000000000016: wrong credential") >= 1 &&
+		      count_substr(log, "wrong credential") <= 16, "log: %s", log);
+	three_works(2, 0x2323);
+	three_works(1, 0x1212);
+	three_close();
+}
+END_TEST
+
+/* A fenced incarnation cannot act by naming a new one: with client 1's
+ * incarnation 11 fenced at node 0, its requests fail -LOCO_EFENCED;
+ * naming incarnation 12 with 11's credential, -EACCES; node 0 executes
+ * none. A descriptor made for 11 again gives nothing (still fenced);
+ * incarnation 12, given its own credential (a new process's hello),
+ * works, and client 2 never stopped. */
+START_TEST(cred_fenced_new_incarnation)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	three_give(1, 11);
+	three_give(2, 22);
+	three_works(1, 5);
+	uint64_t now[4];
+	loco_tp_copy_in((uint8_t *)now, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(now));
+	ck_assert_int_eq(ops->fence(t3[0], 1, 11, 1000), 0);
+	char log[16384];
+	struct capture cap;
+	capture_start(&cap);
+	three_refused(1, 1, 11, -LOCO_EFENCED);
+	three_refused(1, 1, 12, -EACCES);
+	three_refused(1, 1, 0, -EACCES);
+	three_give(1, 11);
+	three_refused(1, 1, 11, -LOCO_EFENCED);
+	capture_end(&cap, log, sizeof(log));
+	three_eq(now);
+	three_works(2, 6);
+	t3[1]->incarnation = 12;
+	three_give(1, 12);
+	three_works(1, 7);
+	three_close();
+}
+END_TEST
+
+/* A descriptor sent before its sender knew the receiver's incarnation
+ * carries no credential: a QP waits for the next one (the core's second
+ * hello), bounded by the transport's timeout. */
+static void *give_later(void *arg)
+{
+	(void)arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+	nanosleep(&ts, NULL);
+	three_give(1, 11);
+	return NULL;
+}
+
+START_TEST(cred_qp_waits)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	struct loco_tp_qp *q;
+	three_give(1, 0);
+	t3[1]->timeout_ms = 200;
+	char log[4096];
+	struct capture cap;
+	capture_start(&cap);
+	int rc = ops->qp_create(t3[1], c3[1], 0, &q);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	ck_assert_msg(strstr(log, "node 0 gave no credential to this incarnation within "
+			      "200 ms"), "log: %s", log);
+	/* One for incarnation 10 (an earlier life of node 1): as none. */
+	three_give(1, 10);
+	ck_assert_int_eq(ops->qp_create(t3[1], c3[1], 0, &q), -ETIMEDOUT);
+	t3[1]->timeout_ms = 5000;
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, give_later, NULL), 0);
+	ck_assert_int_eq(ops->qp_create(t3[1], c3[1], 0, &q), 0);
+	pthread_join(th, NULL);
+	ops->qp_destroy(q);
+	three_works(1, 9);
+	three_close();
+}
+END_TEST
+
 static int open_captured(char *log, size_t len)
 {
 	struct loco_tp_config cfg = tp_one_node(&hosts, 5000);
@@ -1047,6 +1270,9 @@ static Suite *ucx_suite(void)
 	tcase_add_loop_test(t, ops_abort, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_durable, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_wrong_token, 0, 2);
+	tcase_add_loop_test(t, cred_forged_identity, 0, 2);
+	tcase_add_loop_test(t, cred_fenced_new_incarnation, 0, 2);
+	tcase_add_loop_test(t, cred_qp_waits, 0, 2);
 	tcase_add_test(t, peer_add_refuses);
 	tcase_add_test(t, open_library_missing);
 	tcase_add_test(t, open_no_usable_transport);
