@@ -5,7 +5,9 @@
  * - One UCP context per manager; the arena is ucp_mem_map'd with
  *   UCP_MEM_MAP_ALLOCATE (UCX allocates it, as shared memory where UCX_TLS
  *   offers sm, so that peers on the host reach it one-sidedly) and its
- *   rkey is packed once into the arena descriptor.
+ *   rkey is packed once into the arena descriptor. Each peer gets a
+ *   descriptor of its own, with the credential its incarnation alone
+ *   gets (ucx_arena_desc_for; checked by ucx_am.c).
  * - A target worker per node: every peer's endpoints connect to its
  *   address (in the descriptor too); the progress thread progresses it.
  * - READ, WRITE and atomics: UCX's RMA and atomics (one-sided on shared
