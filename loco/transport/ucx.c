@@ -780,30 +780,33 @@ static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 			  q->cq->tp->api->status_string(status));
 }
 
+/* Wait until PEER's descriptor (known) carries this process's credential,
+ * at most tp->timeout_ms: whether it does. peer_lock held. */
+static bool cred_wait(struct loco_tp *tp, uint32_t peer)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)tp->timeout_ms * 1000000;
+	until.tv_sec += (time_t)(ns / 1000000000);
+	until.tv_nsec = (long)(ns % 1000000000);
+	while (!cred_mine(tp, &tp->peer[peer]))
+		if (pthread_cond_timedwait(&tp->peer_cond, &tp->peer_lock, &until))
+			return cred_mine(tp, &tp->peer[peer]);
+	return true;
+}
+
 /* PEER's descriptor into OUT, once it carries this process's credential:
  * a descriptor sent before its sender knew this incarnation has none,
- * and the sender says hello again with one a round trip later (ctrl.c);
- * waited for at most tp->timeout_ms. */
+ * and the sender says hello again with one a round trip later (ctrl.c). */
 static int peer_desc(struct loco_tp *tp, uint32_t peer, struct ucx_desc *out)
 {
 	if (peer >= LOCO_MAX_NODES || !tp->hosts->node[peer].present) {
 		loco_err(UCX_LOG, "qp_create: node %u is not in the hosts file", peer);
 		return -EINVAL;
 	}
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += tp->timeout_ms / 1000;
-	until.tv_nsec += (long)(tp->timeout_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&tp->peer_lock);
 	bool known = tp->peer_known[peer];
-	while (known && !cred_mine(tp, &tp->peer[peer]) &&
-	       !pthread_cond_timedwait(&tp->peer_cond, &tp->peer_lock, &until))
-		;
-	bool mine = known && cred_mine(tp, &tp->peer[peer]);
+	bool mine = known && cred_wait(tp, peer);
 	if (mine)
 		*out = tp->peer[peer];
 	pthread_mutex_unlock(&tp->peer_lock);

@@ -247,6 +247,10 @@ static void batch_serve(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
 	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
 }
 
+_Static_assert(UCX_SECRET_LEN == crypto_generichash_KEYBYTES, "the secret is a key");
+_Static_assert(UCX_CRED_WORDS * 8 >= crypto_generichash_BYTES_MIN &&
+	       UCX_CRED_WORDS * 8 <= crypto_generichash_BYTES_MAX, "a hash's length");
+
 void ucx_cred(const struct loco_tp *tp, uint32_t client, uint64_t incarnation,
 	      uint64_t out[UCX_CRED_WORDS])
 {
