@@ -119,8 +119,17 @@ struct loco_transport_ops {
 	/* Local arena: base address, length, and the descriptor peers need. */
 	void *(*arena_base)(struct loco_tp *tp);
 	uint64_t (*arena_len)(struct loco_tp *tp);
-	/* *LEN: capacity in, bytes written out. */
+	/* *LEN: capacity in, bytes written out. This node's own descriptor
+	 * (what its peer_add of itself takes). */
 	int (*arena_desc)(struct loco_tp *tp, void *desc, size_t *len);
+	/* Optional (NULL: arena_desc serves every peer): the descriptor for
+	 * incarnation INCARNATION of node PEER alone (0: its incarnation is
+	 * not known yet), where a descriptor carries what lets that
+	 * incarnation, and no other, reach this node's memory (ucx: its
+	 * credential). The core sends it in HELLO and HELLO_ACK, and says
+	 * hello again once it learns the incarnation it did not know. */
+	int (*arena_desc_for)(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+			      void *desc, size_t *len);
 	/* A peer's arena descriptor arrived (control-plane hello), with the
 	 * lengths of its arena and device memory. */
 	int (*peer_add)(struct loco_tp *tp, uint32_t peer, const void *desc,

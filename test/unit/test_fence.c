@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "loco/internal.h"
 #include "test/common/cluster.h"
 #include "test/common/skip.h"
 
@@ -128,6 +129,33 @@ START_TEST(fence_rejoin)
 }
 END_TEST
 
+/* Node 2 says hello to node 1, which it never met (neither knows the
+ * other's incarnation): where descriptors are per peer (ucx: a credential
+ * per client incarnation), the descriptor node 1 keeps from node 2 must be
+ * the one made for node 1's incarnation, which node 2 could make only
+ * after the answer told it: its second HELLO (without it node 1 keeps
+ * one with no credential, and its QPs to node 2 wait for one). */
+START_TEST(hello_per_peer_desc)
+{
+	struct loco_mgr *m1 = cl.mgr[1], *m2 = cl.mgr[2];
+	pthread_mutex_lock(&m2->peer_lock);
+	uint64_t known = m2->peer_boot[1];
+	pthread_mutex_unlock(&m2->peer_lock);
+	ck_assert_uint_eq(known, 0);
+	ck_assert_int_eq(loco_peer_wait(m2, 1, 4000), 0);
+	if (!m2->tp_ops->arena_desc_for)
+		return;
+	uint8_t want[LOCO_DESC_MAX];
+	size_t len = sizeof(want);
+	ck_assert_int_eq(m2->tp_ops->arena_desc_for(m2->tp, 1, m1->boot_id, want, &len), 0);
+	pthread_mutex_lock(&m1->peer_lock);
+	bool same = m1->peer_hello[2].desc_len == len &&
+		    !memcmp(m1->peer_hello[2].desc, want, len);
+	pthread_mutex_unlock(&m1->peer_lock);
+	ck_assert_msg(same, "node 1 keeps a descriptor of node 2 not made for it");
+}
+END_TEST
+
 /* In a child: the lease clock with SKEW (NULL: unset). */
 static int skew_child(const char *skew, int64_t lo_ms, int64_t hi_ms)
 {
@@ -175,6 +203,7 @@ int main(void)
 	tcase_add_test(tc, fence_refuses);
 	tcase_add_test(tc, fence_bad_args);
 	tcase_add_test(tc, fence_rejoin);
+	tcase_add_test(tc, hello_per_peer_desc);
 	tcase_add_test(tc, lease_clock);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
