@@ -69,13 +69,14 @@ static bool stop_node_listed(const char *list, const char *self)
 	if (!self)
 		return false;
 	long me = strtol(self, NULL, 10);
-	for (const char *p = list; *p && *p != ':'; p += *p == ',') {
+	for (const char *p = list; *p && *p != ':';) {
 		char *end;
-		if (strtol(p, &end, 10) == me && end != p)
-			return true;
+		long n = strtol(p, &end, 10);
 		if (end == p)
 			return false;
-		p = end;
+		if (n == me)
+			return true;
+		p = *end == ',' ? end + 1 : end;
 	}
 	return false;
 }

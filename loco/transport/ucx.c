@@ -59,6 +59,16 @@ uint64_t ucx_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec ucx_deadline(clockid_t clock, int ms)
+{
+	struct timespec t;
+	clock_gettime(clock, &t);
+	uint64_t ns = (uint64_t)t.tv_nsec + (uint64_t)(ms > 0 ? ms : 0) * 1000000;
+	t.tv_sec += (time_t)(ns / 1000000000);
+	t.tv_nsec = (long)(ns % 1000000000);
+	return t;
+}
+
 int ucx_errno(ucs_status_t st)
 {
 	switch (st) {
@@ -784,11 +794,7 @@ static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
  * at most tp->timeout_ms: whether it does. peer_lock held. */
 static bool cred_wait(struct loco_tp *tp, uint32_t peer)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)tp->timeout_ms * 1000000;
-	until.tv_sec += (time_t)(ns / 1000000000);
-	until.tv_nsec = (long)(ns % 1000000000);
+	struct timespec until = ucx_deadline(CLOCK_MONOTONIC, tp->timeout_ms);
 	while (!cred_mine(tp, &tp->peer[peer]))
 		if (pthread_cond_timedwait(&tp->peer_cond, &tp->peer_lock, &until))
 			return cred_mine(tp, &tp->peer[peer]);

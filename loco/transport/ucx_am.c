@@ -330,11 +330,8 @@ int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		return -EOPNOTSUPP;
 	if (peer >= LOCO_MAX_NODES)
 		return -EINVAL;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
-	until.tv_sec += (time_t)(ns / 1000000000);
-	until.tv_nsec = (long)(ns % 1000000000);
+	/* pthread_mutex_timedlock reads CLOCK_REALTIME. */
+	struct timespec until = ucx_deadline(CLOCK_REALTIME, timeout_ms);
 	/* Held by a handler while it executes a request: taking it waits for
 	 * the one mid-execution (a worker stopped inside one: -ETIMEDOUT). */
 	int rc = pthread_mutex_timedlock(&tp->target_lock, &until);

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <ucp/api/ucp.h>
 
@@ -205,6 +206,9 @@ struct ucx_grave {
 int ucx_errno(ucs_status_t st);
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ucx_now_ns(void);
+/* CLOCK's time MS milliseconds from now (0 if MS < 0), for a timed
+ * wait on that clock. */
+struct timespec ucx_deadline(clockid_t clock, int ms);
 /* Whether every transport UCX_TLS TLS names is one of NAMES
  * (NULL-terminated); true for an empty TLS. */
 bool ucx_tls_only(const char *tls, const char *const *names);
