@@ -379,6 +379,14 @@ static int dlog_recover(struct dlog *d, uint64_t *seq)
 	return 0;
 }
 
+/* The memory node went down while this node looks at the others' logs
+ * (the restart is aimed at the lowest node's line, and a slower node may
+ * still be here): wait until it is back. 0, or what loco_peer_wait says. */
+static int dlog_wait_up(struct dlog *d)
+{
+	return loco_peer_wait(d->c->mgr, d->log.node, 30000);
+}
+
 /* Until every compute node's log on the memory node commits 64 records;
  * then the lowest node says so (the launcher's restart waits for it). */
 static int dlog_all_running(struct dlog *d)
@@ -395,10 +403,16 @@ static int dlog_all_running(struct dlog *d)
 		uint64_t seq = 0;
 		lowest = id < lowest ? id : lowest;
 		snprintf(name, sizeof(name), "itest.dlog%u", id);
-		CHECK(loco_region_open(d->c->mgr, d->log.node, name, LOG_LEN,
-				       &log) == 0, "open %s", name);
+		int rc;
+		while ((rc = loco_region_open(d->c->mgr, d->log.node, name,
+					      LOG_LEN, &log)) == -LOCO_EDOWN)
+			CHECK(dlog_wait_up(d) == 0, "open %s", name);
+		CHECK(rc == 0, "open %s: %s", name, loco_strerror(rc));
 		while (seq < 64) {
-			CHECK(loco_read(d->c->thr, &log, 0, &seq, 8) == 0, "read");
+			while ((rc = loco_read(d->c->thr, &log, 0, &seq, 8)) ==
+			       -LOCO_EDOWN)
+				CHECK(dlog_wait_up(d) == 0, "read %s", name);
+			CHECK(rc == 0, "read %s: %s", name, loco_strerror(rc));
 			CHECK(loco_now_ns() < deadline, "node %u has not committed "
 			      "64 records in 30 s", id);
 			sleep_ms(1);
