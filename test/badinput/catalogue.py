@@ -14,6 +14,7 @@ import sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
                                 "..", "common"))
 import skip  # noqa: E402
+from ports import free_ports  # noqa: E402
 
 # Sanitizer builds run several times slower: tools/run-tests --sanitize sets
 # LOCO_TIMEOUT_SCALE, which stretches the hang limit too.
@@ -34,16 +35,6 @@ SAN = ("Sanitizer", "runtime error:", "AddressSanitizer", "ThreadSanitizer")
 TMP = tempfile.mkdtemp(prefix="loco-badinput-")
 results = []
 ucx_not_run = []    # [True] when this build has no ucx transport
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def path(name, data=None, mode=0o600):

@@ -27,12 +27,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "common"))
+from ports import free_ports  # noqa: E402
 
 BUILD = os.environ.get("LOCO_BUILD_DIR", "build")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -356,10 +359,7 @@ def case_bad(what):
                                   (1, smoke, {"LOCO_CLUSTER_KEY": gone})])
             expect_refused(rc, out, "%s: cannot open the cluster key" % gone)
         elif what == "one-port":
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
+            port = free_ports(1)[0]
             job.env["LOCO_LISTEN"] = "127.0.0.1:%d" % port
             rc, out = job.mpirun([(1, mem, {}), (2, smoke, {})])
             expect_refused(rc, out, "two nodes on one host given one port")
