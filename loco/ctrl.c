@@ -606,6 +606,14 @@ bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd)
 	return dead;
 }
 
+void loco_ctrl_hangup(struct loco_mgr *mgr, uint32_t peer)
+{
+	struct loco_conn *c = &mgr->out[peer];
+	pthread_mutex_lock(&c->lock);
+	conn_drop(mgr, peer);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms,
 			bool quiet)
 {
