@@ -100,6 +100,16 @@ bool loco_fenced_is(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
 	return false;
 }
 
+bool loco_peer_fenced(struct loco_mgr *mgr, uint32_t node)
+{
+	if (node >= LOCO_MAX_NODES)
+		return false;
+	pthread_mutex_lock(&mgr->peer_lock);
+	bool f = loco_fenced_is(mgr, node, mgr->peer_boot[node]);
+	pthread_mutex_unlock(&mgr->peer_lock);
+	return f;
+}
+
 /* Remember NODE's BOOT as fenced (peer_lock held): true if it is new. */
 static bool fenced_add(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
 {
