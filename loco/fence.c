@@ -105,9 +105,13 @@ bool loco_peer_fenced(struct loco_mgr *mgr, uint32_t node)
 	if (node >= LOCO_MAX_NODES)
 		return false;
 	pthread_mutex_lock(&mgr->peer_lock);
-	bool f = loco_fenced_is(mgr, node, mgr->peer_boot[node]);
+	uint64_t boot = mgr->peer_boot[node];
+	bool f = loco_fenced_is(mgr, node, boot);
 	pthread_mutex_unlock(&mgr->peer_lock);
-	return f;
+	/* Fenced in shared memory by another process (fence_direct): only
+	 * this node's fence state knows. */
+	return f || (boot && mgr->tp_ops->fenced_here &&
+		     mgr->tp_ops->fenced_here(mgr->tp, node, boot));
 }
 
 /* Remember NODE's BOOT as fenced (peer_lock held): true if it is new. */

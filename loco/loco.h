@@ -905,7 +905,8 @@ bool loco_self_fenced(struct loco_mgr *mgr);
 /* True if the incarnation of NODE this node last met is recorded fenced
  * here (loco_fence_node, by any node, fences it at every node but NODE):
  * that incarnation never acts again, e.g. never arrives at a barrier it
- * had not reached. Caller: any thread. */
+ * had not reached. False if this node never met NODE.
+ * Caller: any thread. */
 bool loco_peer_fenced(struct loco_mgr *mgr, uint32_t node);
 
 #endif

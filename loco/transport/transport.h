@@ -221,6 +221,11 @@ struct loco_transport_ops {
 	 * Caller: the fencer (loco_fence_node). */
 	int (*fence_at)(struct loco_tp *tp, uint32_t target, uint32_t peer,
 			uint64_t incarnation, int timeout_ms);
+	/* Optional (NULL: none), with fence_at: whether incarnation
+	 * INCARNATION of PEER is fenced here, by whichever fencer wrote this
+	 * node's fence state. Caller: any thread. */
+	bool (*fenced_here)(struct loco_tp *tp, uint32_t peer,
+			    uint64_t incarnation);
 	/* Optional, NULL without a device (shm, shm-weak): the CPUs close to
 	 * the transport's device into SET, for thread placement (--cpu-bind
 	 * core puts threads on those cores first). TOPO is this machine's

@@ -1124,7 +1124,7 @@ static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 }
 
 /* The ops of every name: they differ only in the name and in open. */
-#define UCX_OPS(NAME, OPEN, FENCE_AT)        \
+#define UCX_OPS(NAME, OPEN, FENCE_AT, FENCED) \
 	{                                    \
 		.name = NAME,                \
 		.open = OPEN,                \
@@ -1148,11 +1148,14 @@ static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		.qp_abort = ucx_qp_abort,    \
 		.fence = ucx_fence,          \
 		.fence_at = FENCE_AT,        \
+		.fenced_here = FENCED,       \
 	}
 
 /* ucx-sm fences at every node itself, in the fence files (a stopped or
  * dead target's memory must refuse too); the others by FENCE messages. */
-const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open, NULL);
-const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp, NULL);
+const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open, NULL, NULL);
+const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp, NULL,
+							    NULL);
 const struct loco_transport_ops loco_ucx_sm_ops = UCX_OPS("ucx-sm", ucx_open_sm,
-							   ucx_guard_fence);
+							   ucx_guard_fence,
+							   ucx_guard_fenced);

@@ -263,6 +263,9 @@ void ucx_guard_drop(struct loco_tp_qp *q);
  * the guard. */
 int ucx_guard_fence(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		    uint64_t incarnation, int timeout_ms);
+/* Whether this node's fence file records PEER's INCARNATION (false
+ * without the guard). */
+bool ucx_guard_fenced(struct loco_tp *tp, uint32_t peer, uint64_t incarnation);
 
 /* ucx_progress.c */
 

@@ -8,6 +8,7 @@
  * (checked until the child exits), and the child must see -LOCO_EFENCED
  * and know it is fenced (exit status 3).
  *  - fence_running: the child runs on while it is fenced;
+ *    node 0, which met node 1, finds it fenced (loco_peer_fenced);
  *  - fence_stopped: the child is SIGSTOPped mid-loop (possibly mid-op)
  *    before the fence and SIGCONTed after it returned; a fence that finds
  *    it stopped inside an op times out and is tried again after a
@@ -174,7 +175,13 @@ static void teardown(void)
 START_TEST(fence_running)
 {
 	pid_t pid = child_start();
+	ck_assert(!loco_peer_fenced(mgr0, 1));
 	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
+	/* Node 0, which met node 1, learns it from the fence itself (node 2
+	 * fenced there); node 2 never met node 1. */
+	ck_assert(loco_peer_fenced(mgr0, 1));
+	ck_assert(!loco_peer_fenced(mgr2, 1));
+	ck_assert(!loco_peer_fenced(mgr0, 2));
 	unchanged_until_exit(pid);
 }
 END_TEST
