@@ -460,7 +460,12 @@ pids_gone
 run_dir_gone 1
 
 # --- SIGKILL to the launcher: its run dirs stay; the next loco-run removes them
+# (private bases: any other loco-run on the machine, e.g. a test beside
+# this one, would remove them too, before the check that they stay)
 begin sigkill
+mkdir -p "$FAKE_DIR/shm" "$FAKE_DIR/tmp"
+saved_tmpdir=${TMPDIR-}
+export LOCO_RUN_SHM=$FAKE_DIR/shm TMPDIR=$FAKE_DIR/tmp
 "$LR" -n 2 -- "$FAKE" --sleep '*:60' >"$FAKE_DIR/out" 2>"$FAKE_DIR/err" &
 lr_pid=$!
 for _ in $(seq 100); do
@@ -471,7 +476,7 @@ kill -KILL "$lr_pid"
 wait "$lr_pid" 2>/dev/null
 killed_run=$(json 1 'd["env"]["LOCO_RUN_DIR"]')
 killed_hosts=$(dirname "$(json 1 'd["env"]["LOCO_HOSTS"]')")
-case "$killed_run" in */loco-run-"$lr_pid"-*) ;;
+case "$killed_run" in "$FAKE_DIR"/shm/loco-run-"$lr_pid"-*) ;;
 *) fail "run dir $killed_run is not named for loco-run $lr_pid" ;; esac
 [ -d "$killed_run" ] && [ -d "$killed_hosts" ] ||
 	fail "expected the SIGKILLed run's dirs to remain"
@@ -480,6 +485,8 @@ run -n 1 -- "$FAKE" --lines 1
 expect_rc 0
 [ ! -e "$killed_run" ] || fail "run dir $killed_run of the killed run left"
 [ ! -e "$killed_hosts" ] || fail "hosts dir $killed_hosts of the killed run left"
+unset LOCO_RUN_SHM
+if [ -n "$saved_tmpdir" ]; then export TMPDIR=$saved_tmpdir; else unset TMPDIR; fi
 
 # --- bare program names are looked up in the build dir -----------------------
 begin lookup
