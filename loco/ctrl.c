@@ -668,9 +668,15 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		free(rep);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* A memory node whose connection broke under a request is gone. */
-	if (rc == -ECONNRESET || rc == -EPIPE)
+	/* A memory node whose connection broke under a request is gone: the
+	 * request fails as every operation on it does then. Relaxed: a state
+	 * word, as in loco_peer_gone. */
+	if (rc == -ECONNRESET || rc == -EPIPE) {
 		loco_peer_down(mgr, peer, "a request found its connection closed");
+		if (atomic_load_explicit(&mgr->peer_state[peer],
+					 memory_order_relaxed) == LOCO_PEER_DOWN)
+			rc = -LOCO_EDOWN;
+	}
 	if (rc)
 		return rc;
 	*reply = rep;
