@@ -381,10 +381,17 @@ static int dlog_recover(struct dlog *d, uint64_t *seq)
 
 /* The memory node went down while this node looks at the others' logs
  * (the restart is aimed at the lowest node's line, and a slower node may
- * still be here): wait until it is back. 0, or what loco_peer_wait says. */
+ * still be here): the outage this node must see, checked as one seen by
+ * an append (its own records all kept; none was in flight). */
 static int dlog_wait_up(struct dlog *d)
 {
-	return loco_peer_wait(d->c->mgr, d->log.node, 30000);
+	uint64_t commit;
+	if (dlog_recover(d, &commit))
+		return 1;
+	CHECK(commit == d->acked, "after the restart the commit word says "
+	      "%llu, and %llu records were acknowledged",
+	      (unsigned long long)commit, (unsigned long long)d->acked);
+	return 0;
 }
 
 /* Until every compute node's log on the memory node commits 64 records;
