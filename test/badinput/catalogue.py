@@ -13,6 +13,8 @@ import sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
                                 "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "..", "tools", "lib"))
 import skip  # noqa: E402
 from ports import free_ports  # noqa: E402
 

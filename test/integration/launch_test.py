@@ -34,7 +34,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "common"))
+                                "..", "..", "tools", "lib"))
 from ports import free_ports  # noqa: E402
 
 BUILD = os.environ.get("LOCO_BUILD_DIR", "build")
