@@ -166,7 +166,8 @@ def takeover(a, hist, starts):
                 e = json.loads(line)
             except ValueError:
                 continue
-            k = (e.get("pid"), e.get("id"))
+            # An op's id counts per thread (loco/history.c).
+            k = (e.get("pid"), e.get("tid"), e.get("id"))
             if e.get("ev") == "inv":
                 inv[k] = e["t"]
             elif e.get("ev") == "ret" and k in inv and k[0] != a.victim:
