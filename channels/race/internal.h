@@ -309,6 +309,9 @@ struct loco_race_client {
 					      * fenced yet (race_fence_owed) */
 	unsigned nowe;
 	bool owe_lost;                       /* more than RACE_OWE_MAX */
+	uint64_t ph_ns;                      /* the split's phase clock: */
+	struct loco_stats ph_st;             /* when and counters at the
+					      * last phase boundary */
 	_Atomic uint64_t st[RACE_NSTATS];
 	struct loco_race_client *next;
 };
@@ -325,6 +328,29 @@ static inline void race_count(struct loco_race_client *c, size_t i, uint64_t n)
 	atomic_store_explicit(&c->st[i], v + n, memory_order_relaxed);
 }
 #define RACE_INC(c, f) race_count((c), RACE_STAT(f), 1)
+
+/* Start the phase clock of a split (race_phase_end closes phases). */
+static inline void race_phase_start(struct loco_race_client *c)
+{
+	c->ph_ns = loco_now_ns();
+	loco_thread_stats(c->thr, &c->ph_st);
+}
+
+/* The time, round trips and verbs since the last boundary go to phase
+ * PH: two clock reads' worth (a clock read, a counter snapshot). */
+static inline void race_phase_end(struct loco_race_client *c,
+				  enum loco_race_phase ph)
+{
+	uint64_t now = loco_now_ns();
+	struct loco_stats s;
+	loco_thread_stats(c->thr, &s);
+	race_count(c, RACE_STAT(phase_ns) + ph, now - c->ph_ns);
+	race_count(c, RACE_STAT(phase_rtts) + ph, s.rtts - c->ph_st.rtts);
+	race_count(c, RACE_STAT(phase_verbs) + ph,
+		   loco_stats_verbs(&s) - loco_stats_verbs(&c->ph_st));
+	c->ph_ns = now;
+	c->ph_st = s;
+}
 
 /* The key's hashes. */
 struct race_key {

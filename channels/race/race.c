@@ -514,6 +514,19 @@ void loco_race_limits(const struct loco_race *r, uint32_t *key_max,
 	*value_max = r->o.value_max;
 }
 
+const char *loco_race_phase_name(unsigned ph)
+{
+	static const char *const names[LOCO_RACE_PHASES] = {
+		[LOCO_RACE_PH_LOCK] = "lock", [LOCO_RACE_PH_HEADERS] = "headers",
+		[LOCO_RACE_PH_FREEZE] = "freeze", [LOCO_RACE_PH_BUILD] = "build",
+		[LOCO_RACE_PH_REGION] = "region", [LOCO_RACE_PH_WRITE] = "write",
+		[LOCO_RACE_PH_COPY] = "copy", [LOCO_RACE_PH_CLEAR] = "clear",
+		[LOCO_RACE_PH_OPEN] = "open", [LOCO_RACE_PH_COMMIT] = "commit",
+		[LOCO_RACE_PH_RENEW] = "renew",
+	};
+	return ph < LOCO_RACE_PHASES ? names[ph] : NULL;
+}
+
 /* ---- keys ------------------------------------------------------------------- */
 
 void race_key_init(const struct loco_race *r, struct race_key *k,
