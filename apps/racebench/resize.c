@@ -13,7 +13,9 @@
  * split that time, and count the split's own round trips and verbs, per
  * phase. One JSON line: the usual fields over every split of both modes
  * (ops = splits), then per mode the mean, p50 and p99 split time, round
- * trips, verbs and items moved per split, per phase P "<mode>_P_us" (mean
+ * trips, verbs and items moved per split, "<mode>_cpu_us" and
+ * "_cpu_p50_us" (the client thread's CPU time over the insert that split:
+ * what a busy host's preemption leaves out), per phase P "<mode>_P_us" (mean
  * a split), "_p50_us", "_rtts" and "_verbs" (a split), "<mode>_other_us"
  * (the split time in no phase), and "cas_over_rtx", the cas mode's mean
  * split time over the rtx mode's. */
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <loco/channels/race/race.h>
 #include "apps/common/bench.h"
@@ -38,8 +41,8 @@ struct rz {
 
 struct rz_mode {
 	const char *name;
-	uint64_t splits, ns, rtts, verbs, moved;
-	struct bench_lat lat;
+	uint64_t splits, ns, rtts, verbs, moved, cpu_ns;
+	struct bench_lat lat, cpu;   /* a sample a split: time, thread CPU */
 	struct loco_stats st;
 	uint64_t ph_ns[LOCO_RACE_PHASES], ph_rtts[LOCO_RACE_PHASES];
 	uint64_t ph_verbs[LOCO_RACE_PHASES];
@@ -122,6 +125,13 @@ static unsigned depth_for(unsigned splits)
 	return d;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Insert key K and account the split it triggered, if any. */
 static int insert_one(struct loco_race_client *c, struct loco_thread *thr,
 		      uint64_t k, const void *val, uint32_t vlen,
@@ -129,11 +139,13 @@ static int insert_one(struct loco_race_client *c, struct loco_thread *thr,
 {
 	struct loco_race_stats a, b;
 	struct loco_stats s0, s1;
+	uint64_t cpu0 = thread_cpu_ns();
 	loco_race_client_stats(c, &a);
 	loco_thread_stats(thr, &s0);
 	int rc = loco_race_insert(c, &k, sizeof(k), val, vlen);
 	loco_thread_stats(thr, &s1);
 	loco_race_client_stats(c, &b);
+	uint64_t cpu = thread_cpu_ns() - cpu0;
 	for (unsigned p = 0; p < LOCO_RACE_PHASES; p++) {
 		m->ph_ns[p] += b.phase_ns[p] - a.phase_ns[p];
 		m->ph_rtts[p] += b.phase_rtts[p] - a.phase_rtts[p];
@@ -153,6 +165,8 @@ static int insert_one(struct loco_race_client *c, struct loco_thread *thr,
 	m->moved += b.moved - a.moved;
 	bench_stats_add(&m->st, &d);
 	bench_lat_add(&m->lat, ns);
+	m->cpu_ns += cpu;
+	bench_lat_add(&m->cpu, cpu / n);
 	return 0;
 }
 
@@ -179,6 +193,8 @@ static int run_mode(struct rz *o, enum loco_race_resize mode,
 		rc = loco_race_client_create(r, thr, &c);
 	if (!rc)
 		rc = bench_lat_init(&m->lat, o->splits + 64);
+	if (!rc)
+		rc = bench_lat_init(&m->cpu, o->splits + 64);
 	for (unsigned p = 0; !rc && p < LOCO_RACE_PHASES; p++)
 		rc = bench_lat_init(&m->ph[p], o->splits + 64);
 	for (uint64_t k = 0; !rc && m->splits < o->splits; k++)
@@ -235,6 +251,9 @@ static void report_mode(struct rz_mode *x)
 	       per(x->st.writes, x->splits), x->name,
 	       per(x->st.cas, x->splits), x->name,
 	       per(x->st.faa, x->splits));
+	printf(",\"%s_cpu_us\":%.1f,\"%s_cpu_p50_us\":%.1f", x->name,
+	       per(x->cpu_ns, x->splits) / 1e3, x->name,
+	       bench_lat_pct_us(&x->cpu, 50));
 	report_phases(x);
 }
 
@@ -277,6 +296,7 @@ static void report(struct rz *o, struct rz_mode *m)
 static void mode_fini(struct rz_mode *m)
 {
 	bench_lat_fini(&m->lat);
+	bench_lat_fini(&m->cpu);
 	for (unsigned p = 0; p < LOCO_RACE_PHASES; p++)
 		bench_lat_fini(&m->ph[p]);
 }
