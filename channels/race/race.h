@@ -150,6 +150,9 @@ struct loco_race_stats {
 	uint64_t refreshes;      /* cache refreshes (stale entries) */
 	uint64_t fp_reads;       /* extra KV READs after fingerprint matches */
 	uint64_t resize_waits;   /* operations that waited for a resize */
+	uint64_t resize_wait_ns; /* time they spent waiting (backing off,
+				  * peeking at the descriptor, and running
+				  * the takeovers they made) */
 	uint64_t splits;         /* splits this client completed */
 	uint64_t split_ns;       /* time spent in them (from the split's
 				  * or takeover's start: cas mode's T1

@@ -784,7 +784,14 @@ static void resize_takeover(enum loco_race_resize mode, const char *point)
 		else
 			ck_assert_int_eq(put(t.c, i + 1000, 6), 0);
 	}
-	ck_assert_uint_ge(stats(t.c).takeovers, 1);
+	struct loco_race_stats s = stats(t.c);
+	ck_assert_uint_ge(s.takeovers, 1);
+	/* The takeover is timed (the phases of the move or split it
+	 * finished), and so are the waits, if any (a cas split that finds
+	 * its parent published takes over without one). */
+	ck_assert_uint_eq(s.resize_waits > 0, s.resize_wait_ns > 0);
+	ck_assert_uint_gt(s.phase_ns[LOCO_RACE_PH_LOCK], 0);
+	ck_assert_uint_gt(s.phase_ns[LOCO_RACE_PH_COMMIT], 0);
 	sem_post(&stall.go);
 	pthread_join(tid, NULL);
 	bool fenced = loco_self_fenced(cl.mgr[1]);
