@@ -308,7 +308,12 @@ uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x)
 uint64_t rtx_clock_ns(void)
 {
 	uint64_t rt = realtime_ns();
-	return rt + (uint64_t)loco_lease_skew_ns(loco_now_ns());
+	/* The skew at time 0 is the configured one: without any (the usual
+	 * case) no CLOCK_MONOTONIC read is added. */
+	int64_t d = loco_lease_skew_ns(0);
+	if (d)
+		d = loco_lease_skew_ns(loco_now_ns());
+	return rt + (uint64_t)d;
 }
 
 uint64_t rtx_now_ms(const struct loco_rtx *x)
