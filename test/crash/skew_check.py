@@ -22,12 +22,13 @@ late CASes fail and it goes on too. Asserted:
   safety    the reporter's line: total conserved, no block leaked or lost,
             no lock held, nobody dead (nobody fenced), at least one repair;
   the skew  S said its lease clock skew ended; V stopped and was resumed;
-  liveness  S completed transfers while V was still stopped (in V's gap in
-            the timeline, from 500 ms after V's last transfer to 100 ms
-            before its next): only the skew's end
-            lets S take V's locks then (with a skew that does not end S
-            waits for V's resume, and this fails); and both V and S
-            completed transfers after V's resume.
+  liveness  S completed transfers while V was still stopped: in the
+            second half of V's gap in the timeline (between its last
+            transfer and its next, up to 100 ms before the next), when V
+            has been stopped for a while; only the skew's end lets S take
+            V's locks then (with a skew that does not end S waits for V's
+            resume, and this fails); and both V and S completed transfers
+            after V's resume.
 
 Without --stopped V: S's clock runs ahead (--clock-skew S:MS:FOR_MS), so
 S takes the others' live transactions for a stopped owner's and repairs
@@ -49,11 +50,10 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))))
-MIN_GAP_MS = 500    # V's stop, as the timeline shows it
+MIN_GAP_MS = 1000   # V's stop, as the timeline shows it
 EDGE_MS = 100       # S's progress counts only this far before V's resume
 LAST_MS = 1000      # without a stopped node: the end of the run
-LEAD_MS = 500       # and this far after V's last transfer (V may have
-                    # retried a while before it stopped holding the locks)
+
 
 
 def parse(argv):
@@ -163,20 +163,22 @@ def check(opts, rc, lines, tl):
                 "tested" % (s, v)], True
     ov, os_ = timeline(tl, v), timeline(tl, s)
     g = gap(ov)
-    if g is None or g[1] - g[0] < MIN_GAP_MS + LEAD_MS:
+    if g is None or g[1] - g[0] < MIN_GAP_MS:
         return bad + ["node %d's stop is not in the timeline (gap %s)"
                       % (v, g)], not bad
-    during = sum(os_[g[0] + LEAD_MS:g[1] - EDGE_MS])
+    # The gap's second half: V may have retried a while after its last
+    # transfer before it stopped holding the locks, never that long.
+    lo = (g[0] + g[1]) // 2
+    during = sum(os_[lo:g[1] - EDGE_MS])
     if not during:
         bad.append("node %d completed no transfer while node %d was stopped "
                    "holding the locks (ms %d..%d, from its last transfer "
                    "at ms %d): liveness did not recover when the skew ended"
-                   % (s, v, g[0] + LEAD_MS, g[1] - EDGE_MS, g[0] - 1))
+                   % (s, v, lo, g[1] - EDGE_MS, g[0] - 1))
     for node, ops in ((v, ov), (s, os_)):
         if not sum(ops[g[1]:]):
             bad.append("node %d completed no transfer after node %d resumed "
                        "(ms %d on)" % (node, v, g[1]))
-    lo = g[0] + LEAD_MS
     print("skew_check: node %d's last transfer at ms %d, next at ms %d; "
           "node %d completed %d transfers from ms %d to %d, the first at "
           "ms %s; after: %d and %d"
@@ -207,6 +209,8 @@ def main():
                 print("skew_check: FAIL (attempt %d): %s" %
                       (attempt, "; ".join(bad)))
                 return 1
+            print("\n".join(l for l in lines if "SIGSTOP" in l or
+                            "stopped itself" in l or "lease clock" in l))
             print("skew_check: attempt %d: %s" % (attempt, "; ".join(bad)))
         print("skew_check: FAIL: no usable run in %d" % opts["tries"])
         return 1
