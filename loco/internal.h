@@ -480,7 +480,9 @@ void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags);
 
 /* fence.c (docs/ordering.md, "Fencing"). */
-/* LOCO_CLOCK_SKEW_MS is absent or an integer: 0, else -EINVAL (logged). */
+/* LOCO_CLOCK_SKEW_MS is absent or an integer and LOCO_CLOCK_SKEW_FOR_MS
+ * absent or a positive integer (with a non-zero skew): 0, else -EINVAL
+ * (logged). */
 int loco_lease_skew_check(void);
 /* The fences recorded here in an earlier life of this node in this run
  * (<run dir>/node<ID>.fenced). */

@@ -866,9 +866,20 @@ uint64_t loco_now_ns(void);
 /* The clock every lease, heartbeat and deadline reads: CLOCK_MONOTONIC
  * plus LOCO_CLOCK_SKEW_MS (an integer, negative allowed: this node's lease
  * clock runs that far ahead or behind; loco-run --clock-skew sets it),
- * read once. loco_mgr_create refuses a malformed value (-EINVAL, logged);
- * here a malformed value counts as 0. Never below 0. Caller: any thread. */
+ * read once. With LOCO_CLOCK_SKEW_FOR_MS (a positive integer) the skew
+ * lasts that many ms from the process start, then the clock steps back
+ * to CLOCK_MONOTONIC as an NTP step would: a reader must not assume it
+ * never goes back (a deadline now + T set before a backward step of S ms
+ * comes up to S ms late, one before a forward step that much early;
+ * docs/api.md, "lease clock"). loco_mgr_create refuses a malformed value
+ * (-EINVAL, logged); here a malformed value counts as no skew. Never
+ * below 0. Caller: any thread. */
 uint64_t loco_lease_now_ns(void);
+
+/* The lease clock's skew (ns, negative: behind) at CLOCK_MONOTONIC time
+ * NOW_NS: for a clock other than CLOCK_MONOTONIC that must be moved alike
+ * (rTX's CLOCK_REALTIME leases). Caller: any thread. */
+int64_t loco_lease_skew_ns(uint64_t now_ns);
 
 /* Fence node NODE's current incarnation at every node that hosts memory
  * it can reach: one control-plane round trip to each, sent in parallel.

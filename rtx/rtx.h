@@ -165,7 +165,8 @@ uint32_t loco_rtx_data_len(const struct loco_rtx *x);
 uint64_t loco_rtx_nodes(const struct loco_rtx *x);
 /* Thread slots per compute node; slot = node id * this + thread index. */
 uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x);
-/* Now in milliseconds since the rtx epoch (CLOCK_REALTIME). */
+/* Now in milliseconds since the rtx epoch: CLOCK_REALTIME moved by the
+ * lease clock skew (loco_lease_skew_ns), the time of the leases. */
 uint64_t loco_rtx_now_ms(const struct loco_rtx *x);
 /* Lease length (budget + drift) of a transaction touching NOBJ objects. */
 uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj);

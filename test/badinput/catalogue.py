@@ -447,6 +447,20 @@ def option_cases():
                     "timeout", e, rc_want=2)
         expect_fail("options: %s --hosts (no value)" % n, [prog, "--hosts"],
                     "missing value for --hosts", e, rc_want=2)
+    # The lease clock (loco-run --clock-skew ID:MS[:FOR_MS]): a node
+    # refuses a malformed skew or skew end at its start.
+    for skew, for_ms, says in (("12ms", None, "LOCO_CLOCK_SKEW_MS: expected"),
+                               ("5", "0", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               ("5", "-1", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               ("5", "2s", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               (None, "300", "needs a non-zero"),
+                               ("0", "300", "needs a non-zero")):
+        expect_fail("options: skew %s for %s" % (skew, for_ms),
+                    [MEMNODE, "--id", "0"], says,
+                    {k: v for k, v in dict(
+                        e, LOCO_NODE_ID="0", LOCO_CLOCK_SKEW_MS=skew,
+                        LOCO_CLOCK_SKEW_FOR_MS=for_ms).items()
+                     if v is not None})
 
 
 YCSB = os.path.join(B, "apps/ycsb/loco-ycsb")
