@@ -115,6 +115,9 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
+	atomic_init(&l->waits, 0);
+	atomic_init(&l->polls, 0);
+	atomic_init(&l->yields, 0);
 	atomic_init(&l->seen, 0);
 }
 
@@ -196,7 +199,19 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	pthread_mutex_lock(&l->mu);
 	*out = l->st;
 	pthread_mutex_unlock(&l->mu);
-	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed); /* a counter */
+	/* Relaxed: counters. */
+	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed);
+	out->waits = atomic_load_explicit(&l->waits, memory_order_relaxed);
+	out->polls = atomic_load_explicit(&l->polls, memory_order_relaxed);
+	out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
+}
+
+/* Add N to one of the local owner's counters (one writer at a time). */
+static void owner_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Relaxed: a counter; ownership passes with acquire and release. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
 }
 
 /* ---- remote words (the local owner's) ---------------------------------- */
@@ -420,11 +435,7 @@ static void hold(struct loco_ticket_lock *l, uint64_t t)
 	l->streak = 0;
 	/* The clock only where turns are timed: see released. */
 	l->held_ns = l->contended ? loco_now_ns() : 0;
-	/* Relaxed: a counter; its one writer at a time is the local owner. */
-	atomic_store_explicit(&l->acquires,
-			      atomic_load_explicit(&l->acquires,
-						   memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	owner_add(&l->acquires, 1);
 }
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
@@ -533,13 +544,20 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return 0;
 }
 
+/* Polls and yields of one wait. */
+struct wait_count {
+	uint64_t polls, yields;
+};
+
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
- * the deadline, or an error. A ticket ahead that stays served without
- * moving is checked for an abandoned mark now and then, and passed.
+ * the deadline, or an error; counted into *C. A ticket ahead that stays
+ * served without moving is checked for an abandoned mark now and then,
+ * and passed.
  * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
  * releaser fenced before its FAA). */
-static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t s, struct loco_wait *dl)
+static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
+		     uint64_t t, uint64_t s, struct loco_wait *dl,
+		     struct wait_count *c)
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
 	bool spun = false;
@@ -573,6 +591,8 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 			continue;
 		}
 		spun = wait_step(l, t - s, moved_ns, &spins);
+		c->yields += !spun;
+		c->polls++;
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
@@ -590,6 +610,20 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		seen_set(l, s);
 	}
 	return 1;
+}
+
+/* wait_poll, counted in the lock's stats when it had to poll. */
+static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t, uint64_t s, struct loco_wait *dl)
+{
+	struct wait_count c = { 0, 0 };
+	int rc = wait_poll(l, thr, t, s, dl, &c);
+	if (s != t) {
+		owner_add(&l->waits, 1);
+		owner_add(&l->polls, c.polls);
+		owner_add(&l->yields, c.yields);
+	}
+	return rc;
 }
 
 /* T is marked abandoned; if serving reached T meanwhile, take the mark

@@ -46,7 +46,8 @@
 #define FINAL_MS 60000              /* the one after: nodes stop together */
 #define READY_MS 120000
 
-enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_N };
+enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_WAITS,
+       X_POLLS, X_YIELDS, X_N };
 
 struct xo {
 	uint32_t accounts;
@@ -545,6 +546,9 @@ static int row_fill(struct xf *x, struct cl_row *row)
 		loco_ticket_lock_stats(loco_lock_array_at(&x->locks, i), &st);
 		row->extra[X_ACQUIRES] += st.acquires;
 		row->extra[X_HANDOVERS] += st.handovers;
+		row->extra[X_WAITS] += st.waits;
+		row->extra[X_POLLS] += st.polls;
+		row->extra[X_YIELDS] += st.yields;
 	}
 	if (bench_lat_init(&lat, n ? n : 1))
 		return -ENOMEM;
@@ -573,11 +577,13 @@ static void report(struct xf *x, const struct cl_row *row,
 	       PRIu64 ",\"final_total\":%" PRIu64 ",\"expected_total\":%" PRIu64
 	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
 	       ",\"moved\":%" PRIu64 ",\"acquires\":%" PRIu64 ",\"handovers\":%"
-	       PRIu64, x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
+	       PRIu64 ",\"lock_waits\":%" PRIu64 ",\"lock_polls\":%" PRIu64
+	       ",\"lock_yields\":%" PRIu64,
+	       x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
 	       x->o.locks, initial, final, expected,
 	       initial == expected && final == expected ? "true" : "false",
 	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],
-	       e[X_HANDOVERS]);
+	       e[X_HANDOVERS], e[X_WAITS], e[X_POLLS], e[X_YIELDS]);
 	bench_json_dm(stdout, x->mgr, x->o.hot_locks);
 	bench_json_end(stdout);
 }
