@@ -118,6 +118,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	atomic_init(&l->waits, 0);
 	atomic_init(&l->polls, 0);
 	atomic_init(&l->yields, 0);
+	atomic_init(&l->naps, 0);
 	atomic_init(&l->seen, 0);
 }
 
@@ -204,6 +205,7 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	out->waits = atomic_load_explicit(&l->waits, memory_order_relaxed);
 	out->polls = atomic_load_explicit(&l->polls, memory_order_relaxed);
 	out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
+	out->naps = atomic_load_explicit(&l->naps, memory_order_relaxed);
 }
 
 /* Add N to one of the local owner's counters (one writer at a time). */
@@ -473,10 +475,12 @@ static bool handover(struct loco_ticket_lock *l)
  * line spins briefly, then yields, but naps while the holder that began
  * at MOVED_NS is probably in the first half of its turn; the others nap
  * until their turn is near. Naps shorter than NAP_MIN_NS yield instead
- * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. True if
- * it only spun (no system call). */
-static bool wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
-		      unsigned *spins)
+ * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. Returns
+ * what it did: STEP_SPUN (no system call), STEP_YIELDED or STEP_NAPPED. */
+enum { STEP_SPUN, STEP_YIELDED, STEP_NAPPED };
+
+static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
+		     unsigned *spins)
 {
 	uint64_t ns = (d - 1) * l->serve_ns;
 	if (d == 1 && moved_ns) {
@@ -486,13 +490,14 @@ static bool wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
 	if (ns >= NAP_MIN_NS) {
 		struct timespec ts = { 0, (long)(ns < NAP_MAX_NS ? ns : NAP_MAX_NS) };
 		nanosleep(&ts, NULL);
-	} else if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
-		loco_cpu_relax();
-		return true;
-	} else {
-		sched_yield();
+		return STEP_NAPPED;
 	}
-	return false;
+	if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
+		loco_cpu_relax();
+		return STEP_SPUN;
+	}
+	sched_yield();
+	return STEP_YIELDED;
 }
 
 /* Serving moved by N tickets in NS: fold it into serve_ns (1/4 weight). */
@@ -546,7 +551,7 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* Polls and yields of one wait. */
 struct wait_count {
-	uint64_t polls, yields;
+	uint64_t polls, yields, naps;
 };
 
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
@@ -590,8 +595,10 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		spun = wait_step(l, t - s, moved_ns, &spins);
-		c->yields += !spun;
+		int step = wait_step(l, t - s, moved_ns, &spins);
+		spun = step == STEP_SPUN;
+		c->yields += step == STEP_YIELDED;
+		c->naps += step == STEP_NAPPED;
 		c->polls++;
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
@@ -616,12 +623,13 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, struct loco_wait *dl)
 {
-	struct wait_count c = { 0, 0 };
+	struct wait_count c = { 0, 0, 0 };
 	int rc = wait_poll(l, thr, t, s, dl, &c);
 	if (s != t) {
 		owner_add(&l->waits, 1);
 		owner_add(&l->polls, c.polls);
 		owner_add(&l->yields, c.yields);
+		owner_add(&l->naps, c.naps);
 	}
 	return rc;
 }

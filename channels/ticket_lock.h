@@ -121,7 +121,8 @@ struct loco_ticket_lock_stats {
 	uint64_t waits;      /* global acquires whose ticket was not served at
 			      * the first look (they polled serving) */
 	uint64_t polls;      /* READs of serving by those waits */
-	uint64_t yields;     /* sched_yields and naps of those waits */
+	uint64_t yields;     /* sched_yields of those waits */
+	uint64_t naps;       /* their naps (200 us or more each) */
 };
 
 struct loco_tl_waiter;
@@ -167,7 +168,7 @@ struct loco_ticket_lock {
 	struct loco_ticket_lock_stats st;   /* under mu, but these (the
 					     * local owner's, one at a time): */
 	_Atomic uint64_t acquires;          /* global acquires */
-	_Atomic uint64_t waits, polls, yields;
+	_Atomic uint64_t waits, polls, yields, naps;
 };
 static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 
