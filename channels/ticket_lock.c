@@ -555,13 +555,17 @@ struct wait_count {
 };
 
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
- * the deadline, or an error; counted into *C. A ticket ahead that stays
- * served without moving is checked for an abandoned mark now and then,
- * and passed.
+ * the deadline, or an error; counted into *C. FRESH: S was read behind
+ * this ticket's FAA; else S is this node's hint (it released last, or an
+ * older value), so the first poll comes at once: the distance from a
+ * stale S says nothing about the wait, and a yield or nap on it costs a
+ * system call where one READ would do (the other node took the lock
+ * since: a guess missed). A ticket ahead that stays served without
+ * moving is checked for an abandoned mark now and then, and passed.
  * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
  * releaser fenced before its FAA). */
 static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
-		     uint64_t t, uint64_t s, struct loco_wait *dl,
+		     uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl,
 		     struct wait_count *c)
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
@@ -595,7 +599,9 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		int step = wait_step(l, t - s, moved_ns, &spins);
+		int step = fresh ? wait_step(l, t - s, moved_ns, &spins) :
+			   STEP_SPUN;
+		fresh = true;
 		spun = step == STEP_SPUN;
 		c->yields += step == STEP_YIELDED;
 		c->naps += step == STEP_NAPPED;
@@ -621,10 +627,10 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* wait_poll, counted in the lock's stats when it had to poll. */
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t s, struct loco_wait *dl)
+		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
 {
 	struct wait_count c = { 0, 0, 0 };
-	int rc = wait_poll(l, thr, t, s, dl, &c);
+	int rc = wait_poll(l, thr, t, s, fresh, dl, &c);
 	if (s != t) {
 		owner_add(&l->waits, 1);
 		owner_add(&l->polls, c.polls);
@@ -710,11 +716,12 @@ static int ticket_reclaim(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return 1;
 }
 
-/* Wait for ticket T from serving S: 0 (held), -ETIMEDOUT or an error. */
+/* Wait for ticket T from serving S (FRESH: as wait_poll): 0 (held),
+ * -ETIMEDOUT or an error. */
 static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t s, struct loco_wait *dl)
+		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
 {
-	int rc = wait_served(l, thr, t, s, dl);
+	int rc = wait_served(l, thr, t, s, fresh, dl);
 	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
 	if (!rc)
 		hold(l, t);
@@ -758,7 +765,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	uint64_t t = 0;
 	int rc = words_rr(l);
 	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 1)
-		return ticket_wait(l, thr, t, seen_get(l), dl);
+		return ticket_wait(l, thr, t, seen_get(l), false, dl);
 	if (rc)
 		return rc;
 	loco_batch_init(&b, thr);
@@ -766,7 +773,8 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	rc = loco_batch_post(&b, &ack);
 	if (!rc)
 		rc = loco_ack_wait(thr, &ack, -1);
-	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), dl);
+	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), a.read,
+				     dl);
 }
 
 /* Take ticket S if next == S; serving <= next and serving >= S (a value
@@ -894,7 +902,7 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	a->host_early = early || (a->read && a->serving == a->ticket);
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
-	rc = ticket_wait(l, thr, a->ticket, s, &dl);
+	rc = ticket_wait(l, thr, a->ticket, s, a->read, &dl);
 	if (rc) {
 		if (rc == -ETIMEDOUT)
 			count(l, &l->st.timeouts);
