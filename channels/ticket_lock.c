@@ -483,7 +483,10 @@ static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
 		     unsigned *spins)
 {
 	uint64_t ns = (d - 1) * l->serve_ns;
-	if (d == 1 && moved_ns) {
+	/* The clock only when half a turn could reach a nap (else ns stays
+	 * below NAP_MIN_NS anyway): on shm a turn is a microsecond, and a
+	 * clock read in a VM can cost more than a poll. */
+	if (d == 1 && moved_ns && l->serve_ns / 2 >= NAP_MIN_NS) {
 		uint64_t now = loco_now_ns(), half = moved_ns + l->serve_ns / 2;
 		ns = now < half ? half - now : 0;
 	}
@@ -551,16 +554,19 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 
 /* Polls and yields of one wait. */
 struct wait_count {
+	bool waited;
 	uint64_t polls, yields, naps;
 };
 
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
  * the deadline, or an error; counted into *C. FRESH: S was read behind
  * this ticket's FAA; else S is this node's hint (it released last, or an
- * older value), so the first poll comes at once: the distance from a
- * stale S says nothing about the wait, and a yield or nap on it costs a
- * system call where one READ would do (the other node took the lock
- * since: a guess missed). A ticket ahead that stays served without
+ * older value), so serving is read at once: the distance from a stale S
+ * says nothing about the wait, and a yield or nap on it costs a system
+ * call where one READ would do (the other node took the lock since: a
+ * guess missed; a hint equal to T needs no READ: T is held). Only a
+ * ticket not served at that fresh look waits (and
+ * marks the lock contended: its turns are timed). A ticket ahead that stays served without
  * moving is checked for an abandoned mark now and then, and passed.
  * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
  * releaser fenced before its FAA). */
@@ -570,13 +576,20 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
 	bool spun = false;
+	if (!fresh && s != t) {  /* s == t: a value serving had, so held */
+		int rc = loco_read(thr, l->serving_rr, 0, &s, 8);
+		if (rc)
+			return rc;
+		c->polls++;
+		seen_set(l, s);
+	}
 	/* When serving was last seen to move: at this node's release, if
 	 * the holder now is the one after it (who may have taken its ticket
 	 * later: an early bound of its turn's start, which paces the polls
 	 * but is not learned from). */
 	uint64_t moved_ns = s == l->ticket + 1 ? l->released_ns : 0;
 	bool seen_move = false;
-	l->contended = s != t;
+	l->contended = c->waited = s != t;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -599,9 +612,7 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		int step = fresh ? wait_step(l, t - s, moved_ns, &spins) :
-			   STEP_SPUN;
-		fresh = true;
+		int step = wait_step(l, t - s, moved_ns, &spins);
 		spun = step == STEP_SPUN;
 		c->yields += step == STEP_YIELDED;
 		c->naps += step == STEP_NAPPED;
@@ -629,11 +640,11 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
 {
-	struct wait_count c = { 0, 0, 0 };
+	struct wait_count c = { false, 0, 0, 0 };
 	int rc = wait_poll(l, thr, t, s, fresh, dl, &c);
-	if (s != t) {
+	owner_add(&l->polls, c.polls);
+	if (c.waited) {
 		owner_add(&l->waits, 1);
-		owner_add(&l->polls, c.polls);
 		owner_add(&l->yields, c.yields);
 		owner_add(&l->naps, c.naps);
 	}

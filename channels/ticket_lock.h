@@ -120,7 +120,8 @@ struct loco_ticket_lock_stats {
 	uint64_t skipped;    /* abandoned tickets this node's waiters passed */
 	uint64_t waits;      /* global acquires whose ticket was not served at
 			      * the first look (they polled serving) */
-	uint64_t polls;      /* READs of serving by those waits */
+	uint64_t polls;      /* READs of serving by waits, and by acquires that
+			      * had guessed from this node's hint and missed */
 	uint64_t yields;     /* sched_yields of those waits */
 	uint64_t naps;       /* their naps (200 us or more each) */
 };
