@@ -264,7 +264,11 @@ struct race_pool {
 	unsigned n, cap;
 	uint32_t cursor;
 	uint64_t nfree;         /* free blocks over every owned chunk */
+	unsigned first_free;    /* no chunk below this index has a free
+				 * block: take starts there (a scan from 0
+				 * made a load of N keys cost N^2 / 64) */
 	int64_t ahead;          /* chunk whose words a READ ahead fetches, -1 */
+	unsigned ahead_pos;     /* its index in ch (chunks never move) */
 	uint64_t ahead_want;    /* its blocks whose words it fetches */
 	unsigned ahead_next;    /* where the next READ ahead or reclaim
 				 * starts (round robin over ch) */
