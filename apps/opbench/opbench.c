@@ -7,14 +7,15 @@
  * For each operation, in this order: the atomic (acquire load, release
  * store, seq_cst CAS, seq_cst FAA: what the shm transport executes), the
  * synchronous loco op (loco_read, loco_write, loco_cas, loco_faa, one at a
- * time in a loop shaped as the atomic's: its latency), and the loco op
- * with --window ops posted per wait (its throughput). Each
+ * time in a loop shaped as the atomic's: its latency), for READ also
+ * loco_words_read (the region's checks made once, by loco_words_init),
+ * and the loco op with --window ops posted per wait (its throughput). Each
  * phase runs --duration seconds in batches of BATCH ops timed together
  * (one clock read a batch; p50/p99 are of the batches' per-op times).
  * Every CAS succeeds (it expects the value it left) and every READ
  * checks the value the atomic phase or the WRITEs left, so a wrong
  * transport fails the run. One JSON line a phase:
- * "op", "impl" (atomic, loco, loco-window), "window", "ns_per_op",
+ * "op", "impl" (atomic, loco, loco-words, loco-window), "window", "ns_per_op",
  * "p50_ns_per_op" (the median batch's time over BATCH: what a run on a
  * busy host measures best, as it leaves out the batches another process
  * preempted) and, on loco lines, "vs_atomic" and "p50_vs_atomic" (each
@@ -46,6 +47,7 @@ struct ob {
 	struct loco_thread *thr;
 	struct loco_region reg;
 	struct loco_rregion rr;
+	struct loco_words words;    /* rr's words, for the loco-words phase */
 	_Atomic uint64_t *word;     /* the region's word, local mapping */
 	uint64_t expect;            /* the word's value (this is its only user) */
 	uint64_t sink;
@@ -56,6 +58,7 @@ struct ob {
 struct phase {
 	const char *impl;
 	unsigned window;
+	bool words;                 /* READs through o->words */
 	uint64_t ops, ns;
 	struct bench_lat lat;
 	struct bench_lat batch;     /* ns of each batch */
@@ -156,6 +159,23 @@ static BATCH_FN int batch_sync(struct ob *o, enum op op)
 	return 0;
 }
 
+/* BATCH synchronous READs through a struct loco_words bound once (the
+ * region's own checks made by loco_words_init), shaped as batch_atomic's
+ * READ loop. */
+static BATCH_FN int batch_words(struct ob *o)
+{
+	struct loco_words w = o->words;   /* a local, as batch_atomic's word */
+	uint64_t v, sum = 0;
+	for (unsigned i = 0; i < BATCH; i++) {
+		int rc = loco_words_read(&w, 0, &v);
+		if (rc)
+			return rc;
+		sum += v;
+	}
+	o->sink += sum;
+	return sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
+}
+
 /* The I-th loco op of a window, of kind OP, posted through ACK (ops of
  * one QP execute in order: the I-th CAS expects what the ones before it
  * leave). */
@@ -220,6 +240,7 @@ static int run_phase(struct ob *o, enum op op, struct phase *p)
 	uint64_t end = t0 + (uint64_t)(o->duration * 1e9);
 	while (t < end) {
 		int rc = p->window > 1 ? batch_window(o, op, p->window) :
+			 p->words ? batch_words(o) :
 			 p->window ? batch_sync(o, op) : batch_atomic(o, op);
 		if (rc)
 			return rc;
@@ -263,12 +284,17 @@ static void report(struct ob *o, enum op op, struct phase *p)
 
 static int bench_op(struct ob *o, enum op op)
 {
-	struct phase ph[3] = {
+	struct phase ph[4] = {
 		{ .impl = "atomic", .window = 0 },
 		{ .impl = "loco", .window = 1 },
-		{ .impl = "loco-window", .window = o->window },
 	};
-	unsigned n = o->window > 1 ? 3 : 2;
+	unsigned n = 2;
+	if (op == OP_READ)
+		ph[n++] = (struct phase){ .impl = "loco-words", .window = 1,
+					  .words = true };
+	if (o->window > 1)
+		ph[n++] = (struct phase){ .impl = "loco-window",
+					  .window = o->window };
 	o->expect = atomic_load_explicit(o->word, memory_order_relaxed); /* ours alone */
 	for (unsigned i = 0; i < n; i++) {
 		int rc = bench_lat_init(&ph[i].lat, LAT_CAP);
@@ -303,7 +329,8 @@ static void usage(FILE *f)
 "                (default 16; 1 leaves the phase out)\n"
 "  --ops LIST    operations to measure (default read,write,cas,faa)\n"
 "Per op: a plain C11 atomic on the region's shared mapping, the synchronous\n"
-"loco op, and the windowed one; a JSON line each (ns_per_op, vs_atomic).\n",
+"loco op (for read also through loco_words_read), and the windowed one; a\n"
+"JSON line each (ns_per_op, p50_ns_per_op, vs_atomic, p50_vs_atomic).\n",
 		MAX_WINDOW);
 }
 
@@ -362,6 +389,8 @@ static int run(void *arg, struct loco_mgr *mgr)
 	loco_region_desc(mgr, &o->reg, &o->rr);
 	o->word = (_Atomic uint64_t *)o->reg.base;
 	rc = loco_thread_create(mgr, &o->thr);
+	if (!rc)
+		loco_words_init(&o->words, o->thr, &o->rr);
 	/* Open the QP before the phases: the first op to a peer goes out of
 	 * line (milliseconds under valgrind), which a short phase would
 	 * count as its own. */
