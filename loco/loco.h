@@ -526,7 +526,7 @@ static inline int loco_ack_wait(struct loco_thread *thr,
 		return loco_ack_wait_slow(thr, ack, timeout_ms);
 	if (h->unwaited) {
 		loco_hot_add(&h->rtts, 1);
-		h->unwaited = false;
+		h->unwaited = 0;
 	}
 	return 0;
 }
