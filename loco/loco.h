@@ -369,19 +369,20 @@ static inline void loco_direct_count(struct loco_thread *thr, uint32_t peer,
 	struct loco_thread_hot *h = loco_thread_hot(thr);
 	uint64_t bit = UINT64_C(1) << peer;
 	loco_hot_add(&h->direct_ops[waited][opcode], 1);
-	if (opcode == LOCO_BATCH_WRITE) {
-		h->unplaced |= bit;
-		h->unwaited = !waited;
-	} else if (!waited) {
-		if (__builtin_expect(h->unplaced != 0, 0))
+	if (opcode == LOCO_BATCH_READ && waited) {
+		/* A synchronous READ places its QP's WRITEs and is a wait;
+		 * usually there is neither to record: one test, no store. */
+		if (__builtin_expect((h->unplaced | h->unwaited) != 0, 0)) {
 			h->unplaced &= ~bit;
-		h->unwaited = 1;
-	} else if (__builtin_expect((h->unplaced | h->unwaited) != 0, 0)) {
-		/* A synchronous READ or atomic places its QP's WRITEs and is
-		 * a wait; usually there is neither to record. */
-		h->unplaced &= ~bit;
-		h->unwaited = 0;
+			h->unwaited = 0;
+		}
+		return;
 	}
+	if (opcode == LOCO_BATCH_WRITE)
+		h->unplaced |= bit;
+	else if (__builtin_expect(h->unplaced != 0, 0))
+		h->unplaced &= ~bit;
+	h->unwaited = !waited;
 }
 
 /* Execute OPCODE on word W as the transport would: LOCAL is the READ's
