@@ -277,7 +277,7 @@ static void rtt_mark(struct loco_thread *thr)
 {
 	if (thr->hot.unwaited) {
 		loco_hot_add(&thr->hot.rtts, 1);
-		thr->hot.unwaited = false;
+		thr->hot.unwaited = 0;
 	}
 }
 
@@ -622,7 +622,7 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 		count_op(&thr->hot, wr[i].opcode, wr[i].len);
 	thr->ticket += n;
 	loco_hot_add(&thr->hot.doorbells, 1);
-	thr->hot.unwaited = true;
+	thr->hot.unwaited = 1;
 	if (ack) {
 		ack->peers |= UINT64_C(1) << peer;
 		if (!thr->hot.sync)  /* sync: complete already, no ticket */
@@ -1113,7 +1113,7 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 	}
 done:
 	loco_hot_add(&h->doorbells, doorbells);
-	h->unwaited = true;
+	h->unwaited = 1;
 	if (ack)
 		ack->peers |= b->peers;
 	b->n = 0;

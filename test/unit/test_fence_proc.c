@@ -6,7 +6,8 @@
  * and 2 live in this process, and node 2 fences node 1. Once
  * loco_fence_node returns 0, node 0's bytes must not change any more
  * (checked until the child exits), and the child must see -LOCO_EFENCED
- * and know it is fenced (exit status 3).
+ * (on its READs too, loco_words_read's included) and know it is fenced
+ * (exit status 3).
  *  - fence_running: the child runs on while it is fenced;
  *    node 0, which met node 1, finds it fenced (loco_peer_fenced);
  *  - fence_stopped: the child is SIGSTOPped mid-loop (possibly mid-op)
@@ -85,7 +86,14 @@ static void writer(int fd)
 		if (i == 1 && write(fd, "r", 1) != 1)
 			_exit(1);
 	}
-	_exit(rc == -LOCO_EFENCED && loco_self_fenced(m) ? EXIT_FENCED : 2);
+	/* Fenced: a READ fails as well, through a region's words too. */
+	struct loco_words w;
+	uint64_t v;
+	loco_words_init(&w, t, &rr);
+	bool reads_fenced = loco_read(t, &rr, 64, &v, 8) == -LOCO_EFENCED &&
+			    loco_words_read(&w, 8, &v) == -LOCO_EFENCED;
+	_exit(rc == -LOCO_EFENCED && loco_self_fenced(m) && reads_fenced ?
+	      EXIT_FENCED : 2);
 }
 
 static pid_t child_start(void)
