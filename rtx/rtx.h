@@ -126,6 +126,12 @@ struct loco_rtx_hooks {
 	 * caller tell repairs for the dead from takeovers of a slow live
 	 * holder (slot = node id * threads per node + index). */
 	void (*repaired)(void *arg, uint32_t owner);
+	/* Before a repair steals a lock of thread slot OWNER (a no-log lock,
+	 * or one whose log moved on, whose lease ran out): 0 lets it; else
+	 * the lock stays OWNER's and the repair returns that error, -EBUSY
+	 * as for a live lease (say, a fence of OWNER's node that did not
+	 * complete: act only for a fenced holder). */
+	int (*taking)(void *arg, uint32_t owner);
 };
 
 /* Result of loco_rtx_audit: data blocks per state, all hosting nodes. */

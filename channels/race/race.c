@@ -722,6 +722,8 @@ static void on_repaired(void *arg, uint32_t owner)
 	uint32_t node = owner / c->r->o.threads_per_node;
 	if (node == loco_mgr_id(c->r->base.mgr))
 		return;   /* a thread of ours: alive, nothing to fence */
+	if (loco_peer_fenced(c->r->base.mgr, node))
+		return;   /* fenced already (before a steal: on_taking) */
 	for (unsigned i = 0; i < c->nowe; i++)
 		if (c->owe[i] == node)
 			return;
@@ -731,15 +733,58 @@ static void on_repaired(void *arg, uint32_t owner)
 		c->owe[c->nowe++] = node;
 }
 
+/* Fence NODE (the holder of a lock whose lease ran out) with a wait of at
+ * most MS: 0 (fenced, or the transport cannot fence: the move epochs and
+ * private regions then stand alone), -LOCO_EFENCED (we were fenced
+ * ourselves: stop), or -EAGAIN (not fenced: do not act for it, wait). */
+static int fence_one(struct loco_race_client *c, uint32_t node, int ms)
+{
+	int rc = loco_fence_node(c->r->base.mgr, node, ms);
+	if (rc == -EOPNOTSUPP) {
+		static _Atomic bool said;
+		/* Relaxed: a log-once flag. */
+		if (!atomic_exchange_explicit(&said, true, memory_order_relaxed))
+			loco_info(c->r->base.name, "the transport cannot fence "
+				  "node %u: resizes taken over rest on the move "
+				  "epochs and private regions alone", node);
+		return 0;
+	}
+	if (rc == -LOCO_EFENCED)
+		return rc;
+	if (rc) {
+		loco_warn(c->r->base.name, "fence of node %u (its resize lease "
+			  "ran out): %s; waiting", node, loco_strerror(rc));
+		return -EAGAIN;
+	}
+	RACE_INC(c, fences);
+	return 0;
+}
+
+/* rTX is about to steal a lock of thread slot OWNER (a descriptor's
+ * pre-lock whose lease ran out): its node is fenced first, within half a
+ * lease (our own pre-locks must not run out meanwhile); until that
+ * completes the lock stays its owner's (-EBUSY: wait as for a live one). */
+static int on_taking(void *arg, uint32_t owner)
+{
+	struct loco_race_client *c = arg;
+	uint32_t node = owner / c->r->o.threads_per_node;
+	if (node == loco_mgr_id(c->r->base.mgr) ||
+	    (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE))
+		return 0;
+	int rc = fence_one(c, node, LEASE_DRIFT_MS / 2);
+	return rc == -EAGAIN ? -EBUSY : rc;
+}
+
 void race_worker_hooks(struct loco_race_client *c)
 {
-	static const struct loco_rtx_hooks hooks = { .repaired = on_repaired };
+	static const struct loco_rtx_hooks hooks = {
+		.repaired = on_repaired, .taking = on_taking,
+	};
 	loco_rtx_set_hooks(c->w, &hooks, c);
 }
 
 int race_fence_owed(struct loco_race_client *c)
 {
-	struct loco_mgr *mgr = c->r->base.mgr;
 	if (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE) {
 		c->nowe = 0;
 		c->owe_lost = false;
@@ -753,27 +798,10 @@ int race_fence_owed(struct loco_race_client *c)
 		return -EAGAIN;
 	}
 	while (c->nowe) {
-		uint32_t node = c->owe[c->nowe - 1];
-		int rc = loco_fence_node(mgr, node, FENCE_TIMEOUT_MS);
-		if (rc == -EOPNOTSUPP) {
-			static _Atomic bool said;
-			/* Relaxed: a log-once flag. */
-			if (!atomic_exchange_explicit(&said, true,
-						      memory_order_relaxed))
-				loco_info(c->r->base.name, "the transport cannot "
-					  "fence node %u: resizes taken over rest "
-					  "on the move epochs and private regions "
-					  "alone", node);
-		} else if (rc == -LOCO_EFENCED) {
-			return rc;   /* we were fenced ourselves: stop */
-		} else if (rc) {
-			loco_warn(c->r->base.name, "fence of node %u (its resize "
-				  "lease ran out): %s; waiting", node,
-				  loco_strerror(rc));
-			return -EAGAIN;
-		}
+		int rc = fence_one(c, c->owe[c->nowe - 1], FENCE_TIMEOUT_MS);
+		if (rc)
+			return rc;
 		c->nowe--;
-		RACE_INC(c, fences);
 	}
 	return 0;
 }
