@@ -363,8 +363,10 @@ static int dlog_append(struct dlog *d, uint64_t seq)
 	return rc ? rc : dlog_persist(d);
 }
 
-/* The node is back: what it kept must hold every acknowledged record. */
-static int dlog_recover(struct dlog *d, uint64_t *seq)
+/* The node is back: what it kept must hold every acknowledged record,
+ * and no more than the one record that was IN_FLIGHT (made durable, its
+ * acknowledgement cut off by the outage: durable, it counts from now). */
+static int dlog_recover(struct dlog *d, bool in_flight, uint64_t *seq)
 {
 	uint64_t commit = 0;
 	int rc = loco_peer_wait(d->c->mgr, d->log.node, 30000);
@@ -374,7 +376,12 @@ static int dlog_recover(struct dlog *d, uint64_t *seq)
 	CHECK(commit >= d->acked, "acknowledged record %llu lost: the durable "
 	      "commit word says %llu", (unsigned long long)d->acked,
 	      (unsigned long long)commit);
+	CHECK(commit <= d->acked + in_flight, "the durable commit word says "
+	      "%llu after %llu records acknowledged (%s in flight)",
+	      (unsigned long long)commit, (unsigned long long)d->acked,
+	      in_flight ? "one" : "none");
 	d->outages++;
+	d->acked = commit;
 	*seq = commit;
 	return 0;
 }
@@ -386,12 +393,7 @@ static int dlog_recover(struct dlog *d, uint64_t *seq)
 static int dlog_wait_up(struct dlog *d)
 {
 	uint64_t commit;
-	if (dlog_recover(d, &commit))
-		return 1;
-	CHECK(commit == d->acked, "after the restart the commit word says "
-	      "%llu, and %llu records were acknowledged",
-	      (unsigned long long)commit, (unsigned long long)d->acked);
-	return 0;
+	return dlog_recover(d, false, &commit);
 }
 
 /* Until every compute node's log on the memory node commits 64 records;
@@ -455,7 +457,7 @@ static int durable_log(struct ctx *c, double secs, bool skip_persist)
 		}
 		CHECK(rc == -LOCO_EDOWN, "record %llu: %s", (unsigned long long)seq + 1,
 		      loco_strerror(rc));
-		if (dlog_recover(&d, &seq))
+		if (dlog_recover(&d, true, &seq))
 			return 1;
 	}
 	uint64_t commit = 0;
