@@ -761,17 +761,23 @@ static int fence_one(struct loco_race_client *c, uint32_t node, int ms)
 }
 
 /* rTX is about to steal a lock of thread slot OWNER (a descriptor's
- * pre-lock whose lease ran out): its node is fenced first, within half a
- * lease (our own pre-locks must not run out meanwhile); until that
- * completes the lock stays its owner's (-EBUSY: wait as for a live one). */
-static int on_taking(void *arg, uint32_t owner)
+ * pre-lock whose lease ran out): its node is fenced first; until that
+ * completes the lock stays its owner's (-EBUSY: wait as for a live one).
+ * HOLDING (our transaction holds pre-locks): the fence waits at most half
+ * a lease, so that ours do not run out meanwhile. Else (lock_desc's
+ * first access: the usual case) it waits the fence's full timeout: a
+ * waiter holding nothing is bounded by no lease, and one try then
+ * outlasts a target stalled by a loaded host, or stopped a while (a
+ * fence that failed would only be tried again). */
+static int on_taking(void *arg, uint32_t owner, bool holding)
 {
 	struct loco_race_client *c = arg;
 	uint32_t node = owner / c->r->o.threads_per_node;
 	if (node == loco_mgr_id(c->r->base.mgr) ||
 	    (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE))
 		return 0;
-	int rc = fence_one(c, node, LEASE_DRIFT_MS / 2);
+	int rc = fence_one(c, node, holding ? LEASE_DRIFT_MS / 2 :
+			   FENCE_TIMEOUT_MS);
 	return rc == -EAGAIN ? -EBUSY : rc;
 }
 

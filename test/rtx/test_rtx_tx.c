@@ -852,18 +852,20 @@ START_TEST(repair_tells_hook_the_owner)
 }
 END_TEST
 
-/* The taking hook is asked before a steal, with the holder's slot: while
- * it refuses (a fence that did not complete), the expired lock stays the
- * holder's, nothing is repaired and the read waits as for a live lease;
- * once it agrees, the steal goes on. */
-static unsigned asked, asked_other;
+/* The taking hook is asked before a steal, with the holder's slot and
+ * whether the asking transaction holds pre-locks (how long the hook may
+ * wait): while it refuses (a fence that did not complete), the expired
+ * lock stays the holder's, nothing is repaired and the read waits as for
+ * a live lease; once it agrees, the steal goes on. */
+static unsigned asked, asked_other, asked_holding;
 static int take_verdict;
 
-static int ask_take(void *arg, uint32_t owner)
+static int ask_take(void *arg, uint32_t owner, bool holding)
 {
 	(void)arg;
 	asked++;
 	asked_other += owner != GHOST_SLOT;
+	asked_holding += holding;
 	return take_verdict;
 }
 
@@ -871,8 +873,9 @@ START_TEST(repair_steal_waits_for_taking_hook)
 {
 	static const struct loco_rtx_hooks h = { .taking = ask_take };
 	const uint64_t *p;
-	asked = asked_other = 0;
+	asked = asked_other = asked_holding = 0;
 	put(0, 5);
+	put(1, 6);
 	uint64_t lv = ghost_lockv(-100, true), d = word(0, RTX_DPTR_OFF);
 	set_word(0, RTX_LOCK_OFF, lv);
 	loco_rtx_set_hooks(w, &h, NULL);
@@ -885,6 +888,18 @@ START_TEST(repair_steal_waits_for_taking_hook)
 	ck_assert_uint_eq(word(0, RTX_DPTR_OFF), d);
 	ck_assert_uint_eq(stats().repairs, 0);
 	ck_assert_uint_ge(asked, 1);
+	ck_assert_uint_eq(asked_holding, 0);   /* first access: holds nothing */
+	/* Asked with a pre-lock held: the hook is told so. */
+	unsigned before = asked;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(1)), 0);
+	rc = loco_rtx_read(w, obj(0), (const void **)&p);
+	loco_rtx_abort(w);
+	ck_assert_msg(rc == -EBUSY || rc == -EAGAIN, "read: %d", rc);
+	ck_assert_uint_gt(asked, before);
+	ck_assert_uint_eq(asked_holding, asked - before);
+	ck_assert_uint_eq(word(0, RTX_LOCK_OFF), lv);
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
 	take_verdict = 0;
 	ck_assert_int_eq(get(0), 5);
 	loco_rtx_set_hooks(w, NULL, NULL);
