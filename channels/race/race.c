@@ -789,6 +789,11 @@ void race_worker_hooks(struct loco_race_client *c)
 	loco_rtx_set_hooks(c->w, &hooks, c);
 }
 
+bool race_fence_pending(const struct loco_race_client *c)
+{
+	return c->nowe || c->owe_lost;
+}
+
 int race_fence_owed(struct loco_race_client *c)
 {
 	if (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE) {
