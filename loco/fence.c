@@ -369,6 +369,15 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 		free(rep[t].p);
 		if (rc && target_gone(mgr, t, rc))
 			continue;
+		if (rc == -LOCO_EFENCED && !loco_self_fenced(mgr)) {
+			/* Not about us: T's own incarnation is fenced here
+			 * (its hello refused), but while it runs its memory
+			 * may still execute NODE's ops: wait until T is gone,
+			 * as for a target that does not answer. */
+			rc = -EAGAIN;
+			snprintf(msg, sizeof(msg), "node %u is fenced itself "
+				 "and not gone yet", t);
+		}
 		if (rc && !first)
 			first = rc;
 		if (rc)

@@ -1003,8 +1003,11 @@ int64_t loco_lease_skew_ns(uint64_t now_ns);
  * mid-op), -LOCO_EDOWN (a memory node is down: it must be back first),
  * -EINVAL (NODE is this node or not in the hosts file), -ENOTCONN (no
  * node has met any incarnation of NODE yet), -EOPNOTSUPP (the
- * transport cannot fence), or another -errno: then the caller must not
- * act for NODE; it waits and tries again later.
+ * transport cannot fence), -EAGAIN (a target is fenced itself but still
+ * runs: its memory may still execute NODE's ops until it is gone), or
+ * another -errno: then the caller must not act for NODE; it waits and
+ * tries again later. -LOCO_EFENCED only when this node is fenced
+ * (loco_self_fenced).
  * Caller: any thread. */
 int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms);
 

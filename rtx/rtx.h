@@ -126,6 +126,16 @@ struct loco_rtx_hooks {
 	 * caller tell repairs for the dead from takeovers of a slow live
 	 * holder (slot = node id * threads per node + index). */
 	void (*repaired)(void *arg, uint32_t owner);
+	/* Before a repair steals a lock of thread slot OWNER (a no-log lock,
+	 * or one whose log moved on, whose lease ran out): 0 lets it; else
+	 * the lock stays OWNER's and the repair returns that error, -EBUSY
+	 * as for a live lease (say, a fence of OWNER's node that did not
+	 * complete: act only for a fenced holder). HOLDING: the caller's
+	 * open transaction holds pre-locks, whose leases run on while the
+	 * hook waits (answer well within drift_ms); false: it holds no lock
+	 * (at its first access, or repairing after its transaction closed),
+	 * so the hook's wait costs the caller time only. */
+	int (*taking)(void *arg, uint32_t owner, bool holding);
 };
 
 /* Result of loco_rtx_audit: data blocks per state, all hosting nodes. */

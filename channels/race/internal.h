@@ -382,6 +382,8 @@ void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
  * -EAGAIN: the caller must not act for them yet (it waits and tries
  * again); -LOCO_EFENCED when this node was fenced itself. */
 int race_fence_owed(struct loco_race_client *c);
+/* Whether a fence is owed (race_fence_owed has work). */
+bool race_fence_pending(const struct loco_race_client *c);
 /* Set the client worker's rTX hooks (the repairs it must fence for). */
 void race_worker_hooks(struct loco_race_client *c);
 /* Re-read the descriptors on H1's chain (one per depth). */

@@ -106,29 +106,34 @@ static struct loco_rregion desc_rr(const struct loco_race *r,
 				      .len = r->st_bytes };
 }
 
-/* Begin a transaction holding descriptor S's lock; *D its value (a copy). */
+/* Begin a transaction holding descriptor S's lock; *D its value (a copy).
+ * A holder whose transaction rTX repaired on the way (its lease ran out)
+ * is fenced before we act on the subtable (its late ops must not land):
+ * with our lock released, since a fence may wait past our own lease
+ * (the repair had freed the lock to anyone already), then we lock again. */
 static int lock_desc(struct loco_race_client *c, uint32_t s,
 		     struct race_desc *d)
 {
-	const struct race_desc *v = NULL;
 	loco_raddr_t obj = race_desc_obj(c->r, s);
-	int rc = loco_rtx_begin(c->w);
-	if (rc)
-		return rc;
-	rc = loco_rtx_lock(c->w, obj);
-	if (!rc)
-		rc = loco_rtx_read(c->w, obj, (const void **)&v);
-	/* A lock rTX took from an expired holder: that holder is fenced
-	 * before we act on the subtable (its late ops must not land). */
-	if (!rc)
-		rc = race_fence_owed(c);
-	if (rc) {
+	for (;;) {
+		const struct race_desc *v = NULL;
+		int rc = loco_rtx_begin(c->w);
+		if (rc)
+			return rc;
+		rc = loco_rtx_lock(c->w, obj);
+		if (!rc)
+			rc = loco_rtx_read(c->w, obj, (const void **)&v);
+		if (!rc && !race_fence_pending(c)) {
+			*d = v ? *v : (struct race_desc){ 0, 0 };
+			c->renew_ns = loco_now_ns();
+			return 0;
+		}
 		loco_rtx_abort(c->w);
-		return rc == -EBUSY ? -EAGAIN : rc;
+		if (!rc)
+			rc = race_fence_owed(c);
+		if (rc)
+			return rc == -EBUSY ? -EAGAIN : rc;
 	}
-	*d = v ? *v : (struct race_desc){ 0, 0 };
-	c->renew_ns = loco_now_ns();
-	return 0;
 }
 
 static int commit_descs(struct loco_race_client *c, uint32_t s1,
