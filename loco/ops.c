@@ -1031,6 +1031,26 @@ static void batch_guard_exit(struct loco_thread_hot *h, uint64_t guarded)
 		loco_guard_exit(h->direct[__builtin_ctzll(m)].mark);
 }
 
+/* Execute OP of an inline batch at its peer's mapping (the peer checked
+ * up, the guard's mark raised when OP writes), count it and note its
+ * placement. */
+static inline void exec_op(struct loco_thread *thr,
+			   const struct loco_batch_op *op)
+{
+	struct loco_thread_hot *h = &thr->hot;
+	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
+		(h->direct_base[op->peer] + op->arena_off);
+	if (op->len == 8) {
+		loco_direct_exec(w, op->opcode, op->local, op->compare,
+				 op->operand);
+		loco_hot_add(&h->batched_ops[op->opcode], 1);
+	} else {
+		loco_direct_copy(w, op->opcode, op->local, op->len);
+		count_op(h, op->opcode, op->len);
+	}
+	sync_placed(thr, op->peer, op->opcode == LOCO_OP_WRITE);
+}
+
 /* Execute the batch's ops, each under its peer's mark raised once for
  * the whole batch (batch_guard_enter succeeded): B->n, or the index of
  * the first op whose peer went down meanwhile (those before it ran). */
@@ -1043,17 +1063,7 @@ static unsigned batch_exec_guarded(struct loco_batch *b)
 		if (!atomic_load_explicit(&h->direct_words[op->peer],
 					  memory_order_relaxed))
 			return i;
-		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(h->direct_base[op->peer] + op->arena_off);
-		if (op->len == 8) {
-			loco_direct_exec(w, op->opcode, op->local, op->compare,
-					 op->operand);
-			loco_hot_add(&h->batched_ops[op->opcode], 1);
-		} else {
-			loco_direct_copy(w, op->opcode, op->local, op->len);
-			count_op(h, op->opcode, op->len);
-		}
-		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
+		exec_op(b->thr, op);
 	}
 	return b->n;
 }
@@ -1092,24 +1102,14 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		if (!atomic_load_explicit(&h->direct_words[op->peer],
 					  memory_order_relaxed))
 			return batch_refused(b, i, doorbells, ack);
-		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(h->direct_base[op->peer] + op->arena_off);
 		const struct loco_direct_qp *d = &h->direct[op->peer];
 		bool guarded = op->opcode != LOCO_OP_READ;
 		if (guarded && !loco_guard_enter(d->mark, d->fenced,
 						 h->incarnation))
 			return batch_refused(b, i, doorbells, ack);
-		if (op->len == 8) {
-			loco_direct_exec(w, op->opcode, op->local, op->compare,
-					 op->operand);
-			loco_hot_add(&h->batched_ops[op->opcode], 1);
-		} else {
-			loco_direct_copy(w, op->opcode, op->local, op->len);
-			count_op(h, op->opcode, op->len);
-		}
+		exec_op(b->thr, op);
 		if (guarded)
 			loco_guard_exit(d->mark);
-		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
 	}
 done:
 	loco_hot_add(&h->doorbells, doorbells);
