@@ -7,9 +7,11 @@
  *      every object is on the log's node (one QP places the log and data
  *      before any lock names them), the lock CASes, each followed on its
  *      QP by a 16-byte READ of the TXObj (the data pointer is current
- *      while we hold the lock); the read set validation READs ride along
- *      too, since the QP orders them after the locks. Objects on other
- *      nodes: the WRITEs are posted and thread-fenced first.
+ *      while we hold the lock) unless the object's first READ was whole
+ *      (loco_rtx_meta_whole: the CAS itself then proves the pointer
+ *      current); the read set validation READs ride along too, since
+ *      the QP orders them after the locks. Objects on other nodes: the
+ *      WRITEs are posted and thread-fenced first.
  *  (1b read set validation when objects span nodes: after all locks)
  *   2  CAS INIT -> DOING: the commit point; a repairer that CASes
  *      INIT -> ABORT first wins, and the owner aborts
@@ -270,11 +272,13 @@ static uint64_t lock_expect(const struct rtx_rent *r)
 	return r->prelock ? r->prelock : r->lock;
 }
 
-/* Lock CAS + TXObj READ per written object (the READ, after the CAS on
- * the same QP, sees our lock and the current data pointer). A pre-locked
- * object needs no READ: the pre-lock's READ found the pointer current,
- * and a conversion CAS that finds our pre-lock word proves nobody held
- * the object since (OPT1 keeps the pre-lock as it is: no CAS either). */
+/* Lock CAS per written object, with a TXObj READ behind it (same QP: it
+ * sees our lock and the current data pointer) unless the first READ was
+ * whole (loco_rtx_meta_whole: then the CAS, succeeding from that
+ * version, proves the pointer current). A pre-locked object needs no
+ * READ: the pre-lock's READ found the pointer current, and a conversion
+ * CAS that finds our pre-lock word proves nobody held the object since
+ * (OPT1 keeps the pre-lock as it is: no CAS either). */
 static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	for (unsigned i = 0; i < w->nw; i++) {
@@ -286,7 +290,8 @@ static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 			       w->lockv, &e->lock_old);
 		else
 			e->lock_old = r->prelock;
-		e->reread = !r->prelock;
+		e->reread = !r->prelock &&
+			    !loco_rtx_meta_whole(r->lock, r->dptr);
 		if (e->reread)
 			bt_read(bt, m, obj_off(r, 0), r->vmeta, RTX_META_LEN);
 	}

@@ -107,7 +107,8 @@ struct rtx_went {
 	uint64_t new_dptr;
 	uint64_t lock_old;         /* lock CAS result */
 	bool reread;               /* the lock round READs the TXObj back (not
-				    * for a pre-lock: its READ came with it) */
+				    * for a pre-lock: its READ came with it;
+				    * nor after a whole first READ) */
 	uint64_t cas_old[2];       /* install / release CAS results */
 	uint8_t *data;
 };

@@ -592,6 +592,70 @@ START_TEST(opt2_round_trips)
 }
 END_TEST
 
+/* The lock round READs a TXObj back only when its first READ was not
+ * whole (loco_rtx_meta_whole). Objects 3 and 4 both whole: the logged
+ * commit READs nothing back; object 4 released by a repairer (a fresh
+ * version, for good): READ back. */
+START_TEST(whole_first_read_not_read_back)
+{
+	const uint64_t *p;
+	struct loco_stats s0, d;
+	uint64_t v = 7;
+	put(3, 30);
+	put(4, 40);
+	w->hwm_ms = UINT64_MAX / 2;   /* no high-water WRITE in the counts */
+	for (unsigned round = 0; round < 3; round++) {
+		ck_assert_int_eq(loco_rtx_begin(w), 0);
+		ck_assert_int_eq(loco_rtx_read(w, obj(3), (const void **)&p), 0);
+		ck_assert_int_eq(loco_rtx_read(w, obj(4), (const void **)&p), 0);
+		ck_assert(loco_rtx_meta_whole(w->rs[0].lock, w->rs[0].dptr));
+		ck_assert(loco_rtx_meta_whole(w->rs[1].lock, w->rs[1].dptr) ==
+			  (round == 0));
+		ck_assert_int_eq(loco_rtx_write(w, obj(3), &v), 0);
+		ck_assert_int_eq(loco_rtx_write(w, obj(4), &v), 0);
+		loco_thread_stats(thr, &s0);
+		ck_assert_int_eq(loco_rtx_commit(w), 0);
+		d = delta(&s0);
+		ck_assert_uint_eq(d.reads, (round == 0 ? 0u : 1u));
+		ck_assert_uint_eq(d.writes, 3);
+		ck_assert_uint_eq(d.cas, 8);
+		if (round == 0)   /* as a repairer's release leaves it */
+			set_word(4, RTX_LOCK_OFF, rtx_fresh_version(w));
+	}
+	ck_assert_int_eq(get(4), 7);
+}
+END_TEST
+
+/* A first READ of object 3 torn across a commit (its lock word from
+ * after the commit, its pointer from before, made here by rewriting the
+ * read set) is not whole, so the lock round READs it back and the
+ * transaction aborts. Without that READ the lock CAS succeeds from the
+ * newer version, the install CAS fails after the commit point, and only
+ * object 4 changes. */
+START_TEST(torn_first_read_caught)
+{
+	const uint64_t *p;
+	uint64_t v = 8;
+	put(3, 30);
+	put(4, 40);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(3), (const void **)&p), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(4), (const void **)&p), 0);
+	uint64_t d3 = word(3, RTX_DPTR_OFF);
+	set_word(3, RTX_DPTR_OFF, loco_rtx_dptr_next(d3, ghost_block(0, 99)));
+	set_word(3, RTX_LOCK_OFF, word(3, RTX_LOCK_OFF) + 1);  /* a commit */
+	w->rs[0].lock = word(3, RTX_LOCK_OFF);                 /* torn */
+	ck_assert(!loco_rtx_meta_whole(w->rs[0].lock, w->rs[0].dptr));
+	ck_assert_int_eq(loco_rtx_write(w, obj(3), &v), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(4), &v), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_int_eq(get(3), 99);
+	ck_assert_int_eq(get(4), 40);
+	ck_assert(!loco_lllock_is_locked(word(3, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
+}
+END_TEST
+
 /* Renewal moves every pre-lock to a later lease and keeps it usable by
  * the commit; a stolen pre-lock makes it -EAGAIN. */
 START_TEST(opt2_renew)
@@ -1278,6 +1342,8 @@ static Suite *suite(void)
 	tcase_add_test(t, concurrent_counters);
 	tcase_add_test(t, opt2_prelock);
 	tcase_add_test(t, opt2_round_trips);
+	tcase_add_test(t, whole_first_read_not_read_back);
+	tcase_add_test(t, torn_first_read_caught);
 	tcase_add_test(t, opt2_renew);
 	tcase_add_test(t, peek_values);
 	tcase_add_test(t, opt2_delegate_and_validate);
