@@ -3,7 +3,8 @@
  * owners and repairers.
  *
  * Logged commit, per round trip:
- *   1  new data WRITEs + log WRITE (INIT) and, in the same doorbell when
+ *   1  new data WRITEs (one per run of new blocks in a row,
+ *      rtx_alloc_run) + log WRITE (INIT) and, in the same doorbell when
  *      every object is on the log's node (one QP places the log and data
  *      before any lock names them), the lock CASes, each followed on its
  *      QP by a 16-byte READ of the TXObj (the data pointer is current
@@ -168,8 +169,29 @@ static void free_blocks(struct loco_rtx_worker *w)
 	}
 }
 
+/* A run of blocks for the whole write set when it is on one node (one
+ * data WRITE, post_data), else one block per object. */
+static bool alloc_run(struct loco_rtx_worker *w)
+{
+	uint32_t ni = w->rs[w->ws[0].ri].ni;
+	uint64_t first;
+	for (unsigned i = 1; i < w->nw; i++)
+		if (w->rs[w->ws[i].ri].ni != ni)
+			return false;
+	if (rtx_alloc_run(w, ni, w->nw, &first))
+		return false;
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		e->block = first + i;
+		e->new_dptr = loco_rtx_dptr_next(w->rs[e->ri].dptr, e->block);
+	}
+	return true;
+}
+
 static int alloc_blocks(struct loco_rtx_worker *w)
 {
+	if (w->nw > 1 && alloc_run(w))
+		return 0;
 	for (unsigned i = 0; i < w->nw; i++) {
 		struct rtx_went *e = &w->ws[i];
 		const struct rtx_rent *r = &w->rs[e->ri];
@@ -183,14 +205,22 @@ static int alloc_blocks(struct loco_rtx_worker *w)
 	return 0;
 }
 
+/* The new data: one WRITE per run of written objects whose new blocks
+ * follow each other on one node. The write set's buffers lie apart by
+ * the block length (worker_alloc), as the blocks do, so a run's source
+ * is one range too (the padding between values is zero). */
 static void post_data(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	const struct loco_rtx *x = w->x;
-	for (unsigned i = 0; i < w->nw; i++) {
+	unsigned j;
+	for (unsigned i = 0; i < w->nw; i = j) {
 		const struct rtx_went *e = &w->ws[i];
-		const struct rtx_rent *r = &w->rs[e->ri];
-		bt_write(bt, &x->node[r->ni].data, e->block * x->block_len,
-			 e->data, x->o.data_len);
+		uint32_t ni = w->rs[e->ri].ni;
+		for (j = i + 1; j < w->nw && w->rs[w->ws[j].ri].ni == ni &&
+		     w->ws[j].block == w->ws[j - 1].block + 1; j++)
+			;
+		bt_write(bt, &x->node[ni].data, e->block * x->block_len, e->data,
+			 (j - i - 1) * x->block_len + x->o.data_len);
 	}
 }
 
