@@ -115,6 +115,10 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
+	atomic_init(&l->waits, 0);
+	atomic_init(&l->polls, 0);
+	atomic_init(&l->yields, 0);
+	atomic_init(&l->naps, 0);
 	atomic_init(&l->seen, 0);
 }
 
@@ -196,7 +200,20 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	pthread_mutex_lock(&l->mu);
 	*out = l->st;
 	pthread_mutex_unlock(&l->mu);
-	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed); /* a counter */
+	/* Relaxed: counters. */
+	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed);
+	out->waits = atomic_load_explicit(&l->waits, memory_order_relaxed);
+	out->polls = atomic_load_explicit(&l->polls, memory_order_relaxed);
+	out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
+	out->naps = atomic_load_explicit(&l->naps, memory_order_relaxed);
+}
+
+/* Add N to one of the local owner's counters (one writer at a time). */
+static void owner_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Relaxed: a counter; ownership passes with acquire and release. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
 }
 
 /* ---- remote words (the local owner's) ---------------------------------- */
@@ -420,11 +437,7 @@ static void hold(struct loco_ticket_lock *l, uint64_t t)
 	l->streak = 0;
 	/* The clock only where turns are timed: see released. */
 	l->held_ns = l->contended ? loco_now_ns() : 0;
-	/* Relaxed: a counter; its one writer at a time is the local owner. */
-	atomic_store_explicit(&l->acquires,
-			      atomic_load_explicit(&l->acquires,
-						   memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	owner_add(&l->acquires, 1);
 }
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
@@ -462,26 +475,32 @@ static bool handover(struct loco_ticket_lock *l)
  * line spins briefly, then yields, but naps while the holder that began
  * at MOVED_NS is probably in the first half of its turn; the others nap
  * until their turn is near. Naps shorter than NAP_MIN_NS yield instead
- * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. True if
- * it only spun (no system call). */
-static bool wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
-		      unsigned *spins)
+ * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. Returns
+ * what it did: STEP_SPUN (no system call), STEP_YIELDED or STEP_NAPPED. */
+enum { STEP_SPUN, STEP_YIELDED, STEP_NAPPED };
+
+static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
+		     unsigned *spins)
 {
 	uint64_t ns = (d - 1) * l->serve_ns;
-	if (d == 1 && moved_ns) {
+	/* The clock only when half a turn could reach a nap (else ns stays
+	 * below NAP_MIN_NS anyway): on shm a turn is a microsecond, and a
+	 * clock read in a VM can cost more than a poll. */
+	if (d == 1 && moved_ns && l->serve_ns / 2 >= NAP_MIN_NS) {
 		uint64_t now = loco_now_ns(), half = moved_ns + l->serve_ns / 2;
 		ns = now < half ? half - now : 0;
 	}
 	if (ns >= NAP_MIN_NS) {
 		struct timespec ts = { 0, (long)(ns < NAP_MAX_NS ? ns : NAP_MAX_NS) };
 		nanosleep(&ts, NULL);
-	} else if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
-		loco_cpu_relax();
-		return true;
-	} else {
-		sched_yield();
+		return STEP_NAPPED;
 	}
-	return false;
+	if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
+		loco_cpu_relax();
+		return STEP_SPUN;
+	}
+	sched_yield();
+	return STEP_YIELDED;
 }
 
 /* Serving moved by N tickets in NS: fold it into serve_ns (1/4 weight). */
@@ -533,23 +552,44 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return 0;
 }
 
+/* Polls and yields of one wait. */
+struct wait_count {
+	bool waited;
+	uint64_t polls, yields, naps;
+};
+
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
- * the deadline, or an error. A ticket ahead that stays served without
+ * the deadline, or an error; counted into *C. FRESH: S was read behind
+ * this ticket's FAA; else S is this node's hint (it released last, or an
+ * older value), so serving is read at once: the distance from a stale S
+ * says nothing about the wait, and a yield or nap on it costs a system
+ * call where one READ would do (the other node took the lock since: a
+ * guess missed; a hint equal to T needs no READ: T is held). Only a
+ * ticket not served at that fresh look waits (and
+ * marks the lock contended: its turns are timed). A ticket ahead that stays served without
  * moving is checked for an abandoned mark now and then, and passed.
  * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
  * releaser fenced before its FAA). */
-static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t s, struct loco_wait *dl)
+static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
+		     uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl,
+		     struct wait_count *c)
 {
 	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
 	bool spun = false;
+	if (!fresh && s != t) {  /* s == t: a value serving had, so held */
+		int rc = loco_read(thr, l->serving_rr, 0, &s, 8);
+		if (rc)
+			return rc;
+		c->polls++;
+		seen_set(l, s);
+	}
 	/* When serving was last seen to move: at this node's release, if
 	 * the holder now is the one after it (who may have taken its ticket
 	 * later: an early bound of its turn's start, which paces the polls
 	 * but is not learned from). */
 	uint64_t moved_ns = s == l->ticket + 1 ? l->released_ns : 0;
 	bool seen_move = false;
-	l->contended = s != t;
+	l->contended = c->waited = s != t;
 	while (s != t) {
 		if (s > t) {
 			loco_err(l->base.name, "serving %llu passed ticket %llu",
@@ -572,7 +612,11 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 				check < PASS_POLLS_MAX ? 2 * check : check;
 			continue;
 		}
-		spun = wait_step(l, t - s, moved_ns, &spins);
+		int step = wait_step(l, t - s, moved_ns, &spins);
+		spun = step == STEP_SPUN;
+		c->yields += step == STEP_YIELDED;
+		c->naps += step == STEP_NAPPED;
+		c->polls++;
 		uint64_t now;
 		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
 		if (rc)
@@ -590,6 +634,21 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		seen_set(l, s);
 	}
 	return 1;
+}
+
+/* wait_poll, counted in the lock's stats when it had to poll. */
+static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
+		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
+{
+	struct wait_count c = { false, 0, 0, 0 };
+	int rc = wait_poll(l, thr, t, s, fresh, dl, &c);
+	owner_add(&l->polls, c.polls);
+	if (c.waited) {
+		owner_add(&l->waits, 1);
+		owner_add(&l->yields, c.yields);
+		owner_add(&l->naps, c.naps);
+	}
+	return rc;
 }
 
 /* T is marked abandoned; if serving reached T meanwhile, take the mark
@@ -668,11 +727,12 @@ static int ticket_reclaim(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return 1;
 }
 
-/* Wait for ticket T from serving S: 0 (held), -ETIMEDOUT or an error. */
+/* Wait for ticket T from serving S (FRESH: as wait_poll): 0 (held),
+ * -ETIMEDOUT or an error. */
 static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
-		       uint64_t t, uint64_t s, struct loco_wait *dl)
+		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
 {
-	int rc = wait_served(l, thr, t, s, dl);
+	int rc = wait_served(l, thr, t, s, fresh, dl);
 	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
 	if (!rc)
 		hold(l, t);
@@ -716,7 +776,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	uint64_t t = 0;
 	int rc = words_rr(l);
 	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 1)
-		return ticket_wait(l, thr, t, seen_get(l), dl);
+		return ticket_wait(l, thr, t, seen_get(l), false, dl);
 	if (rc)
 		return rc;
 	loco_batch_init(&b, thr);
@@ -724,7 +784,8 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	rc = loco_batch_post(&b, &ack);
 	if (!rc)
 		rc = loco_ack_wait(thr, &ack, -1);
-	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), dl);
+	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), a.read,
+				     dl);
 }
 
 /* Take ticket S if next == S; serving <= next and serving >= S (a value
@@ -852,7 +913,7 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	a->host_early = early || (a->read && a->serving == a->ticket);
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
-	rc = ticket_wait(l, thr, a->ticket, s, &dl);
+	rc = ticket_wait(l, thr, a->ticket, s, a->read, &dl);
 	if (rc) {
 		if (rc == -ETIMEDOUT)
 			count(l, &l->st.timeouts);

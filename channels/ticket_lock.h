@@ -118,6 +118,12 @@ struct loco_ticket_lock_stats {
 	uint64_t abandoned;  /* timed-out tickets left marked for a releaser */
 	uint64_t reclaimed;  /* abandoned tickets taken back by a lock attempt */
 	uint64_t skipped;    /* abandoned tickets this node's waiters passed */
+	uint64_t waits;      /* global acquires whose ticket was not served at
+			      * the first look (they polled serving) */
+	uint64_t polls;      /* READs of serving by waits, and by acquires that
+			      * had guessed from this node's hint and missed */
+	uint64_t yields;     /* sched_yields of those waits */
+	uint64_t naps;       /* their naps (200 us or more each) */
 };
 
 struct loco_tl_waiter;
@@ -160,8 +166,10 @@ struct loco_ticket_lock {
 	uint64_t held_ns, released_ns;
 	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
-	struct loco_ticket_lock_stats st;   /* under mu, but acquires: */
-	_Atomic uint64_t acquires;          /* global acquires (the owner's) */
+	struct loco_ticket_lock_stats st;   /* under mu, but these (the
+					     * local owner's, one at a time): */
+	_Atomic uint64_t acquires;          /* global acquires */
+	_Atomic uint64_t waits, polls, yields, naps;
 };
 static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 

@@ -297,7 +297,13 @@ static int apply_offer(struct loco_channel *ch, uint32_t peer,
 				 (unsigned long)e->len, peer, (unsigned long)d->len);
 			return -LOCO_EMISMATCH;
 		}
-		if (loco_peer_span(ch->mgr, peer, d->space, d->off, d->len)) {
+		int rc = loco_peer_span(ch->mgr, peer, d->space, d->off, d->len);
+		if (rc && rc != -EINVAL) {
+			snprintf(msg, msglen, "channel %s: node %u: %s", ch->name,
+				 peer, loco_strerror(rc));
+			return rc;
+		}
+		if (rc) {
 			snprintf(msg, msglen, "channel %s: node %u offered region "
 				 "'%s' outside its %s", ch->name, peer, e->name,
 				 d->space == LOCO_SPACE_ARENA ? "arena" :

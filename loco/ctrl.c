@@ -14,9 +14,11 @@
  *
  * HELLO / HELLO_ACK: u32 node id, str transport, u64 arena length, u64
  * device-memory length (0: none), bytes arena descriptor (the transport's:
- * for verbs also the node's RDMA address), u32 flags (LOCO_HELLO_*), u64
- * boot id (random per start), u64 durable image id (0: none); the ACK
- * adds u32 status and str message first. */
+ * for verbs also the node's RDMA address; for ucx made for the receiver's
+ * incarnation, so a client that learns the server's incarnation only from
+ * the ACK says hello again), u32 flags (LOCO_HELLO_*), u64 boot id
+ * (random per start), u64 durable image id (0: none); the ACK adds u32
+ * status and str message first. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -183,10 +185,35 @@ void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out)
 	memcpy(out->desc, mgr->desc, mgr->desc_len);
 }
 
-static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w)
+/* The incarnation of PEER this node knows, for the descriptor it sends
+ * PEER: 0 if none, or if it is fenced (it is given nothing). */
+static uint64_t hello_boot_of(struct loco_mgr *mgr, uint32_t peer)
+{
+	pthread_mutex_lock(&mgr->peer_lock);
+	uint64_t boot = mgr->peer_boot[peer];
+	if (loco_fenced_is(mgr, peer, boot))
+		boot = 0;
+	pthread_mutex_unlock(&mgr->peer_lock);
+	return boot;
+}
+
+/* This node's hello for incarnation BOOT of node PEER (0: not known): its
+ * arena descriptor is the one made for that incarnation alone where the
+ * transport makes one per peer (arena_desc_for). A failure sets W's
+ * error: nothing is sent. */
+static void hello_encode(struct loco_mgr *mgr, struct loco_wbuf *w,
+			 uint32_t peer, uint64_t boot)
 {
 	struct loco_hello h;
 	loco_hello_self(mgr, &h);
+	if (mgr->tp_ops->arena_desc_for) {
+		size_t len = sizeof(h.desc);
+		int rc = mgr->tp_ops->arena_desc_for(mgr->tp, peer, boot, h.desc,
+						     &len);
+		if (rc && !w->err)
+			w->err = rc;
+		h.desc_len = rc ? 0 : (uint16_t)len;
+	}
 	loco_put_u32(w, h.id);
 	loco_put_str(w, mgr->tp_ops->name);
 	loco_put_u64(w, h.arena_len);
@@ -228,9 +255,10 @@ static int hello_decode(struct loco_mgr *mgr, struct loco_rbuf *r,
 }
 
 /* Decode a peer's hello fields, check them, and hand its arena to the
- * transport. *FROM gets the peer id. MSG gets a reason on failure. */
+ * transport. *FROM gets the peer id, *BOOT its incarnation. MSG gets a
+ * reason on failure. */
 static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
-		       uint32_t *from, char *msg, size_t msglen)
+		       uint32_t *from, uint64_t *boot, char *msg, size_t msglen)
 {
 	struct loco_hello h;
 	int rc = hello_decode(mgr, r, &h, msg, msglen);
@@ -244,6 +272,7 @@ static int hello_apply(struct loco_mgr *mgr, struct loco_rbuf *r,
 		return rc;
 	}
 	*from = h.id;
+	*boot = h.boot_id;
 	return 0;
 }
 
@@ -459,15 +488,17 @@ static int conn_auth(struct loco_mgr *mgr, int fd, uint32_t peer,
 	return rc;
 }
 
-static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
-		      struct loco_sess *s, char *msg, size_t msglen,
-		      uint64_t deadline)
+/* One HELLO to PEER on FD, with the descriptor made for PEER's
+ * incarnation BOOT_FOR (0: not known); *BOOT gets PEER's from its answer. */
+static int conn_hello_once(struct loco_mgr *mgr, int fd, uint32_t peer,
+			   struct loco_sess *s, uint64_t boot_for, uint64_t *boot,
+			   char *msg, size_t msglen, uint64_t deadline)
 {
 	struct loco_wbuf w;
 	struct loco_msg_hdr h;
 	uint8_t *rep = NULL;
 	loco_wbuf_init(&w);
-	hello_encode(mgr, &w);
+	hello_encode(mgr, &w, peer, boot_for);
 	int rc = conn_call(fd, s, LOCO_MSG_HELLO, &w, LOCO_MSG_HELLO_ACK,
 			   LOCO_WIRE_MAX, &h, &rep, deadline);
 	loco_wbuf_fini(&w);
@@ -480,7 +511,7 @@ static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
 	if (rc == -LOCO_EFENCED)
 		loco_fenced_self(mgr, "a HELLO was refused");
 	if (!rc)
-		rc = hello_apply(mgr, &r, &from, msg, msglen);
+		rc = hello_apply(mgr, &r, &from, boot, msg, msglen);
 	if (!rc && from != peer) {
 		snprintf(msg, msglen, "node at %s:%u says it is node %u",
 			 mgr->hosts.node[peer].host, mgr->hosts.node[peer].port,
@@ -488,6 +519,23 @@ static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
 		rc = -LOCO_EPROTO;
 	}
 	free(rep);
+	return rc;
+}
+
+/* HELLO, and again if the first one's descriptor was made for another
+ * incarnation of PEER than the one that answered (or for none, not yet
+ * known): where descriptors are per peer (ucx: a credential per client
+ * incarnation), PEER reaches this node's memory only with the second. */
+static int conn_hello(struct loco_mgr *mgr, int fd, uint32_t peer,
+		      struct loco_sess *s, char *msg, size_t msglen,
+		      uint64_t deadline)
+{
+	uint64_t boot_for = hello_boot_of(mgr, peer), boot = 0;
+	int rc = conn_hello_once(mgr, fd, peer, s, boot_for, &boot, msg, msglen,
+				 deadline);
+	if (!rc && mgr->tp_ops->arena_desc_for && boot != boot_for)
+		rc = conn_hello_once(mgr, fd, peer, s, hello_boot_of(mgr, peer),
+				     &boot, msg, msglen, deadline);
 	return rc;
 }
 
@@ -558,6 +606,14 @@ bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd)
 	return dead;
 }
 
+void loco_ctrl_hangup(struct loco_mgr *mgr, uint32_t peer)
+{
+	struct loco_conn *c = &mgr->out[peer];
+	pthread_mutex_lock(&c->lock);
+	conn_drop(mgr, peer);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms,
 			bool quiet)
 {
@@ -612,9 +668,15 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 		free(rep);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* A memory node whose connection broke under a request is gone. */
-	if (rc == -ECONNRESET || rc == -EPIPE)
+	/* A memory node whose connection broke under a request is gone: the
+	 * request fails as every operation on it does then. Relaxed: a state
+	 * word, as in loco_peer_gone. */
+	if (rc == -ECONNRESET || rc == -EPIPE) {
 		loco_peer_down(mgr, peer, "a request found its connection closed");
+		if (atomic_load_explicit(&mgr->peer_state[peer],
+					 memory_order_relaxed) == LOCO_PEER_DOWN)
+			rc = -LOCO_EDOWN;
+	}
 	if (rc)
 		return rc;
 	*reply = rep;
@@ -838,7 +900,8 @@ static void serve_hello(struct server *sv, struct client *cl,
 		refuse(sv, cl, reply, -LOCO_EAUTH, msg);
 		return;
 	}
-	int rc = hello_apply(mgr, r, &from, msg, sizeof(msg));
+	uint64_t boot = 0;
+	int rc = hello_apply(mgr, r, &from, &boot, msg, sizeof(msg));
 	if (rc) {
 		loco_err("ctrl", "rejected a HELLO: %s", msg);
 	} else {
@@ -846,7 +909,8 @@ static void serve_hello(struct server *sv, struct client *cl,
 		cl->state = CL_READY;
 	}
 	put_status(reply, rc, msg);
-	hello_encode(mgr, reply);
+	/* A refused node is given no credential. */
+	hello_encode(mgr, reply, from, rc ? 0 : boot);
 }
 
 /* A request of an authenticated (or, insecure, hello'd) peer. */

@@ -4,7 +4,7 @@
  * one control-plane round trip to each (FENCE / FENCE_ACK); each target
  * records it, refuses its HELLOs and control requests, and has its
  * transport refuse its remote ops and wait until none is mid-execution.
- * Also the lease clock (LOCO_CLOCK_SKEW_MS).
+ * Also the lease clock (LOCO_CLOCK_SKEW_MS, LOCO_CLOCK_SKEW_FOR_MS).
  *
  * FENCE: u32 node, u64 incarnation (0: the fencer knows none), u32
  * timeout (ms, the target's wait for ops mid-execution). FENCE_ACK: u32
@@ -23,49 +23,125 @@
 
 /* ---- the lease clock ------------------------------------------------------- */
 
-/* LOCO_CLOCK_SKEW_MS in ns into *OUT: 0, or -EINVAL if malformed. */
-static int skew_parse(int64_t *out)
+/* When this process started (CLOCK_MONOTONIC, ns): the origin of
+ * LOCO_CLOCK_SKEW_FOR_MS. */
+static uint64_t start_ns;
+
+__attribute__((constructor)) static void lease_clock_start(void)
 {
-	const char *v = getenv("LOCO_CLOCK_SKEW_MS");
-	*out = 0;
+	start_ns = loco_now_ns();
+}
+
+/* Environment variable NAME as a whole number of milliseconds (negative
+ * allowed if NEG) into *MS: 0 (absent or empty: *MS = 0), else -EINVAL. */
+static int env_ms(const char *name, bool neg, int64_t *ms)
+{
+	const char *v = getenv(name);
+	*ms = 0;
 	if (!v || !*v)
 		return 0;
 	char *end;
 	errno = 0;
-	long long ms = strtoll(v, &end, 10);
-	if (errno || *end || ms > INT64_MAX / 1000000 || ms < INT64_MIN / 1000000)
+	long long x = strtoll(v, &end, 10);
+	if (errno || *end || (!neg && x < 0) || x > INT64_MAX / 1000000 ||
+	    x < INT64_MIN / 1000000)
 		return -EINVAL;
-	*out = (int64_t)ms * 1000000;
+	*ms = x;
 	return 0;
 }
 
-static int64_t skew_ns;
+/* The skew (ns) and until when it applies (CLOCK_MONOTONIC ns; UINT64_MAX:
+ * the whole run). */
+struct skew {
+	int64_t ns;
+	uint64_t until_ns;
+};
+
+/* LOCO_CLOCK_SKEW_MS and LOCO_CLOCK_SKEW_FOR_MS into *OUT: 0, or -EINVAL
+ * naming what is wrong in *WHY. */
+static int skew_parse(struct skew *out, const char **why)
+{
+	int64_t ms, for_ms;
+	*out = (struct skew){ 0, UINT64_MAX };
+	*why = "LOCO_CLOCK_SKEW_MS: expected an integer number of milliseconds "
+	       "(negative: the lease clock runs behind)";
+	if (env_ms("LOCO_CLOCK_SKEW_MS", true, &ms))
+		return -EINVAL;
+	*why = "LOCO_CLOCK_SKEW_FOR_MS: expected a positive integer number of "
+	       "milliseconds (how long the skew lasts from the process start)";
+	if (env_ms("LOCO_CLOCK_SKEW_FOR_MS", false, &for_ms))
+		return -EINVAL;
+	const char *f = getenv("LOCO_CLOCK_SKEW_FOR_MS");
+	if (f && *f && !for_ms)
+		return -EINVAL;
+	*why = "LOCO_CLOCK_SKEW_FOR_MS needs a non-zero LOCO_CLOCK_SKEW_MS (there "
+	       "is no skew to end)";
+	if (for_ms && !ms)
+		return -EINVAL;
+	out->ns = ms * 1000000;
+	if (for_ms)
+		out->until_ns = start_ns + (uint64_t)for_ms * 1000000u;
+	return 0;
+}
+
+static struct skew skew;
 static pthread_once_t skew_once = PTHREAD_ONCE_INIT;
 
 static void skew_load(void)
 {
-	if (skew_parse(&skew_ns))
-		skew_ns = 0;
+	const char *why;
+	if (skew_parse(&skew, &why))
+		skew = (struct skew){ 0, UINT64_MAX };
+}
+
+static const char *env_or_empty(const char *name)
+{
+	const char *v = getenv(name);
+	return v ? v : "";
 }
 
 int loco_lease_skew_check(void)
 {
-	int64_t ns;
-	int rc = skew_parse(&ns);
+	struct skew s;
+	const char *why;
+	int rc = skew_parse(&s, &why);
 	if (rc)
-		loco_err("mgr", "LOCO_CLOCK_SKEW_MS='%s': expected an integer "
-			 "number of milliseconds (negative: the lease clock runs "
-			 "behind)", getenv("LOCO_CLOCK_SKEW_MS"));
+		loco_err("mgr", "%s; got LOCO_CLOCK_SKEW_MS='%s', "
+			 "LOCO_CLOCK_SKEW_FOR_MS='%s'", why,
+			 env_or_empty("LOCO_CLOCK_SKEW_MS"),
+			 env_or_empty("LOCO_CLOCK_SKEW_FOR_MS"));
 	return rc;
+}
+
+/* Whether the end of the skew was logged. */
+static atomic_bool skew_end_told;
+
+int64_t loco_lease_skew_ns(uint64_t now_ns)
+{
+	pthread_once(&skew_once, skew_load);
+	if (now_ns < skew.until_ns)
+		return skew.ns;
+	/* Relaxed: only which reader logs the step, once. */
+	if (skew.ns &&
+	    !atomic_load_explicit(&skew_end_told, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(&skew_end_told, true,
+				      memory_order_relaxed))
+		loco_info("clock", "lease clock skew of %lld ms ended %llu ms "
+			  "after the start: the clock stepped %s to "
+			  "CLOCK_MONOTONIC", (long long)(skew.ns / 1000000),
+			  (unsigned long long)((skew.until_ns - start_ns) /
+					       1000000u),
+			  skew.ns > 0 ? "back" : "forward");
+	return 0;
 }
 
 uint64_t loco_lease_now_ns(void)
 {
-	pthread_once(&skew_once, skew_load);
 	uint64_t now = loco_now_ns();
-	if (skew_ns < 0 && now < (uint64_t)-skew_ns)
+	int64_t d = loco_lease_skew_ns(now);
+	if (d < 0 && now < (uint64_t)-d)
 		return 0;
-	return now + (uint64_t)skew_ns;
+	return now + (uint64_t)d;
 }
 
 /* ---- what this node knows ---------------------------------------------------- */
@@ -98,6 +174,20 @@ bool loco_fenced_is(struct loco_mgr *mgr, uint32_t node, uint64_t boot)
 		if (mgr->fenced[node][i] == boot)
 			return true;
 	return false;
+}
+
+bool loco_peer_fenced(struct loco_mgr *mgr, uint32_t node)
+{
+	if (node >= LOCO_MAX_NODES)
+		return false;
+	pthread_mutex_lock(&mgr->peer_lock);
+	uint64_t boot = mgr->peer_boot[node];
+	bool f = loco_fenced_is(mgr, node, boot);
+	pthread_mutex_unlock(&mgr->peer_lock);
+	/* Fenced in shared memory by another process (fence_direct): only
+	 * this node's fence state knows. */
+	return f || (boot && mgr->tp_ops->fenced_here &&
+		     mgr->tp_ops->fenced_here(mgr->tp, node, boot));
 }
 
 /* Remember NODE's BOOT as fenced (peer_lock held): true if it is new. */
@@ -279,6 +369,15 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 		free(rep[t].p);
 		if (rc && target_gone(mgr, t, rc))
 			continue;
+		if (rc == -LOCO_EFENCED && !loco_self_fenced(mgr)) {
+			/* Not about us: T's own incarnation is fenced here
+			 * (its hello refused), but while it runs its memory
+			 * may still execute NODE's ops: wait until T is gone,
+			 * as for a target that does not answer. */
+			rc = -EAGAIN;
+			snprintf(msg, sizeof(msg), "node %u is fenced itself "
+				 "and not gone yet", t);
+		}
 		if (rc && !first)
 			first = rc;
 		if (rc)

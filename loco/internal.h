@@ -248,6 +248,9 @@ struct loco_mgr {
 	uint64_t peer_back_image[LOCO_MAX_NODES];
 	uint64_t peer_back_len[LOCO_MAX_NODES];
 	bool peer_back[LOCO_MAX_NODES];       /* that hello arrived */
+	/* Went DOWN since the keeper last tried it: its old control
+	 * connection is closed before the next try (peer_lock). */
+	bool peer_hangup[LOCO_MAX_NODES];
 	/* Each peer's last hello, under peer_lock (a fail-over gives a
 	 * mirror's to the node it took over). */
 	struct loco_hello peer_hello[LOCO_MAX_NODES];
@@ -390,6 +393,9 @@ int loco_ctrl_reconnect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 /* Whether the connection to PEER, FD, hit its end (the peer's process is
  * gone); if so it is closed. */
 bool loco_ctrl_conn_dead(struct loco_mgr *mgr, uint32_t peer, int fd);
+/* Close the control connection to PEER, if any (the next request or
+ * reconnect dials again and says hello). */
+void loco_ctrl_hangup(struct loco_mgr *mgr, uint32_t peer);
 
 /* This node's hello. */
 void loco_hello_self(struct loco_mgr *mgr, struct loco_hello *out);
@@ -474,7 +480,9 @@ void loco_ropen_drop(struct loco_mgr *mgr, uint32_t node, const char *name,
 		     unsigned flags);
 
 /* fence.c (docs/ordering.md, "Fencing"). */
-/* LOCO_CLOCK_SKEW_MS is absent or an integer: 0, else -EINVAL (logged). */
+/* LOCO_CLOCK_SKEW_MS is absent or an integer and LOCO_CLOCK_SKEW_FOR_MS
+ * absent or a positive integer (with a non-zero skew): 0, else -EINVAL
+ * (logged). */
 int loco_lease_skew_check(void);
 /* The fences recorded here in an earlier life of this node in this run
  * (<run dir>/node<ID>.fenced). */

@@ -268,6 +268,9 @@ struct loco_direct_qp {
  * WRITE) of one doorbell, and a waited (synchronous) one a round trip;
  * loco_thread_stats adds them in. */
 struct loco_thread_hot {
+	/* First: an atomic load takes no displacement (GCC adds it to the
+	 * index), so at offset 0 a peer's word count is one load. */
+	_Atomic uint64_t direct_words[LOCO_MAX_NODES];
 	_Atomic uint64_t reads, writes, cas, faa, flushes;
 	_Atomic uint64_t bytes_read, bytes_written;
 	_Atomic uint64_t doorbells, rtts, fences;
@@ -275,10 +278,11 @@ struct loco_thread_hot {
 	_Atomic uint64_t batched_ops[4];  /* 8-byte direct ops of batches:
 					   * verbs (doorbells counted apart) */
 	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
+	uint64_t unwaited;    /* 1: ops posted since the last wait (RTT
+			       * count); a word, which one OR tests with
+			       * unplaced */
 	bool sync;            /* requests complete inside their post */
-	bool unwaited;        /* ops posted since the last wait (RTT count) */
 	uint64_t incarnation; /* this node's (the manager's boot id) */
-	_Atomic uint64_t direct_words[LOCO_MAX_NODES];
 	uint8_t *direct_base[LOCO_MAX_NODES];   /* read by the owner only */
 	struct loco_direct_qp direct[LOCO_MAX_NODES];
 };
@@ -288,11 +292,19 @@ static inline struct loco_thread_hot *loco_thread_hot(struct loco_thread *thr)
 	return (struct loco_thread_hot *)(void *)thr;
 }
 
-/* Single writer: a relaxed load and store, no read-modify-write. */
+/* Single writer: a relaxed load and store, no read-modify-write. On
+ * x86-64 one unlocked add to memory: its load and store are each a
+ * single-copy atomic aligned 8-byte access, which is all the relaxed
+ * pair promises a reader (the old value or the new one), in one
+ * instruction where the compiler emits three for the pair. */
 static inline void loco_hot_add(_Atomic uint64_t *c, uint64_t n)
 {
+#if defined(__x86_64__)
+	__asm__("addq %1, %0" : "+m"(*c) : "er"(n)); /* a counter, orders nothing */
+#else
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed); /* a counter, orders nothing */
+#endif
 }
 
 /* X rotated right by 3 bits: X / 8 if X is a multiple of 8, else at
@@ -355,11 +367,21 @@ static inline void loco_direct_count(struct loco_thread *thr, uint32_t peer,
 				     unsigned opcode, bool waited)
 {
 	struct loco_thread_hot *h = loco_thread_hot(thr);
+	uint64_t bit = UINT64_C(1) << peer;
 	loco_hot_add(&h->direct_ops[waited][opcode], 1);
+	if (opcode == LOCO_BATCH_READ && waited) {
+		/* A synchronous READ places its QP's WRITEs and is a wait;
+		 * usually there is neither to record: one test, no store. */
+		if (__builtin_expect((h->unplaced | h->unwaited) != 0, 0)) {
+			h->unplaced &= ~bit;
+			h->unwaited = 0;
+		}
+		return;
+	}
 	if (opcode == LOCO_BATCH_WRITE)
-		h->unplaced |= UINT64_C(1) << peer;
-	else if (h->unplaced)
-		h->unplaced &= ~(UINT64_C(1) << peer);
+		h->unplaced |= bit;
+	else if (__builtin_expect(h->unplaced != 0, 0))
+		h->unplaced &= ~bit;
 	h->unwaited = !waited;
 }
 
@@ -418,6 +440,10 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	bool guarded = opcode != LOCO_BATCH_READ;
 	if (guarded && !loco_guard_enter(d->mark, d->fenced, hg->incarnation))
 		return false;
+	/* Counted before it runs: then nothing stores between the result's
+	 * store to LOCAL and the caller's use of it, which the compiler
+	 * forwards from a register. */
+	loco_direct_count(thr, peer, opcode, waited);
 	if (len == 8) {
 		loco_direct_exec(w, opcode, local, compare, operand);
 	} else {
@@ -429,7 +455,6 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	}
 	if (guarded)
 		loco_guard_exit(d->mark);
-	loco_direct_count(thr, peer, opcode, waited);
 	if (ack)
 		ack->peers |= UINT64_C(1) << peer;
 	return true;
@@ -502,7 +527,7 @@ static inline int loco_ack_wait(struct loco_thread *thr,
 		return loco_ack_wait_slow(thr, ack, timeout_ms);
 	if (h->unwaited) {
 		loco_hot_add(&h->rtts, 1);
-		h->unwaited = false;
+		h->unwaited = 0;
 	}
 	return 0;
 }
@@ -611,6 +636,82 @@ static inline int loco_faa(struct loco_thread *thr,
 			   NULL))
 		return 0;
 	return loco_faa_slow(thr, rr, off, add, old);
+}
+
+/* ---- a region's words: the READ's checks made once ----------------------
+ * struct loco_words is one thread's handle on the 8-byte words of one
+ * region. loco_words_read(W, I, V) is loco_read(THR, RR, 8 * I, V, 8):
+ * the same value, errors, counters, round trips and ordering, but what
+ * depends on the region alone (its node and space, its READ access, the
+ * alignment and arena bound of its words) is checked once, by
+ * loco_words_init. Each READ then checks only its index against the
+ * region's words and, in one compare, that this thread still reaches the
+ * peer's arena as far as the region's end (a restart, a death or a fence
+ * clears that, as for loco_read: the READ then goes out of line). On a
+ * transport without the inline path, or for a descriptor it does not
+ * take, every READ is loco_read's out-of-line path. */
+struct loco_words {
+	struct loco_thread *thr;
+	uint64_t n;         /* whole words of the region: its len / 8 */
+	uint64_t need;      /* the peer's word count (struct loco_thread_hot's
+			     * direct_words) that reaches word N - 1; above
+			     * any arena when the inline path never applies */
+	uint64_t at;        /* the arena offset of word 0 */
+	uint32_t peer;      /* RR's node (0 when never inline) */
+	struct loco_rregion rr;
+};
+
+/* Bind W to THR and the region RR describes (copied). Makes no remote
+ * op and cannot fail: what is wrong with RR, each READ reports (as
+ * loco_read would). Caller: the thread that owns THR, which alone may
+ * use W. */
+static inline void loco_words_init(struct loco_words *w,
+				   struct loco_thread *thr,
+				   const struct loco_rregion *rr)
+{
+	uint64_t node_space;
+	memcpy(&node_space, rr, 8);   /* as loco_direct_span */
+	bool direct = node_space < LOCO_MAX_NODES &&
+		      (rr->access & loco_op_access(LOCO_BATCH_READ)) &&
+		      rr->off >= LOCO_ARENA_FIRST && !(rr->off & 7) &&
+		      rr->len >= 8;
+	w->thr = thr;
+	w->n = rr->len / 8;
+	w->at = rr->off;
+	w->peer = direct ? (uint32_t)node_space : 0;
+	w->need = direct ? (rr->off - LOCO_ARENA_FIRST) / 8 + w->n : UINT64_MAX;
+	w->rr = *rr;
+}
+
+/* Word I of W's region into *V: loco_read(THR, RR, 8 * I, V, 8) (an I
+ * past the region: -EINVAL, as its offset past it; one whose offset
+ * overflows as offset UINT64_MAX).
+ * Ordering/Completion as loco_read. Caller: the thread that owns THR. */
+static inline int loco_words_read(const struct loco_words *w, uint64_t i,
+				  uint64_t *v)
+{
+	struct loco_thread_hot *h = loco_thread_hot(w->thr);
+	/* Relaxed: as loco_direct_span's load of the word count. */
+	if (__builtin_expect(i < w->n &&
+			     atomic_load_explicit(&h->direct_words[w->peer],
+						  memory_order_relaxed) >= w->need, 1)) {
+		loco_direct_count(w->thr, w->peer, LOCO_BATCH_READ, true);
+		const _Atomic uint64_t *word = (const _Atomic uint64_t *)(const void *)
+			(h->direct_base[w->peer] + w->at) + i;
+		/* Acquire: as the transport's READ (pairs with a WRITE's). */
+		*v = atomic_load_explicit(word, memory_order_acquire);
+		return 0;
+	}
+	/* Out of line through copies, so that neither W nor V escapes and
+	 * a caller's local handle and result can stay in registers. An I
+	 * whose offset overflows is past the region as UINT64_MAX is. */
+	struct loco_rregion rr = w->rr;
+	uint64_t t;
+	int rc = loco_read_slow(w->thr, &rr, i > UINT64_MAX / 8 ? UINT64_MAX :
+				8 * i, &t, 8);
+	if (!rc)
+		*v = t;
+	return rc;
 }
 
 /* Same operations addressed by a compact remote address (loco/raddr.h),
@@ -866,9 +967,20 @@ uint64_t loco_now_ns(void);
 /* The clock every lease, heartbeat and deadline reads: CLOCK_MONOTONIC
  * plus LOCO_CLOCK_SKEW_MS (an integer, negative allowed: this node's lease
  * clock runs that far ahead or behind; loco-run --clock-skew sets it),
- * read once. loco_mgr_create refuses a malformed value (-EINVAL, logged);
- * here a malformed value counts as 0. Never below 0. Caller: any thread. */
+ * read once. With LOCO_CLOCK_SKEW_FOR_MS (a positive integer) the skew
+ * lasts that many ms from the process start, then the clock steps back
+ * to CLOCK_MONOTONIC as an NTP step would: a reader must not assume it
+ * never goes back (a deadline now + T set before a backward step of S ms
+ * comes up to S ms late, one before a forward step that much early;
+ * docs/api.md, "lease clock"). loco_mgr_create refuses a malformed value
+ * (-EINVAL, logged); here a malformed value counts as no skew. Never
+ * below 0. Caller: any thread. */
 uint64_t loco_lease_now_ns(void);
+
+/* The lease clock's skew (ns, negative: behind) at CLOCK_MONOTONIC time
+ * NOW_NS: for a clock other than CLOCK_MONOTONIC that must be moved alike
+ * (rTX's CLOCK_REALTIME leases). Caller: any thread. */
+int64_t loco_lease_skew_ns(uint64_t now_ns);
 
 /* Fence node NODE's current incarnation at every node that hosts memory
  * it can reach: one control-plane round trip to each, sent in parallel.
@@ -891,8 +1003,11 @@ uint64_t loco_lease_now_ns(void);
  * mid-op), -LOCO_EDOWN (a memory node is down: it must be back first),
  * -EINVAL (NODE is this node or not in the hosts file), -ENOTCONN (no
  * node has met any incarnation of NODE yet), -EOPNOTSUPP (the
- * transport cannot fence), or another -errno: then the caller must not
- * act for NODE; it waits and tries again later.
+ * transport cannot fence), -EAGAIN (a target is fenced itself but still
+ * runs: its memory may still execute NODE's ops until it is gone), or
+ * another -errno: then the caller must not act for NODE; it waits and
+ * tries again later. -LOCO_EFENCED only when this node is fenced
+ * (loco_self_fenced).
  * Caller: any thread. */
 int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms);
 
@@ -901,5 +1016,12 @@ int loco_fence_node(struct loco_mgr *mgr, uint32_t node, int timeout_ms);
  * stop (apps exit with status 3). Every later remote op fails with
  * -LOCO_EFENCED. Caller: any thread. */
 bool loco_self_fenced(struct loco_mgr *mgr);
+
+/* True if the incarnation of NODE this node last met is recorded fenced
+ * here (loco_fence_node, by any node, fences it at every node but NODE):
+ * that incarnation never acts again, e.g. never arrives at a barrier it
+ * had not reached. False if this node never met NODE.
+ * Caller: any thread. */
+bool loco_peer_fenced(struct loco_mgr *mgr, uint32_t node);
 
 #endif

@@ -277,7 +277,7 @@ static void rtt_mark(struct loco_thread *thr)
 {
 	if (thr->hot.unwaited) {
 		loco_hot_add(&thr->hot.rtts, 1);
-		thr->hot.unwaited = false;
+		thr->hot.unwaited = 0;
 	}
 }
 
@@ -622,7 +622,7 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 		count_op(&thr->hot, wr[i].opcode, wr[i].len);
 	thr->ticket += n;
 	loco_hot_add(&thr->hot.doorbells, 1);
-	thr->hot.unwaited = true;
+	thr->hot.unwaited = 1;
 	if (ack) {
 		ack->peers |= UINT64_C(1) << peer;
 		if (!thr->hot.sync)  /* sync: complete already, no ticket */
@@ -1005,18 +1005,95 @@ static int batch_refused(struct loco_batch *b, unsigned i, unsigned doorbells,
 	return loco_batch_post_slow(b, ack);
 }
 
+/* Raise the fence guard's mark at every peer in GUARDED (the peers of
+ * B's WRITEs and atomics) and check its fence line: true if B may
+ * execute them all (lower the marks with batch_guard_exit once they ran);
+ * false if a peer fenced this incarnation (no mark is left raised). One
+ * mark a peer covers all of B's ops to it: the fencer waits until every
+ * mark is down, so each op still executes under a mark raised before the
+ * line was checked (guard.h). */
+static bool batch_guard_enter(struct loco_thread_hot *h, uint64_t guarded)
+{
+	for (uint64_t m = guarded; m; m &= m - 1) {
+		const struct loco_direct_qp *d = &h->direct[__builtin_ctzll(m)];
+		if (loco_guard_enter(d->mark, d->fenced, h->incarnation))
+			continue;
+		for (uint64_t k = guarded & ~m; k; k &= k - 1)
+			loco_guard_exit(h->direct[__builtin_ctzll(k)].mark);
+		return false;
+	}
+	return true;
+}
+
+static void batch_guard_exit(struct loco_thread_hot *h, uint64_t guarded)
+{
+	for (uint64_t m = guarded; m; m &= m - 1)
+		loco_guard_exit(h->direct[__builtin_ctzll(m)].mark);
+}
+
+/* Execute OP of an inline batch at its peer's mapping (the peer checked
+ * up, the guard's mark raised when OP writes), count it and note its
+ * placement. */
+static inline void exec_op(struct loco_thread *thr,
+			   const struct loco_batch_op *op)
+{
+	struct loco_thread_hot *h = &thr->hot;
+	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
+		(h->direct_base[op->peer] + op->arena_off);
+	if (op->len == 8) {
+		loco_direct_exec(w, op->opcode, op->local, op->compare,
+				 op->operand);
+		loco_hot_add(&h->batched_ops[op->opcode], 1);
+	} else {
+		loco_direct_copy(w, op->opcode, op->local, op->len);
+		count_op(h, op->opcode, op->len);
+	}
+	sync_placed(thr, op->peer, op->opcode == LOCO_OP_WRITE);
+}
+
+/* Execute the batch's ops, each under its peer's mark raised once for
+ * the whole batch (batch_guard_enter succeeded): B->n, or the index of
+ * the first op whose peer went down meanwhile (those before it ran). */
+static unsigned batch_exec_guarded(struct loco_batch *b)
+{
+	struct loco_thread_hot *h = &b->thr->hot;
+	for (unsigned i = 0; i < b->n; i++) {
+		const struct loco_batch_op *op = &b->op[i];
+		/* Relaxed: as in loco_batch_post_direct. */
+		if (!atomic_load_explicit(&h->direct_words[op->peer],
+					  memory_order_relaxed))
+			return i;
+		exec_op(b->thr, op);
+	}
+	return b->n;
+}
+
 /* Every op added inline (a direct word, checked then; so a sync
  * transport): execute them in the order added (each peer's in post
- * order), one doorbell per peer, as the transport would. */
+ * order), one doorbell per peer, as the transport would. The fence
+ * guard's marks are raised once a batch; only when a peer refuses them
+ * do the ops go one by one, each under its own mark, so that those
+ * before the first refused op execute and the rest fail. */
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
 	unsigned doorbells = 0;
+	uint64_t marks = 0;
 	for (uint64_t m = b->peers; m; m &= m - 1, doorbells++)
 		/* Relaxed: see loco_direct_span. */
 		if (!atomic_load_explicit(&h->direct_words[__builtin_ctzll(m)],
 					  memory_order_relaxed))
 			return loco_batch_post_slow(b, ack);  /* a peer restarted */
+	for (unsigned i = 0; i < b->n; i++)
+		if (b->op[i].opcode != LOCO_OP_READ)
+			marks |= UINT64_C(1) << b->op[i].peer;
+	if (batch_guard_enter(h, marks)) {
+		unsigned ran = batch_exec_guarded(b);
+		batch_guard_exit(h, marks);
+		if (ran < b->n)  /* the peer went down: as below */
+			return batch_refused(b, ran, doorbells, ack);
+		goto done;
+	}
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
 		/* Relaxed: as above. The peer went down since the check
@@ -1025,27 +1102,18 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		if (!atomic_load_explicit(&h->direct_words[op->peer],
 					  memory_order_relaxed))
 			return batch_refused(b, i, doorbells, ack);
-		_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-			(h->direct_base[op->peer] + op->arena_off);
 		const struct loco_direct_qp *d = &h->direct[op->peer];
 		bool guarded = op->opcode != LOCO_OP_READ;
 		if (guarded && !loco_guard_enter(d->mark, d->fenced,
 						 h->incarnation))
 			return batch_refused(b, i, doorbells, ack);
-		if (op->len == 8) {
-			loco_direct_exec(w, op->opcode, op->local, op->compare,
-					 op->operand);
-			loco_hot_add(&h->batched_ops[op->opcode], 1);
-		} else {
-			loco_direct_copy(w, op->opcode, op->local, op->len);
-			count_op(h, op->opcode, op->len);
-		}
+		exec_op(b->thr, op);
 		if (guarded)
 			loco_guard_exit(d->mark);
-		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
 	}
+done:
 	loco_hot_add(&h->doorbells, doorbells);
-	h->unwaited = true;
+	h->unwaited = 1;
 	if (ack)
 		ack->peers |= b->peers;
 	b->n = 0;

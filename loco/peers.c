@@ -151,6 +151,7 @@ void loco_peer_down(struct loco_mgr *mgr, uint32_t peer, const char *why)
 		atomic_store_explicit(&mgr->peer_state[peer], LOCO_PEER_DOWN,
 				      memory_order_relaxed);
 		mgr->peer_back[peer] = false;
+		mgr->peer_hangup[peer] = true;
 		/* Relaxed: each thread's lock orders it before the clearing
 		 * of its inline words below (direct_open reads it under that
 		 * lock after setting the words). */
@@ -364,6 +365,15 @@ static void peer_try(struct loco_mgr *mgr, uint32_t peer)
 			route_install(mgr, peer, to);
 		return;
 	}
+	/* Found down by an op or a FLUSH, the node's control connection
+	 * may still look open here (its end not read yet): the reconnect
+	 * must dial whatever listens there now and hear its hello. */
+	pthread_mutex_lock(&mgr->peer_lock);
+	bool hangup = mgr->peer_hangup[peer];
+	mgr->peer_hangup[peer] = false;
+	pthread_mutex_unlock(&mgr->peer_lock);
+	if (hangup)
+		loco_ctrl_hangup(mgr, peer);
 	if (fail_over(mgr, peer) ||
 	    loco_ctrl_reconnect(mgr, peer, CONNECT_TRY_MS))
 		return;

@@ -737,8 +737,11 @@ int loco_region_open_ex(struct loco_mgr *mgr, uint32_t node, const char *name,
 	if (rc)
 		return rc;
 	loco_peer_fresh(mgr, node);
-	if (loco_peer_span(mgr, node, d.space, d.off, d.len))
-		return -LOCO_EPROTO;
+	/* The node may have gone down since it answered: -LOCO_EDOWN (or
+	 * -LOCO_ELOST) then, as for an open that found it down. */
+	rc = loco_peer_span(mgr, node, d.space, d.off, d.len);
+	if (rc)
+		return rc == -EINVAL ? -LOCO_EPROTO : rc;
 	/* Reopened after the node's restart: arena regions only (device
 	 * memory does not outlive it). */
 	if (node != mgr->id && d.space == LOCO_SPACE_ARENA)
@@ -776,10 +779,14 @@ int loco_region_find(struct loco_mgr *mgr, uint32_t node, uint32_t space,
 			    name, sizeof(name), -ENOENT);
 	if (!rc)
 		rc = ack_desc(v, &d);
-	/* The answer must hold what was asked, where the node has memory. */
+	/* The answer must hold what was asked, where the node has memory
+	 * (unless the node went down since it answered). */
 	if (!rc && (!name[0] || d.space != space || off < d.off ||
-		    off - d.off > d.len || len > d.len - (off - d.off) ||
-		    loco_peer_span(mgr, node, d.space, d.off, d.len)))
+		    off - d.off > d.len || len > d.len - (off - d.off)))
+		rc = -LOCO_EPROTO;
+	if (!rc)
+		rc = loco_peer_span(mgr, node, d.space, d.off, d.len);
+	if (rc == -EINVAL)
 		rc = -LOCO_EPROTO;
 	return rc ? rc : loco_rtab_put(mgr, node, name, &d);
 }

@@ -209,6 +209,11 @@ static inline void rtx_count(struct loco_rtx_worker *w, size_t idx, uint64_t n)
 }
 #define RTX_INC(w, field) rtx_count((w), RTX_STAT(field), 1)
 
+/* The time leases are taken and judged on: CLOCK_REALTIME (ns) moved by
+ * this node's lease clock skew (loco_lease_skew_ns, loco-run
+ * --clock-skew; docs/rtx.md, "Clock reads"). */
+uint64_t rtx_clock_ns(void);
+/* rtx_clock_ns in ms since the rtx's epoch. */
 uint64_t rtx_now_ms(const struct loco_rtx *x);
 /* The ms at which a lease taken now over NOBJ objects is over. */
 static inline uint64_t rtx_lease_end_ms(const struct loco_rtx *x,

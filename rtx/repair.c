@@ -9,8 +9,9 @@
  * match it (the slot moved on: reused log), is stolen instead: CAS the lock
  * to our own no-log word, switch the data pointer to a fresh copy of the
  * current value (so a late install CAS of the suspected owner can no
- * longer succeed), release. Stealing a lock that was released meanwhile
- * fails at the first CAS and does nothing. */
+ * longer succeed), release; the hooks' taking() may refuse it first (the
+ * lock then stays the owner's). Stealing a lock that was released
+ * meanwhile fails at the first CAS and does nothing. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,16 @@ static int switch_copy(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx)
 	return rc ? rc : -EAGAIN;
 }
 
+/* The hook's word on stealing a lock of thread slot OWNER: 0 or why not.
+ * Pre-locks are held from the first one taken until the transaction
+ * closes (commit or abort releases them before their repairs run). */
+static int may_take(struct loco_rtx_worker *w, uint32_t owner)
+{
+	if (!w->hooks || !w->hooks->taking)
+		return 0;
+	return w->hooks->taking(w->hook_arg, owner, w->active && w->prelocked);
+}
+
 static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,
 			uint64_t lockv)
 {
@@ -100,9 +111,12 @@ static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,
 	uint64_t tag, old = 0;
 	if (rtx_locate(w->x, obj, &ni, &idx))
 		return -EINVAL;
+	int rc = may_take(w, loco_lllock_owner(lockv));
+	if (rc)
+		return rc;
 	const struct loco_rregion *m = rtx_meta(w->x, ni);
 	uint64_t off = (uint64_t)idx * RTX_META_LEN + RTX_LOCK_OFF;
-	int rc = rtx_next_tag(w, 1, &tag);
+	rc = rtx_next_tag(w, 1, &tag);
 	uint64_t mine = loco_lllock_make(tag, w->slot, true);
 	if (!rc)
 		rc = cas_sync(w, m, off, lockv, mine, &old);

@@ -305,9 +305,20 @@ uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x)
 	return x->o.threads_per_node;
 }
 
+uint64_t rtx_clock_ns(void)
+{
+	uint64_t rt = realtime_ns();
+	/* The skew at time 0 is the configured one: without any (the usual
+	 * case) no CLOCK_MONOTONIC read is added. */
+	int64_t d = loco_lease_skew_ns(0);
+	if (d)
+		d = loco_lease_skew_ns(loco_now_ns());
+	return rt + (uint64_t)d;
+}
+
 uint64_t rtx_now_ms(const struct loco_rtx *x)
 {
-	uint64_t now = realtime_ms();
+	uint64_t now = rtx_clock_ns() / 1000000u;
 	return now > x->epoch_ms ? now - x->epoch_ms : 0;
 }
 
@@ -359,13 +370,14 @@ void rtx_sleep_us(unsigned us)
 
 /* ---- tags ---------------------------------------------------------------- */
 
-/* CLOCK_MONOTONIC now, and in *MS the rtx time (CLOCK_REALTIME ms since
+/* CLOCK_MONOTONIC now, and in *MS the rtx time (rtx_clock_ns ms since
  * the epoch) from the same read: through the worker's offset between
- * the two clocks, read again every CLOCK_REFRESH_NS. The offset changes
- * only when the realtime clock is stepped (NTP slews both clocks alike),
- * and it is read realtime first, so it errs low: a lease taken from it
- * ends no later than one from CLOCK_REALTIME itself (docs/rtx.md,
- * "Clock reads"). */
+ * CLOCK_REALTIME and CLOCK_MONOTONIC, read again every CLOCK_REFRESH_NS,
+ * plus the lease clock's skew at that read. The offset changes only when
+ * the realtime clock is stepped (NTP slews both clocks alike), and it is
+ * read realtime first, so it errs low: a lease taken from it ends no
+ * later than one from CLOCK_REALTIME itself (docs/rtx.md, "Clock
+ * reads"). */
 static uint64_t worker_now(struct loco_rtx_worker *w, uint64_t *ms)
 {
 	uint64_t mono = loco_now_ns();
@@ -375,7 +387,8 @@ static uint64_t worker_now(struct loco_rtx_worker *w, uint64_t *ms)
 		w->clk_off = rt - mono;
 		w->clk_at = mono;
 	}
-	uint64_t now = (mono + w->clk_off) / 1000000u;
+	uint64_t now = (mono + w->clk_off +
+			(uint64_t)loco_lease_skew_ns(mono)) / 1000000u;
 	*ms = now > w->x->epoch_ms ? now - w->x->epoch_ms : 0;
 	return mono;
 }

@@ -126,6 +126,16 @@ struct loco_rtx_hooks {
 	 * caller tell repairs for the dead from takeovers of a slow live
 	 * holder (slot = node id * threads per node + index). */
 	void (*repaired)(void *arg, uint32_t owner);
+	/* Before a repair steals a lock of thread slot OWNER (a no-log lock,
+	 * or one whose log moved on, whose lease ran out): 0 lets it; else
+	 * the lock stays OWNER's and the repair returns that error, -EBUSY
+	 * as for a live lease (say, a fence of OWNER's node that did not
+	 * complete: act only for a fenced holder). HOLDING: the caller's
+	 * open transaction holds pre-locks, whose leases run on while the
+	 * hook waits (answer well within drift_ms); false: it holds no lock
+	 * (at its first access, or repairing after its transaction closed),
+	 * so the hook's wait costs the caller time only. */
+	int (*taking)(void *arg, uint32_t owner, bool holding);
 };
 
 /* Result of loco_rtx_audit: data blocks per state, all hosting nodes. */
@@ -165,7 +175,8 @@ uint32_t loco_rtx_data_len(const struct loco_rtx *x);
 uint64_t loco_rtx_nodes(const struct loco_rtx *x);
 /* Thread slots per compute node; slot = node id * this + thread index. */
 uint32_t loco_rtx_threads_per_node(const struct loco_rtx *x);
-/* Now in milliseconds since the rtx epoch (CLOCK_REALTIME). */
+/* Now in milliseconds since the rtx epoch: CLOCK_REALTIME moved by the
+ * lease clock skew (loco_lease_skew_ns), the time of the leases. */
 uint64_t loco_rtx_now_ms(const struct loco_rtx *x);
 /* Lease length (budget + drift) of a transaction touching NOBJ objects. */
 uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj);

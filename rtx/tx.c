@@ -614,9 +614,7 @@ static uint64_t rng_next(struct loco_rtx_worker *w)
  * of that millisecond: loco_lease_over), 0 if it has. */
 static unsigned lease_left_us(const struct loco_rtx *x, uint64_t lease_ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	uint64_t now = rtx_clock_ns() / 1000u;
 	uint64_t at = (x->epoch_ms + lease_ms) * 1000u;
 	return at > now ? (unsigned)(at - now) : 0;
 }

@@ -3,7 +3,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <time.h>
+
+/* The final barrier waits in rounds this long, looking for fenced
+ * participants between them. */
+#define FINISH_ROUND_MS 200
 
 int cl_run_init(struct cl_run *r, struct loco_mgr *mgr, const char *name)
 {
@@ -85,12 +90,47 @@ int cl_run_sum(struct cl_run *r, struct cl_row *out, uint64_t *min_ops,
 	return 0;
 }
 
+/* A participant found fenced (by this node or another): it may never
+ * arrive. */
+static bool any_fenced(struct cl_run *r)
+{
+	for (uint64_t m = r->base.participants; m; m &= m - 1)
+		if (loco_peer_fenced(r->base.mgr, (uint32_t)__builtin_ctzll(m)))
+			return true;
+	return false;
+}
+
+/* cl_run_publish, waiting in short rounds: a participant fenced during
+ * the run (taken for dead) cannot arrive, and waiting for it would only
+ * run into TIMEOUT_MS. Returns 0, -ESRCH (a participant was fenced: the
+ * rows are not all there), -ETIMEDOUT or an error. */
+static int publish_live(struct cl_run *r, struct loco_thread *thr,
+			const struct cl_row *mine, int timeout_ms)
+{
+	uint64_t end = loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int rc = cl_run_publish(r, thr, mine, FINISH_ROUND_MS);
+	while (rc == -ETIMEDOUT) {
+		if (any_fenced(r))
+			return -ESRCH;
+		if (loco_now_ns() >= end)
+			return -ETIMEDOUT;
+		rc = cl_run_sync(r, thr, FINISH_ROUND_MS);
+	}
+	return rc;
+}
+
 int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
 		  const struct cl_row *mine, int timeout_ms,
 		  cl_report_fn *report, void *arg)
 {
-	int rc = cl_run_publish(r, thr, mine, timeout_ms);
+	int rc = publish_live(r, thr, mine, timeout_ms);
 	report(arg, mine, NULL);
+	if (rc == -ESRCH) {
+		fprintf(stderr, "loco: node %u: a node was fenced during the "
+			"run: no cluster line (its row is not there)\n",
+			loco_channel_self(&r->base));
+		return 0;
+	}
 	struct cl_row sum;
 	uint64_t spread[2];
 	if (!rc && cl_run_leader(r) &&

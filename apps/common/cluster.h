@@ -74,7 +74,10 @@ typedef void cl_report_fn(void *arg, const struct cl_row *row,
 			  const uint64_t *cluster);
 
 /* cl_run_publish MINE, REPORT it, and on the leader REPORT the cluster's
- * sum too (cl_run_sum). Returns 0 or the first error.
+ * sum too (cl_run_sum). Returns 0 or the first error. A participant
+ * found fenced while waiting (the others took it for dead) ends the wait:
+ * only this node's line is reported, and 0 returned (the caller's own
+ * checks say whether the run is sound).
  * Ordering, Completion, Caller: as cl_run_publish. */
 int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
 		  const struct cl_row *mine, int timeout_ms,

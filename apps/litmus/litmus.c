@@ -8,6 +8,11 @@
  *   torn  64-byte WRITEs racing 64-byte READs on another QP: a READ whose
  *         words are not all equal is torn.
  *
+ * With --expect some, --trials is a minimum: the test goes on until it sees
+ * a violation or --max-s seconds pass, because the windows it looks for
+ * open only while threads run at once, and a busy host may not run them
+ * together for the first thousands of trials.
+ *
  * Runs on a private one-node cluster (default transport shm-weak) unless a
  * hosts file is given; the QPs are (thread context, self) pairs. */
 #include <errno.h>
@@ -29,13 +34,17 @@ struct litmus {
 	const char *test, *fence_name;
 	enum loco_fence_scope scope;
 	bool fence;
-	long trials;
+	long trials;             /* minimum; the number run, at the end */
+	bool until_some;         /* --expect some: go on until a violation */
+	uint64_t deadline_ns;    /* ... or until this time (--max-s) */
 	struct loco_mgr *mgr;
 	struct loco_region reg;
 	struct loco_rregion rr;
 	_Atomic long seen;       /* reader's progress (mp) */
+	_Atomic long last;       /* mp: the writer's last trial, once known */
 	_Atomic bool writer_done; /* torn */
-	long violations, reads;
+	_Atomic long violations; /* written by the reader only */
+	long reads;
 	int err;
 };
 
@@ -55,13 +64,26 @@ static void spin(unsigned *n)
 		sched_yield();
 }
 
+/* Whether to run trial T: every trial up to --trials, then (expect some)
+ * more until the reader counted a violation or the deadline passed. */
+static bool more(struct litmus *l, long t)
+{
+	if (t <= l->trials)
+		return true;
+	/* Relaxed: a count; a violation seen one trial late costs a trial. */
+	return l->until_some &&
+	       !atomic_load_explicit(&l->violations, memory_order_relaxed) &&
+	       loco_now_ns() < l->deadline_ns;
+}
+
 /* ---- mp ------------------------------------------------------------------ */
 
 static int mp_writer(struct litmus *l, struct loco_thread *qa,
 		     struct loco_thread *qb)
 {
 	static uint64_t src[WORDS], flag;
-	for (long t = 1; t <= l->trials; t++) {
+	long t;
+	for (t = 1; more(l, t); t++) {
 		struct loco_ack ack = { 0, 0 };
 		for (int i = 0; i < WORDS; i++)
 			src[i] = (uint64_t)t;
@@ -84,22 +106,39 @@ static int mp_writer(struct litmus *l, struct loco_thread *qa,
 		if (rc)
 			return rc;
 	}
+	l->trials = t - 1;
+	/* Release: the reader, seeing LAST, stops after trial LAST (it
+	 * acquired every earlier trial's flag already). */
+	atomic_store_explicit(&l->last, t - 1, memory_order_release);
 	return 0;
+}
+
+/* Wait for trial T's flag; false once the writer stopped before T. */
+static bool mp_wait_flag(struct litmus *l, long t)
+{
+	unsigned n = 0;
+	/* Relaxed flag, as the model allows: the fence must suffice. Acquire
+	 * LAST: pairs with the writer's release. */
+	while (atomic_load_explicit(word(l, FLAG_OFF), memory_order_relaxed) <
+	       (uint64_t)t) {
+		long last = atomic_load_explicit(&l->last, memory_order_acquire);
+		if (last && t > last)
+			return false;
+		spin(&n);
+	}
+	return true;
 }
 
 static void *mp_reader(void *arg)
 {
 	struct litmus *l = arg;
-	for (long t = 1; t <= l->trials; t++) {
-		unsigned n = 0;
-		/* Relaxed, as the model allows: the fence must suffice. */
-		while (atomic_load_explicit(word(l, FLAG_OFF), memory_order_relaxed) <
-		       (uint64_t)t)
-			spin(&n);
+	for (long t = 1; mp_wait_flag(l, t); t++) {
 		for (int i = 0; i < WORDS; i++) {
 			if (atomic_load_explicit(word(l, DATA_OFF + 8 * i),
 						 memory_order_relaxed) < (uint64_t)t) {
-				l->violations++;
+				/* Relaxed: only this thread writes it. */
+				atomic_fetch_add_explicit(&l->violations, 1,
+							  memory_order_relaxed);
 				break;
 			}
 		}
@@ -127,7 +166,9 @@ static int wr_run(struct litmus *l, struct loco_thread *qa)
 		if (rc)
 			return rc;
 		if (memcmp(src, back, sizeof(src)))
-			l->violations++;
+			/* Relaxed: a count, read after the run. */
+			atomic_fetch_add_explicit(&l->violations, 1,
+						  memory_order_relaxed);
 	}
 	return 0;
 }
@@ -148,7 +189,9 @@ static void *torn_reader(void *arg)
 		l->reads++;
 		for (int i = 1; i < WORDS; i++) {
 			if (back[i] != back[0]) {
-				l->violations++;
+				/* Relaxed: only this thread writes it. */
+				atomic_fetch_add_explicit(&l->violations, 1,
+							  memory_order_relaxed);
 				break;
 			}
 		}
@@ -161,7 +204,8 @@ static int torn_writer(struct litmus *l, struct loco_thread *qa)
 {
 	static uint64_t src[WORDS];
 	int rc = 0;
-	for (long t = 1; t <= l->trials && !rc; t++) {
+	long t;
+	for (t = 1; more(l, t) && !rc; t++) {
 		for (int i = 0; i < WORDS; i++)
 			src[i] = (uint64_t)t;
 		rc = loco_write(qa, &l->rr, DATA_OFF, src, sizeof(src));
@@ -172,6 +216,7 @@ static int torn_writer(struct litmus *l, struct loco_thread *qa)
 		while (loco_now_ns() - t0 < 5000)
 			;
 	}
+	l->trials = t - 1;
 	/* Relaxed: see torn_reader. */
 	atomic_store_explicit(&l->writer_done, true, memory_order_relaxed);
 	return rc;
@@ -222,10 +267,12 @@ static int parse_fence(struct litmus *l, const char *s)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: loco-litmus mp|wr|torn [--fence none|pair|thread|global]\n"
-		   "                  [--trials N] [--expect zero|some]\n"
+		   "                  [--trials N] [--expect zero|some] [--max-s S]\n"
 		   "                  [--transport shm|shm-weak] (default shm-weak)\n"
 		   "Prints {\"test\":...,\"fence\":...,\"trials\":N,\"violations\":K}.\n"
-		   "--expect: exit 1 unless K is zero / greater than zero.\n");
+		   "--expect: exit 1 unless K is zero / greater than zero.\n"
+		   "--expect some: run past N trials until a violation shows,\n"
+		   "  for up to S seconds (default 30).\n");
 }
 
 static int parse(struct litmus *l, int argc, char **argv, const char **expect)
@@ -234,20 +281,26 @@ static int parse(struct litmus *l, int argc, char **argv, const char **expect)
 		{ "fence", required_argument, NULL, 'f' },
 		{ "trials", required_argument, NULL, 't' },
 		{ "expect", required_argument, NULL, 'e' },
+		{ "max-s", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	char *end;
-	while ((c = getopt_long(argc, argv, "f:t:e:h", opts, NULL)) != -1) {
+	long max_s = 30;
+	while ((c = getopt_long(argc, argv, "f:t:e:s:h", opts, NULL)) != -1) {
 		if (c == 'f' && parse_fence(l, optarg) == 0)
 			continue;
 		if (c == 't' && (l->trials = strtol(optarg, &end, 10)) > 0 && !*end)
 			continue;
 		if (c == 'e' && (!strcmp(optarg, "zero") || !strcmp(optarg, "some"))) {
 			*expect = optarg;
+			l->until_some = optarg[0] == 's';
 			continue;
 		}
+		if (c == 's' && (max_s = strtol(optarg, &end, 10)) > 0 && !*end &&
+		    max_s <= 3600)
+			continue;
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -261,6 +314,7 @@ static int parse(struct litmus *l, int argc, char **argv, const char **expect)
 		return 2;
 	}
 	l->test = argv[optind];
+	l->deadline_ns = loco_now_ns() + (uint64_t)max_s * 1000000000ull;
 	if (strcmp(l->test, "mp") && strcmp(l->test, "wr") && strcmp(l->test, "torn")) {
 		fprintf(stderr, "loco-litmus: unknown test '%s'\n", l->test);
 		return 2;
@@ -287,14 +341,16 @@ int main(int argc, char **argv)
 		if ((rc = run(&l)))
 			fprintf(stderr, "loco-litmus: %s\n", loco_strerror(rc));
 	}
+	/* Relaxed: the threads were joined. */
+	long violations = atomic_load_explicit(&l.violations, memory_order_relaxed);
 	if (!rc) {
 		printf("{\"test\":\"%s\",\"fence\":\"%s\",\"transport\":\"%s\","
 		       "\"trials\":%ld,\"violations\":%ld", l.test, l.fence_name,
-		       loco_mgr_transport(l.mgr), l.trials, l.violations);
+		       loco_mgr_transport(l.mgr), l.trials, violations);
 		if (!strcmp(l.test, "torn"))
 			printf(",\"reads\":%ld", l.reads);
 		printf("}\n");
-		if (expect && (expect[0] == 'z') != (l.violations == 0))
+		if (expect && (expect[0] == 'z') != (violations == 0))
 			rc = 1;
 	}
 	if (l.reg.base)

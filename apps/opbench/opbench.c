@@ -7,15 +7,19 @@
  * For each operation, in this order: the atomic (acquire load, release
  * store, seq_cst CAS, seq_cst FAA: what the shm transport executes), the
  * synchronous loco op (loco_read, loco_write, loco_cas, loco_faa, one at a
- * time in a loop shaped as the atomic's: its latency), and the loco op
- * with --window ops posted per wait (its throughput). Each
+ * time in a loop shaped as the atomic's: its latency), for READ also
+ * loco_words_read (the region's checks made once, by loco_words_init),
+ * and the loco op with --window ops posted per wait (its throughput). Each
  * phase runs --duration seconds in batches of BATCH ops timed together
  * (one clock read a batch; p50/p99 are of the batches' per-op times).
  * Every CAS succeeds (it expects the value it left) and every READ
  * checks the value the atomic phase or the WRITEs left, so a wrong
  * transport fails the run. One JSON line a phase:
- * "op", "impl" (atomic, loco, loco-window), "window", "ns_per_op" and,
- * on loco lines, "vs_atomic" (ns_per_op over the atomic's). */
+ * "op", "impl" (atomic, loco, loco-words, loco-window), "window", "ns_per_op",
+ * "p50_ns_per_op" (the median batch's time over BATCH: what a run on a
+ * busy host measures best, as it leaves out the batches another process
+ * preempted) and, on loco lines, "vs_atomic" and "p50_vs_atomic" (each
+ * over the atomic's). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,7 +30,9 @@
 #include "apps/common/local.h"
 #include "apps/common/opts.h"
 
-#define BATCH 32
+/* 256: the clock read that ends a batch (some 20 ns) adds under 0.1 ns
+ * to an op. */
+#define BATCH 256
 #define LAT_CAP (1u << 22)
 #define MAX_WINDOW 128
 
@@ -41,17 +47,21 @@ struct ob {
 	struct loco_thread *thr;
 	struct loco_region reg;
 	struct loco_rregion rr;
+	struct loco_words words;    /* rr's words, for the loco-words phase */
 	_Atomic uint64_t *word;     /* the region's word, local mapping */
 	uint64_t expect;            /* the word's value (this is its only user) */
 	uint64_t sink;
 	double atomic_ns[OP_N];
+	double atomic_p50_ns[OP_N];
 };
 
 struct phase {
 	const char *impl;
 	unsigned window;
+	bool words;                 /* READs through o->words */
 	uint64_t ops, ns;
 	struct bench_lat lat;
+	struct bench_lat batch;     /* ns of each batch */
 	struct loco_stats st;
 };
 
@@ -61,70 +71,109 @@ struct phase {
  * their instructions per op (tools/bench/opcount). */
 #define BATCH_FN __attribute__((noinline))
 
-/* BATCH plain atomics on the shared mapping. */
+/* BATCH plain atomics on the shared mapping: one loop per op, the op
+ * chosen once before it (a switch inside the loop costs the atomic more
+ * than its op, and hid half of what loco's op costs). */
 static BATCH_FN int batch_atomic(struct ob *o, enum op op)
 {
-	uint64_t v, sum = 0;
-	for (unsigned i = 0; i < BATCH; i++) {
-		switch (op) {
-		case OP_READ:
+	_Atomic uint64_t *word = o->word;
+	uint64_t v, e = o->expect, sum = 0;
+	switch (op) {
+	case OP_READ:
+		for (unsigned i = 0; i < BATCH; i++)
 			/* Acquire: as the shm transport's READ (pairs with WRITE). */
-			sum += atomic_load_explicit(o->word, memory_order_acquire);
-			break;
-		case OP_WRITE:
+			sum += atomic_load_explicit(word, memory_order_acquire);
+		o->sink += sum;
+		return sum != (uint64_t)BATCH * e ? -EIO : 0;
+	case OP_WRITE:
+		for (unsigned i = 0; i < BATCH; i++)
 			/* Release: as the shm transport's WRITE. */
-			atomic_store_explicit(o->word, o->expect, memory_order_release);
-			break;
-		case OP_CAS:
-			v = o->expect;
+			atomic_store_explicit(word, e, memory_order_release);
+		return 0;
+	case OP_CAS:
+		for (unsigned i = 0; i < BATCH; i++, e++) {
+			v = e;
 			/* seq_cst: as the shm transport's CAS. */
 			if (!atomic_compare_exchange_strong_explicit(
-				    o->word, &v, v + 1, memory_order_seq_cst,
+				    word, &v, e + 1, memory_order_seq_cst,
 				    memory_order_seq_cst))
 				return -EIO;
-			o->expect = v + 1;
-			break;
-		default:
-			/* seq_cst: as the shm transport's FAA. */
-			o->expect = atomic_fetch_add_explicit(o->word, 1,
-							      memory_order_seq_cst) + 1;
-			break;
 		}
+		break;
+	default:
+		for (unsigned i = 0; i < BATCH; i++)
+			/* seq_cst: as the shm transport's FAA. */
+			e = atomic_fetch_add_explicit(word, 1,
+						      memory_order_seq_cst) + 1;
+		break;
 	}
-	o->sink += sum;
-	return op == OP_READ && sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
+	o->expect = e;
+	return 0;
 }
 
-/* BATCH synchronous loco ops, shaped as batch_atomic: the same checks. */
+/* BATCH synchronous loco ops, shaped as batch_atomic: the same loops, the
+ * same checks; a failed op ends the batch as a wrong CAS ends the
+ * atomic's. */
 static BATCH_FN int batch_sync(struct ob *o, enum op op)
 {
-	uint64_t v, sum = 0;
-	int rc = 0;
-	for (unsigned i = 0; !rc && i < BATCH; i++) {
-		switch (op) {
-		case OP_READ:
-			rc = loco_read(o->thr, &o->rr, 0, &v, 8);
+	struct loco_thread *thr = o->thr;
+	const struct loco_rregion *rr = &o->rr;
+	uint64_t v, e = o->expect, sum = 0;
+	int rc;
+	switch (op) {
+	case OP_READ:
+		for (unsigned i = 0; i < BATCH; i++) {
+			rc = loco_read(thr, rr, 0, &v, 8);
+			if (rc)
+				return rc;
 			sum += v;
-			break;
-		case OP_WRITE:
-			rc = loco_write(o->thr, &o->rr, 0, &o->expect, 8);
-			break;
-		case OP_CAS:
-			rc = loco_cas(o->thr, &o->rr, 0, o->expect, o->expect + 1, &v);
-			if (!rc && v != o->expect)
-				rc = -EIO;
-			o->expect++;
-			break;
-		default:
-			rc = loco_faa(o->thr, &o->rr, 0, 1, &v);
-			o->expect = v + 1;
-			break;
 		}
+		o->sink += sum;
+		return sum != (uint64_t)BATCH * e ? -EIO : 0;
+	case OP_WRITE:
+		for (unsigned i = 0; i < BATCH; i++) {
+			rc = loco_write(thr, rr, 0, &o->expect, 8);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	case OP_CAS:
+		for (unsigned i = 0; i < BATCH; i++, e++) {
+			rc = loco_cas(thr, rr, 0, e, e + 1, &v);
+			if (rc)
+				return rc;
+			if (v != e)
+				return -EIO;
+		}
+		break;
+	default:
+		for (unsigned i = 0; i < BATCH; i++) {
+			rc = loco_faa(thr, rr, 0, 1, &v);
+			if (rc)
+				return rc;
+			e = v + 1;
+		}
+		break;
+	}
+	o->expect = e;
+	return 0;
+}
+
+/* BATCH synchronous READs through a struct loco_words bound once (the
+ * region's own checks made by loco_words_init), shaped as batch_atomic's
+ * READ loop. */
+static BATCH_FN int batch_words(struct ob *o)
+{
+	struct loco_words w = o->words;   /* a local, as batch_atomic's word */
+	uint64_t v, sum = 0;
+	for (unsigned i = 0; i < BATCH; i++) {
+		int rc = loco_words_read(&w, 0, &v);
+		if (rc)
+			return rc;
+		sum += v;
 	}
 	o->sink += sum;
-	if (rc)
-		return rc;
-	return op == OP_READ && sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
+	return sum != (uint64_t)BATCH * o->expect ? -EIO : 0;
 }
 
 /* The I-th loco op of a window, of kind OP, posted through ACK (ops of
@@ -191,11 +240,13 @@ static int run_phase(struct ob *o, enum op op, struct phase *p)
 	uint64_t end = t0 + (uint64_t)(o->duration * 1e9);
 	while (t < end) {
 		int rc = p->window > 1 ? batch_window(o, op, p->window) :
+			 p->words ? batch_words(o) :
 			 p->window ? batch_sync(o, op) : batch_atomic(o, op);
 		if (rc)
 			return rc;
 		uint64_t t1 = loco_now_ns();
 		bench_lat_add(&p->lat, (t1 - t + BATCH / 2) / BATCH);
+		bench_lat_add(&p->batch, t1 - t);
 		t = t1;
 		p->ops += BATCH;
 	}
@@ -210,6 +261,7 @@ static int run_phase(struct ob *o, enum op op, struct phase *p)
 static void report(struct ob *o, enum op op, struct phase *p)
 {
 	double ns = (double)p->ns / (double)p->ops;
+	double p50 = bench_lat_pct_us(&p->batch, 50) * 1000.0 / BATCH;
 	struct bench_result r = {
 		.app = "opbench", .transport = loco_mgr_transport(o->mgr),
 		.nodes = 1, .threads = 1, .duration_s = (double)p->ns / 1e9,
@@ -217,32 +269,43 @@ static void report(struct ob *o, enum op op, struct phase *p)
 		.p99_us = bench_lat_pct_us(&p->lat, 99), .stats = p->st,
 	};
 	bench_json_begin(stdout, &r);
-	printf(",\"op\":\"%s\",\"impl\":\"%s\",\"window\":%u,\"ns_per_op\":%.2f",
-	       op_name[op], p->impl, p->window, ns);
-	if (p->window)
+	printf(",\"op\":\"%s\",\"impl\":\"%s\",\"window\":%u,\"ns_per_op\":%.2f"
+	       ",\"p50_ns_per_op\":%.2f", op_name[op], p->impl, p->window, ns, p50);
+	if (p->window) {
 		printf(",\"vs_atomic\":%.2f", ns / o->atomic_ns[op]);
-	else
+		printf(",\"p50_vs_atomic\":%.2f", p50 / o->atomic_p50_ns[op]);
+	} else {
 		o->atomic_ns[op] = ns;
+		o->atomic_p50_ns[op] = p50;
+	}
 	bench_json_end(stdout);
 	fflush(stdout);
 }
 
 static int bench_op(struct ob *o, enum op op)
 {
-	struct phase ph[3] = {
+	struct phase ph[4] = {
 		{ .impl = "atomic", .window = 0 },
 		{ .impl = "loco", .window = 1 },
-		{ .impl = "loco-window", .window = o->window },
 	};
-	unsigned n = o->window > 1 ? 3 : 2;
+	unsigned n = 2;
+	if (op == OP_READ)
+		ph[n++] = (struct phase){ .impl = "loco-words", .window = 1,
+					  .words = true };
+	if (o->window > 1)
+		ph[n++] = (struct phase){ .impl = "loco-window",
+					  .window = o->window };
 	o->expect = atomic_load_explicit(o->word, memory_order_relaxed); /* ours alone */
 	for (unsigned i = 0; i < n; i++) {
 		int rc = bench_lat_init(&ph[i].lat, LAT_CAP);
+		if (!rc)
+			rc = bench_lat_init(&ph[i].batch, LAT_CAP);
 		if (!rc)
 			rc = run_phase(o, op, &ph[i]);
 		if (!rc)
 			report(o, op, &ph[i]);
 		bench_lat_fini(&ph[i].lat);
+		bench_lat_fini(&ph[i].batch);
 		if (rc) {
 			fprintf(stderr, "loco-opbench: %s (%s): %s\n", op_name[op],
 				ph[i].impl, rc == -EIO ? "wrong result" :
@@ -266,7 +329,8 @@ static void usage(FILE *f)
 "                (default 16; 1 leaves the phase out)\n"
 "  --ops LIST    operations to measure (default read,write,cas,faa)\n"
 "Per op: a plain C11 atomic on the region's shared mapping, the synchronous\n"
-"loco op, and the windowed one; a JSON line each (ns_per_op, vs_atomic).\n",
+"loco op (for read also through loco_words_read), and the windowed one; a\n"
+"JSON line each (ns_per_op, p50_ns_per_op, vs_atomic, p50_vs_atomic).\n",
 		MAX_WINDOW);
 }
 
@@ -325,6 +389,8 @@ static int run(void *arg, struct loco_mgr *mgr)
 	loco_region_desc(mgr, &o->reg, &o->rr);
 	o->word = (_Atomic uint64_t *)o->reg.base;
 	rc = loco_thread_create(mgr, &o->thr);
+	if (!rc)
+		loco_words_init(&o->words, o->thr, &o->rr);
 	/* Open the QP before the phases: the first op to a peer goes out of
 	 * line (milliseconds under valgrind), which a short phase would
 	 * count as its own. */

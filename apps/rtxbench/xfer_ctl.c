@@ -265,7 +265,8 @@ static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
 		pw->hb = r.hb_ms;
 		pw->since_ns = now;
 		return 0;
-	} else if (now - pw->since_ns < (uint64_t)xf->o.dead_ms * 1000000u ||
+	} else if (now < pw->since_ns ||  /* the lease clock stepped back */
+		   now - pw->since_ns < (uint64_t)xf->o.dead_ms * 1000000u ||
 		   !fence_suspect(xf, id, pw)) {
 		return 0;
 	} else {

@@ -84,10 +84,37 @@ static int init_one(struct xfer *xf, struct loco_rtx_worker *w, uint32_t i)
 	return rc;
 }
 
+static enum loco_rtx_cc prelock_all(void *arg, loco_raddr_t obj, bool write)
+{
+	(void)arg;
+	(void)obj;
+	(void)write;
+	return LOCO_RTX_CC_PRELOCK;
+}
+
+/* A repair for thread slot OWNER, counted by the owner's node. */
+static void count_repair(void *arg, uint32_t owner)
+{
+	struct xfer *xf = arg;
+	uint32_t node = owner / loco_rtx_threads_per_node(xf->rtx);
+	if (node < LOCO_MAX_NODES)
+		/* Relaxed: a counter, published by the heartbeat's WRITE. */
+		atomic_fetch_add_explicit(&xf->live_repairs_of[node], 1,
+					  memory_order_relaxed);
+}
+
+static const struct loco_rtx_hooks run_hooks = { .repaired = count_repair };
+static const struct loco_rtx_hooks prelock_hooks = {
+	.classify = prelock_all, .repaired = count_repair,
+};
+
 /* Own share first, then every account (a node that died while
- * initialising its share leaves it to the others). */
+ * initialising its share leaves it to the others). A node that starts
+ * late repairs here what the dead left on the accounts: counted by owner
+ * like the run's repairs (the run's hooks). */
 int xfer_rtx_init(struct xfer *xf, struct loco_rtx_worker *w)
 {
+	loco_rtx_set_hooks(w, &run_hooks, xf);
 	unsigned k = (unsigned)__builtin_popcountll(
 		xf->compute & ((UINT64_C(1) << xf->self) - 1));
 	unsigned c = (unsigned)__builtin_popcountll(xf->compute);
@@ -146,30 +173,6 @@ static int touch(struct xfer *xf, struct loco_rtx_worker *w,
 	}
 	return rc;
 }
-
-static enum loco_rtx_cc prelock_all(void *arg, loco_raddr_t obj, bool write)
-{
-	(void)arg;
-	(void)obj;
-	(void)write;
-	return LOCO_RTX_CC_PRELOCK;
-}
-
-/* A repair for thread slot OWNER, counted by the owner's node. */
-static void count_repair(void *arg, uint32_t owner)
-{
-	struct xfer *xf = arg;
-	uint32_t node = owner / loco_rtx_threads_per_node(xf->rtx);
-	if (node < LOCO_MAX_NODES)
-		/* Relaxed: a counter, published by the heartbeat's WRITE. */
-		atomic_fetch_add_explicit(&xf->live_repairs_of[node], 1,
-					  memory_order_relaxed);
-}
-
-static const struct loco_rtx_hooks run_hooks = { .repaired = count_repair };
-static const struct loco_rtx_hooks prelock_hooks = {
-	.classify = prelock_all, .repaired = count_repair,
-};
 
 static uint64_t met_locks(const struct loco_rtx_stats *s)
 {

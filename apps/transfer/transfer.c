@@ -2,10 +2,10 @@
 /* loco-transfer: the transactional locking benchmark of LOCO §7.1 (Fig. 4).
  *
  * Accounts are 8-byte words of one array channel, the shared_region
- * "xfer/accts": account I is word I / P of the (I mod P)-th compute
- * node's copy (8 bytes of memory per account), each starting at
- * --balance. Locks are a lock_array "xfer/locks": account I is guarded by
- * lock I mod --locks. A transfer takes the locks of two distinct random
+ * "xfer/accts", each starting at --balance (8 bytes of memory per
+ * account). Locks are a lock_array "xfer/locks": account I is guarded by
+ * lock I mod --locks, and lives where that lock does, in a block of its
+ * lock's accounts (see "accounts" below). A transfer takes the locks of two distinct random
  * accounts in lock-index order (once if they share it), READs both
  * balances, moves a random amount (at most the source's balance) with a
  * CAS on each account from the balance it read, and releases the locks,
@@ -46,7 +46,8 @@
 #define FINAL_MS 60000              /* the one after: nodes stop together */
 #define READY_MS 120000
 
-enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_N };
+enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_WAITS,
+       X_POLLS, X_YIELDS, X_NAPS, X_N };
 
 struct xo {
 	uint32_t accounts;
@@ -75,7 +76,8 @@ struct xf {
 	struct loco_channel base;
 	struct loco_shared_region acct;   /* the accounts, an array channel */
 	const struct loco_rregion *acct_rr[LOCO_MAX_NODES]; /* each copy */
-	uint64_t per_node;                /* accounts per node's copy */
+	uint64_t per_lock;                /* words of a lock's block */
+	uint64_t per_node;                /* words of a node's copy */
 	struct loco_lock_array locks;
 	struct cl_run run;
 	uint32_t self;
@@ -146,24 +148,48 @@ static int parse(struct xo *o, int argc, char **argv)
 	       2 : 0;
 }
 
-/* ---- accounts ------------------------------------------------------------ */
+/* ---- accounts ------------------------------------------------------------
+ *
+ * Accounts are grouped by lock: lock L_ (account I's is I mod --locks)
+ * lives at member L_ mod P (lock_array), and so do its accounts, in a
+ * block of per_lock words (ceil(accounts / locks), rounded up to a cache
+ * line) at block L_ / P of that member's copy, account I at word I / locks
+ * of its block. So an account always lives where its lock does (the
+ * lock's release follows the account's CAS on one QP), and a cache line
+ * of accounts is only ever written under one lock: two nodes holding two
+ * different locks never write one line (a line shared by accounts of
+ * several locks would bounce between them). The words of a block past the
+ * last account, and of a block past the last lock, hold 0. */
 
-static uint32_t host_of(const struct xf *x, uint32_t i)
+#define LINE_WORDS 8
+
+static uint64_t per_lock_words(const struct xf *x)
 {
-	return x->node[i % x->nmembers];
+	uint64_t n = (x->o.accounts + x->o.locks - 1) / x->o.locks;
+	return (n + LINE_WORDS - 1) / LINE_WORDS * LINE_WORDS;
 }
 
 /* Account I: its host's copy and the offset in it. */
 static const struct loco_rregion *acct_at(struct xf *x, uint32_t i,
 					  uint64_t *off)
 {
-	*off = (uint64_t)(i / x->nmembers) * ACCT_BYTES;
-	return x->acct_rr[host_of(x, i)];
+	uint32_t lk = i % x->o.locks;
+	*off = (lk / x->nmembers * x->per_lock + i / x->o.locks) * ACCT_BYTES;
+	return x->acct_rr[x->node[lk % x->nmembers]];
+}
+
+/* Whether word W of the copy of member M holds an account. */
+static bool acct_word(const struct xf *x, unsigned m, uint64_t w)
+{
+	uint64_t lk = w / x->per_lock * x->nmembers + m;
+	return lk < x->o.locks &&
+	       w % x->per_lock * x->o.locks + lk < x->o.accounts;
 }
 
 static int accounts_init(struct xf *x)
 {
-	x->per_node = (x->o.accounts + x->nmembers - 1) / x->nmembers;
+	x->per_lock = per_lock_words(x);
+	x->per_node = (x->o.locks + x->nmembers - 1) / x->nmembers * x->per_lock;
 	/* Balances are read and written, each account's version CAS'd. */
 	int rc = loco_shared_region_init_ex(&x->acct, x->mgr, &x->base, "accts",
 					    x->per_node * ACCT_BYTES, 0,
@@ -180,43 +206,32 @@ static void accounts_fini(struct xf *x)
 	loco_shared_region_fini(&x->acct);
 }
 
-/* Accounts J, J + 1, ... of this node's copy (global ids self + J x P)
- * that exist: at most CHUNK from J. */
-static uint32_t own_chunk(const struct xf *x, uint64_t j)
-{
-	uint64_t n = 0;
-	uint32_t self_idx = 0;
-	while (x->node[self_idx] != x->self)
-		self_idx++;
-	while (n < CHUNK && j + n < x->per_node &&
-	       (j + n) * x->nmembers + self_idx < x->o.accounts)
-		n++;
-	return (uint32_t)n;
-}
-
-/* Hosts set their accounts to the initial balance (before the barrier
- * that starts the run), CHUNK accounts a WRITE. */
+/* Hosts set their accounts to the initial balance and the rest of their
+ * copy to 0 (before the barrier that starts the run), CHUNK words a
+ * WRITE. */
 static int accounts_fill(struct xf *x, struct loco_thread *thr)
 {
 	uint64_t buf[CHUNK];
+	unsigned self_idx = 0;
 	const struct loco_rregion *rr = loco_shared_region_at(&x->acct, x->self);
 	if (!rr)
 		return -ENOTCONN;
-	for (unsigned k = 0; k < CHUNK; k++)
-		buf[k] = x->o.balance;
+	while (x->node[self_idx] != x->self)
+		self_idx++;
 	for (uint64_t j = 0; j < x->per_node; j += CHUNK) {
-		uint32_t n = own_chunk(x, j);
-		if (!n)
-			break;
-		int rc = loco_write(thr, rr, j * ACCT_BYTES, buf, n * ACCT_BYTES);
+		uint64_t n = x->per_node - j < CHUNK ? x->per_node - j : CHUNK;
+		for (uint64_t k = 0; k < n; k++)
+			buf[k] = acct_word(x, self_idx, j + k) ? x->o.balance : 0;
+		int rc = loco_write(thr, rr, j * ACCT_BYTES, buf,
+				    (uint32_t)(n * ACCT_BYTES));
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-/* Sum of every balance, a CHUNK-account READ of each node's copy at a
- * time (the run is quiescent: no transfer runs between the barriers). */
+/* Sum of every balance, a CHUNK-word READ of each node's copy at a time
+ * (the run is quiescent: no transfer runs between the barriers). */
 static int accounts_total(struct xf *x, struct loco_thread *thr,
 			  uint64_t *total)
 {
@@ -238,7 +253,7 @@ static int accounts_total(struct xf *x, struct loco_thread *thr,
 			return rc ? rc : wrc;
 		for (unsigned m = 0; m < x->nmembers; m++)
 			for (uint64_t k = 0; k < n; k++)
-				if ((j + k) * x->nmembers + m < x->o.accounts)
+				if (acct_word(x, m, j + k))
 					sum += bal[m][k];
 	}
 	*total = sum;
@@ -253,6 +268,20 @@ static void members_init(struct xf *x)
 	x->nmembers = 0;
 	for (; m; m &= m - 1)
 		x->node[x->nmembers++] = (uint32_t)__builtin_ctzll(m);
+}
+
+/* Each lock lives where acct_at puts its accounts (a release's FAA
+ * follows the CASes it publishes on one QP only then): -EINVAL if not. */
+static int locks_check(struct xf *x)
+{
+	for (unsigned i = 0; i < x->o.locks; i++)
+		if (loco_ticket_lock_host(loco_lock_array_at(&x->locks, i)) !=
+		    x->node[i % x->nmembers]) {
+			fprintf(stderr, "loco-transfer: lock %u is not hosted with "
+				"its accounts\n", i);
+			return -EINVAL;
+		}
+	return 0;
 }
 
 static int setup(struct xf *x)
@@ -273,7 +302,9 @@ static int setup(struct xf *x)
 				      0));
 	if (rc)
 		goto fini_accounts;
-	rc = cl_run_init(&x->run, x->mgr, "xferrun");
+	rc = locks_check(x);
+	if (!rc)
+		rc = cl_run_init(&x->run, x->mgr, "xferrun");
 	if (rc)
 		goto fini_locks;
 	rc = loco_channel_join(&x->base);
@@ -314,11 +345,8 @@ static void teardown(struct xf *x)
  *   2  (two locks) the same for the higher lock and its balance;
  *      any READ that ran before its lock was ours is repeated;
  *   3  the two balance CASes and the two release FAAs: a lock and the
- *      accounts it guards here live on one node (lock I mod L at member
- *      I mod L mod P, account I at member I mod P, and P divides L), so
- *      each release follows its account's CAS on one QP; when they do not
- *      (--locks not a multiple of the nodes) the releases take a round of
- *      their own after the CASes completed.
+ *      accounts it guards live on one node, so each release follows its
+ *      account's CAS on one QP.
  * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6);
  * between nodes, uncontended, a READ of serving more per lock. */
 
@@ -349,17 +377,6 @@ static void read_guarded(struct xfer_op *op, struct loco_batch *b,
 			loco_batch_read(b, op->rr[i], op->off[i], &op->bal[i], 8);
 }
 
-/* Whether the accounts L guards live at L's host (each lock's FAA and
- * its accounts' ops then share a QP). */
-static bool guarded_at_host(const struct xfer_op *op,
-			    const struct loco_ticket_lock *l)
-{
-	for (unsigned i = 0; i < 2; i++)
-		if (op->lock[i] == l && op->rr[i]->node != loco_ticket_lock_host(l))
-			return false;
-	return true;
-}
-
 /* Acquire L in one round with the READs of its accounts when they will
  * probably run under it: this node released L last, or a READ of serving
  * rides ahead of them on the same QP (the lock's host holds them), which
@@ -369,18 +386,17 @@ static int acquire(struct xfer_op *op, struct loco_thread *thr,
 {
 	struct loco_tl_acquire a;
 	struct loco_batch b;
-	bool at_host = guarded_at_host(op, l);
 	loco_batch_init(&b, thr);
 	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, -1);
 	if (rc)
 		return rc;
-	bool spec = a.speculate || (a.read && at_host);
+	bool spec = a.speculate || a.read;
 	if (spec)
 		read_guarded(op, &b, l);
 	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
 	if (rc < 0)
 		return rc;
-	if (spec && (rc == 1 || (a.host_early && at_host)))
+	if (spec && (rc == 1 || a.host_early))
 		return 0;
 	loco_batch_init(&b, thr);
 	read_guarded(op, &b, l);
@@ -403,25 +419,21 @@ static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 }
 
 /* The CASes moving AMOUNT from account 0 to 1 (OLD gets what they found)
- * and the releases, higher lock first: in one round when each lock lives
- * where its accounts do, else the releases after the CASes completed.
- * Release: the FAAs follow the CASes they publish on one QP, or the
- * completed CASes (atomics: executed) precede them. RC: the result. */
+ * and the releases, higher lock first, in one round: each lock lives
+ * where its accounts do.
+ * Release: the FAAs follow the CASes they publish on one QP. */
 static int cas_unlock(struct xfer_op *op, struct loco_thread *thr,
 		      uint64_t amount, uint64_t *old)
 {
 	struct loco_ticket_lock *rel[2] = { op->hi, op->hi == op->lo ? NULL : op->lo };
 	struct loco_tl_release r[2];
 	struct loco_batch b;
-	bool colocated = true;
-	for (unsigned i = 0; i < 2; i++)
-		colocated &= loco_ticket_lock_host(op->lock[i]) == op->rr[i]->node;
+	int rc = 0;
 	loco_batch_init(&b, thr);
 	loco_batch_cas(&b, op->rr[0], op->off[0], op->bal[0], op->bal[0] - amount,
 		       &old[0]);
 	loco_batch_cas(&b, op->rr[1], op->off[1], op->bal[1], op->bal[1] + amount,
 		       &old[1]);
-	int rc = colocated ? 0 : batch_run(&b, thr);
 	for (unsigned i = 0; i < 2 && rel[i]; i++) {
 		int prc = loco_ticket_lock_unlock_post(rel[i], thr, &b, &r[i]);
 		rc = rc ? rc : prc;
@@ -496,7 +508,8 @@ static void *worker_main(void *arg)
 	w->rc = bench_lat_init(&w->lat, LAT_CAP);
 	if (!w->rc)
 		w->rc = loco_thread_create(x->mgr, &thr);
-	pthread_barrier_wait(&x->phase);   /* the run starts */
+	pthread_barrier_wait(&x->phase);   /* every worker is set up */
+	pthread_barrier_wait(&x->phase);   /* the run starts: end_ns is set */
 	uint64_t t = loco_now_ns();
 	while (!w->rc && t < x->end_ns)
 		w->rc = transfer(w, thr, &t);
@@ -544,6 +557,10 @@ static int row_fill(struct xf *x, struct cl_row *row)
 		loco_ticket_lock_stats(loco_lock_array_at(&x->locks, i), &st);
 		row->extra[X_ACQUIRES] += st.acquires;
 		row->extra[X_HANDOVERS] += st.handovers;
+		row->extra[X_WAITS] += st.waits;
+		row->extra[X_POLLS] += st.polls;
+		row->extra[X_YIELDS] += st.yields;
+		row->extra[X_NAPS] += st.naps;
 	}
 	if (bench_lat_init(&lat, n ? n : 1))
 		return -ENOMEM;
@@ -572,11 +589,13 @@ static void report(struct xf *x, const struct cl_row *row,
 	       PRIu64 ",\"final_total\":%" PRIu64 ",\"expected_total\":%" PRIu64
 	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
 	       ",\"moved\":%" PRIu64 ",\"acquires\":%" PRIu64 ",\"handovers\":%"
-	       PRIu64, x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
+	       PRIu64 ",\"lock_waits\":%" PRIu64 ",\"lock_polls\":%" PRIu64
+	       ",\"lock_yields\":%" PRIu64 ",\"lock_naps\":%" PRIu64,
+	       x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
 	       x->o.locks, initial, final, expected,
 	       initial == expected && final == expected ? "true" : "false",
 	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],
-	       e[X_HANDOVERS]);
+	       e[X_HANDOVERS], e[X_WAITS], e[X_POLLS], e[X_YIELDS], e[X_NAPS]);
 	bench_json_dm(stdout, x->mgr, x->o.hot_locks);
 	bench_json_end(stdout);
 }
@@ -634,6 +653,10 @@ static int run_all(struct xf *x, struct loco_thread *thr)
 			exit(1);
 		}
 	}
+	/* The run starts once every worker has its thread (on ucx a thread's
+	 * set-up connects to every peer: a busy host once took longer than
+	 * the whole --duration, and no transfer ran). */
+	pthread_barrier_wait(&x->phase);
 	struct loco_stats s0, s1;
 	loco_mgr_stats(x->mgr, &s0);
 	uint64_t t0 = loco_now_ns();

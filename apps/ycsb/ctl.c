@@ -199,7 +199,8 @@ static int look(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 		if (r->beat != c->seen_beat[id] || !c->seen_ns[id]) {
 			c->seen_beat[id] = r->beat;
 			c->seen_ns[id] = now;
-		} else if (now - c->seen_ns[id] >=
+		} else if (now > c->seen_ns[id] &&  /* not stepped back */
+			   now - c->seen_ns[id] >=
 			   (uint64_t)y->o.dead_ms * 1000000u &&
 			   fence_suspect(y, id)) {
 			y->dead |= UINT64_C(1) << id;

@@ -69,6 +69,15 @@ struct ycsb_index_counters {
 	uint64_t lock_fails;    /* lock CASes that found the lock held (one
 				 * round trip each; reported for the
 				 * measured phase only) */
+	/* The index's remote memory at the end of the run, summed into the
+	 * cluster line (0: not measured; race and sherman measure it in
+	 * --verify's walk, on the node that ran it; kvstore on every node,
+	 * its own slots). */
+	uint64_t mem_used;      /* bytes of the structures holding the
+				 * items (tables, blocks, nodes, slots) */
+	uint64_t mem_reserved;  /* bytes of arena the index's regions take
+				 * (pools at their full size) */
+	uint64_t mem_keys;      /* keys those hold */
 };
 
 /* One pair of a scan result. */

@@ -16,6 +16,7 @@
  * Counters: retries are gets retried on a torn READ, cache_misses gets
  * whose local index entry named a slot that had been reused. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,13 @@ static void kx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
 	/* Relaxed: the handles were closed before (thread joins order it). */
 	c->retries = atomic_load_explicit(&ix->torn, memory_order_relaxed);
 	c->cache_misses = atomic_load_explicit(&ix->stale, memory_order_relaxed);
+	/* This node's slots: every node hosts the keys it inserted. */
+	pthread_mutex_lock(&ix->kv.alloc_mu);
+	uint64_t held = ix->kv.cfg.capacity - ix->kv.nfree;
+	pthread_mutex_unlock(&ix->kv.alloc_mu);
+	c->mem_used = held * ix->kv.slot_len;
+	c->mem_reserved = ix->kv.cfg.capacity * ix->kv.slot_len;
+	c->mem_keys = held;
 }
 
 const struct ycsb_index_ops ycsb_ix_kvstore = {

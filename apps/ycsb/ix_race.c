@@ -40,9 +40,14 @@
 
 #define RX_MIN_BLOCKS 65536u
 #define RX_SLOTS_PER_GROUP 21u
+#define RX_GROUP_BYTES 192u     /* three 64-byte buckets */
 
 struct ycsb_index {
 	struct loco_race *r;
+	struct loco_race_opts o;        /* as created, defaults filled in */
+	unsigned nmem;                  /* memory nodes holding the table */
+	/* The last --verify's memory (rx_memory), 0 before one ran. */
+	uint64_t mem_used, mem_reserved, mem_keys;
 };
 
 struct ycsb_ixthr {
@@ -172,6 +177,8 @@ static int rx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 	struct ycsb_index *ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;
+	ix->o = o;
+	ix->nmem = memory_nodes(mgr);
 	rc = loco_race_create(mgr, &o, &ix->r);
 	if (rc) {
 		free(ix);
@@ -245,6 +252,31 @@ static void rx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
 	c->retries = s.retries;
 	c->cache_misses = s.refreshes;
 	c->repairs = s.takeovers + s.rtx_repairs;
+	c->mem_used = ix->mem_used;
+	c->mem_reserved = ix->mem_reserved;
+	c->mem_keys = ix->mem_keys;
+}
+
+/* The table's memory from a verify's counts (docs/race.md, Layout):
+ * used = the live subtables (groups of three 64-byte buckets) and the KV
+ * blocks in use; reserved = every subtable region (a split leaves its
+ * parent's region behind: rtx mode creates two subtables a split, cas mode
+ * one) and each memory node's KV pool with its chunk owner table (8 bytes
+ * a chunk of 64 blocks). The directory's rTX objects are left out. */
+static void rx_memory(struct ycsb_index *ix, const struct loco_race_audit *a)
+{
+	uint32_t groups = ix->o.groups ? ix->o.groups : 64;
+	uint64_t st = (uint64_t)groups * RX_GROUP_BYTES;
+	uint64_t block = rx_block_bytes(ix->o.value_max);
+	uint64_t roots = UINT64_C(1) << ix->o.initial_depth;
+	uint64_t splits = a->subtables > roots ? a->subtables - roots : 0;
+	bool cas = ix->o.resize == LOCO_RACE_RESIZE_CAS;
+	uint64_t pool = (uint64_t)ix->o.kv_blocks * block +
+			((uint64_t)ix->o.kv_blocks + 63) / 64 * 8;
+	ix->mem_used = a->subtables * st + a->allocated * block;
+	ix->mem_reserved = (roots + (cas ? 1 : 2) * splits) * st +
+			   ix->nmem * pool;
+	ix->mem_keys = a->items;
 }
 
 static int rx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
@@ -257,6 +289,7 @@ static int rx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
 		snprintf(msg, len, "race: verify: %s", loco_strerror(rc));
 		return rc;
 	}
+	rx_memory(t->ix, &a);
 	fprintf(stderr, "loco-ycsb: race: verify: %llu subtables (depth %u), "
 		"%llu items, %llu KV blocks in use, %llu referenced, %llu "
 		"leaked, %llu lost, %llu reclaimed, %llu repaired, %llu locks "

@@ -45,6 +45,10 @@
 struct ycsb_index {
 	struct loco_sherman *t;
 	uint32_t value_len;
+	struct loco_sherman_opts o;     /* as created, defaults filled in */
+	unsigned nhost;                 /* hosting nodes */
+	/* The last --verify's memory (sx_memory), 0 before one ran. */
+	uint64_t mem_used, mem_reserved, mem_keys;
 };
 
 struct ycsb_ixthr {
@@ -180,6 +184,8 @@ static int sx_open(struct loco_mgr *mgr, const struct ycsb_index_cfg *cfg,
 	if (!ix)
 		return -ENOMEM;
 	ix->value_len = cfg->value_size;
+	ix->o = o;
+	ix->nhost = hosting_nodes(mgr);
 	rc = loco_sherman_create(mgr, &o, &ix->t);
 	if (rc) {
 		free(ix);
@@ -287,6 +293,27 @@ static void sx_counters(struct ycsb_index *ix, struct ycsb_index_counters *c)
 	c->cache_misses = s.cache_stale;
 	c->repairs = s.steals + s.rtx_repairs;
 	c->lock_fails = s.lock_fails;
+	c->mem_used = ix->mem_used;
+	c->mem_reserved = ix->mem_reserved;
+	c->mem_keys = ix->mem_keys;
+}
+
+/* The tree's memory from a verify's counts (docs/sherman.md, Memory
+ * layout): used = the nodes reachable along the levels; reserved, plain
+ * mode, = each hosting node's regions: the node pool at its full size,
+ * the lock words, a redo record per thread slot (64 nodes' worth), the
+ * superblock and the allocator. rtx mode's objects are the rtx's: its
+ * reserved is left 0. */
+static void sx_memory(struct ycsb_index *ix, const struct loco_sherman_verify *v)
+{
+	uint64_t node = ix->o.node_size ? ix->o.node_size : 1024;
+	uint64_t locks = ix->o.locks ? ix->o.locks : 16384;
+	uint64_t redo = (uint64_t)LOCO_MAX_NODES * ix->o.threads_per_node *
+			(32 + node);
+	ix->mem_used = v->nodes * node;
+	ix->mem_reserved = ix->o.rtx ? 0 : ix->nhost *
+			   (ix->o.nodes * node + locks * 8 + redo + 128);
+	ix->mem_keys = v->keys;
 }
 
 static int sx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
@@ -313,6 +340,7 @@ static int sx_verify(struct ycsb_ixthr *t, char *msg, size_t len)
 		(unsigned long long)v.leaves, (unsigned long long)v.keys,
 		(unsigned long long)v.unlinked, (unsigned long long)v.linked,
 		(unsigned long long)v.errors);
+	sx_memory(t->ix, &v);
 	if (!v.errors)
 		return 0;
 	snprintf(msg, len, "%llu broken invariants, the first: %s",

@@ -444,6 +444,9 @@ static int row_fill(struct ycsb *y, struct cl_row *row)
 	row->extra[X_RETRIES] = c.retries;
 	row->extra[X_CACHE_MISSES] = c.cache_misses;
 	row->extra[X_REPAIRS] = c.repairs;
+	row->extra[X_MEM_USED] = c.mem_used;
+	row->extra[X_MEM_RESERVED] = c.mem_reserved;
+	row->extra[X_MEM_KEYS] = c.mem_keys;
 	for (unsigned k = 0; k < K_N; k++)
 		row->ops += row->extra[X_GET + k];
 	row->ops -= row->extra[X_RMW];
@@ -505,6 +508,11 @@ static void report(void *arg, const struct cl_row *row,
 	       ",\"outages\":%" PRIu64 ",\"flushes_per_op\":%.3f",
 	       x[X_MISSING] + x[X_WRONG], x[X_UNKNOWN], x[X_OUTAGES],
 	       per(x[X_FLUSHES], row->ops));
+	printf(",\"mem_used_bytes\":%" PRIu64 ",\"mem_reserved_bytes\":%"
+	       PRIu64 ",\"mem_keys\":%" PRIu64 ",\"used_bytes_per_key\":%.1f,"
+	       "\"reserved_bytes_per_key\":%.1f", x[X_MEM_USED],
+	       x[X_MEM_RESERVED], x[X_MEM_KEYS], per(x[X_MEM_USED], x[X_MEM_KEYS]),
+	       per(x[X_MEM_RESERVED], x[X_MEM_KEYS]));
 	if (o->verify)
 		printf(",\"verify_failed\":%" PRIu64, x[X_VERIFY_FAILED]);
 	if (o->dead_ms) {

@@ -103,6 +103,7 @@ void race_pools_forget(struct loco_race_client *c)
 		p->ch = NULL;
 		p->n = p->cap = 0;
 		p->nfree = 0;
+		p->first_free = 0;
 		p->ahead = -1;
 		p->claim_skip = 0;
 	}
@@ -114,6 +115,14 @@ static struct race_own *own_find(struct race_pool *p, uint32_t idx)
 		if (p->ch[i].idx == idx)
 			return &p->ch[i];
 	return NULL;
+}
+
+/* Chunk O of P has a free block (again). */
+static void own_freed(struct race_pool *p, const struct race_own *o)
+{
+	unsigned k = (unsigned)(o - p->ch);
+	if (k < p->first_free)
+		p->first_free = k;
 }
 
 static struct race_own *own_add(struct race_pool *p, uint32_t idx)
@@ -202,6 +211,8 @@ static int own_learn(struct loco_race_client *c, unsigned ni,
 			o->free |= UINT64_C(1) << i;
 	}
 	c->pool[ni].nfree += (unsigned)__builtin_popcountll(o->free);
+	if (o->free)
+		own_freed(&c->pool[ni], o);
 	return 0;
 }
 
@@ -224,6 +235,7 @@ static void absorb(struct race_pool *p, struct race_own *o,
 		o->used &= ~bit;
 		o->free |= bit;
 		p->nfree++;
+		own_freed(p, o);
 	}
 }
 
@@ -295,6 +307,7 @@ static void ahead_post(struct loco_race_client *c, unsigned ni)
 		   post_words(&l, ni, best->idx, best->used, p->abuf));
 	if (!race_ops_post(&l)) {
 		p->ahead = best->idx;
+		p->ahead_pos = (unsigned)(best - p->ch);
 		p->ahead_want = best->used;
 	}
 }
@@ -304,7 +317,12 @@ static void ahead_take(struct loco_race_client *c, unsigned ni)
 	struct race_pool *p = &c->pool[ni];
 	if (p->ahead < 0 || c->pend.peers)
 		return;   /* none, or not known complete yet */
-	struct race_own *o = own_find(p, (uint32_t)p->ahead);
+	/* Where the READ ahead's chunk was (no scan of every owned chunk an
+	 * allocation: a load of N keys cost N^2 / 64 compares), unless a
+	 * release or a reset emptied the list since. */
+	struct race_own *o = p->ahead_pos < p->n &&
+			     p->ch[p->ahead_pos].idx == (uint32_t)p->ahead ?
+			     &p->ch[p->ahead_pos] : own_find(p, (uint32_t)p->ahead);
 	p->ahead = -1;
 	uint64_t f0 = p->nfree;
 	if (o)
@@ -387,8 +405,9 @@ static int refill(struct loco_race_client *c, unsigned ni)
 
 static bool take(struct race_pool *p, uint32_t *block, unsigned *gen)
 {
-	for (unsigned k = 0; k < p->n; k++) {
+	for (unsigned k = p->first_free; k < p->n; k++) {
 		struct race_own *o = &p->ch[k];
+		p->first_free = k;
 		if (!o->free)
 			continue;
 		unsigned i = (unsigned)__builtin_ctzll(o->free);
@@ -401,6 +420,7 @@ static bool take(struct race_pool *p, uint32_t *block, unsigned *gen)
 		*block = o->idx * RACE_CHUNK_BLOCKS + i;
 		return true;
 	}
+	p->first_free = p->n;
 	return false;
 }
 
@@ -452,6 +472,7 @@ int race_free_local(struct loco_race_client *c, unsigned ni, uint32_t block,
 	o->used &= ~bit;
 	o->free |= bit;
 	c->pool[ni].nfree++;
+	own_freed(&c->pool[ni], o);
 	return 0;
 }
 
@@ -479,6 +500,7 @@ int race_pools_release(struct loco_race_client *c)
 			p->n--;
 		}
 		p->nfree = 0;
+		p->first_free = 0;
 		p->ahead = -1;
 		/* Durable, or a power cut leaves them with our incarnation,
 		 * which nobody adopts. */

@@ -264,7 +264,11 @@ struct race_pool {
 	unsigned n, cap;
 	uint32_t cursor;
 	uint64_t nfree;         /* free blocks over every owned chunk */
+	unsigned first_free;    /* no chunk below this index has a free
+				 * block: take starts there (a scan from 0
+				 * made a load of N keys cost N^2 / 64) */
 	int64_t ahead;          /* chunk whose words a READ ahead fetches, -1 */
+	unsigned ahead_pos;     /* its index in ch (chunks never move) */
 	uint64_t ahead_want;    /* its blocks whose words it fetches */
 	unsigned ahead_next;    /* where the next READ ahead or reclaim
 				 * starts (round robin over ch) */
@@ -309,6 +313,9 @@ struct loco_race_client {
 					      * fenced yet (race_fence_owed) */
 	unsigned nowe;
 	bool owe_lost;                       /* more than RACE_OWE_MAX */
+	uint64_t ph_ns;                      /* the split's phase clock: */
+	struct loco_stats ph_st;             /* when and counters at the
+					      * last phase boundary */
 	_Atomic uint64_t st[RACE_NSTATS];
 	struct loco_race_client *next;
 };
@@ -325,6 +332,29 @@ static inline void race_count(struct loco_race_client *c, size_t i, uint64_t n)
 	atomic_store_explicit(&c->st[i], v + n, memory_order_relaxed);
 }
 #define RACE_INC(c, f) race_count((c), RACE_STAT(f), 1)
+
+/* Start the phase clock of a split (race_phase_end closes phases). */
+static inline void race_phase_start(struct loco_race_client *c)
+{
+	c->ph_ns = loco_now_ns();
+	loco_thread_stats(c->thr, &c->ph_st);
+}
+
+/* The time, round trips and verbs since the last boundary go to phase
+ * PH: two clock reads' worth (a clock read, a counter snapshot). */
+static inline void race_phase_end(struct loco_race_client *c,
+				  enum loco_race_phase ph)
+{
+	uint64_t now = loco_now_ns();
+	struct loco_stats s;
+	loco_thread_stats(c->thr, &s);
+	race_count(c, RACE_STAT(phase_ns) + ph, now - c->ph_ns);
+	race_count(c, RACE_STAT(phase_rtts) + ph, s.rtts - c->ph_st.rtts);
+	race_count(c, RACE_STAT(phase_verbs) + ph,
+		   loco_stats_verbs(&s) - loco_stats_verbs(&c->ph_st));
+	c->ph_ns = now;
+	c->ph_st = s;
+}
 
 /* The key's hashes. */
 struct race_key {
@@ -352,6 +382,8 @@ void race_st_of(const struct loco_race *r, const struct race_cdesc *e,
  * -EAGAIN: the caller must not act for them yet (it waits and tries
  * again); -LOCO_EFENCED when this node was fenced itself. */
 int race_fence_owed(struct loco_race_client *c);
+/* Whether a fence is owed (race_fence_owed has work). */
+bool race_fence_pending(const struct loco_race_client *c);
 /* Set the client worker's rTX hooks (the repairs it must fence for). */
 void race_worker_hooks(struct loco_race_client *c);
 /* Re-read the descriptors on H1's chain (one per depth). */

@@ -441,11 +441,14 @@ static int op_wait(struct race_op *op, const struct race_st *st)
 {
 	if (!op->waits++)
 		RACE_INC(op->c, resize_waits);
+	uint64_t t0 = loco_now_ns();
 	if (!op->deadline)
 		op->deadline = race_deadline(op->c);
-	else if (loco_now_ns() > op->deadline)
+	else if (t0 > op->deadline)
 		return -ETIMEDOUT;
-	return race_wait_resize(op->c, st, &op->tries);
+	int rc = race_wait_resize(op->c, st, &op->tries);
+	race_count(op->c, RACE_STAT(resize_wait_ns), loco_now_ns() - t0);
+	return rc;
 }
 
 /* rtx mode: frozen slots in the key's subtable. Still the current one

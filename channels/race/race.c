@@ -50,17 +50,36 @@ __attribute__((constructor)) static void race_register_points(void)
 	loco_crash_register(race_crash_points);
 }
 
-/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODE][:N]
- * makes the Nth arrival (default 1) of this process (on node NODE,
- * LOCO_NODE_ID; any node without @) at race point POINT log "stopped at
- * POINT" and SIGSTOP itself: a pause at an exact place, which the test
- * ends with SIGCONT (test/ycsb/cont-stopped.sh). Read once. */
+/* Stop points, for the pause tests: LOCO_RACE_STOP_AT=POINT[@NODES][:N]
+ * makes the Nth arrival (default 1) of this process (on one of NODES, a
+ * comma-separated list of LOCO_NODE_ID values; any node without @) at
+ * race point POINT log "stopped at POINT" and SIGSTOP itself: a pause at
+ * an exact place, which the test ends with SIGCONT
+ * (test/ycsb/cont-stopped.sh). Read once. */
 static struct {
 	pthread_once_t once;
 	char point[64];
 	long after;
 	_Atomic long hits;
 } stop_at = { .once = PTHREAD_ONCE_INIT };
+
+/* Whether node SELF (a LOCO_NODE_ID, may be NULL) is in LIST ("2,3"). */
+static bool stop_node_listed(const char *list, const char *self)
+{
+	if (!self)
+		return false;
+	long me = strtol(self, NULL, 10);
+	for (const char *p = list; *p && *p != ':';) {
+		char *end;
+		long n = strtol(p, &end, 10);
+		if (end == p)
+			return false;
+		if (n == me)
+			return true;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return false;
+}
 
 static void stop_init(void)
 {
@@ -70,7 +89,7 @@ static void stop_init(void)
 	size_t len = strcspn(spec, "@:");
 	const char *at = strchr(spec, '@'), *colon = strchr(spec, ':');
 	if (len >= sizeof(stop_at.point) ||
-	    (at && (!self || strtol(at + 1, NULL, 10) != strtol(self, NULL, 10))))
+	    (at && !stop_node_listed(at + 1, self)))
 		return;
 	memcpy(stop_at.point, spec, len);
 	stop_at.after = colon ? strtol(colon + 1, NULL, 10) : 1;
@@ -495,6 +514,19 @@ void loco_race_limits(const struct loco_race *r, uint32_t *key_max,
 	*value_max = r->o.value_max;
 }
 
+const char *loco_race_phase_name(unsigned ph)
+{
+	static const char *const names[LOCO_RACE_PHASES] = {
+		[LOCO_RACE_PH_LOCK] = "lock", [LOCO_RACE_PH_HEADERS] = "headers",
+		[LOCO_RACE_PH_FREEZE] = "freeze", [LOCO_RACE_PH_BUILD] = "build",
+		[LOCO_RACE_PH_REGION] = "region", [LOCO_RACE_PH_WRITE] = "write",
+		[LOCO_RACE_PH_COPY] = "copy", [LOCO_RACE_PH_CLEAR] = "clear",
+		[LOCO_RACE_PH_OPEN] = "open", [LOCO_RACE_PH_COMMIT] = "commit",
+		[LOCO_RACE_PH_RENEW] = "renew",
+	};
+	return ph < LOCO_RACE_PHASES ? names[ph] : NULL;
+}
+
 /* ---- keys ------------------------------------------------------------------- */
 
 void race_key_init(const struct loco_race *r, struct race_key *k,
@@ -703,6 +735,8 @@ static void on_repaired(void *arg, uint32_t owner)
 	uint32_t node = owner / c->r->o.threads_per_node;
 	if (node == loco_mgr_id(c->r->base.mgr))
 		return;   /* a thread of ours: alive, nothing to fence */
+	if (loco_peer_fenced(c->r->base.mgr, node))
+		return;   /* fenced already (before a steal: on_taking) */
 	for (unsigned i = 0; i < c->nowe; i++)
 		if (c->owe[i] == node)
 			return;
@@ -712,15 +746,69 @@ static void on_repaired(void *arg, uint32_t owner)
 		c->owe[c->nowe++] = node;
 }
 
+/* Fence NODE (the holder of a lock whose lease ran out) with a wait of at
+ * most MS: 0 (fenced, or the transport cannot fence: the move epochs and
+ * private regions then stand alone), -LOCO_EFENCED (we were fenced
+ * ourselves: stop), or -EAGAIN (not fenced: do not act for it, wait). */
+static int fence_one(struct loco_race_client *c, uint32_t node, int ms)
+{
+	int rc = loco_fence_node(c->r->base.mgr, node, ms);
+	if (rc == -EOPNOTSUPP) {
+		static _Atomic bool said;
+		/* Relaxed: a log-once flag. */
+		if (!atomic_exchange_explicit(&said, true, memory_order_relaxed))
+			loco_info(c->r->base.name, "the transport cannot fence "
+				  "node %u: resizes taken over rest on the move "
+				  "epochs and private regions alone", node);
+		return 0;
+	}
+	if (rc == -LOCO_EFENCED)
+		return rc;
+	if (rc) {
+		loco_warn(c->r->base.name, "fence of node %u (its resize lease "
+			  "ran out): %s; waiting", node, loco_strerror(rc));
+		return -EAGAIN;
+	}
+	RACE_INC(c, fences);
+	return 0;
+}
+
+/* rTX is about to steal a lock of thread slot OWNER (a descriptor's
+ * pre-lock whose lease ran out): its node is fenced first; until that
+ * completes the lock stays its owner's (-EBUSY: wait as for a live one).
+ * HOLDING (our transaction holds pre-locks): the fence waits at most half
+ * a lease, so that ours do not run out meanwhile. Else (lock_desc's
+ * first access: the usual case) it waits the fence's full timeout: a
+ * waiter holding nothing is bounded by no lease, and one try then
+ * outlasts a target stalled by a loaded host, or stopped a while (a
+ * fence that failed would only be tried again). */
+static int on_taking(void *arg, uint32_t owner, bool holding)
+{
+	struct loco_race_client *c = arg;
+	uint32_t node = owner / c->r->o.threads_per_node;
+	if (node == loco_mgr_id(c->r->base.mgr) ||
+	    (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE))
+		return 0;
+	int rc = fence_one(c, node, holding ? LEASE_DRIFT_MS / 2 :
+			   FENCE_TIMEOUT_MS);
+	return rc == -EAGAIN ? -EBUSY : rc;
+}
+
 void race_worker_hooks(struct loco_race_client *c)
 {
-	static const struct loco_rtx_hooks hooks = { .repaired = on_repaired };
+	static const struct loco_rtx_hooks hooks = {
+		.repaired = on_repaired, .taking = on_taking,
+	};
 	loco_rtx_set_hooks(c->w, &hooks, c);
+}
+
+bool race_fence_pending(const struct loco_race_client *c)
+{
+	return c->nowe || c->owe_lost;
 }
 
 int race_fence_owed(struct loco_race_client *c)
 {
-	struct loco_mgr *mgr = c->r->base.mgr;
 	if (c->r->o.broken & LOCO_RACE_BROKEN_NO_FENCE) {
 		c->nowe = 0;
 		c->owe_lost = false;
@@ -734,27 +822,10 @@ int race_fence_owed(struct loco_race_client *c)
 		return -EAGAIN;
 	}
 	while (c->nowe) {
-		uint32_t node = c->owe[c->nowe - 1];
-		int rc = loco_fence_node(mgr, node, FENCE_TIMEOUT_MS);
-		if (rc == -EOPNOTSUPP) {
-			static _Atomic bool said;
-			/* Relaxed: a log-once flag. */
-			if (!atomic_exchange_explicit(&said, true,
-						      memory_order_relaxed))
-				loco_info(c->r->base.name, "the transport cannot "
-					  "fence node %u: resizes taken over rest "
-					  "on the move epochs and private regions "
-					  "alone", node);
-		} else if (rc == -LOCO_EFENCED) {
-			return rc;   /* we were fenced ourselves: stop */
-		} else if (rc) {
-			loco_warn(c->r->base.name, "fence of node %u (its resize "
-				  "lease ran out): %s; waiting", node,
-				  loco_strerror(rc));
-			return -EAGAIN;
-		}
+		int rc = fence_one(c, c->owe[c->nowe - 1], FENCE_TIMEOUT_MS);
+		if (rc)
+			return rc;
 		c->nowe--;
-		RACE_INC(c, fences);
 	}
 	return 0;
 }

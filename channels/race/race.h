@@ -118,6 +118,30 @@ struct loco_race_opts {
 	unsigned broken;            /* LOCO_RACE_BROKEN_*: tests only */
 };
 
+/* Phases of a split (docs/race.md, "Resize time"): each split attempt's
+ * time, round trips and verbs go to the phase that spent them. */
+enum loco_race_phase {
+	LOCO_RACE_PH_LOCK,      /* rTX begin, pre-lock and READ of the
+				 * descriptor (cas: T1's and T2's, and a new
+				 * epoch's commit on a takeover) */
+	LOCO_RACE_PH_HEADERS,   /* cas a: a group's header CASes and READs */
+	LOCO_RACE_PH_FREEZE,    /* rtx: snapshot READ, freeze CASes and hash
+				 * READs; cas b: hash READs, freeze CASes,
+				 * group re-READs */
+	LOCO_RACE_PH_BUILD,     /* local: rtx O' and N; cas N's closed image */
+	LOCO_RACE_PH_REGION,    /* fresh regions (control plane) */
+	LOCO_RACE_PH_WRITE,     /* WRITE of the new subtable(s), fence or
+				 * persist */
+	LOCO_RACE_PH_COPY,      /* cas c: copy CASes into N */
+	LOCO_RACE_PH_CLEAR,     /* cas d: clear CASes in O */
+	LOCO_RACE_PH_OPEN,      /* cas e: N's group READ, fingerprint READs,
+				 * unfreeze and open CASes */
+	LOCO_RACE_PH_COMMIT,    /* rTX commit of the descriptors (cas: T1's
+				 * and T2's) */
+	LOCO_RACE_PH_RENEW,     /* lease renewals while splitting */
+	LOCO_RACE_PHASES
+};
+
 /* Counters of a client (or, summed, of a table handle). */
 struct loco_race_stats {
 	uint64_t gets, inserts, updates, deletes;   /* calls */
@@ -126,8 +150,13 @@ struct loco_race_stats {
 	uint64_t refreshes;      /* cache refreshes (stale entries) */
 	uint64_t fp_reads;       /* extra KV READs after fingerprint matches */
 	uint64_t resize_waits;   /* operations that waited for a resize */
+	uint64_t resize_wait_ns; /* time they spent waiting (backing off,
+				  * peeking at the descriptor, and running
+				  * the takeovers they made) */
 	uint64_t splits;         /* splits this client completed */
-	uint64_t split_ns;       /* time spent in them */
+	uint64_t split_ns;       /* time spent in them (from the split's
+				  * or takeover's start: cas mode's T1
+				  * included) */
 	uint64_t takeovers;      /* resizes finished for a client that left
 				  * them (dead, or its lease ran out) */
 	uint64_t moved;          /* items moved by our splits */
@@ -148,6 +177,11 @@ struct loco_race_stats {
 				  * not yet the child) and waited for it */
 	uint64_t fences;         /* nodes fenced before taking over their
 				  * resize (their lease ran out) */
+	/* Per phase, over every split attempt (finished or not, so they
+	 * may sum to more than split_ns): time, round trips, verbs. */
+	uint64_t phase_ns[LOCO_RACE_PHASES];
+	uint64_t phase_rtts[LOCO_RACE_PHASES];
+	uint64_t phase_verbs[LOCO_RACE_PHASES];
 };
 
 /* Result of loco_race_verify. */
@@ -264,6 +298,8 @@ void loco_race_client_stats(const struct loco_race_client *c,
 			    struct loco_race_stats *out);
 /* Summed over every client of R, destroyed ones included. */
 void loco_race_stats(struct loco_race *r, struct loco_race_stats *out);
+/* Short name of phase PH ("lock", "freeze", ...), NULL out of range. */
+const char *loco_race_phase_name(unsigned ph);
 /* Largest key and value of the table. */
 void loco_race_limits(const struct loco_race *r, uint32_t *key_max,
 		      uint32_t *value_max);

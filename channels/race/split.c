@@ -59,13 +59,18 @@
 #define GROUP_ROUNDS 64
 #define WAIT_PEEK_EVERY 8            /* wait rounds between lock checks */
 
-static int renew_maybe(struct loco_race_client *c)
+/* Renew the lease if due, closing phase PH first (the renewal is
+ * phase RENEW). */
+static int renew_maybe(struct loco_race_client *c, enum loco_race_phase ph)
 {
 	uint64_t now = loco_now_ns();
 	if (now - c->renew_ns < RENEW_NS)
 		return 0;
+	race_phase_end(c, ph);
 	c->renew_ns = now;
-	return loco_rtx_renew(c->w);
+	int rc = loco_rtx_renew(c->w);
+	race_phase_end(c, LOCO_RACE_PH_RENEW);
+	return rc;
 }
 
 static uint64_t slot_word(uint32_t bucket, unsigned j)
@@ -101,29 +106,34 @@ static struct loco_rregion desc_rr(const struct loco_race *r,
 				      .len = r->st_bytes };
 }
 
-/* Begin a transaction holding descriptor S's lock; *D its value (a copy). */
+/* Begin a transaction holding descriptor S's lock; *D its value (a copy).
+ * A holder whose transaction rTX repaired on the way (its lease ran out)
+ * is fenced before we act on the subtable (its late ops must not land):
+ * with our lock released, since a fence may wait past our own lease
+ * (the repair had freed the lock to anyone already), then we lock again. */
 static int lock_desc(struct loco_race_client *c, uint32_t s,
 		     struct race_desc *d)
 {
-	const struct race_desc *v = NULL;
 	loco_raddr_t obj = race_desc_obj(c->r, s);
-	int rc = loco_rtx_begin(c->w);
-	if (rc)
-		return rc;
-	rc = loco_rtx_lock(c->w, obj);
-	if (!rc)
-		rc = loco_rtx_read(c->w, obj, (const void **)&v);
-	/* A lock rTX took from an expired holder: that holder is fenced
-	 * before we act on the subtable (its late ops must not land). */
-	if (!rc)
-		rc = race_fence_owed(c);
-	if (rc) {
+	for (;;) {
+		const struct race_desc *v = NULL;
+		int rc = loco_rtx_begin(c->w);
+		if (rc)
+			return rc;
+		rc = loco_rtx_lock(c->w, obj);
+		if (!rc)
+			rc = loco_rtx_read(c->w, obj, (const void **)&v);
+		if (!rc && !race_fence_pending(c)) {
+			*d = v ? *v : (struct race_desc){ 0, 0 };
+			c->renew_ns = loco_now_ns();
+			return 0;
+		}
 		loco_rtx_abort(c->w);
-		return rc == -EBUSY ? -EAGAIN : rc;
+		if (!rc)
+			rc = race_fence_owed(c);
+		if (rc)
+			return rc == -EBUSY ? -EAGAIN : rc;
 	}
-	*d = v ? *v : (struct race_desc){ 0, 0 };
-	c->renew_ns = loco_now_ns();
-	return 0;
 }
 
 static int commit_descs(struct loco_race_client *c, uint32_t s1,
@@ -357,7 +367,7 @@ static int freeze_all(struct loco_race_client *c, const struct race_st *st,
 		freeze_apply(snap, f, nk);
 		if (split_point)
 			race_point("race.split_mid_freeze");
-		rc = renew_maybe(c);
+		rc = renew_maybe(c, LOCO_RACE_PH_FREEZE);
 	}
 	return rc;
 }
@@ -402,6 +412,7 @@ static int write_halves(struct loco_race_client *c, const struct race_st *st,
 	if (race_node_for(r, ns) == race_node_for(r, st->suffix)) {
 		/* Both on one node: one region, O' then N, one WRITE. */
 		rc = new_block(c, ld + 1, st->suffix, 2, rlo);
+		race_phase_end(c, LOCO_RACE_PH_REGION);
 		if (!rc)
 			rc = loco_write(c->thr, rlo, 0, lo, 2 * r->st_bytes);
 		if (!rc) {
@@ -413,6 +424,7 @@ static int write_halves(struct loco_race_client *c, const struct race_st *st,
 		rc = new_block(c, ld + 1, st->suffix, 1, rlo);
 		if (!rc)
 			rc = new_block(c, ld + 1, ns, 1, rhi);
+		race_phase_end(c, LOCO_RACE_PH_REGION);
 		if (!rc)
 			rc = loco_write(c->thr, rlo, 0, lo, r->st_bytes);
 		if (!rc)
@@ -449,12 +461,15 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 	memset(f.res, 0xff, nk * 8);
 	memset(f.hv, 0, nk);
 	int rc = freeze_all(c, st, snap, &f, took_over);
+	race_phase_end(c, LOCO_RACE_PH_FREEZE);
 	if (!rc)
 		race_point("race.split_frozen");
 	if (!rc) {
 		race_count(c, RACE_STAT(moved),
 			   build_halves(r, snap, f.h, st->ld, st->suffix, lo, hi));
+		race_phase_end(c, LOCO_RACE_PH_BUILD);
 		rc = write_halves(c, st, lo, hi, &rlo, &rhi);
+		race_phase_end(c, LOCO_RACE_PH_WRITE);
 	}
 	free(mem);
 	if (rc) {
@@ -464,8 +479,10 @@ static int split_rtx(struct loco_race_client *c, const struct race_st *st,
 	race_point("race.split_written");
 	struct race_desc dlo = desc_of(RACE_LIVE, st->ld + 1, &rlo, 0);
 	struct race_desc dhi = desc_of(RACE_LIVE, st->ld + 1, &rhi, 0);
-	return commit_descs(c, st->suffix, &dlo,
-			    st->suffix | UINT32_C(1) << st->ld, &dhi);
+	rc = commit_descs(c, st->suffix, &dlo,
+			  st->suffix | UINT32_C(1) << st->ld, &dhi);
+	race_phase_end(c, LOCO_RACE_PH_COMMIT);
+	return rc;
 }
 
 /* ---- cas mode --------------------------------------------------------------------- */
@@ -728,18 +745,27 @@ static int move_group(struct loco_race_client *c, struct move *m, uint32_t g)
 	memset(m->fpw, 0, sizeof(m->fpw));
 	memset(m->fph, 0, sizeof(m->fph));
 	int rc = group_headers(c, m, g);
-	if (!rc)
+	race_phase_end(c, LOCO_RACE_PH_HEADERS);
+	if (!rc) {
 		rc = group_freeze(c, m, g);
+		race_phase_end(c, LOCO_RACE_PH_FREEZE);
+	}
 	if (!rc)
 		race_point("race.after_group_freeze");
-	if (!rc)
+	if (!rc) {
 		rc = group_copy(c, m, g);
+		race_phase_end(c, LOCO_RACE_PH_COPY);
+	}
 	if (!rc && g == 0)
 		race_point("race.cas_mid_group");
-	if (!rc)
+	if (!rc) {
 		rc = group_clear(c, m, g);
-	if (!rc)
+		race_phase_end(c, LOCO_RACE_PH_CLEAR);
+	}
+	if (!rc) {
 		rc = group_open(c, m, g);
+		race_phase_end(c, LOCO_RACE_PH_OPEN);
+	}
 	for (unsigned k = 0; !rc && k < 3 * RACE_SLOTS; k++)
 		if (race_slot_frozen(ow_slot(m, k)) && race_slot_item(ow_slot(m, k)))
 			race_count(c, RACE_STAT(moved), 1);
@@ -767,12 +793,13 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 		m->s = s;
 		m->ep = ep;
 	}
+	race_phase_end(c, LOCO_RACE_PH_LOCK);
 	for (uint32_t g = 0; !rc && g < r->groups; g++) {
 		rc = move_group(c, m, g);
 		if (!rc && g == r->groups / 2)
 			race_point("race.cas_mid_move");
 		if (!rc)
-			rc = renew_maybe(c);
+			rc = renew_maybe(c, LOCO_RACE_PH_OPEN);
 	}
 	if (rc) {
 		free(m);
@@ -783,7 +810,9 @@ static int move_all(struct loco_race_client *c, uint32_t s,
 	struct race_desc lo = desc_of(RACE_LIVE, ld + 1, &m->o, ep);
 	struct race_desc hi = desc_of(RACE_LIVE, ld + 1, &m->n, ep);
 	free(m);
-	return commit_descs(c, s, &lo, ns, &hi);
+	rc = commit_descs(c, s, &lo, ns, &hi);
+	race_phase_end(c, LOCO_RACE_PH_COMMIT);
+	return rc;
 }
 
 /* Lock parent S for its move, under an epoch of our own: MINE (the
@@ -819,12 +848,14 @@ static int lock_move(struct loco_race_client *c, uint32_t s, int mine,
 	}
 }
 
+/* Lock and move parent S; a split counted from T0 (the phase clock
+ * running). */
 static int move_finish(struct loco_race_client *c, uint32_t s, bool takeover,
-		       int mine)
+		       int mine, uint64_t t0)
 {
 	struct race_desc d;
-	uint64_t t0 = loco_now_ns();
 	int rc = lock_move(c, s, mine, &d);
+	race_phase_end(c, LOCO_RACE_PH_LOCK);
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	rc = move_all(c, s, &d);
@@ -839,14 +870,15 @@ static int move_finish(struct loco_race_client *c, uint32_t s, bool takeover,
 
 int race_move_finish(struct loco_race_client *c, uint32_t s, bool takeover)
 {
-	return move_finish(c, s, takeover, -1);
+	race_phase_start(c);
+	return move_finish(c, s, takeover, -1, c->ph_ns);
 }
 
 /* T1: child N initialised CLOSED (closed-empty words of the move's
  * epoch, the parent's next) and published with the parent SPLITTING;
  * then T2. */
 static int split_cas(struct loco_race_client *c, const struct race_st *st,
-		     const struct race_desc *d)
+		     const struct race_desc *d, uint64_t t0)
 {
 	const struct loco_race *r = c->r;
 	uint32_t ns = st->suffix | UINT32_C(1) << st->ld;
@@ -858,7 +890,9 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 		for (unsigned j = 0; j < RACE_SLOTS; j++)
 			init[slot_word(b, j)] = closed_empty(r, ep);
 	}
+	race_phase_end(c, LOCO_RACE_PH_BUILD);
 	int rc = new_block(c, st->ld + 1, ns, 1, &rn);
+	race_phase_end(c, LOCO_RACE_PH_REGION);
 	if (!rc)
 		rc = loco_write(c->thr, &rn, 0, init, r->st_bytes);
 	/* N's headers are placed (durable on a durable node) before a
@@ -866,6 +900,7 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 	if (!rc)
 		rc = race_durable(r, rn.node) ? race_persist(c, rn.node) :
 		     loco_fence(c->thr, LOCO_FENCE_THREAD, 0);
+	race_phase_end(c, LOCO_RACE_PH_WRITE);
 	if (rc) {
 		loco_rtx_abort(c->w);
 		return rc;
@@ -875,10 +910,11 @@ static int split_cas(struct loco_race_client *c, const struct race_st *st,
 		ep), d->off };
 	struct race_desc dn = desc_of(RACE_MOVING, st->ld + 1, &rn, ep);
 	rc = commit_descs(c, st->suffix, &dp, ns, &dn);
+	race_phase_end(c, LOCO_RACE_PH_COMMIT);
 	if (rc)
 		return rc;
 	race_point("race.cas_published");
-	rc = move_finish(c, st->suffix, false, (int)ep);
+	rc = move_finish(c, st->suffix, false, (int)ep, t0);
 	return rc == -EAGAIN ? 0 : rc;   /* someone took the move over */
 }
 
@@ -889,10 +925,12 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 	const struct loco_race *r = c->r;
 	struct race_desc d;
 	bool took_over = false;
-	uint64_t t0 = loco_now_ns();
 	if (st->ld >= r->o.max_depth && st->state == RACE_LIVE)
 		return -ENOSPC;
+	race_phase_start(c);
+	uint64_t t0 = c->ph_ns;
 	int rc = lock_desc(c, st->suffix, &d);
+	race_phase_end(c, LOCO_RACE_PH_LOCK);
 	if (rc)
 		return rc;
 	race_point("race.split_locked");
@@ -906,14 +944,14 @@ int race_split(struct loco_race_client *c, const struct race_st *st)
 			      st->suffix & ~(UINT32_C(1) << (st->ld - 1)) :
 			      st->suffix;
 		loco_rtx_abort(c->w);
-		return race_move_finish(c, ps, true);
+		return move_finish(c, ps, true, -1, t0);
 	}
 	if (st->ld >= r->o.max_depth) {
 		loco_rtx_abort(c->w);
 		return -ENOSPC;
 	}
 	if (r->o.resize == LOCO_RACE_RESIZE_CAS)
-		return split_cas(c, st, &d);
+		return split_cas(c, st, &d, t0);
 	rc = split_rtx(c, st, &took_over);
 	if (rc)
 		return rc;

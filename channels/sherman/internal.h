@@ -166,6 +166,8 @@ struct loco_sherman {
 					       * image (a bit per id) */
 	struct loco_rregion super;
 	uint64_t epoch_ms;
+	int64_t skew_ms;                      /* this process's lease clock
+					       * skew (sh_now_ms) */
 	uint32_t entry_len, leaf_slots, int_cap, redo_len, nslots;
 	loco_raddr_t root;                    /* fixed: index 0 on home */
 	struct loco_rtx *rtx;                 /* rtx mode */

@@ -205,15 +205,33 @@ static uint64_t realtime_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* This process's lease clock skew in whole milliseconds (LOCO_CLOCK_SKEW_MS,
+ * loco-run --clock-skew): loco_lease_now_ns's offset from CLOCK_MONOTONIC,
+ * constant for the process. Taken once, between two reads of the
+ * monotonic clock close enough together that the rounding is exact
+ * (taken on every sh_now_ms from two clock reads, a thread preempted
+ * between them moved its lease clock back by the preemption: a lease
+ * taken then was as much shorter, a renewal due then was skipped). */
+static int64_t lease_skew_ms(void)
+{
+	int64_t d = 0;
+	for (unsigned i = 0; i < 16; i++) {
+		int64_t m0 = (int64_t)loco_now_ns();
+		int64_t l = (int64_t)loco_lease_now_ns();
+		int64_t m1 = (int64_t)loco_now_ns();
+		d = l - (m0 + (m1 - m0) / 2);
+		if (m1 - m0 < 100000)
+			break;
+	}
+	return (d >= 0 ? d + 500000 : d - 500000) / 1000000;
+}
+
 /* The lease clock: CLOCK_REALTIME (comparable across hosts up to their
  * drift, which lease_ms must exceed) moved by this node's lease clock
- * skew, loco_lease_now_ns's offset from CLOCK_MONOTONIC
- * (LOCO_CLOCK_SKEW_MS, loco-run --clock-skew). */
+ * skew (lease_skew_ms). */
 uint64_t sh_now_ms(const struct loco_sherman *t)
 {
-	int64_t skew_ms = ((int64_t)loco_lease_now_ns() -
-			   (int64_t)loco_now_ns()) / 1000000;
-	return (uint64_t)((int64_t)realtime_ms() + skew_ms) - t->epoch_ms;
+	return (uint64_t)((int64_t)realtime_ms() + t->skew_ms) - t->epoch_ms;
 }
 
 /* First creator: CAS the configuration hash and the epoch in; everyone
@@ -229,6 +247,7 @@ static int super_init(struct loco_sherman *t, struct loco_thread *thr)
 			 (unsigned long long)want);
 		return -LOCO_EMISMATCH;
 	}
+	t->skew_ms = lease_skew_ms();
 	uint64_t epoch = realtime_ms() - EPOCH_SLACK_MS;
 	if (!rc)
 		rc = loco_cas(thr, &t->super, offsetof(struct sh_super, epoch_ms),

@@ -73,6 +73,13 @@ bool loco_ffile_any(const struct loco_ffile *f)
 	return false;
 }
 
+bool loco_ffile_fenced(const struct loco_ffile *f, uint32_t peer,
+		       uint64_t incarnation)
+{
+	return f && peer < LOCO_MAX_NODES &&
+	       loco_guard_refused(f->node[peer].line, incarnation);
+}
+
 /* Process PID's start time (clock ticks since boot, /proc/PID/stat field
  * 22), or 0 if it is gone or a zombie (a zombie has no mappings left). */
 static uint64_t proc_start(uint64_t pid)

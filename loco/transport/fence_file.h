@@ -47,6 +47,9 @@ int loco_ffile_map(const char *path, bool create, struct loco_ffile **out);
 void loco_ffile_unmap(struct loco_ffile *f);
 /* Whether F records any fence (read at a clean stop). */
 bool loco_ffile_any(const struct loco_ffile *f);
+/* Whether F records INCARNATION of PEER as fenced. */
+bool loco_ffile_fenced(const struct loco_ffile *f, uint32_t peer,
+		       uint64_t incarnation);
 /* This process executes for its node at FN from now on (callers of one
  * process serialise their calls). Marks that a dead earlier owner left
  * up are cleared: nothing of it can be mid-execution any more. */

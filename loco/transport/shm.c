@@ -253,6 +253,12 @@ int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
 				timeout_ms);
 }
 
+bool loco_shm_fenced_here(struct loco_tp *tp, uint32_t peer,
+			  uint64_t incarnation)
+{
+	return loco_ffile_fenced(tp->fence, peer, incarnation);
+}
+
 int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		   int timeout_ms)
 {
@@ -804,4 +810,5 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_abort = shm_qp_abort,
 	.fence = loco_shm_fence,
 	.fence_at = loco_shm_fence_at,
+	.fenced_here = loco_shm_fenced_here,
 };

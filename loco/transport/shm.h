@@ -84,6 +84,9 @@ void loco_shm_guard_exit(struct loco_tp_qp *qp);
 /* loco_ffile_fence at node TARGET (this node or another). */
 int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		      uint64_t incarnation, int timeout_ms);
+/* Whether PEER's INCARNATION is fenced in this node's fence file. */
+bool loco_shm_fenced_here(struct loco_tp *tp, uint32_t peer,
+			  uint64_t incarnation);
 /* The fence op of both modes: loco_shm_fence_at this node. */
 int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		   int timeout_ms);

@@ -776,4 +776,5 @@ const struct loco_transport_ops loco_shm_weak_ops = {
 	.qp_abort = weak_qp_abort,
 	.fence = loco_shm_fence,
 	.fence_at = loco_shm_fence_at,
+	.fenced_here = loco_shm_fenced_here,
 };

@@ -119,8 +119,17 @@ struct loco_transport_ops {
 	/* Local arena: base address, length, and the descriptor peers need. */
 	void *(*arena_base)(struct loco_tp *tp);
 	uint64_t (*arena_len)(struct loco_tp *tp);
-	/* *LEN: capacity in, bytes written out. */
+	/* *LEN: capacity in, bytes written out. This node's own descriptor
+	 * (what its peer_add of itself takes). */
 	int (*arena_desc)(struct loco_tp *tp, void *desc, size_t *len);
+	/* Optional (NULL: arena_desc serves every peer): the descriptor for
+	 * incarnation INCARNATION of node PEER alone (0: its incarnation is
+	 * not known yet), where a descriptor carries what lets that
+	 * incarnation, and no other, reach this node's memory (ucx: its
+	 * credential). The core sends it in HELLO and HELLO_ACK, and says
+	 * hello again once it learns the incarnation it did not know. */
+	int (*arena_desc_for)(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+			      void *desc, size_t *len);
 	/* A peer's arena descriptor arrived (control-plane hello), with the
 	 * lengths of its arena and device memory. */
 	int (*peer_add)(struct loco_tp *tp, uint32_t peer, const void *desc,
@@ -212,6 +221,11 @@ struct loco_transport_ops {
 	 * Caller: the fencer (loco_fence_node). */
 	int (*fence_at)(struct loco_tp *tp, uint32_t target, uint32_t peer,
 			uint64_t incarnation, int timeout_ms);
+	/* Optional (NULL: none), with fence_at: whether incarnation
+	 * INCARNATION of PEER is fenced here, by whichever fencer wrote this
+	 * node's fence state. Caller: any thread. */
+	bool (*fenced_here)(struct loco_tp *tp, uint32_t peer,
+			    uint64_t incarnation);
 	/* Optional, NULL without a device (shm, shm-weak): the CPUs close to
 	 * the transport's device into SET, for thread placement (--cpu-bind
 	 * core puts threads on those cores first). TOPO is this machine's

@@ -5,7 +5,9 @@
  * - One UCP context per manager; the arena is ucp_mem_map'd with
  *   UCP_MEM_MAP_ALLOCATE (UCX allocates it, as shared memory where UCX_TLS
  *   offers sm, so that peers on the host reach it one-sidedly) and its
- *   rkey is packed once into the arena descriptor.
+ *   rkey is packed once into the arena descriptor. Each peer gets a
+ *   descriptor of its own, with the credential its incarnation alone
+ *   gets (ucx_arena_desc_for; checked by ucx_am.c).
  * - A target worker per node: every peer's endpoints connect to its
  *   address (in the descriptor too); the progress thread progresses it.
  * - READ, WRITE and atomics: UCX's RMA and atomics (one-sided on shared
@@ -55,6 +57,16 @@ uint64_t ucx_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct timespec ucx_deadline(clockid_t clock, int ms)
+{
+	struct timespec t;
+	clock_gettime(clock, &t);
+	uint64_t ns = (uint64_t)t.tv_nsec + (uint64_t)(ms > 0 ? ms : 0) * 1000000;
+	t.tv_sec += (time_t)(ns / 1000000000);
+	t.tv_nsec = (long)(ns % 1000000000);
+	return t;
 }
 
 int ucx_errno(ucs_status_t st)
@@ -338,25 +350,21 @@ static int arena_map(struct loco_tp *tp, uint64_t bytes)
 	return 0;
 }
 
-/* Draw the arena token: 128 random bits that a request message of
- * loco's must carry (ucx_am.c); a new one with every arena, so a node's
- * restart invalidates what its peers had. Never all zero. */
-static int token_draw(struct loco_tp *tp)
+/* Draw the secret the credentials are hashed with (ucx_cred): a new one
+ * with every arena, so a node's restart invalidates what its peers had. */
+static int secret_draw(struct loco_tp *tp)
 {
-	do {
-		if (getrandom(tp->arena_token, sizeof(tp->arena_token), 0) !=
-		    (ssize_t)sizeof(tp->arena_token)) {
-			int rc = -errno;
-			loco_err(UCX_LOG, "getrandom for the arena token: %s", strerror(errno));
-			return rc ? rc : -EIO;
-		}
-	} while (ucx_token_zero(tp->arena_token));
+	if (getrandom(tp->secret, sizeof(tp->secret), 0) != (ssize_t)sizeof(tp->secret)) {
+		int rc = -errno;
+		loco_err(UCX_LOG, "getrandom for the arena's secret: %s", strerror(errno));
+		return rc ? rc : -EIO;
+	}
 	return 0;
 }
 
 static int arena_open(struct loco_tp *tp, const struct loco_tp_config *cfg)
 {
-	int rc = token_draw(tp);
+	int rc = secret_draw(tp);
 	if (!rc)
 		rc = cfg->durable_dir ? arena_durable(tp, cfg) : 0;
 	if (!rc && (rc = arena_map(tp, cfg->arena_bytes)))
@@ -399,6 +407,11 @@ static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
 	tp->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
 	tp->wake_fd = tp->epoll_fd = -1;
 	pthread_mutex_init(&tp->peer_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tp->peer_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&tp->cq_lock, NULL);
 	pthread_mutex_init(&tp->target_lock, NULL);
 	return tp;
@@ -407,6 +420,7 @@ static struct loco_tp *tp_alloc(const struct loco_tp_config *cfg,
 static void tp_free(struct loco_tp *tp)
 {
 	pthread_mutex_destroy(&tp->peer_lock);
+	pthread_cond_destroy(&tp->peer_cond);
 	pthread_mutex_destroy(&tp->cq_lock);
 	pthread_mutex_destroy(&tp->target_lock);
 	free(tp->am_copy);
@@ -497,16 +511,23 @@ static uint64_t ucx_arena_len(struct loco_tp *tp)
 	return tp->arena_len;
 }
 
-static int ucx_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
+/* The descriptor for incarnation INCARNATION of node PEER (0: not known
+ * yet, no credential): this node's arena and address, and the credential
+ * that incarnation alone is given (ucx_cred). */
+static int ucx_arena_desc_for(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
+			      void *desc, size_t *len)
 {
 	struct ucx_desc *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->node = tp->self;
 	d->flags = tp->am ? UCX_DESC_F_AM : 0;
+	d->for_node = peer;
 	d->arena_addr = (uintptr_t)tp->arena;
 	d->arena_len = tp->arena_len;
-	memcpy(d->arena_token, tp->arena_token, sizeof(d->arena_token));
+	d->for_incarnation = incarnation;
+	if (incarnation)
+		ucx_cred(tp, peer, incarnation, d->cred);
 	d->rkey_len = (uint16_t)tp->rkey_len;
 	memcpy(d->rkey, tp->rkey_buf, tp->rkey_len);
 	d->addr_len = (uint16_t)tp->target_addr_len;
@@ -514,6 +535,40 @@ static int ucx_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
 	int rc = ucx_desc_pack(d, desc, *len, len);
 	free(d);
 	return rc;
+}
+
+/* This node's own descriptor (its QPs to itself). */
+static int ucx_arena_desc(struct loco_tp *tp, void *desc, size_t *len)
+{
+	return ucx_arena_desc_for(tp, tp->self, tp->incarnation, desc, len);
+}
+
+/* Whether D carries a credential for this process (tp->self and its
+ * incarnation), or needs none (UCX's RMA: no message of loco's carries
+ * it); peer_lock held, or D local. */
+static bool cred_mine(const struct loco_tp *tp, const struct ucx_desc *d)
+{
+	return !tp->am || (!ucx_cred_zero(d->cred) && d->for_node == tp->self &&
+			   d->for_incarnation == tp->incarnation);
+}
+
+/* Log why DESC (LEN bytes) from PEER is refused (RC from unpacking it). */
+static void desc_refused(const struct loco_tp *tp, uint32_t peer, const void *desc,
+			 size_t len, uint64_t arena_len, int rc, const struct ucx_desc *d)
+{
+	unsigned v = ucx_desc_version(desc, len);
+	if (v && v != UCX_DESC_VERSION)
+		loco_err(UCX_LOG, "node %u sent a version-%u ucx arena descriptor, this "
+			 "node reads version %d (a credential per client and "
+			 "incarnation): run the same loco on every node", peer, v,
+			 UCX_DESC_VERSION);
+	else if (!rc && d->for_node != tp->self)
+		loco_err(UCX_LOG, "node %u sent this node (%u) the ucx arena descriptor "
+			 "it made for node %u", peer, tp->self, d->for_node);
+	else
+		loco_err(UCX_LOG, "node %u sent a bad ucx arena descriptor (%zu bytes; "
+			 "expected version %d for node %u, arena %" PRIu64 " bytes, no "
+			 "device memory)", peer, len, UCX_DESC_VERSION, peer, arena_len);
 }
 
 /* Called with the manager's peer lock held (one caller at a time). */
@@ -527,13 +582,13 @@ static int ucx_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 	struct ucx_desc *d = malloc(sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	int rc = ucx_desc_unpack(desc, len, d);
-	if (!rc && (d->node != peer || d->arena_len != arena_len || dm_len))
+	int unpacked = ucx_desc_unpack(desc, len, d);
+	int rc = unpacked;
+	if (!rc && (d->node != peer || d->arena_len != arena_len || dm_len ||
+		    d->for_node != tp->self))
 		rc = -LOCO_EPROTO;
 	if (rc) {
-		loco_err(UCX_LOG, "node %u sent a bad ucx arena descriptor (%zu bytes; expected "
-			 "version %d for node %u, arena %" PRIu64 " bytes, no device memory)",
-			 peer, len, UCX_DESC_VERSION, peer, arena_len);
+		desc_refused(tp, peer, desc, len, arena_len, unpacked, d);
 	} else if (!(d->flags & UCX_DESC_F_AM) != !tp->am) {
 		/* One kind of atomics per arena: a CPU's on the target, or
 		 * UCX's (a NIC's on RDMA), never both. */
@@ -543,9 +598,12 @@ static int ucx_peer_add(struct loco_tp *tp, uint32_t peer, const void *desc,
 			 tp->am ? "loco's messages" : "UCX");
 		rc = -LOCO_ETRANSPORT;
 	} else {
+		/* Without a credential for this incarnation (its sender did not
+		 * know it yet), QPs wait for the next one (ucx_qp_create). */
 		pthread_mutex_lock(&tp->peer_lock);
 		tp->peer[peer] = *d;
 		tp->peer_known[peer] = true;
+		pthread_cond_broadcast(&tp->peer_cond);
 		pthread_mutex_unlock(&tp->peer_lock);
 	}
 	free(d);
@@ -732,6 +790,20 @@ static void ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 			  q->cq->tp->api->status_string(status));
 }
 
+/* Wait until PEER's descriptor (known) carries this process's credential,
+ * at most tp->timeout_ms: whether it does. peer_lock held. */
+static bool cred_wait(struct loco_tp *tp, uint32_t peer)
+{
+	struct timespec until = ucx_deadline(CLOCK_MONOTONIC, tp->timeout_ms);
+	while (!cred_mine(tp, &tp->peer[peer]))
+		if (pthread_cond_timedwait(&tp->peer_cond, &tp->peer_lock, &until))
+			return cred_mine(tp, &tp->peer[peer]);
+	return true;
+}
+
+/* PEER's descriptor into OUT, once it carries this process's credential:
+ * a descriptor sent before its sender knew this incarnation has none,
+ * and the sender says hello again with one a round trip later (ctrl.c). */
 static int peer_desc(struct loco_tp *tp, uint32_t peer, struct ucx_desc *out)
 {
 	if (peer >= LOCO_MAX_NODES || !tp->hosts->node[peer].present) {
@@ -740,12 +812,16 @@ static int peer_desc(struct loco_tp *tp, uint32_t peer, struct ucx_desc *out)
 	}
 	pthread_mutex_lock(&tp->peer_lock);
 	bool known = tp->peer_known[peer];
-	if (known)
+	bool mine = known && cred_wait(tp, peer);
+	if (mine)
 		*out = tp->peer[peer];
 	pthread_mutex_unlock(&tp->peer_lock);
 	if (!known)
 		loco_err(UCX_LOG, "qp_create: no arena descriptor from node %u yet", peer);
-	return known ? 0 : -ENOTCONN;
+	else if (!mine)
+		loco_err(UCX_LOG, "qp_create: node %u gave no credential to this "
+			 "incarnation within %d ms", peer, tp->timeout_ms);
+	return !known ? -ENOTCONN : mine ? 0 : -ETIMEDOUT;
 }
 
 /* The endpoint to D's target worker and D's rkey on it; cq->lock held. */
@@ -807,7 +883,7 @@ static int ucx_qp_create(struct loco_tp *tp, struct loco_tp_cq *cq,
 	}
 	q->remote_base = d->arena_addr;
 	q->remote_len = d->arena_len;
-	memcpy(q->arena_token, d->arena_token, sizeof(q->arena_token));
+	memcpy(q->cred, d->cred, sizeof(q->cred));
 	pthread_mutex_lock(&cq->lock);
 	q->id = cq->next_qp_id++ & ((UINT32_C(1) << (64 - UCX_TOKEN_SEQ_BITS)) - 1);
 	rc = ep_open(q, d);
@@ -1048,7 +1124,7 @@ static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 }
 
 /* The ops of every name: they differ only in the name and in open. */
-#define UCX_OPS(NAME, OPEN, FENCE_AT)        \
+#define UCX_OPS(NAME, OPEN, FENCE_AT, FENCED) \
 	{                                    \
 		.name = NAME,                \
 		.open = OPEN,                \
@@ -1056,6 +1132,7 @@ static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		.arena_base = ucx_arena_base, \
 		.arena_len = ucx_arena_len,  \
 		.arena_desc = ucx_arena_desc, \
+		.arena_desc_for = ucx_arena_desc_for, \
 		.peer_add = ucx_peer_add,    \
 		.dm_len = ucx_dm_len,        \
 		.dm_zero = ucx_dm_zero,      \
@@ -1071,11 +1148,14 @@ static int ucx_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		.qp_abort = ucx_qp_abort,    \
 		.fence = ucx_fence,          \
 		.fence_at = FENCE_AT,        \
+		.fenced_here = FENCED,       \
 	}
 
 /* ucx-sm fences at every node itself, in the fence files (a stopped or
  * dead target's memory must refuse too); the others by FENCE messages. */
-const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open, NULL);
-const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp, NULL);
+const struct loco_transport_ops loco_ucx_ops = UCX_OPS("ucx", ucx_open, NULL, NULL);
+const struct loco_transport_ops loco_ucx_tcp_ops = UCX_OPS("ucx-tcp", ucx_open_tcp, NULL,
+							    NULL);
 const struct loco_transport_ops loco_ucx_sm_ops = UCX_OPS("ucx-sm", ucx_open_sm,
-							   ucx_guard_fence);
+							   ucx_guard_fence,
+							   ucx_guard_fenced);

@@ -14,14 +14,17 @@
  * the messages of one endpoint in order and runs their handlers in that
  * order, which is the per-QP order of docs/ordering.md):
  *  - request (UCX_AM_REQ, to the peer's target worker, the reply endpoint
- *    attached): the target's arena token (from its descriptor), then
- *    struct ucx_am_req, a WRITE's data as payload;
- *  - the target's handler compares the token with its own (a message
- *    with another executes nothing: every request is answered -EACCES,
- *    as an RDMA NIC refuses a wrong rkey), then the requester's (node,
- *    incarnation) the header names with the fenced ones (a fenced
- *    incarnation's message executes nothing either: every request is
- *    answered -LOCO_EFENCED), checks the range against its arena, executes the request (memcpy, or a CPU atomic) and answers
+ *    attached): the requester's (node, incarnation) and its credential
+ *    (from the target's descriptor for it), then struct ucx_am_req, a
+ *    WRITE's data as payload;
+ *  - the target's handler recomputes the credential of the (node,
+ *    incarnation) the header names (ucx_cred: a keyed hash of its secret)
+ *    and compares it with the one carried (a message with another
+ *    executes nothing: every request is answered -EACCES, as an RDMA NIC
+ *    refuses a wrong rkey), then checks that incarnation against the
+ *    fenced ones (a fenced incarnation's message executes nothing either:
+ *    every request is answered -LOCO_EFENCED), checks the range against
+ *    its arena, executes the request (memcpy, or a CPU atomic) and answers
  *    (UCX_AM_REP, to the requester's worker): struct ucx_am_rep, a READ's
  *    data as payload, copied when the request executes;
  *  - the requester's handler finds the request's slot by its reply token
@@ -34,10 +37,12 @@
  * tp->target_lock held from its check of the fenced list to its reply;
  * ucx_am_fence records a fence under the same lock, so once it returns
  * no request of that incarnation is mid-execution, and every later one
- * is refused. The (node, incarnation) a header names is as trustworthy
- * as its sender: a member holding the arena token could name another,
- * as on shm a process could skip loco's check; loco's own processes
- * always name their own. */
+ * is refused. A member can name only the (node, incarnation) it was
+ * given a credential for: it was handed to that incarnation alone, in
+ * the descriptor the target sent it (over the control plane, after the
+ * cluster-key exchange), so a member cannot act as another, and a fenced
+ * incarnation cannot act by naming a new one (which has no credential
+ * until it says hello itself, as a new process). */
 #include "loco/transport/copy.h"
 #include "loco/transport/ucx_int.h"
 
@@ -65,7 +70,8 @@ struct ucx_am_qhdr {
 	uint32_t node;               /* the requester's id */
 	uint64_t incarnation;        /* the requester's (boot id): checked
 					against the fenced ones */
-	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the target's (its descriptor's) */
+	uint64_t cred[UCX_CRED_WORDS]; /* the requester's, from the target's
+					  descriptor for it (ucx_cred) */
 };
 
 struct ucx_am_hdr {
@@ -241,30 +247,68 @@ static void batch_serve(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
 	msg_send(tp, reply_ep, UCX_AM_REP, rep, sizeof(*rep), bytes, 0);
 }
 
-/* Whether H carries TP's arena token: compared in constant time, so
- * that the time of a refusal says nothing of how much was right. */
-static bool token_ok(const struct loco_tp *tp, const struct ucx_am_qhdr *h)
+_Static_assert(UCX_SECRET_LEN == crypto_generichash_KEYBYTES, "the secret is a key");
+_Static_assert(UCX_CRED_WORDS * 8 >= crypto_generichash_BYTES_MIN &&
+	       UCX_CRED_WORDS * 8 <= crypto_generichash_BYTES_MAX, "a hash's length");
+
+void ucx_cred(const struct loco_tp *tp, uint32_t client, uint64_t incarnation,
+	      uint64_t out[UCX_CRED_WORDS])
 {
-	uint64_t t[UCX_TOKEN_WORDS];
-	for (unsigned i = 0; i < UCX_TOKEN_WORDS; i++)
-		t[i] = le64toh(h->arena_token[i]);
-	return sodium_memcmp(t, tp->arena_token, sizeof(t)) == 0;
+	/* A label: a credential can never be mistaken for another hash of
+	 * the secret, nor a version-4 one for a later one. */
+	static const char label[] = "loco-ucx-cred-v4";
+	uint8_t in[sizeof(label) - 1 + 16];
+	uint8_t h[UCX_CRED_WORDS * 8];
+	uint32_t ids[2] = { htole32(tp->self), htole32(client) };
+	uint64_t inc = htole64(incarnation);
+	memcpy(in, label, sizeof(label) - 1);
+	memcpy(in + sizeof(label) - 1, ids, 8);
+	memcpy(in + sizeof(label) - 1 + 8, &inc, 8);
+	crypto_generichash(h, sizeof(h), in, sizeof(in), tp->secret, sizeof(tp->secret));
+	for (unsigned i = 0; i < UCX_CRED_WORDS; i++) {
+		memcpy(&out[i], h + 8 * i, 8);
+		out[i] = le64toh(out[i]);
+	}
+	/* All zero says "none" in a descriptor. */
+	if (ucx_cred_zero(out))
+		out[0] = 1;
+}
+
+/* Whether H carries the credential of the (node, incarnation) it names
+ * (tp->target_lock held): the one this node's descriptor gave that
+ * incarnation. Hashed once per (node, incarnation) named (cred_memo);
+ * compared in constant time, so that the time of a refusal says nothing
+ * of how much was right. */
+static bool cred_ok(struct loco_tp *tp, const struct ucx_am_qhdr *h)
+{
+	uint32_t node = le32toh(h->node);
+	uint64_t inc = le64toh(h->incarnation), c[UCX_CRED_WORDS];
+	if (node >= LOCO_MAX_NODES)
+		return false;
+	if (!inc || tp->cred_inc[node] != inc) {
+		ucx_cred(tp, node, inc, tp->cred_memo[node]);
+		tp->cred_inc[node] = inc;
+	}
+	for (unsigned i = 0; i < UCX_CRED_WORDS; i++)
+		c[i] = le64toh(h->cred[i]);
+	return sodium_memcmp(c, tp->cred_memo[node], sizeof(c)) == 0;
 }
 
 /* Log a refusal of EP's requests once per endpoint (of the last
- * UCX_REFUSED_EPS refused; tp->target_lock held). NODE: who the sender
- * says it is, unverified. */
-static void refused_log(struct loco_tp *tp, ucp_ep_h ep, uint32_t node)
+ * UCX_REFUSED_EPS refused; tp->target_lock held). NODE, INC: who the
+ * sender says it is, unverified. */
+static void refused_log(struct loco_tp *tp, ucp_ep_h ep, uint32_t node, uint64_t inc)
 {
 	for (unsigned i = 0; i < UCX_REFUSED_EPS; i++)
 		if (tp->am_refused[i] == ep)
 			return;
 	tp->am_refused[tp->am_refused_next++ % UCX_REFUSED_EPS] = ep;
 	loco_err(UCX_LOG, "refused requests from an endpoint that says it is node %"
-		 PRIu32 ": wrong arena token (a peer holding an old descriptor of "
-		 "this node, or not a member of the cluster); they fail with "
-		 "-EACCES, executed nothing (further refusals on this endpoint "
-		 "are not logged)", node);
+		 PRIu32 " incarnation %016" PRIx64 ": wrong credential (a peer holding "
+		 "a descriptor of an earlier life of this node, one naming a node or "
+		 "incarnation it is not, or not a member of the cluster); they fail "
+		 "with -EACCES, executed nothing (further refusals on this endpoint "
+		 "are not logged)", node, inc);
 }
 
 /* Whether NODE's incarnation INC is fenced here (tp->target_lock held). */
@@ -286,11 +330,8 @@ int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		return -EOPNOTSUPP;
 	if (peer >= LOCO_MAX_NODES)
 		return -EINVAL;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
-	until.tv_sec += (time_t)(ns / 1000000000);
-	until.tv_nsec = (long)(ns % 1000000000);
+	/* pthread_mutex_timedlock reads CLOCK_REALTIME. */
+	struct timespec until = ucx_deadline(CLOCK_REALTIME, timeout_ms);
 	/* Held by a handler while it executes a request: taking it waits for
 	 * the one mid-execution (a worker stopped inside one: -ETIMEDOUT). */
 	int rc = pthread_mutex_timedlock(&tp->target_lock, &until);
@@ -310,8 +351,8 @@ int ucx_am_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 }
 
 /* Answer each of the COUNT requests at Q (not necessarily aligned) with
- * STATUS, executing none: -EACCES when their message lacked the arena
- * token, -LOCO_EFENCED when its sender's incarnation is fenced. */
+ * STATUS, executing none: -EACCES when their message lacked its sender's
+ * credential, -LOCO_EFENCED when its sender's incarnation is fenced. */
 static void batch_refuse(struct loco_tp *tp, ucp_ep_h reply_ep, const uint8_t *q,
 			 uint32_t count, int status)
 {
@@ -368,8 +409,8 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 			  " requests, %zu bytes)", count, len);
 		return UCS_OK;
 	}
-	if (!token_ok(tp, &h)) {
-		refused_log(tp, param->reply_ep, le32toh(h.node));
+	if (!cred_ok(tp, &h)) {
+		refused_log(tp, param->reply_ep, le32toh(h.node), le64toh(h.incarnation));
 		batch_refuse(tp, param->reply_ep, data, count, -EACCES);
 		return UCS_OK;
 	}
@@ -403,7 +444,7 @@ static ucs_status_t req_handler(void *arg, const void *header, size_t hlen,
 
 /* Fill Q's slot for reply entry E, the reply's data area D of DLEN bytes
  * (a reply for a slot that no longer waits is dropped: its QP failed). A
- * refusal for want of the arena token is logged once per QP. */
+ * refusal for want of the credential is logged once per QP. */
 static void rep_one(struct loco_tp_qp *q, const struct ucx_am_rep *e,
 		    const uint8_t *d, size_t dlen)
 {
@@ -415,8 +456,8 @@ static void rep_one(struct loco_tp_qp *q, const struct ucx_am_rep *e,
 	uint64_t at = le64toh(e->old);
 	if (st == -EACCES && !q->refused_logged) {
 		q->refused_logged = true;
-		loco_err(UCX_LOG, "node %u refused this node's requests: they carry an "
-			 "arena token it does not know (it restarted since its "
+		loco_err(UCX_LOG, "node %u refused this node's requests: they carry a "
+			 "credential it does not know (it restarted since its "
 			 "descriptor came?); they fail with -EACCES", q->peer);
 	}
 	if (!st && s->am_op == LOCO_OP_READ) {
@@ -518,8 +559,8 @@ int ucx_am_issue(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 	*msg = (struct ucx_am_qhdr){ .count = htole32(count),
 				     .node = htole32(q->cq->tp->self),
 				     .incarnation = htole64(q->cq->tp->incarnation) };
-	for (unsigned i = 0; i < UCX_TOKEN_WORDS; i++)
-		msg->arena_token[i] = htole64(q->arena_token[i]);
+	for (unsigned i = 0; i < UCX_CRED_WORDS; i++)
+		msg->cred[i] = htole64(q->cred[i]);
 	struct ucx_am_req *e = (struct ucx_am_req *)(msg + 1);
 	uint8_t *data = (uint8_t *)(e + count);
 	struct ucx_slot *first = NULL;
@@ -572,6 +613,11 @@ static int handler_set(struct loco_tp *tp, ucp_worker_h w, unsigned id,
 
 int ucx_am_target_init(struct loco_tp *tp)
 {
+	/* For ucx_cred's BLAKE2b (idempotent, thread-safe). */
+	if (sodium_init() < 0) {
+		loco_err(UCX_LOG, "libsodium failed to initialise: no credentials");
+		return -EIO;
+	}
 	return tp->am ? handler_set(tp, tp->target, UCX_AM_REQ, req_handler, tp) : 0;
 }
 

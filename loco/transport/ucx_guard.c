@@ -192,6 +192,11 @@ void ucx_guard_drop(struct loco_tp_qp *q)
 		mark_drop(q);
 }
 
+bool ucx_guard_fenced(struct loco_tp *tp, uint32_t peer, uint64_t incarnation)
+{
+	return tp->guard && loco_ffile_fenced(tp->fence, peer, incarnation);
+}
+
 int ucx_guard_fence(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		    uint64_t incarnation, int timeout_ms)
 {

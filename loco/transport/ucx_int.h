@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <ucp/api/ucp.h>
 
@@ -40,6 +41,8 @@
 /* Fenced incarnations the target remembers per node (loco's
  * LOCO_FENCED_MAX): an older one is evicted, logged. */
 #define UCX_FENCED_MAX 8
+/* The target's secret: a BLAKE2b key (crypto_generichash_KEYBYTES). */
+#define UCX_SECRET_LEN 32
 
 struct loco_tp_cq;
 
@@ -77,7 +80,7 @@ struct loco_tp {
 	uint64_t *am_copy;
 	size_t am_copy_cap;
 	/* Under target_lock: the last UCX_REFUSED_EPS endpoints whose request
-	 * messages carried a wrong arena token, each logged once (ucx_am.c) */
+	 * messages carried a wrong credential, each logged once (ucx_am.c) */
 	ucp_ep_h am_refused[UCX_REFUSED_EPS];
 	unsigned am_refused_next;
 	/* Under target_lock: the fenced incarnations of each node, whose
@@ -104,12 +107,20 @@ struct loco_tp {
 	struct loco_dimg img;
 	void *rkey_buf;
 	size_t rkey_len;
-	/* 128 random bits, drawn with the arena, in the descriptor only
-	 * authenticated members get: a request message must carry them
+	/* 256 random bits, drawn with the arena, never sent: the key of the
+	 * credential each (client node, incarnation) gets in the descriptor
+	 * sent to it (ucx_cred); a request message must carry its sender's
 	 * (ucx_am.c), as an RDMA request carries the rkey */
-	uint64_t arena_token[UCX_TOKEN_WORDS];
-	/* peers' arena descriptors */
+	uint8_t secret[UCX_SECRET_LEN];
+	/* Under target_lock: the credential last checked per node, for
+	 * incarnation cred_inc[] (0: none yet), so that the handler hashes
+	 * once per (node, incarnation) named, not once per message */
+	uint64_t cred_inc[LOCO_MAX_NODES];
+	uint64_t cred_memo[LOCO_MAX_NODES][UCX_CRED_WORDS];
+	/* peers' arena descriptors; peer_cond is signalled when one arrives
+	 * (a QP waits for the credential: ucx_qp_create) */
 	pthread_mutex_t peer_lock;
+	pthread_cond_t peer_cond;
 	bool peer_known[LOCO_MAX_NODES];
 	struct ucx_desc peer[LOCO_MAX_NODES];
 	/* CQs, for the progress thread's safety net */
@@ -166,8 +177,8 @@ struct loco_tp_qp {
 	ucp_rkey_h rkey;
 	uint64_t remote_base;        /* the peer's arena address */
 	uint64_t remote_len;         /* and length */
-	uint64_t arena_token[UCX_TOKEN_WORDS]; /* the peer's, from its descriptor */
-	bool refused_logged;         /* the peer refused our token: said once */
+	uint64_t cred[UCX_CRED_WORDS]; /* ours at the peer, from its descriptor */
+	bool refused_logged;         /* the peer refused our credential: said once */
 	int ep_status;               /* -errno once UCX reported the endpoint failed */
 	uint32_t id;                 /* unique in its CQ (mod 2^24): reply tokens */
 	struct ucx_sq sq;
@@ -195,14 +206,22 @@ struct ucx_grave {
 int ucx_errno(ucs_status_t st);
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ucx_now_ns(void);
+/* CLOCK's time MS milliseconds from now (0 if MS < 0), for a timed
+ * wait on that clock. */
+struct timespec ucx_deadline(clockid_t clock, int ms);
 /* Whether every transport UCX_TLS TLS names is one of NAMES
  * (NULL-terminated); true for an empty TLS. */
 bool ucx_tls_only(const char *tls, const char *const *names);
 
 /* ucx_am.c */
 
-/* Register the handler of requests on TP's target worker / of replies on
- * CQ's worker. 0 or -errno (logged). */
+/* The credential TP (the target) gives incarnation INCARNATION of node
+ * CLIENT, into OUT: BLAKE2b keyed with TP's secret over (TP's node,
+ * CLIENT, INCARNATION); never all zero. */
+void ucx_cred(const struct loco_tp *tp, uint32_t client, uint64_t incarnation,
+	      uint64_t out[UCX_CRED_WORDS]);
+/* Register the handler of requests on TP's target worker (and make
+ * ucx_cred ready) / of replies on CQ's worker. 0 or -errno (logged). */
 int ucx_am_target_init(struct loco_tp *tp);
 int ucx_am_cq_init(struct loco_tp_cq *cq);
 /* Send the N requests WR, staged in Q's slots from its head, as one
@@ -244,6 +263,9 @@ void ucx_guard_drop(struct loco_tp_qp *q);
  * the guard. */
 int ucx_guard_fence(struct loco_tp *tp, uint32_t target, uint32_t peer,
 		    uint64_t incarnation, int timeout_ms);
+/* Whether this node's fence file records PEER's INCARNATION (false
+ * without the guard). */
+bool ucx_guard_fenced(struct loco_tp *tp, uint32_t peer, uint64_t incarnation);
 
 /* ucx_progress.c */
 

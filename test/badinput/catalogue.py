@@ -13,11 +13,15 @@ import sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
                                 "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                "..", "..", "tools", "lib"))
 import skip  # noqa: E402
+from ports import free_ports  # noqa: E402
 
 # Sanitizer builds run several times slower: tools/run-tests --sanitize sets
 # LOCO_TIMEOUT_SCALE, which stretches the hang limit too.
 HANG_S = 5.0 * max(1.0, float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1))
+START_S = 6 * HANG_S
 B = sys.argv[1]
 ONLY = sys.argv[2] if len(sys.argv) > 2 else ""
 MEMNODE = os.path.join(B, "tools/memnode/loco-memnode")
@@ -34,16 +38,6 @@ SAN = ("Sanitizer", "runtime error:", "AddressSanitizer", "ThreadSanitizer")
 TMP = tempfile.mkdtemp(prefix="loco-badinput-")
 results = []
 ucx_not_run = []    # [True] when this build has no ucx transport
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def path(name, data=None, mode=0o600):
@@ -116,9 +110,19 @@ class Cluster:
                                     stdout=self.log, stderr=self.log)
         self.seed = random.randrange(1, 2**40)
 
-    def probe(self, what, node=1, timeout_ms=3000, args=(), **extra):
+    def probe(self, what, node=1, timeout_ms=3000, args=(), hang=HANG_S,
+              **extra):
         return run([PROBE, "--id", str(node), "--timeout-ms", str(timeout_ms),
-                    what, str(self.seed)] + list(args), dict(self.e, **extra))
+                    what, str(self.seed)] + list(args), dict(self.e, **extra),
+                   hang)
+
+    def started(self, node=1):
+        """The first write of a fresh (or restarted) memory node: START_S is
+        only an upper bound for its start (a ucx node under
+        MALLOC_PERTURB_ on a loaded host took 6-10 s to listen); the probe
+        returns as soon as the write is done."""
+        return self.probe("write", node=node, timeout_ms=int(START_S * 1000),
+                          hang=START_S + HANG_S)
 
     def memlog(self):
         self.log.flush()
@@ -454,6 +458,20 @@ def option_cases():
                     "timeout", e, rc_want=2)
         expect_fail("options: %s --hosts (no value)" % n, [prog, "--hosts"],
                     "missing value for --hosts", e, rc_want=2)
+    # The lease clock (loco-run --clock-skew ID:MS[:FOR_MS]): a node
+    # refuses a malformed skew or skew end at its start.
+    for skew, for_ms, says in (("12ms", None, "LOCO_CLOCK_SKEW_MS: expected"),
+                               ("5", "0", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               ("5", "-1", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               ("5", "2s", "LOCO_CLOCK_SKEW_FOR_MS: expected"),
+                               (None, "300", "needs a non-zero"),
+                               ("0", "300", "needs a non-zero")):
+        expect_fail("options: skew %s for %s" % (skew, for_ms),
+                    [MEMNODE, "--id", "0"], says,
+                    {k: v for k, v in dict(
+                        e, LOCO_NODE_ID="0", LOCO_CLOCK_SKEW_MS=skew,
+                        LOCO_CLOCK_SKEW_FOR_MS=for_ms).items()
+                     if v is not None})
 
 
 YCSB = os.path.join(B, "apps/ycsb/loco-ycsb")
@@ -561,7 +579,7 @@ def history_cases():
 def cluster_cases():
     cl = Cluster()
     try:
-        rc, out, _ = cl.probe("write", timeout_ms=5000)
+        rc, out, _ = cl.started()
         if rc != 0:
             record("cluster: start", False, out[-400:])
             return
@@ -612,7 +630,7 @@ def cluster_cases():
     if ONLY in "fault: memory node killed; stale run files":
         cl = Cluster()
         try:
-            rc, out, _ = cl.probe("write", timeout_ms=5000)
+            rc, out, _ = cl.started()
             cl.mem.kill()
             cl.mem.wait()
             rc2, out2, t = cl.probe("check", timeout_ms=2000)
@@ -625,7 +643,7 @@ def cluster_cases():
             cl.mem = subprocess.Popen([MEMNODE, "--id", "0"], env=cl.e,
                                       stdin=subprocess.DEVNULL,
                                       stdout=cl.log, stderr=cl.log)
-            rc3, out3, _ = cl.probe("write", timeout_ms=5000)
+            rc3, out3, _ = cl.started()
             rc4, out4, _ = cl.probe("check", timeout_ms=5000)
             record("fault: stale run files", rc3 == 0 and rc4 == 0,
                    (out3 + out4)[-300:])
@@ -667,7 +685,7 @@ def ucx_fault(name, fault, says, after=None):
         return
     cl = Cluster(**UCX)
     try:
-        if cl.probe("write", timeout_ms=5000)[0] != 0:
+        if cl.started()[0] != 0:
             return record(name, False, "the cluster did not start")
         p = subprocess.Popen([PROBE, "--id", "1", "--timeout-ms", "1000",
                               "loop", str(cl.seed), "30"], env=cl.e,
@@ -722,7 +740,11 @@ def ucx_cases():
     if ONLY in "ucx: no transport in common with a peer":
         cl = Cluster(**UCX)
         try:
-            rc, out, _ = cl.probe("write", UCX_TLS="sm")
+            # Node 2 finds the memory node up first: a node 1 that came
+            # before it listened would time out, not learn the mismatch.
+            rc, out, _ = cl.started(node=2)
+            if rc == 0:
+                rc, out, _ = cl.probe("write", UCX_TLS="sm")
             record("ucx: no transport in common with a peer",
                    rc not in (None, 0) and "cannot attach node 1's memory: "
                    "peer uses a different transport" in out and

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* ticket_lock and lock_array on in-process clusters (every manager in this
  * process, so a process-wide flag sees two holders at once): lock, trylock
- * and unlock across nodes; mutual exclusion and an exact remote counter
+ * and unlock across nodes; a stale hint costs one READ and no wait;
+ * mutual exclusion and an exact remote counter
  * with two threads per node; local handovers (and none with a bound of
  * 0); the exact remote ops of a lock and unlock, global and by local
  * handover, and of the split forms batched with the caller's ops; a
@@ -108,6 +109,42 @@ START_TEST(lock_trylock_unlock)
 	ck_assert_uint_eq(s.returned, 1);
 	loco_ticket_lock_stats(&lk[1], &s);
 	ck_assert_uint_eq(s.acquires, 1);
+	locks_fini();
+}
+END_TEST
+
+/* A node whose hint is stale (it released the lock last, then the other
+ * node took it twice) guesses the lock free, and its ticket comes two
+ * ahead of the hint: it READs serving once, finds the ticket served and
+ * holds the lock, without a wait, a yield or a nap (a distance from the
+ * stale hint made its first step a sched_yield). */
+START_TEST(stale_hint_reads_once)
+{
+	struct loco_ticket_lock_stats s0, s1;
+	struct loco_stats a, b;
+	locks_init();
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], LONG_MS), 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], LONG_MS), 0);
+		ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+							 LOCO_FENCE_THREAD, 0), 0);
+	}
+	loco_ticket_lock_stats(&lk[0], &s0);
+	loco_thread_stats(cl.thr[0], &a);
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], LONG_MS), 0);
+	loco_thread_stats(cl.thr[0], &b);
+	loco_ticket_lock_stats(&lk[0], &s1);
+	ck_assert_uint_eq(b.faa - a.faa, 1);
+	ck_assert_uint_eq(b.reads - a.reads, 1);
+	ck_assert_uint_eq(s1.acquires - s0.acquires, 1);
+	ck_assert_uint_eq(s1.polls - s0.polls, 1);
+	ck_assert_uint_eq(s1.waits - s0.waits, 0);
+	ck_assert_uint_eq(s1.yields - s0.yields, 0);
+	ck_assert_uint_eq(s1.naps - s0.naps, 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
 	locks_fini();
 }
 END_TEST
@@ -892,6 +929,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, init_errors);
 	tcase_add_test(tc, lock_trylock_unlock);
+	tcase_add_test(tc, stale_hint_reads_once);
 	tcase_add_test(tc, remote_op_costs);
 	tcase_add_test(tc, split_costs);
 	tcase_add_test(tc, split_later);

@@ -18,7 +18,8 @@ static inline struct loco_tp_config tp_one_node(struct loco_hosts *hosts,
 					     .host = "127.0.0.1" };
 	hosts->count = 1;
 	return (struct loco_tp_config){ .node_id = 0, .arena_bytes = 1 << 20,
-					.hosts = hosts, .timeout_ms = timeout_ms };
+					.hosts = hosts, .timeout_ms = timeout_ms,
+					.incarnation = 1 };
 }
 
 #endif

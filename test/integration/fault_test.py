@@ -15,11 +15,14 @@ Exit 0 if all holds, 1 if not, 2 on usage. LOCO_BUILD_DIR: the build."""
 import os
 import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "tools", "lib"))
+from ports import free_ports  # noqa: E402
 
 BUILD = os.environ.get("LOCO_BUILD_DIR", "build")
 SMOKE = os.path.join(BUILD, "apps", "smoke", "loco-smoke")
@@ -36,10 +39,7 @@ def fail(text):
 def node_env():
     """A one-node cluster of the test's own (hosts file, key, run
     directory in WORK), so that a killed node leaves nothing elsewhere."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_ports(1)[0]
     hosts = os.path.join(WORK, "hosts")
     with open(hosts, "w") as f:
         f.write("0 127.0.0.1:%d compute\n" % port)

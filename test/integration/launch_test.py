@@ -27,12 +27,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "tools", "lib"))
+from ports import free_ports  # noqa: E402
 
 BUILD = os.environ.get("LOCO_BUILD_DIR", "build")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -73,9 +76,11 @@ def fail(text):
 ABORTED = "the job has been aborted"
 # Open MPI 4.1.4's mpirun sometimes crashes or hangs in its own PMIx
 # server teardown after such an abort (a segfault in
-# PMIx_server_finalize), its ranks already gone: given this long after
-# the last rank ended, it is stopped and the job counts as failed.
-TEARDOWN_GRACE_S = 10
+# PMIx_server_finalize): given this long after it said so, it is stopped
+# with whatever it left running (its ranks, or a zombie it never reaped,
+# as once in CI: waiting for every descendant to end then waited out the
+# whole timeout) and the job counts as failed.
+TEARDOWN_GRACE_S = 15
 
 
 def descendants(pid):
@@ -97,9 +102,20 @@ def descendants(pid):
     return found
 
 
+def kill_tree(pid):
+    """SIGKILL PID's process group and every descendant of PID (a rank
+    may have left the group)."""
+    for q in descendants(pid):
+        try:
+            os.kill(q, signal.SIGKILL)
+        except OSError:
+            pass
+    os.killpg(pid, signal.SIGKILL)
+
+
 def run(argv, env=None):
     """ARGV in its own process group, killed at TIMEOUT_S (or
-    TEARDOWN_GRACE_S after an aborted mpirun's ranks ended); (status,
+    TEARDOWN_GRACE_S after mpirun said it aborted the job); (status,
     stdout + stderr)."""
     print("launch_test: $ " + " ".join(argv))
     p = subprocess.Popen(argv, stdout=subprocess.PIPE,
@@ -109,22 +125,22 @@ def run(argv, env=None):
     reader = threading.Thread(target=lambda: chunks.extend(iter(
         p.stdout.readline, b"")), daemon=True)
     reader.start()
-    deadline, orphan_since = time.monotonic() + TIMEOUT_S, None
+    deadline, aborted_since = time.monotonic() + TIMEOUT_S, None
     while p.poll() is None:
         now = time.monotonic()
         if now > deadline:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_tree(p.pid)
             p.wait()
             reader.join()
             print(b"".join(chunks).decode(errors="replace"))
             fail("no end after %d s" % TIMEOUT_S)
-        aborted = ABORTED in b"".join(chunks).decode(errors="replace")
-        if aborted and not descendants(p.pid):
-            orphan_since = orphan_since or now
-            if now - orphan_since > TEARDOWN_GRACE_S:
-                print("launch_test: mpirun still running %d s after the "
-                      "aborted job's ranks ended; stopped" % TEARDOWN_GRACE_S)
-                os.killpg(p.pid, signal.SIGKILL)
+        if ABORTED in b"".join(chunks).decode(errors="replace"):
+            aborted_since = aborted_since or now
+            if now - aborted_since > TEARDOWN_GRACE_S:
+                print("launch_test: mpirun still running %d s after it "
+                      "aborted the job (processes left: %s); stopped"
+                      % (TEARDOWN_GRACE_S, sorted(descendants(p.pid))))
+                kill_tree(p.pid)
                 p.wait()
                 break
         time.sleep(0.2)
@@ -343,10 +359,7 @@ def case_bad(what):
                                   (1, smoke, {"LOCO_CLUSTER_KEY": gone})])
             expect_refused(rc, out, "%s: cannot open the cluster key" % gone)
         elif what == "one-port":
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
+            port = free_ports(1)[0]
             job.env["LOCO_LISTEN"] = "127.0.0.1:%d" % port
             rc, out = job.mpirun([(1, mem, {}), (2, smoke, {})])
             expect_refused(rc, out, "two nodes on one host given one port")

@@ -116,9 +116,13 @@ for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-n 2 --pauses 2:x -- $FAKE" "-n 2 --pauses-seed 3 -- $FAKE" \
 	"-n 2 --clock-skew 1:1.5 -- $FAKE" "-n 2 --clock-skew 1 -- $FAKE" \
 	"-n 2 --clock-skew 1:5 --clock-skew 1:4 -- $FAKE" \
-	"-n 2 --clock-skew 9:1 -- $FAKE" "-n 2 --resume-stopped -1 -- $FAKE" \
+	"-n 2 --clock-skew 9:1 -- $FAKE" "-n 2 --clock-skew 1:5:0 -- $FAKE" \
+	"-n 2 --clock-skew 1:5:x -- $FAKE" "-n 2 --clock-skew 1:5:-3 -- $FAKE" \
+	"-n 2 --clock-skew 1:5:2.5 -- $FAKE" "-n 2 --clock-skew 1:0:300 -- $FAKE" \
+	"-n 2 --clock-skew 1:5:3:4 -- $FAKE" "-n 2 --resume-stopped -1 -- $FAKE" \
 	"-n 2 --resume-stopped x -- $FAKE" \
 	"-n 2 --env LOCO_CLOCK_SKEW_MS=3 -- $FAKE" \
+	"-n 2 --env LOCO_CLOCK_SKEW_FOR_MS=3 -- $FAKE" \
 	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
 	# shellcheck disable=SC2086
 	run $bad
@@ -402,13 +406,19 @@ EOF
 
 # --- --clock-skew: the node's environment, no one else's ----------------------
 begin skew
-LOCO_CLOCK_SKEW_MS=7 run -m 1 -n 2 --clock-skew 2:-250 --clock-skew 0:40 -- \
-	"$FAKE" --lines 1
+LOCO_CLOCK_SKEW_MS=7 LOCO_CLOCK_SKEW_FOR_MS=9 run -m 1 -n 2 \
+	--clock-skew 2:-250 --clock-skew 0:40:1500 -- "$FAKE" --lines 1
 expect_rc 0
 [ "$(json 2 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = -250 ] || fail "n2's skew"
+[ "$(json 2 'd["env"].get("LOCO_CLOCK_SKEW_FOR_MS")')" = None ] ||
+	fail "n2's skew got an end"
 [ "$(json 0 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = 40 ] || fail "n0's skew"
+[ "$(json 0 'd["env"].get("LOCO_CLOCK_SKEW_FOR_MS")')" = 1500 ] ||
+	fail "n0's skew end"
 [ "$(json 1 'd["env"].get("LOCO_CLOCK_SKEW_MS")')" = None ] ||
 	fail "n1 got a skew"
+[ "$(json 1 'd["env"].get("LOCO_CLOCK_SKEW_FOR_MS")')" = None ] ||
+	fail "n1 got a skew end"
 
 # --- a node that stops itself is resumed after --resume-stopped --------------
 begin stop_self
@@ -460,7 +470,12 @@ pids_gone
 run_dir_gone 1
 
 # --- SIGKILL to the launcher: its run dirs stay; the next loco-run removes them
+# (private bases: any other loco-run on the machine, e.g. a test beside
+# this one, would remove them too, before the check that they stay)
 begin sigkill
+mkdir -p "$FAKE_DIR/shm" "$FAKE_DIR/tmp"
+saved_tmpdir=${TMPDIR-}
+export LOCO_RUN_SHM=$FAKE_DIR/shm TMPDIR=$FAKE_DIR/tmp
 "$LR" -n 2 -- "$FAKE" --sleep '*:60' >"$FAKE_DIR/out" 2>"$FAKE_DIR/err" &
 lr_pid=$!
 for _ in $(seq 100); do
@@ -471,7 +486,7 @@ kill -KILL "$lr_pid"
 wait "$lr_pid" 2>/dev/null
 killed_run=$(json 1 'd["env"]["LOCO_RUN_DIR"]')
 killed_hosts=$(dirname "$(json 1 'd["env"]["LOCO_HOSTS"]')")
-case "$killed_run" in */loco-run-"$lr_pid"-*) ;;
+case "$killed_run" in "$FAKE_DIR"/shm/loco-run-"$lr_pid"-*) ;;
 *) fail "run dir $killed_run is not named for loco-run $lr_pid" ;; esac
 [ -d "$killed_run" ] && [ -d "$killed_hosts" ] ||
 	fail "expected the SIGKILLed run's dirs to remain"
@@ -480,6 +495,8 @@ run -n 1 -- "$FAKE" --lines 1
 expect_rc 0
 [ ! -e "$killed_run" ] || fail "run dir $killed_run of the killed run left"
 [ ! -e "$killed_hosts" ] || fail "hosts dir $killed_hosts of the killed run left"
+unset LOCO_RUN_SHM
+if [ -n "$saved_tmpdir" ]; then export TMPDIR=$saved_tmpdir; else unset TMPDIR; fi
 
 # --- bare program names are looked up in the build dir -----------------------
 begin lookup

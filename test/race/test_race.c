@@ -441,6 +441,64 @@ END_TEST
 START_TEST(grow_cas) { grow(LOCO_RACE_RESIZE_CAS); }
 END_TEST
 
+/* One client splits the table a few times: the phase counters hold each
+ * split's time (no more than split_ns, which also counts the gaps
+ * between phases), round trips and verbs, in the phases of its mode. */
+static void split_phases(enum loco_race_resize mode)
+{
+	struct loco_race_opts o = opts(mode);
+	struct tab t;
+	struct loco_stats t0, t1;
+	tab_open(&t, 0, &o);
+	loco_thread_stats(cl.thr[0], &t0);
+	for (uint64_t i = 0; stats(t.c).splits < 4; i++)
+		ck_assert_int_eq(put(t.c, i, i), 0);
+	loco_thread_stats(cl.thr[0], &t1);
+	struct loco_race_stats s = stats(t.c);
+	uint64_t ns = 0, verbs = 0;
+	for (unsigned p = 0; p < LOCO_RACE_PHASES; p++) {
+		ck_assert_ptr_nonnull(loco_race_phase_name(p));
+		ns += s.phase_ns[p];
+		verbs += s.phase_verbs[p];
+	}
+	ck_assert_ptr_null(loco_race_phase_name(LOCO_RACE_PHASES));
+	ck_assert_uint_gt(ns, 0);
+	ck_assert_uint_le(ns, s.split_ns);
+	ck_assert_uint_le(verbs, loco_stats_verbs(&t1) - loco_stats_verbs(&t0));
+	static const enum loco_race_phase every[] = {
+		LOCO_RACE_PH_LOCK, LOCO_RACE_PH_FREEZE, LOCO_RACE_PH_WRITE,
+		LOCO_RACE_PH_COMMIT };
+	for (unsigned i = 0; i < sizeof(every) / sizeof(every[0]); i++) {
+		ck_assert_uint_ge(s.phase_rtts[every[i]], s.splits);
+		ck_assert_uint_ge(s.phase_verbs[every[i]], s.splits);
+	}
+	static const enum loco_race_phase moves[] = {
+		LOCO_RACE_PH_HEADERS, LOCO_RACE_PH_COPY, LOCO_RACE_PH_CLEAR,
+		LOCO_RACE_PH_OPEN };
+	for (unsigned i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
+		enum loco_race_phase p = moves[i];
+		if (mode == LOCO_RACE_RESIZE_RTX) {
+			ck_assert_uint_eq(s.phase_ns[p], 0);
+			ck_assert_uint_eq(s.phase_verbs[p], 0);
+		} else
+			ck_assert_uint_gt(s.phase_ns[p], 0);
+	}
+	/* rtx: the whole subtable frozen, a CAS a slot; cas: a round of
+	 * header CASes a group. */
+	if (mode == LOCO_RACE_RESIZE_RTX)
+		ck_assert_uint_ge(s.phase_verbs[LOCO_RACE_PH_FREEZE],
+				  s.splits * 3 * RACE_SLOTS * o.groups);
+	else
+		ck_assert_uint_eq(s.phase_rtts[LOCO_RACE_PH_HEADERS],
+				  s.splits * o.groups);
+	tab_close(&t);
+}
+
+START_TEST(phases_rtx) { split_phases(LOCO_RACE_RESIZE_RTX); }
+END_TEST
+START_TEST(phases_cas) { split_phases(LOCO_RACE_RESIZE_CAS); }
+END_TEST
+
 /* Client A on node 1 caches the directory; client B on node 0 splits the
  * table many times and adds keys; A finds every key, refreshing only on
  * need. With the stale check off (BROKEN) A misses keys instead. */
@@ -726,7 +784,14 @@ static void resize_takeover(enum loco_race_resize mode, const char *point)
 		else
 			ck_assert_int_eq(put(t.c, i + 1000, 6), 0);
 	}
-	ck_assert_uint_ge(stats(t.c).takeovers, 1);
+	struct loco_race_stats s = stats(t.c);
+	ck_assert_uint_ge(s.takeovers, 1);
+	/* The takeover is timed (the phases of the move or split it
+	 * finished), and so are the waits, if any (a cas split that finds
+	 * its parent published takes over without one). */
+	ck_assert_uint_eq(s.resize_waits > 0, s.resize_wait_ns > 0);
+	ck_assert_uint_gt(s.phase_ns[LOCO_RACE_PH_LOCK], 0);
+	ck_assert_uint_gt(s.phase_ns[LOCO_RACE_PH_COMMIT], 0);
 	sem_post(&stall.go);
 	pthread_join(tid, NULL);
 	bool fenced = loco_self_fenced(cl.mgr[1]);
@@ -1428,6 +1493,8 @@ static Suite *suite(void)
 	t = tcase(s, "grow");
 	tcase_add_test(t, grow_rtx);
 	tcase_add_test(t, grow_cas);
+	tcase_add_test(t, phases_rtx);
+	tcase_add_test(t, phases_cas);
 	tcase_add_test(t, stale_rtx);
 	tcase_add_test(t, stale_cas);
 	tcase_add_test(t, stale_broken_rtx);

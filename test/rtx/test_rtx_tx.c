@@ -995,6 +995,63 @@ START_TEST(repair_tells_hook_the_owner)
 }
 END_TEST
 
+/* The taking hook is asked before a steal, with the holder's slot and
+ * whether the asking transaction holds pre-locks (how long the hook may
+ * wait): while it refuses (a fence that did not complete), the expired
+ * lock stays the holder's, nothing is repaired and the read waits as for
+ * a live lease; once it agrees, the steal goes on. */
+static unsigned asked, asked_other, asked_holding;
+static int take_verdict;
+
+static int ask_take(void *arg, uint32_t owner, bool holding)
+{
+	(void)arg;
+	asked++;
+	asked_other += owner != GHOST_SLOT;
+	asked_holding += holding;
+	return take_verdict;
+}
+
+START_TEST(repair_steal_waits_for_taking_hook)
+{
+	static const struct loco_rtx_hooks h = { .taking = ask_take };
+	const uint64_t *p;
+	asked = asked_other = asked_holding = 0;
+	put(0, 5);
+	put(1, 6);
+	uint64_t lv = ghost_lockv(-100, true), d = word(0, RTX_DPTR_OFF);
+	set_word(0, RTX_LOCK_OFF, lv);
+	loco_rtx_set_hooks(w, &h, NULL);
+	take_verdict = -EBUSY;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	int rc = loco_rtx_read(w, obj(0), (const void **)&p);
+	loco_rtx_abort(w);
+	ck_assert_msg(rc == -EBUSY || rc == -EAGAIN, "read: %d", rc);
+	ck_assert_uint_eq(word(0, RTX_LOCK_OFF), lv);
+	ck_assert_uint_eq(word(0, RTX_DPTR_OFF), d);
+	ck_assert_uint_eq(stats().repairs, 0);
+	ck_assert_uint_ge(asked, 1);
+	ck_assert_uint_eq(asked_holding, 0);   /* first access: holds nothing */
+	/* Asked with a pre-lock held: the hook is told so. */
+	unsigned before = asked;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(1)), 0);
+	rc = loco_rtx_read(w, obj(0), (const void **)&p);
+	loco_rtx_abort(w);
+	ck_assert_msg(rc == -EBUSY || rc == -EAGAIN, "read: %d", rc);
+	ck_assert_uint_gt(asked, before);
+	ck_assert_uint_eq(asked_holding, asked - before);
+	ck_assert_uint_eq(word(0, RTX_LOCK_OFF), lv);
+	ck_assert(!loco_lllock_is_locked(word(1, RTX_LOCK_OFF)));
+	take_verdict = 0;
+	ck_assert_int_eq(get(0), 5);
+	loco_rtx_set_hooks(w, NULL, NULL);
+	ck_assert(!loco_lllock_is_locked(word(0, RTX_LOCK_OFF)));
+	ck_assert_uint_eq(stats().steals, 1);
+	ck_assert_uint_eq(asked_other, 0);
+}
+END_TEST
+
 START_TEST(repair_steals_on_reused_log)
 {
 	put(0, 5);
@@ -1438,6 +1495,7 @@ static Suite *suite(void)
 	tcase_add_test(t, repair_waits_for_live_repair_lease);
 	tcase_add_test(t, repair_releases_late_lock);
 	tcase_add_test(t, repair_steals_on_reused_log);
+	tcase_add_test(t, repair_steal_waits_for_taking_hook);
 	tcase_add_test(t, repair_all_sweeps);
 	tcase_add_test(t, guard_stops_stalled_repairer);
 	tcase_add_test(t, guard_confirms_and_goes_on);

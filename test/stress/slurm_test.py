@@ -31,11 +31,7 @@ PLUGINS = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return lt.free_ports(1)[0]
 
 
 class Slurm:

@@ -5,10 +5,14 @@
  * mapping; then the ops table on this machine over UCX_TLS=tcp and sm
  * (the ucx-tcp and ucx-sm names): every opcode, a fence READ, a FLUSH,
  * batches, bounds, abort, a durable arena, and open failing with one clear
- * message when libucp is missing or UCX_TLS names nothing usable. */
+ * message when libucp is missing or UCX_TLS names nothing usable; and a
+ * credential per client and incarnation (one member cannot act as another,
+ * a fenced incarnation cannot act as a new one). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,7 +38,8 @@ static struct ucx_desc desc_sample(void)
 {
 	struct ucx_desc d = { .node = 7, .flags = UCX_DESC_F_AM, .arena_addr = 0x7f0000001000,
 			      .arena_len = 1 << 20, .rkey_len = 23, .addr_len = 116,
-			      .arena_token = { 0x0123456789abcdef, 0xfedcba9876543210 } };
+			      .for_node = 3, .for_incarnation = 0x1122334455667788,
+			      .cred = { 0x0123456789abcdef, 0xfedcba9876543210 } };
 	for (unsigned i = 0; i < d.rkey_len; i++)
 		d.rkey[i] = (uint8_t)(i * 3 + 1);
 	for (unsigned i = 0; i < d.addr_len; i++)
@@ -54,8 +59,10 @@ START_TEST(desc_roundtrip)
 	ck_assert_uint_eq(out.flags, UCX_DESC_F_AM);
 	ck_assert_uint_eq(out.arena_addr, d.arena_addr);
 	ck_assert_uint_eq(out.arena_len, d.arena_len);
-	ck_assert_uint_eq(out.arena_token[0], d.arena_token[0]);
-	ck_assert_uint_eq(out.arena_token[1], d.arena_token[1]);
+	ck_assert_uint_eq(out.for_node, 3);
+	ck_assert_uint_eq(out.for_incarnation, d.for_incarnation);
+	ck_assert_uint_eq(out.cred[0], d.cred[0]);
+	ck_assert_uint_eq(out.cred[1], d.cred[1]);
 	ck_assert_uint_eq(out.rkey_len, d.rkey_len);
 	ck_assert_uint_eq(out.addr_len, d.addr_len);
 	ck_assert_mem_eq(out.rkey, d.rkey, d.rkey_len);
@@ -66,6 +73,14 @@ START_TEST(desc_roundtrip)
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
 	ck_assert_uint_eq(len, LOCO_DESC_MAX);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+	/* No credential (its sender did not know the receiver's
+	 * incarnation): all zero, carried as such. */
+	d = desc_sample();
+	d.cred[0] = d.cred[1] = 0;
+	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
+	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), 0);
+	ck_assert(ucx_cred_zero(out.cred));
+	ck_assert_uint_eq(ucx_desc_version(buf, len), UCX_DESC_VERSION);
 }
 END_TEST
 
@@ -85,9 +100,6 @@ START_TEST(desc_pack_refuses)
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 	d = desc_sample();
 	d.flags = 2;
-	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
-	d = desc_sample();
-	d.arena_token[0] = d.arena_token[1] = 0; /* never drawn */
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), -EINVAL);
 }
 END_TEST
@@ -110,8 +122,8 @@ START_TEST(desc_unpack_refuses)
 	ck_assert_int_eq(unpack_mutated(0, 'X', 0), -LOCO_EPROTO);   /* magic */
 	ck_assert_int_eq(unpack_mutated(4, 9, 0), -LOCO_EPROTO);     /* version */
 	ck_assert_int_eq(unpack_mutated(4, 1, 0), -LOCO_EPROTO);     /* version 1: no token */
+	ck_assert_int_eq(unpack_mutated(4, 3, 0), -LOCO_EPROTO);     /* 3: one shared token */
 	ck_assert_int_eq(unpack_mutated(6, 3, 0), -LOCO_EPROTO);     /* unknown flag */
-	ck_assert_int_eq(unpack_mutated(12, 1, 0), -LOCO_EPROTO);    /* padding */
 	ck_assert_int_eq(unpack_mutated(0, -1, -1), -LOCO_EPROTO);   /* cut short */
 	ck_assert_int_eq(unpack_mutated(0, -1, 1), -LOCO_EPROTO);    /* trailing byte */
 	ck_assert_int_eq(unpack_mutated(0, -1, -150), -LOCO_EPROTO); /* address cut */
@@ -126,11 +138,14 @@ START_TEST(desc_unpack_refuses)
 	d.arena_addr = 0;
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
 	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
-	/* An all-zero arena token (bytes 32 to 47). */
+	/* The version of what is refused, for the error naming it. */
 	d = desc_sample();
 	ck_assert_int_eq(ucx_desc_pack(&d, buf, sizeof(buf), &len), 0);
-	memset(buf + 32, 0, 16);
-	ck_assert_int_eq(ucx_desc_unpack(buf, len, &out), -LOCO_EPROTO);
+	buf[4] = 3;
+	ck_assert_uint_eq(ucx_desc_version(buf, len), 3);
+	buf[0] = 'X';
+	ck_assert_uint_eq(ucx_desc_version(buf, len), 0);
+	ck_assert_uint_eq(ucx_desc_version(buf, 5), 0);
 }
 END_TEST
 
@@ -512,8 +527,10 @@ static void node_close(void)
 	ops->close(tp);
 }
 
-/* Post N requests on Q, the last signalled, and wait for that completion. */
-static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
+/* Post N requests on Q (of CQ C), the last signalled, and wait for that
+ * completion. */
+static int run_at(struct loco_tp_cq *c0, struct loco_tp_qp *q, struct loco_wr *w,
+		  unsigned n)
 {
 	static uint64_t id;
 	for (unsigned i = 0; i < n; i++) {
@@ -525,7 +542,7 @@ static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
 		return rc;
 	struct loco_cqe c;
 	for (unsigned spins = 0; spins < 10000000; spins++) {
-		int k = ops->poll(cq, &c, 1);
+		int k = ops->poll(c0, &c, 1);
 		ck_assert_int_ge(k, 0);
 		if (k) {
 			ck_assert_uint_eq(c.wr_id, id);
@@ -535,6 +552,11 @@ static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
 	}
 	ck_abort_msg("no completion");
 	return -1;
+}
+
+static int run_on(struct loco_tp_qp *q, struct loco_wr *w, unsigned n)
+{
+	return run_at(cq, q, w, n);
 }
 
 static int run(struct loco_wr *w, unsigned n)
@@ -761,6 +783,23 @@ START_TEST(peer_add_refuses)
 	ck_assert_msg(strstr(log, "node 0 executes READ, WRITE and atomics by UCX, this "
 			      "node by loco's messages: give every node the same UCX_TLS"),
 		      "log: %s", log);
+	/* A descriptor made for another node; one of version 3 (a token
+	 * shared by every member): each refused, saying which. */
+	desc[6] ^= UCX_DESC_F_AM;
+	uint8_t other[LOCO_DESC_MAX];
+	size_t olen = sizeof(other);
+	ck_assert_int_eq(ops->arena_desc_for(tp, 5, 1, other, &olen), 0);
+	desc[4] = 3;
+	capture_start(&cap);
+	int for_other = ops->peer_add(tp, 0, other, olen, 1 << 20, 0);
+	int v3 = ops->peer_add(tp, 0, desc, len, 1 << 20, 0);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(for_other, -LOCO_EPROTO);
+	ck_assert_int_eq(v3, -LOCO_EPROTO);
+	ck_assert_msg(strstr(log, "node 0 sent this node (0) the ucx arena descriptor it "
+			      "made for node 5") &&
+		      strstr(log, "node 0 sent a version-3 ucx arena descriptor, this node "
+			     "reads version 4"), "log: %s", log);
 	struct loco_tp_qp *q2;
 	ck_assert_int_eq(ops->qp_create(tp, cq, 1, &q2), -EINVAL); /* not in hosts */
 	node_close();
@@ -769,8 +808,10 @@ END_TEST
 
 /* The refusals' log lines: the target's (once per endpoint), the
  * requester's (once per QP). */
-#define REFUSED_TARGET "refused requests from an endpoint that says it is node 0: wrong arena token"
-#define REFUSED_SENDER "node 0 refused this node's requests: they carry an arena token it does not know"
+#define REFUSED_TARGET "refused requests from an endpoint that says it is node 0 " \
+	"incarnation 0000000000000001: wrong credential"
+#define REFUSED_SENDER "node 0 refused this node's requests: they carry a credential " \
+	"it does not know"
 
 /* A READ, a WRITE, a CAS and an FAA at 512 of the arena, into or from
  * LOCAL's words. */
@@ -787,14 +828,14 @@ static void token_ops(struct loco_wr w[4], uint64_t local[4])
 }
 
 /* On TCP (loco's messages; also on sm with LOCO_UCX_RMA=am) a request
- * must carry the target's arena token, as an RDMA request carries an
- * rkey: with the sender's copy of it altered (QPs made while the
+ * must carry the credential the target gave its sender, as an RDMA
+ * request carries an rkey: with the sender's copy of it altered (QPs made while the
  * transport's copy of node 0's descriptor had a bit flipped), a READ, a
  * WRITE, a CAS and an FAA each fail with -EACCES, execute nothing and
  * copy nothing back; the target logs once per endpoint, not per message
  * (a new QP's endpoint may reuse a closed one's address and not be logged
- * again), the requester once per QP; with the token restored a new QP
- * works. */
+ * again), the requester once per QP; with the credential restored a new
+ * QP works. */
 START_TEST(ops_wrong_token)
 {
 	node_open(variant(_i ? 3 : 0));
@@ -808,7 +849,7 @@ START_TEST(ops_wrong_token)
 	struct loco_tp_qp *bad;
 	char log[8192];
 	struct capture cap;
-	tp->peer[0].arena_token[1] ^= 1;
+	tp->peer[0].cred[1] ^= 1;
 	/* Two messages on one endpoint before either answer: both refused,
 	 * each side logs once. */
 	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
@@ -842,8 +883,8 @@ START_TEST(ops_wrong_token)
 	}
 	arena_eq(512, init, sizeof(init));
 	ck_assert(local[0] == 7 && local[2] == 7 && local[3] == 7);
-	/* The token restored: a new QP's requests execute. */
-	tp->peer[0].arena_token[1] ^= 1;
+	/* The credential restored: a new QP's requests execute. */
+	tp->peer[0].cred[1] ^= 1;
 	ck_assert_int_eq(ops->qp_create(tp, cq, 0, &bad), 0);
 	token_ops(w, local);
 	ck_assert_int_eq(run_on(bad, w, 4), 0);
@@ -854,6 +895,226 @@ START_TEST(ops_wrong_token)
 	arena_eq(512, after, sizeof(after));
 	ops->qp_destroy(bad);
 	node_close();
+}
+END_TEST
+
+/* ---- a credential per client and incarnation --------------------------- */
+
+/* Target node 0 and clients 1 and 2 in this process, each its own
+ * transport; the clients reach node 0 only. */
+#define T3_INC0 100
+static struct loco_hosts hosts3;
+static struct loco_tp *t3[3];
+static struct loco_tp_cq *c3[3];
+
+static void three_open(const struct loco_transport_ops *o, uint64_t inc1, uint64_t inc2)
+{
+	const uint64_t inc[3] = { T3_INC0, inc1, inc2 };
+	memset(&hosts3, 0, sizeof(hosts3));
+	for (uint32_t i = 0; i < 3; i++)
+		hosts3.node[i] = (struct loco_host){ .id = i, .port = (uint16_t)(7000 + i),
+						     .present = 1, .host = "127.0.0.1" };
+	hosts3.count = 3;
+	ops = o;
+	for (uint32_t i = 0; i < 3; i++) {
+		struct loco_tp_config cfg = { .node_id = i, .arena_bytes = 1 << 20,
+					      .hosts = &hosts3, .timeout_ms = 5000,
+					      .incarnation = inc[i] };
+		ck_assert_int_eq(ops->open(&cfg, &t3[i]), 0);
+		ck_assert_int_eq(ops->cq_create(t3[i], &c3[i]), 0);
+	}
+	ck_assert(t3[0]->am);
+}
+
+static void three_close(void)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		ops->cq_destroy(c3[i]);
+		ops->close(t3[i]);
+	}
+}
+
+/* Node 0's descriptor made for incarnation INC of node N, handed to N's
+ * transport (what HELLO carries). */
+static void three_give(uint32_t n, uint64_t inc)
+{
+	uint8_t desc[LOCO_DESC_MAX];
+	size_t len = sizeof(desc);
+	ck_assert_int_eq(ops->arena_desc_for(t3[0], n, inc, desc, &len), 0);
+	ck_assert_int_eq(ops->peer_add(t3[n], 0, desc, len, 1 << 20, 0), 0);
+}
+
+/* Node 0's arena words at 512 to 543 (token_ops's) equal WANT. */
+static void three_eq(const uint64_t want[4])
+{
+	uint64_t got[4];
+	loco_tp_copy_in((uint8_t *)got, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(got));
+	ck_assert_msg(!memcmp(got, want, sizeof(got)), "arena %lu %lu %lu %lu",
+		      (unsigned long)got[0], (unsigned long)got[1],
+		      (unsigned long)got[2], (unsigned long)got[3]);
+}
+
+/* Each kind of request (token_ops) on a QP of its own from node N, which
+ * names node NAME_NODE, incarnation NAME_INC in its messages while it
+ * posts: each fails with WANT (nothing executes, nothing is copied
+ * back). */
+static void three_refused(uint32_t n, uint32_t name_node, uint64_t name_inc, int want)
+{
+	struct loco_tp *c = t3[n];
+	uint32_t self = c->self;
+	uint64_t inc = c->incarnation;
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t local[4] = { 7, 0xdead, 7, 7 };
+		struct loco_wr w[4];
+		struct loco_tp_qp *q;
+		ck_assert_int_eq(ops->qp_create(c, c3[n], 0, &q), 0);
+		token_ops(w, local);
+		c->self = name_node;
+		c->incarnation = name_inc;
+		int rc = run_at(c3[n], q, &w[i], 1);
+		c->self = self;
+		c->incarnation = inc;
+		ck_assert_msg(rc == want, "node %u as (%u, %lu), op %u: %d", n, name_node,
+			      (unsigned long)name_inc, i, rc);
+		ck_assert(local[0] == 7 && local[2] == 7 && local[3] == 7);
+		ops->qp_destroy(q);
+	}
+}
+
+/* Every kind of request from node N, in one batch with a fence READ and
+ * a FLUSH: executed. Node 0's words go from BEFORE to AFTER; the WRITE
+ * writes V. */
+static void three_works(uint32_t n, uint64_t v)
+{
+	uint64_t local[4] = { 7, v, 0, 0 }, zero = 0;
+	struct loco_wr w[6];
+	struct loco_tp_qp *q;
+	uint64_t before[4];
+	loco_tp_copy_in((uint8_t *)before, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(before));
+	ck_assert_int_eq(ops->qp_create(t3[n], c3[n], 0, &q), 0);
+	token_ops(w, local);
+	w[2].compare = before[2];
+	w[4] = (struct loco_wr){ .opcode = LOCO_OP_READ, .len = 0, .local = &zero };
+	w[5] = (struct loco_wr){ .opcode = LOCO_OP_FLUSH, .len = 8, .remote_off = 520 };
+	ck_assert_int_eq(run_at(c3[n], q, w, 6), 0);
+	ck_assert_uint_eq(local[0], before[0]);
+	ck_assert_uint_eq(local[2], before[2]);
+	ck_assert_uint_eq(local[3], before[3]);
+	const uint64_t after[4] = { before[0], v, 99, before[3] + 5 };
+	three_eq(after);
+	ops->qp_destroy(q);
+}
+
+/* One member cannot act as another: node 0 gives clients 1 and 2 each
+ * a credential of their own; client 1, naming client 2 (its node, its
+ * incarnation, or both) or another incarnation of itself with its own
+ * credential, is refused -EACCES on every kind of request and executes
+ * nothing, logged once per endpoint; both clients' own traffic works,
+ * before and after. */
+START_TEST(cred_forged_identity)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	const uint64_t init[4] = { 11, 22, 33, 44 };
+	loco_tp_copy_out((uint8_t *)ops->arena_base(t3[0]) + 512, (const uint8_t *)init,
+			 sizeof(init));
+	three_give(1, 11);
+	three_give(2, 22);
+	three_works(1, 0x1111);
+	three_works(2, 0x2222);
+	uint64_t now[4];
+	loco_tp_copy_in((uint8_t *)now, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(now));
+	char log[16384];
+	struct capture cap;
+	capture_start(&cap);
+	three_refused(1, 2, 22, -EACCES);     /* as client 2 */
+	three_refused(1, 2, 11, -EACCES);     /* client 2's node, its own incarnation */
+	three_refused(1, 1, 12, -EACCES);     /* another incarnation of node 1 */
+	three_refused(1, 0, T3_INC0, -EACCES); /* as the target itself */
+	capture_end(&cap, log, sizeof(log));
+	three_eq(now);
+	ck_assert_msg(count_substr(log, "that says it is node 2 incarnation "
+				   "0000000000000016: wrong credential") >= 1 &&
+		      count_substr(log, "wrong credential") <= 16, "log: %s", log);
+	three_works(2, 0x2323);
+	three_works(1, 0x1212);
+	three_close();
+}
+END_TEST
+
+/* A fenced incarnation cannot act by naming a new one: with client 1's
+ * incarnation 11 fenced at node 0, its requests fail -LOCO_EFENCED;
+ * naming incarnation 12 with 11's credential, -EACCES; node 0 executes
+ * none. A descriptor made for 11 again gives nothing (still fenced);
+ * incarnation 12, given its own credential (a new process's hello),
+ * works, and client 2 never stopped. */
+START_TEST(cred_fenced_new_incarnation)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	three_give(1, 11);
+	three_give(2, 22);
+	three_works(1, 5);
+	uint64_t now[4];
+	loco_tp_copy_in((uint8_t *)now, (const uint8_t *)ops->arena_base(t3[0]) + 512,
+			sizeof(now));
+	ck_assert_int_eq(ops->fence(t3[0], 1, 11, 1000), 0);
+	char log[16384];
+	struct capture cap;
+	capture_start(&cap);
+	three_refused(1, 1, 11, -LOCO_EFENCED);
+	three_refused(1, 1, 12, -EACCES);
+	three_refused(1, 1, 0, -EACCES);
+	three_give(1, 11);
+	three_refused(1, 1, 11, -LOCO_EFENCED);
+	capture_end(&cap, log, sizeof(log));
+	three_eq(now);
+	three_works(2, 6);
+	t3[1]->incarnation = 12;
+	three_give(1, 12);
+	three_works(1, 7);
+	three_close();
+}
+END_TEST
+
+/* A descriptor sent before its sender knew the receiver's incarnation
+ * carries no credential: a QP waits for the next one (the core's second
+ * hello), bounded by the transport's timeout. */
+static void *give_later(void *arg)
+{
+	(void)arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+	nanosleep(&ts, NULL);
+	three_give(1, 11);
+	return NULL;
+}
+
+START_TEST(cred_qp_waits)
+{
+	three_open(variant(_i ? 3 : 0), 11, 22);
+	struct loco_tp_qp *q;
+	three_give(1, 0);
+	t3[1]->timeout_ms = 200;
+	char log[4096];
+	struct capture cap;
+	capture_start(&cap);
+	int rc = ops->qp_create(t3[1], c3[1], 0, &q);
+	capture_end(&cap, log, sizeof(log));
+	ck_assert_int_eq(rc, -ETIMEDOUT);
+	ck_assert_msg(strstr(log, "node 0 gave no credential to this incarnation within "
+			      "200 ms"), "log: %s", log);
+	/* One for incarnation 10 (an earlier life of node 1): as none. */
+	three_give(1, 10);
+	ck_assert_int_eq(ops->qp_create(t3[1], c3[1], 0, &q), -ETIMEDOUT);
+	t3[1]->timeout_ms = 5000;
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, give_later, NULL), 0);
+	ck_assert_int_eq(ops->qp_create(t3[1], c3[1], 0, &q), 0);
+	pthread_join(th, NULL);
+	ops->qp_destroy(q);
+	three_works(1, 9);
+	three_close();
 }
 END_TEST
 
@@ -903,10 +1164,11 @@ END_TEST
 
 /* ---- a requester that dies ------------------------------------------------ */
 
-/* The requester process (this binary, --requester DESC VARIANT): node 0's
- * arena descriptor in file DESC; it hammers that arena with batches of
- * READs, WRITEs, CASes and FAAs until it is killed. */
-static int requester(const char *path, int v)
+/* The requester process (this binary, --requester DESC VARIANT FD): node
+ * 0's arena descriptor in file DESC; it hammers that arena with batches of
+ * READs, WRITEs, CASes and FAAs until it is killed, and writes one byte to
+ * FD once its first batch completed (its connection is up). */
+static int requester(const char *path, int v, int ready_fd)
 {
 	uint8_t desc[LOCO_DESC_MAX];
 	FILE *f = fopen(path, "rb");
@@ -938,13 +1200,31 @@ static int requester(const char *path, int v)
 			;
 		if (k < 0 || c.status)
 			return 1;
+		if (round == 0 && write(ready_fd, "r", 1) != 1)
+			return 1;
 	}
+}
+
+/* Wait (up to 30 s) for requester PID's ready byte on FD. */
+static void requester_wait_ready(int fd, pid_t pid)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+	ck_assert_msg(poll(&p, 1, 30000) == 1, "requester %d: not ready in 30 s",
+		      (int)pid);
+	ck_assert_msg(read(fd, &c, 1) == 1,
+		      "requester %d: stopped before its first batch completed",
+		      (int)pid);
 }
 
 /* Requesters SIGKILLed with requests in flight to this node, again and
  * again: the node serves the next one (UCX 1.13's own emulation of RMA
  * over TCP aborted the target when the answer to a dead requester could
- * not be sent; loco's messages fail that answer quietly). */
+ * not be sent; loco's messages fail that answer quietly). Each is killed
+ * 0-50 ms after its first batch completed, while it posts more: a kill
+ * inside UCX's connection set-up (wireup) instead can abort the target in
+ * UCX 1.13 itself (an assertion in ucp_request.c that UCX later removed;
+ * docs/ucx.md), which is not what this test is about. */
 START_TEST(target_survives_dead_requesters)
 {
 	node_open(variant(_i));
@@ -959,13 +1239,22 @@ START_TEST(target_survives_dead_requesters)
 	snprintf(vs, sizeof(vs), "%d", _i);
 	srand((unsigned)time(NULL));
 	for (int k = 0; k < 12; k++) {
+		int pfd[2];
+		ck_assert_int_eq(pipe(pfd), 0);
 		pid_t pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
-			execl("/proc/self/exe", "test_ucx", "--requester", path, vs, (char *)NULL);
+			char fds[16];
+			close(pfd[0]);
+			snprintf(fds, sizeof(fds), "%d", pfd[1]);
+			execl("/proc/self/exe", "test_ucx", "--requester", path, vs,
+			      fds, (char *)NULL);
 			_exit(127);
 		}
-		usleep(100000 + (useconds_t)(rand() % 150000));
+		close(pfd[1]);
+		requester_wait_ready(pfd[0], pid);
+		close(pfd[0]);
+		usleep((useconds_t)(rand() % 50000));
 		int wst;
 		ck_assert_int_eq(kill(pid, SIGKILL), 0);
 		ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
@@ -1010,6 +1299,9 @@ static Suite *ucx_suite(void)
 	tcase_add_loop_test(t, ops_abort, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_durable, 0, VARIANTS);
 	tcase_add_loop_test(t, ops_wrong_token, 0, 2);
+	tcase_add_loop_test(t, cred_forged_identity, 0, 2);
+	tcase_add_loop_test(t, cred_fenced_new_incarnation, 0, 2);
+	tcase_add_loop_test(t, cred_qp_waits, 0, 2);
 	tcase_add_test(t, peer_add_refuses);
 	tcase_add_test(t, open_library_missing);
 	tcase_add_test(t, open_no_usable_transport);
@@ -1023,8 +1315,8 @@ static Suite *ucx_suite(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "--requester"))
-		return requester(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "--requester"))
+		return requester(argv[2], atoi(argv[3]), atoi(argv[4]));
 	SRunner *r = srunner_create(ucx_suite());
 	srunner_run_all(r, CK_NORMAL);
 	int failed = srunner_ntests_failed(r);

@@ -5,13 +5,17 @@
  * -LOCO_EFENCED (inline and out of line, single ops and batches), the
  * target's bytes do not change, node 1 knows it is fenced, a second fence
  * is free, and node 1 rejoins as a new incarnation (a new manager) whose
- * ops work. Also the lease clock (LOCO_CLOCK_SKEW_MS) and bad arguments. */
+ * ops work. Also the lease clock (LOCO_CLOCK_SKEW_MS, a skew that ends:
+ * LOCO_CLOCK_SKEW_FOR_MS) and bad arguments. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include "loco/internal.h"
 #include "test/common/cluster.h"
 #include "test/common/skip.h"
 
@@ -128,29 +132,111 @@ START_TEST(fence_rejoin)
 }
 END_TEST
 
-/* In a child: the lease clock with SKEW (NULL: unset). */
-static int skew_child(const char *skew, int64_t lo_ms, int64_t hi_ms)
+/* Node 2 says hello to node 1, which it never met (neither knows the
+ * other's incarnation): where descriptors are per peer (ucx: a credential
+ * per client incarnation), the descriptor node 1 keeps from node 2 must be
+ * the one made for node 1's incarnation, which node 2 could make only
+ * after the answer told it: its second HELLO (without it node 1 keeps
+ * one with no credential, and its QPs to node 2 wait for one). */
+START_TEST(hello_per_peer_desc)
 {
+	struct loco_mgr *m1 = cl.mgr[1], *m2 = cl.mgr[2];
+	pthread_mutex_lock(&m2->peer_lock);
+	uint64_t known = m2->peer_boot[1];
+	pthread_mutex_unlock(&m2->peer_lock);
+	ck_assert_uint_eq(known, 0);
+	ck_assert_int_eq(loco_peer_wait(m2, 1, 4000), 0);
+	if (!m2->tp_ops->arena_desc_for)
+		return;
+	uint8_t want[LOCO_DESC_MAX];
+	size_t len = sizeof(want);
+	ck_assert_int_eq(m2->tp_ops->arena_desc_for(m2->tp, 1, m1->boot_id, want, &len), 0);
+	pthread_mutex_lock(&m1->peer_lock);
+	bool same = m1->peer_hello[2].desc_len == len &&
+		    !memcmp(m1->peer_hello[2].desc, want, len);
+	pthread_mutex_unlock(&m1->peer_lock);
+	ck_assert_msg(same, "node 1 keeps a descriptor of node 2 not made for it");
+}
+END_TEST
+
+/* The lease clock's offset from CLOCK_MONOTONIC now is within [*LO, *HI]
+ * ns (two reads of CLOCK_MONOTONIC around the lease clock's). */
+static void skew_now(int64_t *lo, int64_t *hi)
+{
+	uint64_t t1 = loco_now_ns();
+	uint64_t l = loco_lease_now_ns();
+	uint64_t t2 = loco_now_ns();
+	*lo = (int64_t)(l - t2);
+	*hi = (int64_t)(l - t1);
+}
+
+static bool skew_is(int64_t ms)
+{
+	int64_t lo, hi;
+	skew_now(&lo, &hi);
+	return lo <= ms * 1000000 && ms * 1000000 <= hi;
+}
+
+/* The child process of skew_child (test_fence --lease-clock SKEW FORK_NS
+ * [FOR]; the environment set): its lease clock is SKEW ms off; with FOR,
+ * until FOR ms from its start (after FORK_NS, before MAIN_NS), then it
+ * steps back to CLOCK_MONOTONIC for good. Exit status: 0, or which check
+ * failed. */
+static int lease_clock_child(uint64_t main_ns, char **argv)
+{
+	int64_t skew = strtoll(argv[2], NULL, 10);
+	uint64_t fork_ns = strtoull(argv[3], NULL, 10);
+	if (!skew_is(skew))
+		return 2;
+	if (!argv[4])
+		return 0;
+	uint64_t for_ns = strtoull(argv[4], NULL, 10) * 1000000u;
+	while (!skew_is(0) && loco_now_ns() - main_ns < for_ns + 3000000000u)
+		usleep(1000);
+	uint64_t at = loco_now_ns();
+	if (!skew_is(0))
+		return 3;
+	if (at < fork_ns + for_ns || at > main_ns + for_ns + 100000000u)
+		return 4;
+	usleep(20000);
+	return skew_is(0) ? 0 : 5;
+}
+
+/* A fresh process (this program, exec'd) with LOCO_CLOCK_SKEW_MS=SKEW and
+ * LOCO_CLOCK_SKEW_FOR_MS=FOR (NULL: unset) finds its lease clock EXPECT ms
+ * off (and with FOR, stepping back to CLOCK_MONOTONIC FOR ms after its
+ * start): lease_clock_child's exit status. */
+static int skew_child(const char *skew, const char *for_ms, int64_t expect)
+{
+	char e[32], f[32];
+	snprintf(e, sizeof(e), "%lld", (long long)expect);
+	snprintf(f, sizeof(f), "%llu", (unsigned long long)loco_now_ns());
 	pid_t pid = fork();
 	if (!pid) {
+		unsetenv("LOCO_CLOCK_SKEW_MS");
+		unsetenv("LOCO_CLOCK_SKEW_FOR_MS");
 		if (skew)
 			setenv("LOCO_CLOCK_SKEW_MS", skew, 1);
-		int64_t d = (int64_t)(loco_lease_now_ns() - loco_now_ns()) / 1000000;
-		_exit(d >= lo_ms && d <= hi_ms ? 0 : 1);
+		if (for_ms)
+			setenv("LOCO_CLOCK_SKEW_FOR_MS", for_ms, 1);
+		char *argv[] = { "test_fence", "--lease-clock", e, f,
+				 (char *)for_ms, NULL };
+		execv("/proc/self/exe", argv);
+		_exit(127);
 	}
 	int st;
 	waitpid(pid, &st, 0);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-START_TEST(lease_clock)
+/* loco_mgr_create with LOCO_CLOCK_SKEW_MS=SKEW and LOCO_CLOCK_SKEW_FOR_MS=
+ * FOR (NULL: unset): its return code. */
+static int mgr_with_skew(const char *skew, const char *for_ms)
 {
-	ck_assert_int_eq(skew_child(NULL, -1, 1), 0);
-	ck_assert_int_eq(skew_child("5000", 4990, 5001), 0);
-	ck_assert_int_eq(skew_child("-3000", -3001, -2990), 0);
-	ck_assert_int_eq(skew_child("-3000", 4990, 5001), 1);
-	/* A bad value: the manager refuses to start. */
-	setenv("LOCO_CLOCK_SKEW_MS", "12ms", 1);
+	if (skew)
+		setenv("LOCO_CLOCK_SKEW_MS", skew, 1);
+	if (for_ms)
+		setenv("LOCO_CLOCK_SKEW_FOR_MS", for_ms, 1);
 	struct loco_mgr *m = NULL;
 	struct loco_opts o = { .node_id = 2, .timeout_ms = 4000,
 			       .arena_bytes = 1 << 20 };
@@ -159,13 +245,43 @@ START_TEST(lease_clock)
 	snprintf(o.transport, sizeof(o.transport), "shm");
 	int rc = loco_mgr_create(&o, &m);
 	unsetenv("LOCO_CLOCK_SKEW_MS");
-	ck_assert_int_eq(rc, -EINVAL);
-	ck_assert_ptr_null(m);
+	unsetenv("LOCO_CLOCK_SKEW_FOR_MS");
+	if (!rc)
+		loco_mgr_destroy(m);
+	else
+		ck_assert_ptr_null(m);
+	return rc;
+}
+
+START_TEST(lease_clock)
+{
+	ck_assert_int_eq(skew_child(NULL, NULL, 0), 0);
+	ck_assert_int_eq(skew_child("5000", NULL, 5000), 0);
+	ck_assert_int_eq(skew_child("-3000", NULL, -3000), 0);
+	ck_assert_int_eq(skew_child("-3000", NULL, 5000), 2);
+	/* A bad value: the manager refuses to start. */
+	ck_assert_int_eq(mgr_with_skew("12ms", NULL), -EINVAL);
+	ck_assert_int_eq(mgr_with_skew("12", "0"), -EINVAL);
+	ck_assert_int_eq(mgr_with_skew("12", "-5"), -EINVAL);
+	ck_assert_int_eq(mgr_with_skew("12", "1s"), -EINVAL);
+	ck_assert_int_eq(mgr_with_skew(NULL, "100"), -EINVAL);
+	ck_assert_int_eq(mgr_with_skew("0", "100"), -EINVAL);
 }
 END_TEST
 
-int main(void)
+/* LOCO_CLOCK_SKEW_FOR_MS: the skew ends, ahead or behind. */
+START_TEST(lease_clock_step)
 {
+	ck_assert_int_eq(skew_child("4000", "600", 4000), 0);
+	ck_assert_int_eq(skew_child("-2000", "600", -2000), 0);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+	uint64_t main_ns = loco_now_ns();
+	if (argc >= 4 && !strcmp(argv[1], "--lease-clock"))
+		return lease_clock_child(main_ns, argv);
 	if (test_transport_skip())
 		return TEST_SKIP;
 	Suite *s = suite_create("fence");
@@ -175,7 +291,9 @@ int main(void)
 	tcase_add_test(tc, fence_refuses);
 	tcase_add_test(tc, fence_bad_args);
 	tcase_add_test(tc, fence_rejoin);
+	tcase_add_test(tc, hello_per_peer_desc);
 	tcase_add_test(tc, lease_clock);
+	tcase_add_test(tc, lease_clock_step);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

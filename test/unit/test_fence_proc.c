@@ -6,8 +6,10 @@
  * and 2 live in this process, and node 2 fences node 1. Once
  * loco_fence_node returns 0, node 0's bytes must not change any more
  * (checked until the child exits), and the child must see -LOCO_EFENCED
- * and know it is fenced (exit status 3).
+ * (on its READs too, loco_words_read's included) and know it is fenced
+ * (exit status 3).
  *  - fence_running: the child runs on while it is fenced;
+ *    node 0, which met node 1, finds it fenced (loco_peer_fenced);
  *  - fence_stopped: the child is SIGSTOPped mid-loop (possibly mid-op)
  *    before the fence and SIGCONTed after it returned; a fence that finds
  *    it stopped inside an op times out and is tried again after a
@@ -18,7 +20,13 @@
  *    its mark left up: the fence completes once it is gone;
  *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
  *    inside a message of the child's, past its checks
- *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished. */
+ *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished;
+ *  - fence_with_fenced_target: node 0 fences the child, which lingers
+ *    (a fenced process that has not exited yet); node 0 then fences node
+ *    2, whose targets include the child: node 0 is not fenced, so that
+ *    fence must not say so (-LOCO_EFENCED: a caller would stop); it
+ *    waits while the child runs (ucx-tcp: -EAGAIN) and completes once
+ *    it is gone. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -57,8 +65,9 @@ static struct loco_opts opts_for(int id)
 }
 
 /* The child, node 1: write until refused; tell the parent (FD) once the
- * first write is done. */
-static void writer(int fd)
+ * first write is done. With LINGER, once fenced it stays (its manager
+ * still serving) until killed. */
+static void writer(int fd, bool linger)
 {
 	struct loco_opts o = opts_for(1);
 	struct loco_mgr *m;
@@ -84,10 +93,21 @@ static void writer(int fd)
 		if (i == 1 && write(fd, "r", 1) != 1)
 			_exit(1);
 	}
-	_exit(rc == -LOCO_EFENCED && loco_self_fenced(m) ? EXIT_FENCED : 2);
+	/* Fenced: a READ fails as well, through a region's words too. */
+	struct loco_words w;
+	uint64_t v;
+	loco_words_init(&w, t, &rr);
+	bool reads_fenced = loco_read(t, &rr, 64, &v, 8) == -LOCO_EFENCED &&
+			    loco_words_read(&w, 8, &v) == -LOCO_EFENCED;
+	bool fenced = rc == -LOCO_EFENCED && loco_self_fenced(m) &&
+		      reads_fenced;
+	if (linger && fenced && write(fd, "f", 1) == 1)
+		for (;;)
+			pause();
+	_exit(fenced ? EXIT_FENCED : 2);
 }
 
-static pid_t child_start(void)
+static pid_t child_start_ex(bool linger, int *fdp)
 {
 	int fd[2];
 	ck_assert_int_eq(pipe(fd), 0);
@@ -95,15 +115,23 @@ static pid_t child_start(void)
 	ck_assert_int_ge(pid, 0);
 	if (!pid) {
 		close(fd[0]);
-		writer(fd[1]);
+		writer(fd[1], linger);
 	}
 	close(fd[1]);
 	char c;
 	struct pollfd p = { .fd = fd[0], .events = POLLIN };
 	ck_assert_int_eq(poll(&p, 1, 20000), 1);
 	ck_assert_int_eq(read(fd[0], &c, 1), 1);
-	close(fd[0]);
+	if (fdp)
+		*fdp = fd[0];
+	else
+		close(fd[0]);
 	return pid;
+}
+
+static pid_t child_start(void)
+{
+	return child_start_ex(false, NULL);
 }
 
 static void snapshot(uint8_t *out)
@@ -174,7 +202,13 @@ static void teardown(void)
 START_TEST(fence_running)
 {
 	pid_t pid = child_start();
+	ck_assert(!loco_peer_fenced(mgr0, 1));
 	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
+	/* Node 0, which met node 1, learns it from the fence itself (node 2
+	 * fenced there); node 2 never met node 1. */
+	ck_assert(loco_peer_fenced(mgr0, 1));
+	ck_assert(!loco_peer_fenced(mgr2, 1));
+	ck_assert(!loco_peer_fenced(mgr0, 2));
 	unchanged_until_exit(pid);
 }
 END_TEST
@@ -327,6 +361,40 @@ START_TEST(fence_waits_for_handler)
 }
 END_TEST
 
+/* Node 0, which met the child, fences it (so it knows that incarnation
+ * fenced), then fences node 2, whose targets include the lingering
+ * child. */
+START_TEST(fence_with_fenced_target)
+{
+	int fd;
+	struct loco_rregion rr;
+	/* Node 2 meets node 0 (node 0 knows the incarnation it fences). */
+	ck_assert_int_eq(loco_region_open(mgr2, 0, "fence.w", REGION_LEN, &rr), 0);
+	pid_t pid = child_start_ex(true, &fd);
+	ck_assert_int_eq(loco_fence_node(mgr0, 1, -1), 0);
+	ck_assert(loco_peer_fenced(mgr0, 1));
+	/* The child saw it: fenced, and still there. */
+	char c;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 20000), 1);
+	ck_assert_int_eq(read(fd, &c, 1), 1);
+	ck_assert_int_eq(c, 'f');
+	close(fd);
+	int rc = loco_fence_node(mgr0, 2, 1000);
+	ck_assert_msg(rc != -LOCO_EFENCED && !loco_self_fenced(mgr0),
+		      "a fenced target made the fencer take itself for "
+		      "fenced (%s)", loco_strerror(rc));
+	const char *tp = getenv("LOCO_TRANSPORT");
+	if (tp && !strcmp(tp, "ucx-tcp"))  /* FENCE messages: it must wait */
+		ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(loco_fence_node(mgr0, 2, 2000), 0);
+	ck_assert(!loco_self_fenced(mgr0));
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -339,6 +407,7 @@ int main(void)
 	tcase_add_test(tc, fence_stopped);
 	tcase_add_test(tc, fence_waits_for_op);
 	tcase_add_test(tc, fence_after_death_mid_op);
+	tcase_add_test(tc, fence_with_fenced_target);
 	suite_add_tcase(s, tc);
 	TCase *stall = tcase_create("fence_proc_stall");
 	tcase_add_checked_fixture(stall, setup_stall, teardown);

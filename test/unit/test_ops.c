@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Remote operations on a one-node cluster (ops to self go through the
  * transport like any peer): results, bounds, ack keys, batches, fences,
- * exact stats, and a hot region falling back to the arena on shm. */
+ * exact stats, a region's words, and a hot region falling back to the
+ * arena on shm. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -383,6 +384,94 @@ START_TEST(inline_path_stats)
 }
 END_TEST
 
+/* A region's words (loco_words_read) give what loco_read gives at 8 * I:
+ * values, errors (past the region, an offset that overflows, forged or
+ * hand-built descriptors, a region without READ access) and exactly the
+ * same counters, a READ placing the WRITE posted before it. */
+static void same_as_read(const struct loco_rregion *d, uint64_t i)
+{
+	struct loco_words w;
+	uint64_t a = 0x1111, b = 0x2222;
+	loco_words_init(&w, thr, d);
+	int rc = loco_words_read(&w, i, &a);
+	ck_assert_int_eq(rc, loco_read(thr, d, i > UINT64_MAX / 8 ? UINT64_MAX :
+				       8 * i, &b, 8));
+	if (rc)
+		ck_assert_uint_eq(a, 0x1111);  /* untouched */
+	else
+		ck_assert_uint_eq(a, b);
+}
+
+START_TEST(words_read)
+{
+	struct loco_words w;
+	struct loco_stats s0, s1, s2;
+	struct loco_ack ack = { 0, 0 };
+	uint64_t v = 0, x = 5;
+	for (uint64_t k = 0; k < 512; k++)
+		((uint64_t *)reg.base)[k] = 1000 + k;
+	loco_words_init(&w, thr, &rr);
+	for (uint64_t k = 0; k < 512; k += 37) {  /* the first opens the QP */
+		ck_assert_int_eq(loco_words_read(&w, k, &v), 0);
+		ck_assert_uint_eq(v, 1000 + k);
+	}
+	/* The same ops through loco_read and through the words. */
+	loco_thread_stats(thr, &s0);
+	for (int pass = 0; pass < 2; pass++) {
+		ck_assert_int_eq(loco_post_write(thr, &rr, 16, &x, 8, &ack), 0);
+		ck_assert_int_eq(pass ? loco_words_read(&w, 2, &v) :
+				 loco_read(thr, &rr, 16, &v, 8), 0);
+		ck_assert_uint_eq(v, 5);
+		ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+		ck_assert_int_eq(pass ? loco_words_read(&w, 3, &v) :
+				 loco_read(thr, &rr, 24, &v, 8), 0);
+		ck_assert_uint_eq(v, 1003);
+		/* The READ placed the WRITE: the fence has nothing to post. */
+		ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
+		loco_thread_stats(thr, pass ? &s2 : &s1);
+	}
+	stats_moved(&s0, &s1, (struct loco_stats){ .reads = 2, .writes = 1,
+		.bytes_read = 16, .bytes_written = 8, .doorbells = 3,
+		.rtts = 2, .fences = 1 });
+	stats_moved(&s1, &s2, (struct loco_stats){ .reads = 2, .writes = 1,
+		.bytes_read = 16, .bytes_written = 8, .doorbells = 3,
+		.rtts = 2, .fences = 1 });
+
+	same_as_read(&rr, 511);
+	same_as_read(&rr, 512);                 /* past the region */
+	same_as_read(&rr, UINT64_MAX / 8);
+	same_as_read(&rr, UINT64_MAX / 8 + 1);  /* 8 * I overflows */
+	same_as_read(&rr, UINT64_MAX);
+	struct loco_region r100, wo;
+	struct loco_rregion d100, dwo;
+	ck_assert_int_eq(loco_region_alloc(cl.mgr, "t.r100", 100, &r100), 0);
+	loco_region_desc(cl.mgr, &r100, &d100);
+	same_as_read(&d100, 11);
+	same_as_read(&d100, 12);                /* bytes 96..103 of 100 */
+	ck_assert_int_eq(loco_region_alloc_ex(cl.mgr, "t.wo", 64,
+					      LOCO_REGION_REMOTE_WRITE, &wo), 0);
+	loco_region_desc(cl.mgr, &wo, &dwo);
+	same_as_read(&dwo, 0);                  /* no READ access */
+	struct loco_rregion d = rr;
+	d.access = 0;                           /* built by hand */
+	same_as_read(&d, 5);
+	d = rr;
+	d.off += 4;                             /* misaligned */
+	d.len -= 4;
+	same_as_read(&d, 5);
+	d = rr;
+	d.len = 1ull << 40;                     /* forged, past the arena */
+	same_as_read(&d, 1ull << 36);
+	same_as_read(&d, 5);
+	d.node = 99;                            /* no such node */
+	same_as_read(&d, 0);
+	d.node = 5;                             /* not in the cluster */
+	same_as_read(&d, 0);
+	loco_region_free(cl.mgr, &r100);
+	loco_region_free(cl.mgr, &wo);
+}
+END_TEST
+
 START_TEST(arena_file_private)
 {
 	struct stat st;
@@ -491,6 +580,7 @@ int main(void)
 	tcase_add_test(tc, fence_global_other_thread);
 	tcase_add_test(tc, exact_stats);
 	tcase_add_test(tc, inline_path_stats);
+	tcase_add_test(tc, words_read);
 	tcase_add_test(tc, arena_file_private);
 	tcase_add_test(tc, wait_ready_without_channels);
 	suite_add_tcase(s, tc);

@@ -16,7 +16,10 @@ checks its cluster result line (the line with "scope":"cluster"; loco-run's
                  inserts, F: read-modify-writes, each with its get and
                  update); a local index makes no round trips, a
                  distributed one at least one per get that found its key.
-                 With --verify: verify_failed = 0.
+                 With --verify: verify_failed = 0. The memory fields:
+                 kvstore's, and race's and sherman's with --verify, in a
+                 run without inserts or deletes: mem_keys = the loaded
+                 keys, at least 16 bytes each, reserved >= used.
   EXPECT=caught  (a broken index) exit 1, and the line shows missing or
                  wrong > 0: the end-of-run check caught it.
   EXPECT=verify-fails  exit 1 and verify_failed = 1: --verify's walk of
@@ -41,6 +44,8 @@ OWN = {"index": str, "ordered": bool, "distributed": bool, "workload": str, "zip
        "loaded": int, "checked": int,
        "missing": int, "wrong": int, "corrupt": int}
 CALLS = ("gets", "inserts", "updates", "deletes", "scans")
+MEMORY = ("mem_used_bytes", "mem_reserved_bytes", "mem_keys",
+          "used_bytes_per_key", "reserved_bytes_per_key")
 
 
 def fail(msg):
@@ -97,6 +102,30 @@ def check_mix(r, w):
         fail("scans in workload " + w)
 
 
+def check_memory(r, cmd):
+    """The memory fields: kvstore counts its slots, race and sherman
+    their structures in --verify's walk; with no insert or delete in the
+    run the keys they hold are the loaded ones, in at least 8 + 8 bytes
+    each, within what their regions reserve."""
+    for k in MEMORY:
+        if not isinstance(r.get(k), (int, float)) or isinstance(r[k], bool):
+            fail("field %s is %r, expected a number" % (k, r.get(k)))
+    measured = r["index"] == "kvstore" or \
+        (r["index"] in ("race", "sherman") and "--verify" in cmd)
+    if not measured or r["inserts"] or r["deletes"]:
+        return
+    if r["mem_keys"] != r["loaded"]:
+        fail("mem_keys %d, expected the %d loaded" % (r["mem_keys"],
+                                                      r["loaded"]))
+    if r["mem_used_bytes"] < 16 * r["mem_keys"]:
+        fail("mem_used_bytes %d: under 16 bytes a key" % r["mem_used_bytes"])
+    reserved = r["mem_reserved_bytes"]
+    rtx = r["index"] == "sherman" and option(cmd, "--resize", "plain") == "rtx"
+    if not rtx and reserved < r["mem_used_bytes"]:
+        fail("mem_reserved_bytes %d < mem_used_bytes %d" %
+             (reserved, r["mem_used_bytes"]))
+
+
 def check_ok(r, cmd):
     check_fields(r)
     want = {"app": "ycsb", "index": option(cmd, "--index", "local"),
@@ -121,6 +150,7 @@ def check_ok(r, cmd):
     check_mix(r, r["workload"])
     if "--verify" in cmd and r.get("verify_failed") != 0:
         fail("verify_failed is %r, expected 0" % r.get("verify_failed"))
+    check_memory(r, cmd)
     local = not r["distributed"]
     if local and (r["rtts_per_op"] or r["verbs_per_op"]):
         fail("the local index made round trips")

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+"""Free TCP ports on 127.0.0.1: for loco-run's local hosts files and for
+the tests that write their own.
+
+A port found by binding to port 0 comes from the kernel's ephemeral range,
+the same range every connect() on the host draws its source port from: a
+process running beside us can take that port between our close and the
+node's listen ("Address already in use"). Ports are drawn below the
+ephemeral range instead."""
+import random
+import socket
+
+
+def ephemeral_range():
+    """The kernel's ephemeral port range (connect() source ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_ports(count):
+    """COUNT distinct free TCP ports on 127.0.0.1. Drawn at random below
+    the ephemeral range, so that no connect() of another process takes one
+    between now and the node's listen (bind-to-port-0 ports come from the
+    ephemeral range); port 0 binds only if that range is crowded."""
+    lo, _ = ephemeral_range()
+    ports = []
+    rng = random.SystemRandom()
+    for _ in range(200 * count):
+        if len(ports) == count or lo <= 11000:
+            break
+        p = rng.randrange(10000, lo)
+        if p not in ports and port_free(p):
+            ports.append(p)
+    socks = []
+    try:
+        while len(ports) < count:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
+    finally:
+        for s in socks:
+            s.close()
