@@ -307,11 +307,13 @@ proctype client(byte c)
 			:: else -> skip
 			fi
 		}
-		bval[NEWBLK(t, 0)] = rv[0] + 1;
-		bval[NEWBLK(t, 1)] = rv[1] + 1;
-		/* the whole log, before any lock names it */
+		/* the new blocks (nobody reads them before the log names
+		 * them: one step with the log), then the whole log, before
+		 * any lock names it */
 		STEP(1);
 		d_step {
+			bval[NEWBLK(t, 0)] = rv[0] + 1;
+			bval[NEWBLK(t, 1)] = rv[1] + 1;
 			lseq[c]++; sq = lseq[c];
 			lstate[c] = L_INIT; llockv[c] = LK + t;
 			lold[c * NOBJ] = rd[0]; lnew[c * NOBJ] = NEWBLK(t, 0);
