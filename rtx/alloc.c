@@ -7,7 +7,9 @@
  * frees into it. The allocation bitmap (one word per chunk) records which
  * blocks are in use; the owner updates it in batches (a WRITE every
  * RTX_FLUSH_EVERY allocations and at scans), so after a crash it may be
- * stale.
+ * stale. A commit whose write set is on one node asks for its blocks in
+ * a row (rtx_alloc_run), so that one data WRITE fills them; it takes
+ * them one at a time when no owned chunk has such a run free.
  *
  * Freeing is by reference scan, never by a message from another client:
  * a block is in use while a TXObj points to it, while a log that is not
@@ -562,6 +564,17 @@ static int scan_if_due(struct loco_rtx_worker *w, uint32_t ni)
 	return pool_scan(w, ni, &nfree);
 }
 
+/* N allocations were taken from node NI's pool: count them, and flush
+ * the bitmap words every RTX_FLUSH_EVERY. */
+static int took(struct loco_rtx_worker *w, uint32_t ni, unsigned n)
+{
+	struct rtx_pool *p = &w->pool[ni];
+	rtx_count(w, RTX_STAT(allocs), n);
+	p->since_scan += n;
+	p->unflushed += n;
+	return p->unflushed >= RTX_FLUSH_EVERY ? pool_flush(w, ni) : 0;
+}
+
 int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block)
 {
 	struct rtx_pool *p = &w->pool[ni];
@@ -569,18 +582,50 @@ int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block)
 	if (rc0)
 		return rc0;
 	for (unsigned round = 0; round < 3; round++) {
-		if (take_block(p, block)) {
-			RTX_INC(w, allocs);
-			p->since_scan++;
-			if (++p->unflushed >= RTX_FLUSH_EVERY)
-				return pool_flush(w, ni);
-			return 0;
-		}
+		if (take_block(p, block))
+			return took(w, ni, 1);
 		int rc = refill_wait(w, ni);
 		if (rc)
 			return rc;
 	}
 	return -ENOMEM;
+}
+
+/* N (2..RTX_RUN_MAX) free blocks in a row from one chunk, the lowest
+ * such run of the first chunk (from the last one used) that has one. */
+static bool take_run(struct rtx_pool *p, unsigned n, uint64_t *first)
+{
+	for (unsigned k = 0, i = p->cur; k < p->n; k++, i++) {
+		if (i >= p->n)
+			i = 0;
+		struct rtx_chunk *c = &p->ch[i];
+		uint64_t m = c->free;
+		for (unsigned j = 1; j < n && m; j++)
+			m &= c->free >> j;
+		if (!m)
+			continue;
+		unsigned b = (unsigned)__builtin_ctzll(m);
+		uint64_t bits = ((UINT64_C(1) << n) - 1) << b;
+		c->free &= ~bits;
+		c->alloc |= bits;
+		*first = (uint64_t)c->idx * LOCO_RTX_CHUNK_BLOCKS + b;
+		p->cur = i;
+		return true;
+	}
+	return false;
+}
+
+int rtx_alloc_run(struct loco_rtx_worker *w, uint32_t ni, unsigned n,
+		  uint64_t *first)
+{
+	if (n < 2 || n > RTX_RUN_MAX)
+		return -ENOSPC;
+	int rc = scan_if_due(w, ni);
+	if (rc)
+		return rc;
+	if (!take_run(&w->pool[ni], n, first))
+		return -ENOSPC;
+	return took(w, ni, n);
 }
 
 void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block)

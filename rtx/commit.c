@@ -3,13 +3,16 @@
  * owners and repairers.
  *
  * Logged commit, per round trip:
- *   1  new data WRITEs + log WRITE (INIT) and, in the same doorbell when
+ *   1  new data WRITEs (one per run of new blocks in a row,
+ *      rtx_alloc_run) + log WRITE (INIT) and, in the same doorbell when
  *      every object is on the log's node (one QP places the log and data
  *      before any lock names them), the lock CASes, each followed on its
  *      QP by a 16-byte READ of the TXObj (the data pointer is current
- *      while we hold the lock); the read set validation READs ride along
- *      too, since the QP orders them after the locks. Objects on other
- *      nodes: the WRITEs are posted and thread-fenced first.
+ *      while we hold the lock) unless the object's first READ was whole
+ *      (loco_rtx_meta_whole: the CAS itself then proves the pointer
+ *      current); the read set validation READs ride along too, since
+ *      the QP orders them after the locks. Objects on other nodes: the
+ *      WRITEs are posted and thread-fenced first.
  *  (1b read set validation when objects span nodes: after all locks)
  *   2  CAS INIT -> DOING: the commit point; a repairer that CASes
  *      INIT -> ABORT first wins, and the owner aborts
@@ -166,8 +169,29 @@ static void free_blocks(struct loco_rtx_worker *w)
 	}
 }
 
+/* A run of blocks for the whole write set when it is on one node (one
+ * data WRITE, post_data), else one block per object. */
+static bool alloc_run(struct loco_rtx_worker *w)
+{
+	uint32_t ni = w->rs[w->ws[0].ri].ni;
+	uint64_t first;
+	for (unsigned i = 1; i < w->nw; i++)
+		if (w->rs[w->ws[i].ri].ni != ni)
+			return false;
+	if (rtx_alloc_run(w, ni, w->nw, &first))
+		return false;
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_went *e = &w->ws[i];
+		e->block = first + i;
+		e->new_dptr = loco_rtx_dptr_next(w->rs[e->ri].dptr, e->block);
+	}
+	return true;
+}
+
 static int alloc_blocks(struct loco_rtx_worker *w)
 {
+	if (w->nw > 1 && alloc_run(w))
+		return 0;
 	for (unsigned i = 0; i < w->nw; i++) {
 		struct rtx_went *e = &w->ws[i];
 		const struct rtx_rent *r = &w->rs[e->ri];
@@ -181,14 +205,22 @@ static int alloc_blocks(struct loco_rtx_worker *w)
 	return 0;
 }
 
+/* The new data: one WRITE per run of written objects whose new blocks
+ * follow each other on one node. The write set's buffers lie apart by
+ * the block length (worker_alloc), as the blocks do, so a run's source
+ * is one range too (the padding between values is zero). */
 static void post_data(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	const struct loco_rtx *x = w->x;
-	for (unsigned i = 0; i < w->nw; i++) {
+	unsigned j;
+	for (unsigned i = 0; i < w->nw; i = j) {
 		const struct rtx_went *e = &w->ws[i];
-		const struct rtx_rent *r = &w->rs[e->ri];
-		bt_write(bt, &x->node[r->ni].data, e->block * x->block_len,
-			 e->data, x->o.data_len);
+		uint32_t ni = w->rs[e->ri].ni;
+		for (j = i + 1; j < w->nw && w->rs[w->ws[j].ri].ni == ni &&
+		     w->ws[j].block == w->ws[j - 1].block + 1; j++)
+			;
+		bt_write(bt, &x->node[ni].data, e->block * x->block_len, e->data,
+			 (j - i - 1) * x->block_len + x->o.data_len);
 	}
 }
 
@@ -270,11 +302,13 @@ static uint64_t lock_expect(const struct rtx_rent *r)
 	return r->prelock ? r->prelock : r->lock;
 }
 
-/* Lock CAS + TXObj READ per written object (the READ, after the CAS on
- * the same QP, sees our lock and the current data pointer). A pre-locked
- * object needs no READ: the pre-lock's READ found the pointer current,
- * and a conversion CAS that finds our pre-lock word proves nobody held
- * the object since (OPT1 keeps the pre-lock as it is: no CAS either). */
+/* Lock CAS per written object, with a TXObj READ behind it (same QP: it
+ * sees our lock and the current data pointer) unless the first READ was
+ * whole (loco_rtx_meta_whole: then the CAS, succeeding from that
+ * version, proves the pointer current). A pre-locked object needs no
+ * READ: the pre-lock's READ found the pointer current, and a conversion
+ * CAS that finds our pre-lock word proves nobody held the object since
+ * (OPT1 keeps the pre-lock as it is: no CAS either). */
 static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	for (unsigned i = 0; i < w->nw; i++) {
@@ -286,7 +320,8 @@ static void post_locks(struct loco_rtx_worker *w, struct rtx_batch *bt)
 			       w->lockv, &e->lock_old);
 		else
 			e->lock_old = r->prelock;
-		e->reread = !r->prelock;
+		e->reread = !r->prelock &&
+			    !loco_rtx_meta_whole(r->lock, r->dptr);
 		if (e->reread)
 			bt_read(bt, m, obj_off(r, 0), r->vmeta, RTX_META_LEN);
 	}

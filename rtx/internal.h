@@ -24,6 +24,7 @@
 
 #define RTX_SCAN_BYTES (16u * 1024)   /* largest READ of a scan */
 #define RTX_FLUSH_EVERY 32            /* allocations between bitmap flushes */
+#define RTX_RUN_MAX 8                 /* blocks rtx_alloc_run takes in a row */
 #define RTX_MAX_REPAIRS 8             /* expired locks noted per attempt */
 #define RTX_SCAN_MIN_ALLOCS 8         /* allocations before a rescan */
 #define RTX_FULL_WAITS 200            /* 1 ms waits for a chunk when full */
@@ -107,7 +108,8 @@ struct rtx_went {
 	uint64_t new_dptr;
 	uint64_t lock_old;         /* lock CAS result */
 	bool reread;               /* the lock round READs the TXObj back (not
-				    * for a pre-lock: its READ came with it) */
+				    * for a pre-lock: its READ came with it;
+				    * nor after a whole first READ) */
 	uint64_t cas_old[2];       /* install / release CAS results */
 	uint8_t *data;
 };
@@ -333,6 +335,11 @@ int rtx_recover_log(struct loco_rtx_worker *w, uint32_t slot, uint32_t *seq);
 int rtx_pools_init(struct loco_rtx_worker *w);
 void rtx_pools_fini(struct loco_rtx_worker *w);
 int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block);
+/* N blocks in a row (*FIRST and the N - 1 after it) on node NI, when an
+ * owned chunk has such a run free: one data WRITE fills them. -ENOSPC
+ * when none has (allocate one by one then), or N is not 2..RTX_RUN_MAX. */
+int rtx_alloc_run(struct loco_rtx_worker *w, uint32_t ni, unsigned n,
+		  uint64_t *first);
 /* Return a block this worker allocated and never installed. */
 void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block);
 /* Adopt SLOT's chunks on every node (all of them, or only those of

@@ -156,4 +156,23 @@ static inline uint64_t loco_rtx_dptr_next(uint64_t old, uint64_t block)
 	return loco_rtx_dptr((uint16_t)(loco_rtx_dptr_ver(old) + 1u), block);
 }
 
+/* Whether lock word W and data pointer D, read by one 16-byte READ that
+ * may have torn, are one state of the object: W a counted version (no
+ * repair ever released the object) whose low 16 bits are D's version.
+ * From the zeroed TXObj (0, null) on, every commit adds one to both (its
+ * install to the pointer's version, its owner's release to the lock's),
+ * and an owner's abort changes neither; only a repairer's fresh version
+ * (and a steal's copy) breaks the match, for good: its counted
+ * successors keep LOCO_LLLOCK_FRESH. So a READ whose halves straddle a
+ * commit never matches unless 65536 commits of the object fell between
+ * them, the wrap every pointer comparison rests on. A lock CAS from a
+ * matching W that succeeds then proves D current (docs/rtx.md, "The
+ * validation READ of a written object"); one that does not match is
+ * READ back. */
+static inline bool loco_rtx_meta_whole(uint64_t w, uint64_t d)
+{
+	return !(w & (LOCO_LLLOCK_LOCKED | LOCO_LLLOCK_FRESH)) &&
+	       (uint16_t)w == loco_rtx_dptr_ver(d);
+}
+
 #endif

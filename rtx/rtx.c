@@ -522,6 +522,8 @@ static int worker_alloc(struct loco_rtx *x, struct loco_rtx_worker **out)
 		worker_free(w);
 		return -ENOMEM;
 	}
+	/* Block-length strides: post_data WRITEs the values of new blocks in
+	 * a row from their write-set buffers in one range. */
 	uint8_t *rd = (uint8_t *)(w->rs + nr), *wd = (uint8_t *)(w->ws + nw);
 	for (size_t i = 0; i < nr; i++)
 		w->rs[i].data = rd + i * dl;

@@ -64,10 +64,12 @@ static int fetch_meta(struct loco_rtx_worker *w, struct rtx_rent *r,
 
 /* ---- OPT2 pre-locks ------------------------------------------------------
  * A pre-lock is a CAS of the TXObj's lock word from the version read to
- * our no-log word, with a READ of the TXObj behind it on the same QP: if
- * we got the lock, the data pointer read back is current (a torn first
- * READ shows here). An object pre-locked at its first access gets both
- * in the round trip of its data READ: the CAS succeeds only if nobody
+ * our no-log word, with a READ of the TXObj behind it on the same QP
+ * unless the first READ was whole (loco_rtx_meta_whole): if we got the
+ * lock, the data pointer read back is current (a torn first READ shows
+ * here; a whole one cannot have torn, and the CAS proves its pointer
+ * current). An object pre-locked at its first access gets both in the
+ * round trip of its data READ: the CAS succeeds only if nobody
  * committed on the object since its TXObj was read, and then, the lock
  * ours, the pointer stays; so the block the data READ named was the
  * current one whether the READ ran before or after the CAS. */
@@ -82,14 +84,16 @@ static int prelock_word(struct loco_rtx_worker *w, uint64_t *plv)
 }
 
 /* Add the pre-lock of R (unlocked when read) to B: the CAS (its old word
- * into *OLD), then the TXObj READ into r->vmeta. */
+ * into *OLD), then, unless R's first READ was whole, the TXObj READ into
+ * r->vmeta. */
 static void prelock_add(struct loco_rtx_worker *w, struct loco_batch *b,
 			struct rtx_rent *r, uint64_t plv, uint64_t *old)
 {
 	const struct loco_rregion *m = rtx_meta(w->x, r->ni);
 	uint64_t off = (uint64_t)r->idx * RTX_META_LEN;
 	loco_batch_cas(b, m, off + RTX_LOCK_OFF, r->lock, plv, old);
-	loco_batch_read(b, m, off, r->vmeta, RTX_META_LEN);
+	if (!loco_rtx_meta_whole(r->lock, r->dptr))
+		loco_batch_read(b, m, off, r->vmeta, RTX_META_LEN);
 }
 
 /* After prelock_add's batch: 0 if R is pre-locked (r->prelock), else
@@ -106,7 +110,7 @@ static int prelock_done(struct loco_rtx_worker *w, struct rtx_rent *r,
 	}
 	r->prelock = plv;
 	w->prelocked = true;
-	if (r->vmeta[1] != r->dptr)
+	if (!loco_rtx_meta_whole(r->lock, r->dptr) && r->vmeta[1] != r->dptr)
 		return -EAGAIN;
 	rtx_crash_point("rtx.prelock_held");
 	return 0;

@@ -8,6 +8,15 @@
  * both, so a serialisable history ends with each object's value equal to
  * the number of committed transactions (commit point: CAS INIT -> DOING).
  *
+ * The first READ of each object is a 16-byte READ that may tear: its
+ * data pointer (with the pointer's version) and its lock word are read
+ * in two steps, the pointer first, so any number of steps of others may
+ * fall between them (a tear with the older lock word makes the lock CAS
+ * fail, or shows a lock: not modelled). The lock CAS is followed by a
+ * READ back of the data pointer unless that first READ was whole
+ * (loco_rtx_meta_whole: a counted version equal to the pointer's
+ * version, see WHOLE).
+ *
  * Adversary: a client that finds a lock held may decide its lease expired
  * (clock drift, a slow owner, a delayed op: false suspicion) and repair it
  * at once; a DOING log's repair lease always counts as expired, so several
@@ -20,7 +29,9 @@
  *   no double install  a transaction's new data pointer is installed at
  *                      most once per object, and only if it committed;
  *   no lost update     at the end each value = committed transactions;
- *   locks end free     at the end every lock is free and every log DONE.
+ *   locks end free     at the end every lock is free and every log DONE;
+ *   whole              every release to a counted version leaves it equal
+ *                      to the data pointer's version.
  *
  * Broken variants, each must fail:
  *   -DBROKEN_EARLY_RELEASE  TryCommit releases the locks before it
@@ -28,7 +39,14 @@
  *      and the install CAS fails, losing the update;
  *   -DBROKEN_DONE_FIRST     TryCommit marks the log DONE before releasing
  *      and a DONE log's repair does nothing (no late-lock release): a
- *      crash in between leaves a lock held for good. */
+ *      crash in between leaves a lock held for good;
+ *   -DBROKEN_NO_REREAD      the lock CAS is never followed by the READ
+ *      back: a first READ torn across a commit (lock word after it,
+ *      pointer before) locks from the newer version, and the install
+ *      CAS fails after the commit point;
+ *   -DBROKEN_WHOLE_ANY      a first READ counts as whole whenever its
+ *      version is counted, without comparing it with the pointer's
+ *      version: the same torn READ goes through. */
 
 #ifndef NCLI
 #define NCLI 2
@@ -65,6 +83,7 @@
 
 byte lock[NOBJ];
 byte dptr[NOBJ];
+byte dver[NOBJ];                          /* the data pointer's version */
 byte bval[NBLK];
 byte nextblk = NOBJ + NTXT * NOBJ;
 byte fresh = FRESH0;
@@ -90,6 +109,15 @@ byte installs[NTXT * NOBJ];
 
 #define NEWBLK(t, o) (NOBJ + (t) * NOBJ + (o))
 
+/* A first READ that found counted version V and pointer version PV is
+ * whole (loco_rtx_meta_whole): every commit adds one to both, a fresh
+ * version (a repair's release) never matches. */
+#ifdef BROKEN_WHOLE_ANY
+#define WHOLE(v, pv) ((v) < FRESH0)
+#else
+#define WHOLE(v, pv) ((v) < FRESH0 && (v) == (pv))
+#endif
+
 /* ---- TryCommit (owner and repairers) ---------------------------------------- */
 
 /* Install CAS: object O from OLD to NEW for transaction T. */
@@ -99,6 +127,7 @@ inline install(o, old, nw, t)
 		if
 		:: dptr[o] == (old) ->
 			dptr[o] = (nw);
+			dver[o]++;
 			assert(committed[(t)]);
 			installs[(t) * NOBJ + (o)]++;
 			assert(installs[(t) * NOBJ + (o)] == 1)
@@ -116,7 +145,11 @@ inline release(o, w, v)
 			lock[o] = fresh;
 			fresh = fresh + FRESH_STEP;
 			assert(fresh < LK)
-		:: lock[o] == (w) && (v) != FRESHV -> lock[o] = (v)
+		:: lock[o] == (w) && (v) != FRESHV ->
+			lock[o] = (v);
+			/* what WHOLE rests on: a counted version is the
+			 * pointer's version */
+			assert((v) >= FRESH0 || (v) == dver[o])
 		:: else -> skip
 		fi
 	}
@@ -173,7 +206,7 @@ inline steal(o, w, me, mayfail)
 		   STEP(mayfail);
 		   d_step {
 			if
-			:: dptr[o] == d -> dptr[o] = nb; ok = 2
+			:: dptr[o] == d -> dptr[o] = nb; dver[o]++; ok = 2
 			:: else -> skip
 			fi
 		   };
@@ -250,15 +283,19 @@ inline repair(o, w, me, mayfail)
 proctype client(byte c)
 {
 	byte k, t, o, s, rst, rsq, rlv, ro0, rn0, ro1, rn1, d, nb, ok, acq, sq, w;
-	byte rl[NOBJ], rd[NOBJ], rv[NOBJ];
+	byte rl[NOBJ], rd[NOBJ], rv[NOBJ], rdv[NOBJ];
 
 	for (k : 0 .. NTX - 1) {
 		t = c * NTX + k;
 		acq = 0;
 		w = 0;
-		/* execution: read both objects; a held lock may be repaired */
+		/* execution: read both objects (the TXObj READ may tear: its
+		 * pointer half first; the data READ of a block gets what it
+		 * was written with, blocks are not reused here); a held lock
+		 * may be repaired */
 		for (o : 0 .. NOBJ - 1) {
-			d_step { rl[o] = lock[o]; rd[o] = dptr[o]; rv[o] = bval[dptr[o]] };
+			d_step { rd[o] = dptr[o]; rdv[o] = dver[o]; rv[o] = bval[dptr[o]] };
+			d_step { rl[o] = lock[o] };
 			if
 			:: LOCKED(rl[o]) ->
 				w = rl[o];
@@ -270,26 +307,32 @@ proctype client(byte c)
 			:: else -> skip
 			fi
 		}
-		bval[NEWBLK(t, 0)] = rv[0] + 1;
-		bval[NEWBLK(t, 1)] = rv[1] + 1;
-		/* the whole log, before any lock names it */
+		/* the new blocks (nobody reads them before the log names
+		 * them: one step with the log), then the whole log, before
+		 * any lock names it */
 		STEP(1);
 		d_step {
+			bval[NEWBLK(t, 0)] = rv[0] + 1;
+			bval[NEWBLK(t, 1)] = rv[1] + 1;
 			lseq[c]++; sq = lseq[c];
 			lstate[c] = L_INIT; llockv[c] = LK + t;
 			lold[c * NOBJ] = rd[0]; lnew[c * NOBJ] = NEWBLK(t, 0);
 			lold[c * NOBJ + 1] = rd[1]; lnew[c * NOBJ + 1] = NEWBLK(t, 1)
 		};
 		/* lock the write set: CAS from the version read, then (same
-		 * QP, so right after it) READ the TXObj: the data pointer must
-		 * be the one read */
+		 * QP, so right after it) READ the TXObj back unless the first
+		 * READ was whole: the data pointer must be the one read */
 		for (o : 0 .. NOBJ - 1) {
 			STEP(1);
 			d_step {
 				if
 				:: lock[o] == rl[o] ->
 					lock[o] = LK + t; acq = acq | (1 << o);
-					ok = dptr[o] == rd[o]
+#ifdef BROKEN_NO_REREAD
+					ok = 1
+#else
+					ok = WHOLE(rl[o], rdv[o]) || dptr[o] == rd[o]
+#endif
 				:: else -> w = lock[o]; ok = 0
 				fi
 			};
