@@ -271,7 +271,13 @@ static void hit(struct crash_arm *a, const char *name)
 	loco_info("crash", "crash point %s reached (%ld): %s", name, n + 1,
 		  stop ? "SIGSTOP" : "SIGKILL");
 	crash_stamp();
-	kill(getpid(), crash.sig);
+	/* To this thread, not kill(getpid()): the kernel hands a signal sent
+	 * to the process to some thread (mostly the main one), which starts
+	 * the group stop; the caller would run on meanwhile (finish its
+	 * transaction, release its locks) until the stop reaches it, ms later
+	 * on a busy host. Sent to the caller, SIGSTOP stops it before raise()
+	 * returns, and the other threads with it. */
+	raise(crash.sig);
 	if (stop)
 		loco_info("crash", "crash point %s: resumed", name);
 	else

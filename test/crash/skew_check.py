@@ -22,6 +22,10 @@ late CASes fail and it goes on too. Asserted:
   safety    the reporter's line: total conserved, no block leaked or lost,
             no lock held, nobody dead (nobody fenced), at least one repair;
   the skew  S said its lease clock skew ended; V stopped and was resumed;
+  the stop  V completed fewer transfers before its gap than the hit N of
+            its crash point: it stopped there, holding the locks (each
+            transfer locks once at least; a SIGSTOP sent to the process
+            instead of the thread let V run on and release them);
   liveness  S completed transfers while V was still stopped: in the
             second half of V's gap in the timeline (between its last
             transfer and its next, up to 100 ms before the next), when V
@@ -137,8 +141,23 @@ def check_ahead(s, lines, tl):
     return bad
 
 
-def check(opts, rc, lines, tl):
-    """(problems, retry): what is wrong; whether to run again."""
+def stop_hit(run_args, v):
+    """N of LOCO_CRASH_AT=POINT@V:N among the loco-run arguments (node V
+    stops at the Nth hit of POINT), or None."""
+    for a in run_args:
+        if not a.startswith("LOCO_CRASH_AT="):
+            continue
+        for ent in a.split("=", 1)[1].split(","):
+            point, _, rest = ent.partition("@")
+            nodes, _, n = rest.partition(":")
+            if str(v) in nodes.split("+") and n.isdigit():
+                return int(n)
+    return None
+
+
+def check(opts, rc, lines, tl, hit):
+    """(problems, retry): what is wrong; whether to run again. HIT: the
+    crash point hit at which V stops."""
     v, s = opts["stopped"], opts["skewed"]
     bad = [] if rc == 0 else ["loco-run exit status %d" % rc]
     res = result(lines)
@@ -166,6 +185,14 @@ def check(opts, rc, lines, tl):
     if g is None or g[1] - g[0] < MIN_GAP_MS:
         return bad + ["node %d's stop is not in the timeline (gap %s)"
                       % (v, g)], not bad
+    # Every transfer takes its locks (rtx.after_lock) at least once: a V
+    # that completed HIT of them before its gap ran on past the point (it
+    # did not stop there holding the locks: nothing was tested).
+    before = sum(ov[:g[0]])
+    if hit is not None and before >= hit:
+        bad.append("node %d completed %d transfers before it stopped, not "
+                   "fewer than its crash point's hit %d: it did not stop at "
+                   "the point, holding the locks" % (v, before, hit))
     # The gap's second half: V may have retried a while after its last
     # transfer before it stopped holding the locks, never that long.
     lo = (g[0] + g[1]) // 2
@@ -179,10 +206,10 @@ def check(opts, rc, lines, tl):
         if not sum(ops[g[1]:]):
             bad.append("node %d completed no transfer after node %d resumed "
                        "(ms %d on)" % (node, v, g[1]))
-    print("skew_check: node %d's last transfer at ms %d, next at ms %d; "
-          "node %d completed %d transfers from ms %d to %d, the first at "
-          "ms %s; after: %d and %d"
-          % (v, g[0] - 1, g[1], s, during, lo, g[1] - EDGE_MS,
+    print("skew_check: node %d's last transfer at ms %d (%d before it), "
+          "next at ms %d; node %d completed %d transfers from ms %d to %d, "
+          "the first at ms %s; after: %d and %d"
+          % (v, g[0] - 1, before, g[1], s, during, lo, g[1] - EDGE_MS,
              next((lo + i for i, n in enumerate(os_[lo:g[1]]) if n), None),
              sum(ov[g[1]:]), sum(os_[g[1]:])))
     return bad, False
@@ -199,7 +226,8 @@ def main():
             p = subprocess.run(cmd, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
             lines = p.stdout.decode(errors="replace").splitlines()
-            bad, retry = check(opts, p.returncode, lines, tl)
+            bad, retry = check(opts, p.returncode, lines, tl,
+                               stop_hit(run_args, opts["stopped"]))
             if not bad:
                 print(json.dumps(result(lines)))
                 print("skew_check: ok (attempt %d)" % attempt)

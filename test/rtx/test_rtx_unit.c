@@ -3,9 +3,12 @@
  * repair decisions, crash point table. */
 #include <check.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,6 +277,55 @@ START_TEST(crash_signal_stop)
 }
 END_TEST
 
+/* A point hit by another thread than the main one stops that thread at
+ * the point too: it runs nothing after it until SIGCONT (a transaction
+ * stopped at rtx.after_lock still holds its locks). A SIGSTOP sent to
+ * the process would wake the (blocked) main thread to start the stop and
+ * let the caller run on meanwhile. */
+#define AFTER_STEPS 100000
+
+static void *stop_in_thread(void *arg)
+{
+	_Atomic long *after = arg;
+	loco_crash_point("rtx.after_lock");
+	for (long i = 0; i < AFTER_STEPS; i++)
+		/* Relaxed: a count the parent reads once the child stopped. */
+		atomic_fetch_add_explicit(after, 1, memory_order_relaxed);
+	return NULL;
+}
+
+START_TEST(crash_signal_stop_thread)
+{
+	_Atomic long *after = mmap(NULL, sizeof(*after), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(after != MAP_FAILED);
+	atomic_init(after, 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		pthread_t t;
+		setenv("LOCO_CRASH_AT", "rtx.after_lock", 1);
+		setenv("LOCO_CRASH_SIGNAL", "STOP", 1);
+		unsetenv("LOCO_CRASH_NODES");
+		if (pthread_create(&t, NULL, stop_in_thread, after))
+			_exit(2);
+		_exit(pthread_join(t, NULL) ? 1 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	ck_assert(WIFSTOPPED(st));
+	/* Relaxed: the child is stopped; waitpid ordered its stores. */
+	long ran = atomic_load_explicit(after, memory_order_relaxed);
+	ck_assert_int_eq(ran, 0);
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ran = atomic_load_explicit(after, memory_order_relaxed);
+	ck_assert_int_eq(ran, AFTER_STEPS);
+	munmap((void *)after, sizeof(*after));
+}
+END_TEST
+
 START_TEST(crash_register_table)
 {
 	setenv("LOCO_CRASH_AT", "test.one:3,test.three,rtx.after_lock@5", 1);
@@ -339,6 +391,7 @@ static Suite *suite(void)
 	tcase_add_test(t, crash_kills_on_nth_hit);
 	tcase_add_test(t, crash_register_table);
 	tcase_add_test(t, crash_signal_stop);
+	tcase_add_test(t, crash_signal_stop_thread);
 	suite_add_tcase(s, t);
 	return s;
 }
