@@ -73,15 +73,17 @@ bool loco_ffile_fenced(const struct loco_ffile *f, uint32_t peer,
 bool loco_ffile_own_marks(void);
 /* A busy mark of FN for one executing context of this process: an own
  * one if loco_ffile_own_marks and one is free (or its claimer is gone),
- * else shared mark SPREAD % LOCO_GUARD_SLOTS (loco_ffile_owner_take
- * first, under the same lock). */
+ * else shared mark SPREAD % LOCO_GUARD_SLOTS (after
+ * loco_ffile_owner_take). Callers of one process serialise their calls
+ * for one FN. */
 void loco_ffile_mark_get(struct loco_ffile_node *fn, unsigned spread,
 			 struct loco_ffile_mark *out);
 /* Give M back (its context is gone; the mark is down). */
 void loco_ffile_mark_put(struct loco_ffile_mark *m);
-/* This process executes for its node at FN from now on (callers of one
- * process serialise their calls). Marks that a dead earlier owner left
- * up are cleared: nothing of it can be mid-execution any more. */
+/* This process executes for its node at FN with the shared marks from
+ * now on (callers of one process serialise their calls, as those of
+ * loco_ffile_mark_get). Shared marks that a dead earlier owner left up
+ * are cleared: nothing of it can be mid-execution any more. */
 void loco_ffile_owner_take(struct loco_ffile_node *fn);
 /* Record INCARNATION of PEER in node TARGET's fence file F (NULL: map
  * DIR's for this call), then wait at most TIMEOUT_MS for PEER's busy
