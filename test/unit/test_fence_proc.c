@@ -21,7 +21,8 @@
  *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
  *    inside a message of the child's, past its checks
  *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished;
- *  - fence_many_threads: the child writes from LOCO_GUARD_OWN + 8
+ *  - fence_many_threads (shm, shm-weak, ucx-sm): the child writes from
+ *    LOCO_GUARD_OWN + 8
  *    threads (more than a node has own busy marks at a peer: the last
  *    ones use the shared marks), fenced while they run, then again with
  *    the child SIGSTOPped mid-loop;
@@ -337,10 +338,24 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
+/* Whether the fence files' guard is the fence here (shm, shm-weak,
+ * ucx-sm with UCX's RMA): the transports with busy marks. */
+static bool marks_here(void)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	const char *rma = getenv("LOCO_UCX_RMA");
+	return !tp || !strcmp(tp, "shm") || !strcmp(tp, "shm-weak") ||
+	       (!strcmp(tp, "ucx-sm") && !(rma && !strcmp(rma, "am")));
+}
+
 /* MANY threads, own marks and shared ones: fenced running, then
- * stopped. */
+ * stopped. Only where the marks are (on ucx-tcp, 72 endpoints of a
+ * stopped writer failing at once hit an assertion inside UCX's wireup,
+ * ucp_request.c:684, in node 0). */
 START_TEST(fence_many_threads)
 {
+	if (!marks_here())
+		return;
 	many = true;
 	pid_t pid = child_start();
 	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
