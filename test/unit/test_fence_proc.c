@@ -22,10 +22,10 @@
  *    inside a message of the child's, past its checks
  *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished;
  *  - fence_many_threads (shm, shm-weak, ucx-sm): the child writes from
- *    LOCO_GUARD_OWN + 8
- *    threads (more than a node has own busy marks at a peer: the last
- *    ones use the shared marks), fenced while they run, then again with
- *    the child SIGSTOPped mid-loop;
+ *    LOCO_GUARD_OWN + 8 threads (more than a node has own busy marks at
+ *    a peer: once all the own ones are claimed in node 0's fence file,
+ *    the others use the shared marks), fenced while they run, then
+ *    again with the child SIGSTOPped mid-loop;
  *  - fence_with_fenced_target: node 0 fences the child, which lingers
  *    (a fenced process that has not exited yet); node 0 then fences node
  *    2, whose targets include the child: node 0 is not fenced, so that
@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loco/transport/fence_file.h"
 #include "test/common/cluster1.h"
 #include "test/common/skip.h"
 
@@ -338,6 +339,16 @@ START_TEST(fence_stopped)
 }
 END_TEST
 
+/* How many of FN's own marks are claimed. */
+static unsigned own_claimed(struct loco_ffile_node *fn)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < LOCO_GUARD_OWN; i++)
+		/* Relaxed: a count, nothing to order. */
+		n += atomic_load_explicit(&fn->own[i].owner, memory_order_relaxed) != 0;
+	return n;
+}
+
 /* Whether the fence files' guard is the fence here (shm, shm-weak,
  * ucx-sm with UCX's RMA): the transports with busy marks. */
 static bool marks_here(void)
@@ -358,6 +369,21 @@ START_TEST(fence_many_threads)
 		return;
 	many = true;
 	pid_t pid = child_start();
+	if (loco_ffile_own_marks()) {
+		/* Every own mark of node 1 at node 0 claimed: the contexts
+		 * beyond run on the shared ones. */
+		char path[128];
+		struct loco_ffile *f;
+		loco_ffile_path(path, sizeof(path), run_dir, 0);
+		ck_assert_int_eq(loco_ffile_map(path, false, &f), 0);
+		unsigned claimed = 0;
+		uint64_t t0 = loco_now_ns();
+		while ((claimed = own_claimed(&f->node[1])) < LOCO_GUARD_OWN &&
+		       loco_now_ns() - t0 < 30000000000ull)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		loco_ffile_unmap(f);
+		ck_assert_uint_eq(claimed, LOCO_GUARD_OWN);
+	}
 	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
 	unchanged_until_exit(pid);
 	unsigned timeouts = 0;
