@@ -257,7 +257,7 @@ enum {
 struct loco_direct_qp {
 	/* The fence guard (<loco/guard.h>) of WRITEs and atomics: this
 	 * thread's busy mark at the peer and this node's fence line there. */
-	_Atomic uint64_t *mark;
+	struct loco_guard_mark mark;
 	const _Atomic uint64_t *fenced;
 };
 

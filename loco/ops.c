@@ -324,7 +324,7 @@ static void direct_open(struct loco_mgr *mgr, uint32_t peer,
 			struct loco_thread_hot *h, const struct loco_qp *qp)
 {
 	uint64_t len = 0;
-	_Atomic uint64_t *mark;
+	struct loco_guard_mark mark;
 	const _Atomic uint64_t *fenced;
 	uint8_t *base = mgr->tp_ops->qp_direct(qp->tp, &len, &mark, &fenced);
 	if (!base || len < LOCO_ARENA_FIRST + 8)

@@ -3,12 +3,16 @@
  * and ucx-sm. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,8 +20,13 @@
 #include <loco/log.h>
 #include "loco/transport/fence_file.h"
 
-#define FFILE_MAGIC UINT64_C(0x65636e65662d6f6c) /* "lo-fence" */
+/* "lo-fenc2": the layout with own marks (an older file is made anew). */
+#define FFILE_MAGIC UINT64_C(0x32636e65662d6f6c)
 #define FFILE_SPIN 256     /* busy-mark polls before yielding */
+/* An own mark's claim: the claimer's pid (below 2^22, Linux's
+ * PID_MAX_LIMIT) and the low bits of its start time above. */
+#define CLAIM_PID_BITS 22
+#define CLAIM_PID_MASK ((UINT64_C(1) << CLAIM_PID_BITS) - 1)
 
 void loco_ffile_path(char *out, size_t len, const char *dir, uint32_t node)
 {
@@ -104,6 +113,148 @@ static uint64_t proc_start(uint64_t pid)
 	return start;
 }
 
+/* ---- the guard's mode: own marks with membarrier, or shared ones ------ */
+
+static long membarrier(int cmd)
+{
+	return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+static pthread_mutex_t mode_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t mode_pid;       /* the process that chose (a fork chooses anew) */
+static bool mode_own;        /* its contexts use own marks */
+
+/* Whether this process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * (LOCO_GUARD_MARKS=shared: not tried). Logs the choice. */
+static bool own_marks_choose(void)
+{
+	const char *env = getenv("LOCO_GUARD_MARKS");
+	long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+	const char *fencer = cmds < 0 ? "none" :
+		cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED ? "GLOBAL_EXPEDITED" :
+		cmds & MEMBARRIER_CMD_GLOBAL ? "GLOBAL" : "none";
+	if (env && !strcmp(env, "shared")) {
+		loco_info("fence", "fence guard: shared marks (LOCO_GUARD_MARKS=shared)");
+		return false;
+	}
+	if (env && strcmp(env, "own"))
+		loco_warn("fence", "LOCO_GUARD_MARKS=%s: neither own nor shared; "
+			  "taken as own", env);
+	bool own = cmds >= 0 &&
+		   (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) &&
+		   (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+		   !membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
+	if (own)
+		loco_info("fence", "fence guard: own marks (membarrier registered), "
+			  "a fencer's barrier: MEMBARRIER_CMD_%s", fencer);
+	else
+		loco_info("fence", "fence guard: shared marks (read-modify-writes): "
+			  "membarrier's global expedited command is not available "
+			  "(query %#lx); a fencer's barrier: %s", (unsigned long)cmds,
+			  fencer);
+	return own;
+}
+
+bool loco_ffile_own_marks(void)
+{
+	pthread_mutex_lock(&mode_lock);
+	pid_t pid = getpid();
+	if (mode_pid != pid) {
+		mode_own = own_marks_choose();
+		mode_pid = pid;
+	}
+	bool own = mode_own;
+	pthread_mutex_unlock(&mode_lock);
+	return own;
+}
+
+/* The full barrier in every running thread that makes an own mark's
+ * relaxed raise visible to the fencer (guard.h): 0 or -errno. */
+static int fencer_barrier(void)
+{
+	if (!membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
+	    !membarrier(MEMBARRIER_CMD_GLOBAL))
+		return 0;
+	return -errno;
+}
+
+/* This process's claim word for own marks. */
+static uint64_t claim_self(void)
+{
+	uint64_t pid = (uint64_t)getpid();
+	return proc_start(pid) << CLAIM_PID_BITS | pid;
+}
+
+/* Whether the process that made claim word C is gone. */
+static bool claim_gone(uint64_t c)
+{
+	return (proc_start(c & CLAIM_PID_MASK) << CLAIM_PID_BITS | (c & CLAIM_PID_MASK)) != c;
+}
+
+/* Claim a free own mark of FN for ME (or one whose claimer is gone):
+ * its index, or -1 if none. */
+static int own_claim(struct loco_ffile_node *fn, uint64_t me)
+{
+	int slot = -1;
+	for (unsigned i = 0; i < LOCO_GUARD_OWN && slot < 0; i++) {
+		uint64_t c = 0;
+		/* Seq_cst: see the fence below. */
+		if (atomic_compare_exchange_strong_explicit(&fn->own[i].owner, &c, me,
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			slot = (int)i;
+	}
+	for (unsigned i = 0; i < LOCO_GUARD_OWN && slot < 0; i++) {
+		/* Relaxed: a candidate, confirmed by the exchange below. */
+		uint64_t c = atomic_load_explicit(&fn->own[i].owner,
+						  memory_order_relaxed);
+		/* Seq_cst: as above. */
+		if (c && claim_gone(c) &&
+		    atomic_compare_exchange_strong_explicit(&fn->own[i].owner, &c, me,
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			slot = (int)i;
+	}
+	if (slot < 0)
+		return -1;
+	/* Relaxed: a dead claimer's raised mark counts for nothing (nothing
+	 * of it runs any more); from now on only we write it. */
+	atomic_store_explicit(&fn->own[slot].n, 0, memory_order_relaxed);
+	/* Seq_cst: our claim before our first load of the line; pairs with
+	 * the fencer's fence before it reads the claims (fence_barrier):
+	 * either it sees the claim or we see its fence. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return slot;
+}
+
+void loco_ffile_mark_get(struct loco_ffile_node *fn, unsigned spread,
+			 struct loco_ffile_mark *out)
+{
+	int slot = loco_ffile_own_marks() ? own_claim(fn, claim_self()) : -1;
+	if (slot >= 0) {
+		*out = (struct loco_ffile_mark){
+			.m = { .n = &fn->own[slot].n, .own = true },
+			.fn = fn, .slot = slot };
+		return;
+	}
+	loco_ffile_owner_take(fn);
+	*out = (struct loco_ffile_mark){
+		.m = { .n = &fn->mark[spread % LOCO_GUARD_SLOTS].n, .own = false },
+		.fn = fn, .slot = -1 };
+}
+
+void loco_ffile_mark_put(struct loco_ffile_mark *m)
+{
+	if (m->slot < 0)
+		return;
+	/* Release: after our last lower of the mark (release too), before
+	 * the next claimer's exchange. */
+	atomic_store_explicit(&m->fn->own[m->slot].owner, 0, memory_order_release);
+	m->slot = -1;
+}
+
+/* ---- fencing ------------------------------------------------------------ */
+
 /* Whether the process recorded as FN's owner is gone. */
 static bool owner_gone(const struct loco_ffile_node *fn)
 {
@@ -136,8 +287,10 @@ void loco_ffile_owner_take(struct loco_ffile_node *fn)
 /* Record INC in LINE unless it is there. Fencers in several processes
  * may record in one line: each claims an entry by its count increment,
  * then stores it. An executor that reads the new count before the entry
- * is stored executes, but its mark was raised before (seq_cst order), so
- * the fencer's later reads of the marks see it and wait. */
+ * is stored executes, but its mark was raised before (in the seq_cst
+ * order for a shared mark; before the membarrier that follows the store
+ * for an own one), so the fencer's later reads of the marks see it and
+ * wait. */
 static void fence_record(uint32_t self, uint32_t target, uint32_t peer,
 			 _Atomic uint64_t *line, uint64_t inc)
 {
@@ -152,31 +305,85 @@ static void fence_record(uint32_t self, uint32_t target, uint32_t peer,
 		loco_warn("fence", "node %u: fencing a %lluth incarnation of node %u "
 			  "at node %u: the oldest fenced one is no longer "
 			  "refused", self, (unsigned long long)n + 1, peer, target);
-	/* Seq_cst: before our reads of the marks (fence_wait); an executor
-	 * whose mark we miss reads it (loco_guard_refused). */
+	/* Seq_cst: before our reads of the marks (fence_barrier's fence and
+	 * membarrier, fence_wait); an executor whose mark we miss reads it
+	 * (loco_guard_refused). */
 	atomic_store_explicit(&line[1 + n % LOCO_GUARD_FENCED], inc,
 			      memory_order_seq_cst);
 }
 
-/* Wait until FN's marks are all down, or their owner is gone. */
+/* The StoreLoad barrier between our record of the fence and our loads
+ * of FN's marks: a seq_cst fence for the shared marks; for the own ones,
+ * if any is claimed, membarrier too (guard.h). 0, or -EOPNOTSUPP if
+ * membarrier failed while a live process holds an own mark. */
+static int fence_barrier(uint32_t self, uint32_t peer,
+			 struct loco_ffile_node *fn)
+{
+	/* Seq_cst: our recording (or an earlier one's) before the loads of
+	 * the claims and marks below; pairs with a shared mark's raise (a
+	 * seq_cst read-modify-write) and with own_claim's fence. */
+	atomic_thread_fence(memory_order_seq_cst);
+	bool claimed = false;
+	for (unsigned i = 0; i < LOCO_GUARD_OWN && !claimed; i++)
+		/* Relaxed: ordered by the fence above (a claim we miss is
+		 * made after it, and its claimer then sees our record). */
+		claimed = atomic_load_explicit(&fn->own[i].owner,
+					       memory_order_relaxed) != 0;
+	if (!claimed)
+		return 0;
+	int rc = fencer_barrier();
+	if (!rc)
+		return 0;
+	for (unsigned i = 0; i < LOCO_GUARD_OWN; i++) {
+		/* Relaxed: as above. */
+		uint64_t c = atomic_load_explicit(&fn->own[i].owner,
+						  memory_order_relaxed);
+		if (c && !claim_gone(c)) {
+			loco_err("fence", "node %u: cannot fence node %u: "
+				 "membarrier failed (%s) and process %llu holds "
+				 "an own busy mark", self, peer, loco_strerror(rc),
+				 (unsigned long long)(c & CLAIM_PID_MASK));
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
+/* Whether busy mark I of FN (shared marks first, then own ones) is down,
+ * or held by a process that is gone (POLLED: it was up a while). */
+static bool mark_clear(struct loco_ffile_node *fn, unsigned i, bool polled)
+{
+	if (i < LOCO_GUARD_SLOTS)
+		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
+		 * release and, in the single order, with the raise's RMW. */
+		return !atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst) ||
+		       (polled && owner_gone(fn));
+	i -= LOCO_GUARD_SLOTS;
+	/* Acquire: pairs with loco_guard_exit's release store (the op's
+	 * stores are visible); the raise is ordered by fence_barrier. */
+	if (!atomic_load_explicit(&fn->own[i].n, memory_order_acquire))
+		return true;
+	/* Relaxed: a claim only changes once its claimer is gone. */
+	uint64_t c = atomic_load_explicit(&fn->own[i].owner, memory_order_relaxed);
+	return polled && (!c || claim_gone(c));
+}
+
+/* Wait until FN's marks are all down, or their raisers gone. */
 static int fence_wait(struct loco_ffile_node *fn, int timeout_ms)
 {
-	/* Seq_cst: our recording (or an earlier one's) before the reads of
-	 * the marks, in the single order with loco_guard_enter's RMW. */
-	atomic_thread_fence(memory_order_seq_cst);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS;) {
-		/* Seq_cst (an acquire too): pairs with loco_guard_exit's
-		 * release and, in the single order, with the enter's RMW. */
-		if (!atomic_load_explicit(&fn->mark[i].n, memory_order_seq_cst)) {
+	for (unsigned i = 0, spins = 0; i < LOCO_GUARD_SLOTS + LOCO_GUARD_OWN;) {
+		if (mark_clear(fn, i, false)) {
 			i++;
 			continue;
 		}
 		if (++spins < FFILE_SPIN)
 			continue;
-		if (owner_gone(fn))
-			return 0;
+		if (mark_clear(fn, i, true)) {
+			i++;
+			continue;
+		}
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 +
@@ -205,7 +412,9 @@ int loco_ffile_fence(const char *dir, struct loco_ffile *f, uint32_t self,
 		f = mapped;
 	}
 	fence_record(self, target, peer, f->node[peer].line, incarnation);
-	int rc = fence_wait(&f->node[peer], timeout_ms);
+	int rc = fence_barrier(self, peer, &f->node[peer]);
+	if (!rc)
+		rc = fence_wait(&f->node[peer], timeout_ms);
 	loco_ffile_unmap(mapped);
 	return rc;
 }

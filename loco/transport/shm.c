@@ -213,7 +213,7 @@ static int arena_open(const struct loco_tp_config *cfg, struct loco_tp *tp)
 
 void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq)
 {
-	/* Relaxed: a spread of threads over the marks, nothing more. */
+	/* Relaxed: a spread of threads over the shared marks, nothing more. */
 	cq->slot = atomic_fetch_add_explicit(&tp->cqs, 1, memory_order_relaxed) %
 		   LOCO_GUARD_SLOTS;
 }
@@ -224,20 +224,24 @@ void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
 	/* peer_lock: threads of one process take over one after the other. */
 	pthread_mutex_lock(&tp->peer_lock);
 	struct loco_ffile_node *fn = &tp->peers[qp->peer].fence->node[tp->id];
-	loco_ffile_owner_take(fn);
+	loco_ffile_mark_get(fn, cq->slot, &qp->mark);
 	pthread_mutex_unlock(&tp->peer_lock);
-	qp->mark = &fn->mark[cq->slot].n;
 	qp->fenced = fn->line;
+}
+
+void loco_shm_qp_unguard(struct loco_tp_qp *qp)
+{
+	loco_ffile_mark_put(&qp->mark);
 }
 
 bool loco_shm_guard_enter(struct loco_tp_qp *qp)
 {
-	return loco_guard_enter(qp->mark, qp->fenced, qp->tp->nonce);
+	return loco_guard_enter(qp->mark.m, qp->fenced, qp->tp->nonce);
 }
 
 void loco_shm_guard_exit(struct loco_tp_qp *qp)
 {
-	loco_guard_exit(qp->mark);
+	loco_guard_exit(qp->mark.m);
 }
 
 int loco_shm_fence_at(struct loco_tp *tp, uint32_t target, uint32_t peer,
@@ -292,6 +296,9 @@ int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp)
 			 loco_strerror(rc));
 		return rc;
 	}
+	/* The guard's mode, chosen (membarrier registered) before any mark
+	 * is claimed. */
+	loco_ffile_own_marks();
 	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
 	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
 	tp->nonce = cfg->incarnation;
@@ -600,6 +607,7 @@ static void shm_qp_destroy(struct loco_tp_qp *qp)
 			break;
 		}
 	}
+	loco_shm_qp_unguard(qp);
 	free(qp);
 }
 
@@ -639,11 +647,11 @@ void loco_shm_execute(uint8_t *base, const struct loco_wr *wr)
 /* The core executes 8-byte requests on the mapping itself (loco.h),
  * as loco_shm_execute would. */
 static uint8_t *shm_qp_direct(struct loco_tp_qp *qp, uint64_t *len,
-			      _Atomic uint64_t **mark,
+			      struct loco_guard_mark *mark,
 			      const _Atomic uint64_t **fenced)
 {
 	*len = qp->len;
-	*mark = qp->mark;
+	*mark = qp->mark.m;
 	*fenced = qp->fenced;
 	return qp->base;
 }

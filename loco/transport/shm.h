@@ -44,7 +44,7 @@ struct loco_tp {
 	void *weak;          /* shm-weak state */
 	struct loco_ffile *fence; /* this node's fence file */
 	char fence_path[LOCO_PATH_MAX + 64];
-	_Atomic unsigned cqs; /* CQs made: each gets busy mark cqs % SLOTS */
+	_Atomic unsigned cqs; /* CQs made: a shared mark is cqs % SLOTS */
 	/* LOCO_SHM_STOP_IN_POST=N (tests of the fence's wait): the Nth post
 	 * of this process stops it (SIGSTOP) inside its fence guard, before
 	 * it executes; 0: never. */
@@ -55,7 +55,8 @@ struct loco_tp {
 struct loco_tp_cq {
 	struct loco_tp_qp *qps[LOCO_MAX_NODES];
 	unsigned nqp;
-	unsigned slot;       /* its busy mark at every peer */
+	unsigned slot;       /* its shared busy mark at every peer (if own
+			      * marks are out) */
 	void *weak;
 };
 
@@ -66,17 +67,22 @@ struct loco_tp_qp {
 	uint8_t *base;       /* the peer's arena as mapped when the QP opened */
 	uint64_t len;        /* its length */
 	struct loco_dimg *img; /* the peer's durable image, or NULL */
-	_Atomic uint64_t *mark;          /* the fence guard at the peer: */
-	const _Atomic uint64_t *fenced;  /* this CQ's mark, this node's line */
+	/* The fence guard at the peer: this QP's busy mark (its own, or
+	 * its CQ's shared one), this node's fence line. Written by the CQ's
+	 * thread (shm) or under the weak QP's lock (shm-weak). */
+	struct loco_ffile_mark mark;
+	const _Atomic uint64_t *fenced;
 	uint64_t done;       /* last signalled ticket executed */
 	uint64_t reported;   /* last ticket handed to poll */
 	void *weak;
 };
 
 int loco_shm_dir_create(const char *dir);
-/* Give QP (of CQ) its fence guard at its peer (after loco_shm_qp_peer). */
+/* Give QP (of CQ) its fence guard at its peer (after loco_shm_qp_peer);
+ * loco_shm_qp_unguard gives its mark back when QP is destroyed. */
 void loco_shm_qp_guard(struct loco_tp *tp, struct loco_tp_cq *cq,
 		       struct loco_tp_qp *qp);
+void loco_shm_qp_unguard(struct loco_tp_qp *qp);
 /* Enter / leave QP's fence guard: false if this node's incarnation is
  * fenced at QP's peer (nothing may be executed there). */
 bool loco_shm_guard_enter(struct loco_tp_qp *qp);
@@ -90,7 +96,7 @@ bool loco_shm_fenced_here(struct loco_tp *tp, uint32_t peer,
 /* The fence op of both modes: loco_shm_fence_at this node. */
 int loco_shm_fence(struct loco_tp *tp, uint32_t peer, uint64_t incarnation,
 		   int timeout_ms);
-/* Every CQ: its busy mark. */
+/* Every CQ: its shared busy mark (for QPs that find no own one). */
 void loco_shm_cq_slot(struct loco_tp *tp, struct loco_tp_cq *cq);
 int loco_shm_open_common(const struct loco_tp_config *cfg, struct loco_tp *tp);
 void loco_shm_close_common(struct loco_tp *tp);

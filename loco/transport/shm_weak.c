@@ -701,6 +701,7 @@ static void weak_qp_destroy(struct loco_tp_qp *tqp)
 		}
 	}
 	pthread_spin_destroy(&qp->lock);
+	loco_shm_qp_unguard(tqp);
 	free(qp);
 	free(tqp);
 }

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <loco/guard.h>
 #include <loco/hosts.h>
 #include <loco/raddr.h>
 
@@ -189,9 +190,10 @@ struct loco_transport_ops {
 	 * requests on it itself, exactly as post does (acquire load, release
 	 * store, seq_cst CAS and FAA), in loco.h's inline operations, its
 	 * WRITEs and atomics under the fence guard whose mark and line
-	 * (*MARK, *FENCED: <loco/guard.h>) it gives too. */
+	 * (*MARK, *FENCED: <loco/guard.h>) it gives too; the mark is the
+	 * QP's, used only by the thread that posts on it. */
 	uint8_t *(*qp_direct)(struct loco_tp_qp *qp, uint64_t *len,
-			      _Atomic uint64_t **mark,
+			      struct loco_guard_mark *mark,
 			      const _Atomic uint64_t **fenced);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);

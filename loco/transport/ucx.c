@@ -951,6 +951,7 @@ static void ucx_qp_destroy(struct loco_tp_qp *q)
 	while (ucx_sq_outstanding(&q->sq))
 		ucx_sq_drain(&q->sq, &ops, drop, 32);
 	qp_bury(q);
+	ucx_guard_put(q);
 	for (struct loco_tp_qp **pp = &cq->qps; *pp; pp = &(*pp)->next)
 		if (*pp == q) {
 			*pp = q->next;

@@ -51,6 +51,9 @@ int ucx_guard_open(struct loco_tp *tp, const struct loco_tp_config *cfg,
 			 tp->fence_path, loco_strerror(rc));
 		return rc;
 	}
+	/* The guard's mode, chosen (membarrier registered) before any mark
+	 * is claimed. */
+	loco_ffile_own_marks();
 	const char *stop = getenv("LOCO_SHM_STOP_IN_POST");
 	tp->stop_at = stop ? strtoull(stop, NULL, 10) : 0;
 	tp->guard = true;
@@ -70,7 +73,7 @@ void ucx_guard_close(struct loco_tp *tp)
 
 void ucx_guard_cq(struct loco_tp *tp, struct loco_tp_cq *cq)
 {
-	/* Relaxed: a spread of threads over the marks, nothing more. */
+	/* Relaxed: a spread of threads over the shared marks, nothing more. */
 	cq->slot = atomic_fetch_add_explicit(&tp->cqs_made, 1, memory_order_relaxed) %
 		   LOCO_GUARD_SLOTS;
 }
@@ -97,8 +100,7 @@ int ucx_guard_qp(struct loco_tp *tp, struct loco_tp_qp *q)
 		/* peer_lock: threads of one process take over one after the
 		 * other. */
 		struct loco_ffile_node *fn = &f->node[tp->self];
-		loco_ffile_owner_take(fn);
-		q->mark = &fn->mark[q->cq->slot].n;
+		loco_ffile_mark_get(fn, q->cq->slot, &q->mark);
 		q->line = fn->line;
 	}
 	pthread_mutex_unlock(&tp->peer_lock);
@@ -111,7 +113,7 @@ int ucx_guard_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n)
 	if (!tp->guard)
 		return 0;
 	if (!q->marked) {
-		if (!loco_guard_enter(q->mark, q->line, tp->incarnation))
+		if (!loco_guard_enter(q->mark.m, q->line, tp->incarnation))
 			return -LOCO_EFENCED;
 		q->marked = true;
 	} else if (loco_guard_refused(q->line, tp->incarnation)) {
@@ -135,7 +137,7 @@ static void mark_drop(struct loco_tp_qp *q)
 {
 	q->marked = false;
 	q->wrote = false;
-	loco_guard_exit(q->mark);
+	loco_guard_exit(q->mark.m);
 }
 
 /* Whether a request Q issued may still run in UCX (not yet retired ones
@@ -190,6 +192,12 @@ void ucx_guard_drop(struct loco_tp_qp *q)
 	}
 	if (q->marked)
 		mark_drop(q);
+}
+
+void ucx_guard_put(struct loco_tp_qp *q)
+{
+	if (q->cq->tp->guard)
+		loco_ffile_mark_put(&q->mark);
 }
 
 bool ucx_guard_fenced(struct loco_tp *tp, uint32_t peer, uint64_t incarnation)

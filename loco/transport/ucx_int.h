@@ -142,7 +142,7 @@ struct loco_tp {
 	char fence_path[LOCO_PATH_MAX + 64];
 	struct loco_ffile *fence;
 	struct loco_ffile *peer_fence[LOCO_MAX_NODES];
-	_Atomic unsigned cqs_made;   /* CQs made: each gets mark cqs_made % SLOTS */
+	_Atomic unsigned cqs_made;   /* CQs made: a shared mark is cqs_made % SLOTS */
 	/* LOCO_SHM_STOP_IN_POST=N, the fence files' test hook (as on shm):
 	 * the Nth guarded post stops this process (SIGSTOP) with its mark
 	 * up, before it issues; 0: never. */
@@ -166,7 +166,7 @@ struct loco_tp_cq {
 	_Atomic uint64_t posted_ns;
 	_Atomic bool busy;
 	struct ucx_grave *graves;    /* buffers UCX may still touch */
-	unsigned slot;               /* its busy mark at every peer (guard) */
+	unsigned slot;               /* its shared busy mark at every peer (guard) */
 	struct loco_tp_cq *next;     /* tp->cqs */
 };
 
@@ -186,7 +186,7 @@ struct loco_tp_qp {
 	 * mark and this node's fence line; whether the mark is up, whether
 	 * a WRITE or atomic was issued under it, the flush that settles
 	 * those before it drops. */
-	_Atomic uint64_t *mark;
+	struct loco_ffile_mark mark;
 	const _Atomic uint64_t *line;
 	bool marked, wrote;
 	void *flush;
@@ -258,6 +258,8 @@ int ucx_guard_post(struct loco_tp_qp *q, const struct loco_wr *wr, unsigned n);
 void ucx_guard_settle(struct loco_tp_qp *q);
 /* Q's endpoint is closed (forced): lower its mark. cq->lock. */
 void ucx_guard_drop(struct loco_tp_qp *q);
+/* Q is destroyed (after ucx_guard_drop): give its mark back. */
+void ucx_guard_put(struct loco_tp_qp *q);
 /* Record the fence of PEER's INCARNATION in node TARGET's fence file and
  * wait for PEER's marks there (loco_ffile_fence); -EOPNOTSUPP without
  * the guard. */

@@ -21,6 +21,11 @@
  *  - fence_waits_for_handler (ucx-tcp): node 0's request handler stalls
  *    inside a message of the child's, past its checks
  *    (LOCO_UCX_STALL_IN_EXEC): the fence times out until it finished;
+ *  - fence_many_threads (shm, shm-weak, ucx-sm): the child writes from
+ *    LOCO_GUARD_OWN + 8 threads (more than a node has own busy marks at
+ *    a peer: once all the own ones are claimed in node 0's fence file,
+ *    the others use the shared marks), fenced while they run, then
+ *    again with the child SIGSTOPped mid-loop;
  *  - fence_with_fenced_target: node 0 fences the child, which lingers
  *    (a fenced process that has not exited yet); node 0 then fences node
  *    2, whose targets include the child: node 0 is not fenced, so that
@@ -31,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -41,12 +47,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loco/transport/fence_file.h"
 #include "test/common/cluster1.h"
 #include "test/common/skip.h"
 
 #define REGION_LEN 4096
 #define WATCH 96        /* bytes of the region the child writes */
 #define EXIT_FENCED 3
+#define MANY (LOCO_GUARD_OWN + 8)  /* fence_many_threads' writer threads */
+#define MANY_WATCH 2048            /* the bytes they write */
 
 static char hosts[64], key[64], run_dir[64];
 static struct loco_mgr *mgr0, *mgr2;
@@ -107,6 +116,65 @@ static void writer(int fd, bool linger)
 	_exit(fenced ? EXIT_FENCED : 2);
 }
 
+/* fence_many_threads' child: thread K of MANY writes word K (8 bytes,
+ * inline) and 4 bytes at 1024 + 8 K (out of line) until refused. */
+static struct loco_mgr *many_mgr;
+static struct loco_rregion many_rr;
+static _Atomic unsigned many_made, many_started, many_fenced;
+
+static void *many_thread(void *arg)
+{
+	uint64_t k = (uint64_t)(uintptr_t)arg;
+	struct loco_thread *t;
+	if (loco_thread_create(many_mgr, &t))
+		return NULL;
+	/* Relaxed: a count the main thread polls. */
+	atomic_fetch_add_explicit(&many_made, 1, memory_order_relaxed);
+	int rc = 0;
+	for (uint64_t i = 1; !rc; i++) {
+		rc = loco_write(t, &many_rr, 8 * k, &i, 8);
+		if (!rc)
+			rc = loco_write(t, &many_rr, 1024 + 8 * k, &i, 4);
+		if (i == 1)
+			/* Relaxed: a count the main thread polls. */
+			atomic_fetch_add_explicit(&many_started, 1, memory_order_relaxed);
+	}
+	if (rc == -LOCO_EFENCED)
+		/* Relaxed: read after the join. */
+		atomic_fetch_add_explicit(&many_fenced, 1, memory_order_relaxed);
+	return NULL;
+}
+
+static void many_writer(int fd)
+{
+	struct loco_opts o = opts_for(1);
+	if (loco_mgr_create(&o, &many_mgr) ||
+	    loco_region_open(many_mgr, 0, "fence.w", REGION_LEN, &many_rr))
+		_exit(1);
+	pthread_t th[MANY];
+	for (uintptr_t k = 0; k < MANY; k++)
+		if (pthread_create(&th[k], NULL, many_thread, (void *)k))
+			_exit(1);
+	uint64_t t0 = loco_now_ns();
+	/* Relaxed: counts. Every context made, half of them past their
+	 * first WRITEs (shm-weak's one NIC thread is slow with so many on a
+	 * busy host; the others are inside theirs). */
+	while (atomic_load_explicit(&many_made, memory_order_relaxed) < MANY ||
+	       atomic_load_explicit(&many_started, memory_order_relaxed) < MANY / 2) {
+		if (loco_now_ns() - t0 > 30000000000ull)
+			_exit(1);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	if (write(fd, "r", 1) != 1)
+		_exit(1);
+	for (unsigned k = 0; k < MANY; k++)
+		pthread_join(th[k], NULL);
+	_exit(atomic_load(&many_fenced) == MANY && loco_self_fenced(many_mgr) ?
+	      EXIT_FENCED : 2);
+}
+
+static bool many;  /* the next child is many_writer */
+
 static pid_t child_start_ex(bool linger, int *fdp)
 {
 	int fd[2];
@@ -115,12 +183,14 @@ static pid_t child_start_ex(bool linger, int *fdp)
 	ck_assert_int_ge(pid, 0);
 	if (!pid) {
 		close(fd[0]);
+		if (many)
+			many_writer(fd[1]);
 		writer(fd[1], linger);
 	}
 	close(fd[1]);
 	char c;
 	struct pollfd p = { .fd = fd[0], .events = POLLIN };
-	ck_assert_int_eq(poll(&p, 1, 20000), 1);
+	ck_assert_int_eq(poll(&p, 1, 40000), 1);
 	ck_assert_int_eq(read(fd[0], &c, 1), 1);
 	if (fdp)
 		*fdp = fd[0];
@@ -134,22 +204,29 @@ static pid_t child_start(void)
 	return child_start_ex(false, NULL);
 }
 
+/* The bytes the child writes. */
+static size_t watch_len(void)
+{
+	return many ? MANY_WATCH : WATCH;
+}
+
 static void snapshot(uint8_t *out)
 {
-	ck_assert_int_eq(loco_read(thr0, &rr0, 0, out, WATCH), 0);
+	ck_assert_int_eq(loco_read(thr0, &rr0, 0, out, watch_len()), 0);
 }
 
 /* After the fence returned: the bytes stay as they are until the child
  * exits (status 3), which it must do within a few seconds. */
 static void unchanged_until_exit(pid_t pid)
 {
-	uint8_t before[WATCH], now[WATCH];
+	uint8_t before[MANY_WATCH], now[MANY_WATCH];
+	size_t len = watch_len();
 	snapshot(before);
 	int st = 0;
 	uint64_t t0 = loco_now_ns();
 	for (;;) {
 		snapshot(now);
-		ck_assert_msg(!memcmp(before, now, WATCH),
+		ck_assert_msg(!memcmp(before, now, len),
 			      "node 0's bytes changed after the fence returned");
 		if (waitpid(pid, &st, WNOHANG) == pid)
 			break;
@@ -163,7 +240,7 @@ static void unchanged_until_exit(pid_t pid)
 	}
 	/* A last look, now that no process of node 1 is left. */
 	snapshot(now);
-	ck_assert(!memcmp(before, now, WATCH));
+	ck_assert(!memcmp(before, now, len));
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED,
 		      "child status %#x", st);
 }
@@ -213,47 +290,107 @@ START_TEST(fence_running)
 }
 END_TEST
 
+/* Start a child, let it run a little (ROUND+1 times 3 ms), SIGSTOP it,
+ * fence it; a fence that finds it stopped inside an op times out and is
+ * tried again after a SIGCONT. Then nothing changes once it runs on. */
+static void fence_stopped_round(unsigned round, unsigned *timeouts)
+{
+	pid_t pid = child_start();
+	struct timespec ts = { 0, (long)(round + 1) * 3000000 };
+	nanosleep(&ts, NULL);
+	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+	int rc;
+	bool gone = false;
+	while (!gone &&
+	       (rc = loco_fence_node(mgr2, 1, 300)) == -ETIMEDOUT) {
+		/* Stopped inside an op (its mark raised): the fence waits
+		 * for it; let it run a moment, stop it again. The fence is
+		 * recorded: it may well find out and exit meanwhile. */
+		(*timeouts)++;
+		kill(pid, SIGCONT);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		kill(pid, SIGSTOP);
+		ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+		gone = !WIFSTOPPED(st);
+	}
+	if (gone) {
+		ck_assert_int_eq(loco_fence_node(mgr2, 1, 300), 0);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED);
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	uint8_t before[MANY_WATCH], now[MANY_WATCH];
+	snapshot(before);
+	ck_assert_int_eq(kill(pid, SIGCONT), 0);
+	unchanged_until_exit(pid);
+	snapshot(now);
+	ck_assert(!memcmp(before, now, watch_len()));
+}
+
 START_TEST(fence_stopped)
 {
 	unsigned timeouts = 0;
-	for (unsigned round = 0; round < 4; round++) {
-		pid_t pid = child_start();
-		/* Let it run a little, a different while each round. */
-		struct timespec ts = { 0, (long)(round + 1) * 3000000 };
-		nanosleep(&ts, NULL);
-		ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-		int st;
-		ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
-		int rc;
-		bool gone = false;
-		while (!gone &&
-		       (rc = loco_fence_node(mgr2, 1, 300)) == -ETIMEDOUT) {
-			/* Stopped inside an op (its mark raised): the fence
-			 * waits for it; let it run a moment, stop it again.
-			 * The fence is recorded: it may well find out and
-			 * exit meanwhile. */
-			timeouts++;
-			kill(pid, SIGCONT);
-			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-			kill(pid, SIGSTOP);
-			ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
-			gone = !WIFSTOPPED(st);
-		}
-		if (gone) {
-			ck_assert_int_eq(loco_fence_node(mgr2, 1, 300), 0);
-			ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED);
-			continue;
-		}
-		ck_assert_int_eq(rc, 0);
-		uint8_t before[WATCH], now[WATCH];
-		snapshot(before);
-		ck_assert_int_eq(kill(pid, SIGCONT), 0);
-		unchanged_until_exit(pid);
-		snapshot(now);
-		ck_assert(!memcmp(before, now, WATCH));
-	}
+	for (unsigned round = 0; round < 4; round++)
+		fence_stopped_round(round, &timeouts);
 	fprintf(stderr, "fence_stopped: %u fences found the child stopped "
 		"mid-op and timed out\n", timeouts);
+}
+END_TEST
+
+/* How many of FN's own marks are claimed. */
+static unsigned own_claimed(struct loco_ffile_node *fn)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < LOCO_GUARD_OWN; i++)
+		/* Relaxed: a count, nothing to order. */
+		n += atomic_load_explicit(&fn->own[i].owner, memory_order_relaxed) != 0;
+	return n;
+}
+
+/* Whether the fence files' guard is the fence here (shm, shm-weak,
+ * ucx-sm with UCX's RMA): the transports with busy marks. */
+static bool marks_here(void)
+{
+	const char *tp = getenv("LOCO_TRANSPORT");
+	const char *rma = getenv("LOCO_UCX_RMA");
+	return !tp || !strcmp(tp, "shm") || !strcmp(tp, "shm-weak") ||
+	       (!strcmp(tp, "ucx-sm") && !(rma && !strcmp(rma, "am")));
+}
+
+/* MANY threads, own marks and shared ones: fenced running, then
+ * stopped. Only where the marks are (on ucx-tcp, 72 endpoints of a
+ * stopped writer failing at once hit an assertion inside UCX's wireup,
+ * ucp_request.c:684, in node 0). */
+START_TEST(fence_many_threads)
+{
+	if (!marks_here())
+		return;
+	many = true;
+	pid_t pid = child_start();
+	if (loco_ffile_own_marks()) {
+		/* Every own mark of node 1 at node 0 claimed: the contexts
+		 * beyond run on the shared ones. */
+		char path[128];
+		struct loco_ffile *f;
+		loco_ffile_path(path, sizeof(path), run_dir, 0);
+		ck_assert_int_eq(loco_ffile_map(path, false, &f), 0);
+		unsigned claimed = 0;
+		uint64_t t0 = loco_now_ns();
+		while ((claimed = own_claimed(&f->node[1])) < LOCO_GUARD_OWN &&
+		       loco_now_ns() - t0 < 30000000000ull)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		loco_ffile_unmap(f);
+		ck_assert_uint_eq(claimed, LOCO_GUARD_OWN);
+	}
+	ck_assert_int_eq(loco_fence_node(mgr2, 1, -1), 0);
+	unchanged_until_exit(pid);
+	unsigned timeouts = 0;
+	fence_stopped_round(0, &timeouts);
+	fprintf(stderr, "fence_many_threads: %u fences found the child "
+		"stopped mid-op and timed out\n", timeouts);
+	many = false;
 }
 END_TEST
 
@@ -405,6 +542,7 @@ int main(void)
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, fence_running);
 	tcase_add_test(tc, fence_stopped);
+	tcase_add_test(tc, fence_many_threads);
 	tcase_add_test(tc, fence_waits_for_op);
 	tcase_add_test(tc, fence_after_death_mid_op);
 	tcase_add_test(tc, fence_with_fenced_target);
