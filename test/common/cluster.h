@@ -42,8 +42,7 @@ static inline int cluster_start_once(struct cluster *c, unsigned nodes,
 		c->key[0] = 0;
 		return -1;
 	}
-	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-chan-%d",
-		 (int)getpid());
+	rundir_name(c->run_dir, sizeof(c->run_dir), "chan");
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
 	rundir_at_exit(c->run_dir);
 	for (unsigned i = 0; i < nodes; i++) {

@@ -70,8 +70,7 @@ static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
 		unlink(c->hosts);
 		return -1;
 	}
-	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
-		 (int)getpid());
+	rundir_name(c->run_dir, sizeof(c->run_dir), "test");
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
 	rundir_at_exit(c->run_dir);
 	/* LOCO_CPU_BIND applies, through loco_opts_parse as in a program. */

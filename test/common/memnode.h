@@ -80,8 +80,7 @@ static inline void mc_init_nodes(struct mcluster *c, bool mirror)
 	close(fd);
 	snprintf(c->key, sizeof(c->key), "/tmp/loco-test-key-XXXXXX");
 	ck_assert_int_eq(test_key_make(c->key), 0);
-	snprintf(c->run_dir, sizeof(c->run_dir), "/dev/shm/loco-test-%d",
-		 (int)getpid());
+	rundir_name(c->run_dir, sizeof(c->run_dir), "test");
 	setenv("LOCO_RUN_DIR", c->run_dir, 1);
 	rundir_at_exit(c->run_dir);
 	snprintf(c->dir, sizeof(c->dir), "/tmp/loco-test-durable-XXXXXX");

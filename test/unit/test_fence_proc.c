@@ -255,7 +255,7 @@ static void setup(void)
 	close(fd);
 	snprintf(key, sizeof(key), "/tmp/loco-fence-key-XXXXXX");
 	ck_assert_int_eq(test_key_make(key), 0);
-	snprintf(run_dir, sizeof(run_dir), "/dev/shm/loco-fence-%d", (int)getpid());
+	rundir_name(run_dir, sizeof(run_dir), "fence");
 	setenv("LOCO_RUN_DIR", run_dir, 1);
 	rundir_at_exit(run_dir);
 	struct loco_opts o0 = opts_for(0), o2 = opts_for(2);

@@ -182,7 +182,7 @@ static void setup(void)
 {
 	const char *env = getenv("LOCO_GUARD_ROUNDS");
 	rounds = env ? strtoull(env, NULL, 10) : 20000;
-	snprintf(dir, sizeof(dir), "/dev/shm/loco-guard-%d", (int)getpid());
+	rundir_name(dir, sizeof(dir), "guard");
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
 	rundir_at_exit(dir);
 	char path[128];

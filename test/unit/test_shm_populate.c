@@ -97,7 +97,7 @@ START_TEST(small_shm_refused_at_start)
 		return;
 	}
 	char dir[64];
-	snprintf(dir, sizeof(dir), "/dev/shm/loco-chan-%d", (int)getpid());
+	rundir_name(dir, sizeof(dir), "chan");
 	ck_assert_int_eq(mkdir(dir, 0700) && errno != EEXIST, 0);
 	ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, "size=4m,mode=0700"), 0);
 	char log[4096];
