@@ -217,6 +217,49 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The histogram bucket of a sync of NS: 4 a power of two of µs. */
+static unsigned lat_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	if (!us)
+		return 0;
+	unsigned l = 63u - (unsigned)__builtin_clzll(us);
+	unsigned frac = (unsigned)(l >= 2 ? us >> (l - 2) : us << (2 - l)) & 3u;
+	unsigned b = 4 * l + frac + 1;
+	return b < LOCO_DIMG_GC_LAT ? b : LOCO_DIMG_GC_LAT - 1;
+}
+
+/* The upper bound of bucket B in µs. */
+static double lat_bound_us(unsigned b)
+{
+	if (!b)
+		return 1;
+	unsigned l = (b - 1) / 4, frac = (b - 1) % 4;
+	return (double)(5 + frac) * (double)(UINT64_C(1) << l) / 4;
+}
+
+/* A completed sync of NS, for the report. */
+static void gc_count(struct loco_dimg_gc *g, uint64_t ns)
+{
+	/* Relaxed: counters read for a report. */
+	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->lat[lat_bucket(ns)], 1,
+				  memory_order_relaxed);
+}
+
+/* A sync moved done by N tickets: the most, for the report. */
+static void gc_covered(struct loco_dimg_gc *g, uint64_t n)
+{
+	/* Relaxed: a report's maximum. */
+	uint64_t cur = atomic_load_explicit(&g->covered_max,
+					    memory_order_relaxed);
+	while (cur < n &&
+	       !atomic_compare_exchange_weak_explicit(&g->covered_max, &cur, n,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
 /* Sync D's image: publish the ticket count read before it as started
  * and, once it completed, as done. */
 static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
@@ -233,9 +276,10 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+	uint64_t t0 = mono_ns();
 	if (fdatasync(d->fd))
 		return -errno;
-	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
+	gc_count(g, mono_ns() - t0);
 	cur = atomic_load_explicit(&g->done, memory_order_relaxed);
 	/* Release: pairs with group_sync's acquire: a waiter that sees its
 	 * ticket covered returns after this sync completed. */
@@ -244,20 +288,53 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_release,
 						      memory_order_relaxed))
 		;
+	gc_covered(g, cur < upto ? upto - cur : 0);
 	/* Release: pairs with the waiters' acquire of the word. */
 	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
 	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	return 0;
 }
 
-/* fdatasync by group commit: returns once a sync that began after this
- * FLUSH's bytes reached the page cache has completed. A sync in flight
- * that began after its ticket covers it: it waits for that one (futex
- * naps of 1 ms: a syncer that dies wakes nobody; after the handle's wait
- * it syncs by itself). Otherwise it syncs now, beside any sync in flight:
- * the kernel merges concurrent fdatasyncs of a file (one journal commit
- * and device flush serve those that arrive while one runs), which
- * serializing them here would lose (docs/durability.md measures both). */
+/* Lead the next sync if none is in flight (started == done, read as S
+ * and DONE): claim it by moving started from S to the tickets taken so
+ * far, sync, publish. Returns 1 when another claimed it first. */
+static int gc_lead(struct loco_dimg *d, struct loco_dimg_gc *g, uint64_t s)
+{
+	/* seq_cst: as gc_sync's read of req. */
+	uint64_t upto = atomic_load(&g->req);
+	/* Relaxed: the claim only elects; done (release) publishes. */
+	if (!atomic_compare_exchange_strong_explicit(&g->started, &s, upto,
+						     memory_order_relaxed,
+						     memory_order_relaxed))
+		return 1;
+	uint64_t t0 = mono_ns();
+	if (fdatasync(d->fd))
+		return -errno;
+	gc_count(g, mono_ns() - t0);
+	uint64_t cur = atomic_load_explicit(&g->done, memory_order_relaxed);
+	/* Release: pairs with group_sync's acquire, as in gc_sync. */
+	while (cur < upto &&
+	       !atomic_compare_exchange_weak_explicit(&g->done, &cur, upto,
+						      memory_order_release,
+						      memory_order_relaxed))
+		;
+	gc_covered(g, cur < upto ? upto - cur : 0);
+	/* Release: pairs with the waiters' acquire of the word. */
+	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
+	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	return 0;
+}
+
+/* fdatasync by group commit, as a database's log flush: returns once a
+ * sync that began after this FLUSH's bytes reached the page cache has
+ * completed. One sync is in flight at a time: a FLUSH that finds none
+ * leads one, which covers every ticket taken before it began; one that
+ * arrives while a sync runs waits for it (futex naps of 1 ms: a syncer
+ * that dies wakes nobody), returns if it was covered, else the first
+ * waiter to claim it leads the next, which covers all who came during
+ * the last. A waiter whose sync has not ended after the handle's wait
+ * (the syncer paused or killed, a stalled disk) syncs by itself, beside
+ * it. docs/durability.md measures this against a sync per FLUSH. */
 static int group_sync(struct loco_dimg *d)
 {
 	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
@@ -270,16 +347,25 @@ static int group_sync(struct loco_dimg *d)
 	uint64_t start = mono_ns();
 	uint64_t wait = d->group_wait_ns ? d->group_wait_ns : GC_WAIT_NS;
 	for (;;) {
-		/* Acquire: pairs with gc_sync's bump; read before done, so
+		/* Acquire: pairs with the syncers' bump; read before done, so
 		 * a sync that ends after the check changes it (no sleep). */
 		uint32_t seen = atomic_load_explicit(&g->wake,
 						     memory_order_acquire);
-		/* Acquire: pairs with gc_sync's release. */
-		if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
+		/* Acquire: pairs with the syncers' release. */
+		uint64_t done = atomic_load_explicit(&g->done,
+						     memory_order_acquire);
+		if (done >= t)
 			return 0;
-		/* Relaxed: a hint; done decides. */
-		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t ||
-		    mono_ns() - start > wait)
+		/* Relaxed: a hint (started >= done always); done decides. */
+		uint64_t s = atomic_load_explicit(&g->started,
+						  memory_order_relaxed);
+		if (s <= done) {
+			int rc = gc_lead(d, g, s);
+			if (rc <= 0)
+				return rc;
+			continue;
+		}
+		if (mono_ns() - start > wait)
 			return gc_sync(d, g);
 		struct timespec nap = { 0, GC_NAP_NS };
 		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
@@ -295,6 +381,37 @@ int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
 	/* Relaxed: counters read for a report. */
 	*tickets = atomic_load_explicit(&g->req, memory_order_relaxed);
 	*syncs = atomic_load_explicit(&g->syncs, memory_order_relaxed);
+	return 0;
+}
+
+/* The duration below which a share Q of the histogram's syncs ran. */
+static double lat_quantile(const struct loco_dimg_gc *g, uint64_t total,
+			   double q)
+{
+	uint64_t seen = 0;
+	for (unsigned b = 0; b < LOCO_DIMG_GC_LAT; b++) {
+		/* Relaxed: counters read for a report. */
+		seen += atomic_load_explicit(&g->lat[b], memory_order_relaxed);
+		if (total && (double)seen >= q * (double)total)
+			return lat_bound_us(b);
+	}
+	return 0;
+}
+
+int loco_dimg_group_stats(const struct loco_dimg *d,
+			  struct loco_dimg_gc_stats *out)
+{
+	const struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
+	struct loco_dimg_gc_stats s;
+	int rc = loco_dimg_group_counts(d, &s.tickets, &s.syncs);
+	if (rc)
+		return rc;
+	/* Relaxed: a report's maximum. */
+	s.covered_max = atomic_load_explicit(&g->covered_max,
+					     memory_order_relaxed);
+	s.sync_p50_us = lat_quantile(g, s.syncs, 0.5);
+	s.sync_p99_us = lat_quantile(g, s.syncs, 0.99);
+	*out = s;
 	return 0;
 }
 
@@ -832,11 +949,16 @@ int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
 
 void loco_dimg_close(struct loco_dimg *d)
 {
-	uint64_t tickets, syncs;
-	if (d->own && !loco_dimg_group_counts(d, &tickets, &syncs) && tickets)
+	struct loco_dimg_gc_stats s;
+	if (d->own && !loco_dimg_group_stats(d, &s) && s.tickets)
 		loco_info("durable", "%s: group commit: %llu FLUSHes synced by "
-			  "%llu fdatasyncs", d->mx->path,
-			  (unsigned long long)tickets, (unsigned long long)syncs);
+			  "%llu fdatasyncs (%.2f a sync, at most %llu; "
+			  "fdatasync p50 %.0f us, p99 %.0f us)", d->mx->path,
+			  (unsigned long long)s.tickets,
+			  (unsigned long long)s.syncs,
+			  s.syncs ? (double)s.tickets / (double)s.syncs : 0.0,
+			  (unsigned long long)s.covered_max, s.sync_p50_us,
+			  s.sync_p99_us);
 	if (d->mx) {
 		loco_dimg_close(&d->mx->img);
 		if (d->mx->gc)

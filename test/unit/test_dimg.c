@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The durable image itself (loco/transport/durable.c), without a cluster:
  * group commit (FLUSHes that arrive while a sync that began after them
- * runs are covered by it; a waiter whose syncer does not finish syncs by
- * itself), and a
+ * runs are covered by it; those that arrive while an earlier one runs
+ * wait for it, and the next sync covers them all; a waiter whose syncer
+ * does not finish syncs by itself), and a
  * direct image's restart (the new incarnation keeps every byte written
  * to the old one, a writer still holding the old mapping can neither
  * reach it nor persist). Each handle opens the image on its own, as the
@@ -141,6 +142,48 @@ static void *flush_one(void *arg)
 	return NULL;
 }
 
+/* FLUSHERS threads flushing a word each, half through handles of their
+ * own (other processes), half through SHARED (threads of one process);
+ * none syncs by itself however long it waits. */
+static void start_flushers(const struct loco_dimg *o, struct loco_dimg *shared,
+			   struct flusher *f, pthread_t *th)
+{
+	attach(o, shared);
+	shared->group_wait_ns = FOREVER_NS;
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		if (i < FLUSHERS / 2) {
+			attach(o, &f[i].img);
+			f[i].img.group_wait_ns = FOREVER_NS;
+		} else {
+			f[i].img = *shared;
+		}
+		f[i].off = 4096 * (i + 1);
+		f[i].returned = false;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
+	}
+}
+
+static void assert_none_returned(const struct flusher *f)
+{
+	for (unsigned i = 0; i < FLUSHERS; i++)
+		ck_assert_msg(!atomic_load(&f[i].returned),
+			      "flusher %u returned before the sync ended", i);
+}
+
+/* Join the flushers: each succeeded, its word is in O's image. */
+static void join_flushers(const struct loco_dimg *o, struct loco_dimg *shared,
+			  struct flusher *f, pthread_t *th)
+{
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(f[i].rc, 0);
+		ck_assert_mem_eq(o->map + f[i].off, &f[i].off, 8);
+		if (i < FLUSHERS / 2)
+			loco_dimg_close(&f[i].img);
+	}
+	loco_dimg_close(shared);
+}
+
 /* FLUSHes (of other processes' handles, and of threads sharing one) that
  * arrive while a sync that began after them is in flight run no sync of
  * their own: they wait for it, and return when it ends. */
@@ -152,36 +195,45 @@ START_TEST(group_commit_covered_by_sync_in_flight)
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
 	struct loco_dimg_gc *g = gc_map();
 	sync_in_flight(g, 1000);
-	attach(&o, &shared);
-	shared.group_wait_ns = FOREVER_NS;
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		if (i < FLUSHERS / 2) {
-			attach(&o, &f[i].img);
-			f[i].img.group_wait_ns = FOREVER_NS;
-		} else {
-			f[i].img = shared;
-		}
-		f[i].off = 4096 * (i + 1);
-		f[i].returned = false;
-		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
-	}
+	start_flushers(&o, &shared, f, th);
 	wait_tickets(&o, FLUSHERS);
-	for (unsigned i = 0; i < FLUSHERS; i++)
-		ck_assert_msg(!atomic_load(&f[i].returned),
-			      "flusher %u returned before the sync ended", i);
+	assert_none_returned(f);
 	sync_ends(g, &o, 1000);
+	join_flushers(&o, &shared, f, th);
 	uint64_t syncs;
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		pthread_join(th[i], NULL);
-		ck_assert_int_eq(f[i].rc, 0);
-		ck_assert_mem_eq(o.map + f[i].off, &f[i].off, 8);
-		if (i < FLUSHERS / 2)
-			loco_dimg_close(&f[i].img);
-	}
 	ck_assert_uint_eq(tickets_of(&o, &syncs), FLUSHERS);
 	ck_assert_uint_eq(syncs, 0);
 	munmap(g, sizeof(*g));
-	loco_dimg_close(&shared);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* FLUSHes that arrive while a sync that began before them is in flight
+ * start no sync beside it: they wait for it to end, then one sync (led
+ * by one of them) covers them all. */
+START_TEST(group_commit_next_sync_covers_waiters)
+{
+	struct loco_dimg o, shared;
+	struct flusher f[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	struct loco_dimg_gc_stats st;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	struct loco_dimg_gc *g = gc_map();
+	atomic_store(&g->req, 5);
+	sync_in_flight(g, 5);
+	start_flushers(&o, &shared, f, th);
+	wait_tickets(&o, 5 + FLUSHERS);
+	assert_none_returned(f);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 0);
+	sync_ends(g, &o, 5);
+	join_flushers(&o, &shared, f, th);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 1);
+	ck_assert_uint_eq(st.covered_max, FLUSHERS);
+	ck_assert_uint_eq(atomic_load(&g->done), 5 + FLUSHERS);
+	ck_assert(st.sync_p50_us > 0 && st.sync_p99_us >= st.sync_p50_us);
+	munmap(g, sizeof(*g));
 	loco_dimg_close(&o);
 }
 END_TEST
@@ -307,6 +359,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_commit_covered_by_sync_in_flight);
+	tcase_add_test(tc, group_commit_next_sync_covers_waiters);
 	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
 	tcase_add_test(tc, group_commit_syncer_stuck);
 	tcase_add_test(tc, no_group_without_fdatasync);
