@@ -260,9 +260,22 @@ static void gc_covered(struct loco_dimg_gc *g, uint64_t n)
 		;
 }
 
+/* Free sync slot I (-1: none) claimed at CLAIMED, unless reclaimed. */
+static void gc_free(struct loco_dimg_gc *g, int i, uint64_t claimed)
+{
+	/* Relaxed: the slot only bounds the syncs in flight; done (release)
+	 * publishes what they cover. */
+	if (i >= 0)
+		atomic_compare_exchange_strong_explicit(&g->slot[i], &claimed, 0,
+							memory_order_relaxed,
+							memory_order_relaxed);
+}
+
 /* Sync D's image: publish the ticket count read before it as started
- * and, once it completed, as done. */
-static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
+ * and, once it completed, as done; free slot I (claimed at CLAIMED)
+ * before the waiters wake. */
+static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
+		   uint64_t claimed)
 {
 	/* seq_cst: a ticket taken before this load belongs to a FLUSH whose
 	 * bytes were in the page cache before it (group_sync), so the sync
@@ -277,8 +290,11 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_relaxed))
 		;
 	uint64_t t0 = mono_ns();
-	if (fdatasync(d->fd))
-		return -errno;
+	if (fdatasync(d->fd)) {
+		int rc = -errno;
+		gc_free(g, i, claimed);
+		return rc;
+	}
 	gc_count(g, mono_ns() - t0);
 	cur = atomic_load_explicit(&g->done, memory_order_relaxed);
 	/* Release: pairs with group_sync's acquire: a waiter that sees its
@@ -289,52 +305,58 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_relaxed))
 		;
 	gc_covered(g, cur < upto ? upto - cur : 0);
+	gc_free(g, i, claimed);
 	/* Release: pairs with the waiters' acquire of the word. */
 	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
 	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	return 0;
 }
 
-/* Lead the next sync if none is in flight (started == done, read as S
- * and DONE): claim it by moving started from S to the tickets taken so
- * far, sync, publish. Returns 1 when another claimed it first. */
-static int gc_lead(struct loco_dimg *d, struct loco_dimg_gc *g, uint64_t s)
+/* Claim a slot for a sync starting at NOW: a free one, or one whose
+ * sync began more than GC_WAIT_NS ago (its syncer died, or is paused).
+ * Returns its index, or -1 when every slot holds a live sync. */
+static int gc_claim(struct loco_dimg_gc *g, uint64_t now)
 {
-	/* seq_cst: as gc_sync's read of req. */
-	uint64_t upto = atomic_load(&g->req);
-	/* Relaxed: the claim only elects; done (release) publishes. */
-	if (!atomic_compare_exchange_strong_explicit(&g->started, &s, upto,
-						     memory_order_relaxed,
-						     memory_order_relaxed))
-		return 1;
-	uint64_t t0 = mono_ns();
-	if (fdatasync(d->fd))
-		return -errno;
-	gc_count(g, mono_ns() - t0);
-	uint64_t cur = atomic_load_explicit(&g->done, memory_order_relaxed);
-	/* Release: pairs with group_sync's acquire, as in gc_sync. */
-	while (cur < upto &&
-	       !atomic_compare_exchange_weak_explicit(&g->done, &cur, upto,
-						      memory_order_release,
-						      memory_order_relaxed))
-		;
-	gc_covered(g, cur < upto ? upto - cur : 0);
-	/* Release: pairs with the waiters' acquire of the word. */
-	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
-	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-	return 0;
+	for (int i = 0; i < LOCO_DIMG_GC_SLOTS; i++) {
+		/* Relaxed: the slot only bounds the syncs in flight; done
+		 * (release) publishes what they cover. */
+		uint64_t v = atomic_load_explicit(&g->slot[i],
+						  memory_order_relaxed);
+		if ((!v || (int64_t)(now - v) > (int64_t)GC_WAIT_NS) &&
+		    atomic_compare_exchange_strong_explicit(&g->slot[i], &v, now,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			return i;
+	}
+	return -1;
 }
 
-/* fdatasync by group commit, as a database's log flush: returns once a
- * sync that began after this FLUSH's bytes reached the page cache has
- * completed. One sync is in flight at a time: a FLUSH that finds none
- * leads one, which covers every ticket taken before it began; one that
- * arrives while a sync runs waits for it (futex naps of 1 ms: a syncer
- * that dies wakes nobody), returns if it was covered, else the first
- * waiter to claim it leads the next, which covers all who came during
- * the last. A waiter whose sync has not ended after the handle's wait
- * (the syncer paused or killed, a stalled disk) syncs by itself, beside
- * it. docs/durability.md measures this against a sync per FLUSH. */
+/* Sync in slot I (claimed at NOW) for ticket T, unless a sync that began
+ * while it claimed covers T (then free the slot and wait for that one:
+ * returns 1). */
+static int gc_slot_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
+			uint64_t now, uint64_t t)
+{
+	/* Relaxed: a hint, as in group_sync. */
+	if (atomic_load_explicit(&g->started, memory_order_relaxed) >= t) {
+		gc_free(g, i, now);
+		return 1;
+	}
+	return gc_sync(d, g, i, now);
+}
+
+/* fdatasync by group commit, as a database's log flush with a bounded
+ * number of syncs in flight (LOCO_DIMG_GC_SLOTS): returns once a sync
+ * that began after this FLUSH's bytes reached the page cache has
+ * completed. A FLUSH that a sync in flight covers (it began after the
+ * ticket) waits for it; one that is not covered starts a sync at once
+ * if a slot is free (the kernel merges concurrent fdatasyncs of a file),
+ * else waits for a sync to end (futex naps of 1 ms: a syncer that dies
+ * wakes nobody) and tries again, so the next sync covers every FLUSH
+ * that came while the slots were busy. A waiter whose sync has not
+ * ended after the handle's wait (the syncer paused or killed, a stalled
+ * disk) syncs by itself. docs/durability.md measures this against a
+ * sync per FLUSH and against one sync in flight. */
 static int group_sync(struct loco_dimg *d)
 {
 	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
@@ -352,21 +374,18 @@ static int group_sync(struct loco_dimg *d)
 		uint32_t seen = atomic_load_explicit(&g->wake,
 						     memory_order_acquire);
 		/* Acquire: pairs with the syncers' release. */
-		uint64_t done = atomic_load_explicit(&g->done,
-						     memory_order_acquire);
-		if (done >= t)
+		if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
 			return 0;
-		/* Relaxed: a hint (started >= done always); done decides. */
-		uint64_t s = atomic_load_explicit(&g->started,
-						  memory_order_relaxed);
-		if (s <= done) {
-			int rc = gc_lead(d, g, s);
+		uint64_t now = mono_ns();
+		/* Relaxed: a hint; done decides. */
+		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t) {
+			int i = gc_claim(g, now);
+			int rc = i < 0 ? 1 : gc_slot_sync(d, g, i, now, t);
 			if (rc <= 0)
 				return rc;
-			continue;
 		}
-		if (mono_ns() - start > wait)
-			return gc_sync(d, g);
+		if (now - start > wait)
+			return gc_sync(d, g, -1, 0);
 		struct timespec nap = { 0, GC_NAP_NS };
 		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
 	}

@@ -105,6 +105,23 @@ static void sync_ends(struct loco_dimg_gc *g, const struct loco_dimg *owner,
 	atomic_fetch_add(&g->wake, 1);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Play every sync slot held by a sync that began at START (0: free;
+ * in the future: never stale). */
+static void slots_held(struct loco_dimg_gc *g, uint64_t start)
+{
+	for (unsigned i = 0; i < LOCO_DIMG_GC_SLOTS; i++)
+		atomic_store(&g->slot[i], start);
+}
+
+#define HOUR_NS UINT64_C(3600000000000)
+
 static uint64_t tickets_of(const struct loco_dimg *d, uint64_t *syncs)
 {
 	uint64_t t, s;
@@ -208,9 +225,9 @@ START_TEST(group_commit_covered_by_sync_in_flight)
 }
 END_TEST
 
-/* FLUSHes that arrive while a sync that began before them is in flight
- * start no sync beside it: they wait for it to end, then one sync (led
- * by one of them) covers them all. */
+/* FLUSHes that arrive while every sync slot holds a sync that began
+ * before them start no sync beside those: they wait for a slot, and the
+ * one sync that takes it covers them all. */
 START_TEST(group_commit_next_sync_covers_waiters)
 {
 	struct loco_dimg o, shared;
@@ -221,12 +238,14 @@ START_TEST(group_commit_next_sync_covers_waiters)
 	struct loco_dimg_gc *g = gc_map();
 	atomic_store(&g->req, 5);
 	sync_in_flight(g, 5);
+	slots_held(g, now_ns() + HOUR_NS);
 	start_flushers(&o, &shared, f, th);
 	wait_tickets(&o, 5 + FLUSHERS);
 	assert_none_returned(f);
 	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
 	ck_assert_uint_eq(st.syncs, 0);
 	sync_ends(g, &o, 5);
+	atomic_store(&g->slot[0], 0);
 	join_flushers(&o, &shared, f, th);
 	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
 	ck_assert_uint_eq(st.syncs, 1);
@@ -278,6 +297,32 @@ START_TEST(group_commit_syncer_stuck)
 	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
 	ck_assert_uint_eq(syncs, 1);
 	ck_assert_uint_ge(atomic_load(&g->done), 1);
+	munmap(g, sizeof(*g));
+	loco_dimg_close(&a);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* Sync slots held by syncers that died (or stopped) more than a second
+ * ago hold nobody: a FLUSH not covered reclaims one and syncs, though it
+ * would wait for ever for a sync to end. */
+START_TEST(group_commit_stale_slots_reclaimed)
+{
+	struct loco_dimg o, a;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	attach(&o, &a);
+	a.group_wait_ns = FOREVER_NS;
+	struct loco_dimg_gc *g = gc_map();
+	atomic_store(&g->req, 5);
+	sync_in_flight(g, 5);
+	slots_held(g, now_ns() - 1000000000u);
+	struct flusher f = { .img = a, .off = 4096 };
+	uint64_t syncs;
+	flush_one(&f);
+	ck_assert_int_eq(f.rc, 0);
+	ck_assert_uint_eq(tickets_of(&o, &syncs), 6);
+	ck_assert_uint_eq(syncs, 1);
+	ck_assert_uint_eq(atomic_load(&g->done), 6);
 	munmap(g, sizeof(*g));
 	loco_dimg_close(&a);
 	loco_dimg_close(&o);
@@ -362,6 +407,7 @@ int main(void)
 	tcase_add_test(tc, group_commit_next_sync_covers_waiters);
 	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
 	tcase_add_test(tc, group_commit_syncer_stuck);
+	tcase_add_test(tc, group_commit_stale_slots_reclaimed);
 	tcase_add_test(tc, no_group_without_fdatasync);
 	tcase_add_test(tc, renew_keeps_all_and_shuts_old);
 	tcase_add_test(tc, restart_in_place_fails_old_flush);
