@@ -21,7 +21,8 @@
 #include <loco/loco.h>
 #include <loco/rtx/rtx.h>
 
-#define XFER_MAX_THREADS 7          /* one rtx slot stays for the reporter */
+#define XFER_MAX_THREADS 31         /* one rtx slot stays for the reporter */
+#define XFER_SLOTS(threads) ((threads) < 8 ? 8u : 32u) /* rtx slots a node */
 #define XFER_TL_SLACK_MS 3000       /* timeline past --duration */
 #define XFER_BACK_MS 30000          /* wait for a dead memory node's return */
 

@@ -50,6 +50,7 @@ int xfer_rtx_open(struct xfer *xf)
 			   (xf->o.count_commits ? COUNTERS : 0),
 		.blocks = xf->o.blocks, .drift_ms = xf->o.drift_ms,
 		.no_opt1 = xf->o.no_opt1, .no_persist = xf->o.no_persist,
+		.threads_per_node = XFER_SLOTS(xf->o.threads),
 	};
 	int rc = loco_rtx_create(xf->mgr, &o, &xf->rtx);
 	xf->acct = rc ? NULL : calloc(xf->o.accounts, sizeof(*xf->acct));

@@ -217,9 +217,65 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The histogram bucket of a sync of NS: 4 a power of two of µs. */
+static unsigned lat_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	if (!us)
+		return 0;
+	unsigned l = 63u - (unsigned)__builtin_clzll(us);
+	unsigned frac = (unsigned)(l >= 2 ? us >> (l - 2) : us << (2 - l)) & 3u;
+	unsigned b = 4 * l + frac + 1;
+	return b < LOCO_DIMG_GC_LAT ? b : LOCO_DIMG_GC_LAT - 1;
+}
+
+/* The upper bound of bucket B in µs. */
+static double lat_bound_us(unsigned b)
+{
+	if (!b)
+		return 1;
+	unsigned l = (b - 1) / 4, frac = (b - 1) % 4;
+	return (double)(5 + frac) * (double)(UINT64_C(1) << l) / 4;
+}
+
+/* A completed sync of NS, for the report. */
+static void gc_count(struct loco_dimg_gc *g, uint64_t ns)
+{
+	/* Relaxed: counters read for a report. */
+	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->lat[lat_bucket(ns)], 1,
+				  memory_order_relaxed);
+}
+
+/* A sync moved done by N tickets: the most, for the report. */
+static void gc_covered(struct loco_dimg_gc *g, uint64_t n)
+{
+	/* Relaxed: a report's maximum. */
+	uint64_t cur = atomic_load_explicit(&g->covered_max,
+					    memory_order_relaxed);
+	while (cur < n &&
+	       !atomic_compare_exchange_weak_explicit(&g->covered_max, &cur, n,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/* Free sync slot I (-1: none) claimed at CLAIMED, unless reclaimed. */
+static void gc_free(struct loco_dimg_gc *g, int i, uint64_t claimed)
+{
+	/* Relaxed: the slot only bounds the syncs in flight; done (release)
+	 * publishes what they cover. */
+	if (i >= 0)
+		atomic_compare_exchange_strong_explicit(&g->slot[i], &claimed, 0,
+							memory_order_relaxed,
+							memory_order_relaxed);
+}
+
 /* Sync D's image: publish the ticket count read before it as started
- * and, once it completed, as done. */
-static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
+ * and, once it completed, as done; free slot I (claimed at CLAIMED)
+ * before the waiters wake. */
+static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
+		   uint64_t claimed)
 {
 	/* seq_cst: a ticket taken before this load belongs to a FLUSH whose
 	 * bytes were in the page cache before it (group_sync), so the sync
@@ -233,9 +289,13 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_relaxed,
 						      memory_order_relaxed))
 		;
-	if (fdatasync(d->fd))
-		return -errno;
-	atomic_fetch_add_explicit(&g->syncs, 1, memory_order_relaxed);
+	uint64_t t0 = mono_ns();
+	if (fdatasync(d->fd)) {
+		int rc = -errno;
+		gc_free(g, i, claimed);
+		return rc;
+	}
+	gc_count(g, mono_ns() - t0);
 	cur = atomic_load_explicit(&g->done, memory_order_relaxed);
 	/* Release: pairs with group_sync's acquire: a waiter that sees its
 	 * ticket covered returns after this sync completed. */
@@ -244,20 +304,59 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g)
 						      memory_order_release,
 						      memory_order_relaxed))
 		;
+	gc_covered(g, cur < upto ? upto - cur : 0);
+	gc_free(g, i, claimed);
 	/* Release: pairs with the waiters' acquire of the word. */
 	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
 	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	return 0;
 }
 
-/* fdatasync by group commit: returns once a sync that began after this
- * FLUSH's bytes reached the page cache has completed. A sync in flight
- * that began after its ticket covers it: it waits for that one (futex
- * naps of 1 ms: a syncer that dies wakes nobody; after the handle's wait
- * it syncs by itself). Otherwise it syncs now, beside any sync in flight:
- * the kernel merges concurrent fdatasyncs of a file (one journal commit
- * and device flush serve those that arrive while one runs), which
- * serializing them here would lose (docs/durability.md measures both). */
+/* Claim a slot for a sync starting at NOW: a free one, or one whose
+ * sync began more than GC_WAIT_NS ago (its syncer died, or is paused).
+ * Returns its index, or -1 when every slot holds a live sync. */
+static int gc_claim(struct loco_dimg_gc *g, uint64_t now)
+{
+	for (int i = 0; i < LOCO_DIMG_GC_SLOTS; i++) {
+		/* Relaxed: the slot only bounds the syncs in flight; done
+		 * (release) publishes what they cover. */
+		uint64_t v = atomic_load_explicit(&g->slot[i],
+						  memory_order_relaxed);
+		if ((!v || (int64_t)(now - v) > (int64_t)GC_WAIT_NS) &&
+		    atomic_compare_exchange_strong_explicit(&g->slot[i], &v, now,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			return i;
+	}
+	return -1;
+}
+
+/* Sync in slot I (claimed at NOW) for ticket T, unless a sync that began
+ * while it claimed covers T (then free the slot and wait for that one:
+ * returns 1). */
+static int gc_slot_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
+			uint64_t now, uint64_t t)
+{
+	/* Relaxed: a hint, as in group_sync. */
+	if (atomic_load_explicit(&g->started, memory_order_relaxed) >= t) {
+		gc_free(g, i, now);
+		return 1;
+	}
+	return gc_sync(d, g, i, now);
+}
+
+/* fdatasync by group commit, as a database's log flush with a bounded
+ * number of syncs in flight (LOCO_DIMG_GC_SLOTS): returns once a sync
+ * that began after this FLUSH's bytes reached the page cache has
+ * completed. A FLUSH that a sync in flight covers (it began after the
+ * ticket) waits for it; one that is not covered starts a sync at once
+ * if a slot is free (the kernel merges concurrent fdatasyncs of a file),
+ * else waits for a sync to end (futex naps of 1 ms: a syncer that dies
+ * wakes nobody) and tries again, so the next sync covers every FLUSH
+ * that came while the slots were busy. A waiter whose sync has not
+ * ended after the handle's wait (the syncer paused or killed, a stalled
+ * disk) syncs by itself. docs/durability.md measures this against a
+ * sync per FLUSH and against one sync in flight. */
 static int group_sync(struct loco_dimg *d)
 {
 	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
@@ -270,17 +369,23 @@ static int group_sync(struct loco_dimg *d)
 	uint64_t start = mono_ns();
 	uint64_t wait = d->group_wait_ns ? d->group_wait_ns : GC_WAIT_NS;
 	for (;;) {
-		/* Acquire: pairs with gc_sync's bump; read before done, so
+		/* Acquire: pairs with the syncers' bump; read before done, so
 		 * a sync that ends after the check changes it (no sleep). */
 		uint32_t seen = atomic_load_explicit(&g->wake,
 						     memory_order_acquire);
-		/* Acquire: pairs with gc_sync's release. */
+		/* Acquire: pairs with the syncers' release. */
 		if (atomic_load_explicit(&g->done, memory_order_acquire) >= t)
 			return 0;
+		uint64_t now = mono_ns();
 		/* Relaxed: a hint; done decides. */
-		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t ||
-		    mono_ns() - start > wait)
-			return gc_sync(d, g);
+		if (atomic_load_explicit(&g->started, memory_order_relaxed) < t) {
+			int i = gc_claim(g, now);
+			int rc = i < 0 ? 1 : gc_slot_sync(d, g, i, now, t);
+			if (rc <= 0)
+				return rc;
+		}
+		if (now - start > wait)
+			return gc_sync(d, g, -1, 0);
 		struct timespec nap = { 0, GC_NAP_NS };
 		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
 	}
@@ -295,6 +400,37 @@ int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
 	/* Relaxed: counters read for a report. */
 	*tickets = atomic_load_explicit(&g->req, memory_order_relaxed);
 	*syncs = atomic_load_explicit(&g->syncs, memory_order_relaxed);
+	return 0;
+}
+
+/* The duration below which a share Q of the histogram's syncs ran. */
+static double lat_quantile(const struct loco_dimg_gc *g, uint64_t total,
+			   double q)
+{
+	uint64_t seen = 0;
+	for (unsigned b = 0; b < LOCO_DIMG_GC_LAT; b++) {
+		/* Relaxed: counters read for a report. */
+		seen += atomic_load_explicit(&g->lat[b], memory_order_relaxed);
+		if (total && (double)seen >= q * (double)total)
+			return lat_bound_us(b);
+	}
+	return 0;
+}
+
+int loco_dimg_group_stats(const struct loco_dimg *d,
+			  struct loco_dimg_gc_stats *out)
+{
+	const struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
+	struct loco_dimg_gc_stats s;
+	int rc = loco_dimg_group_counts(d, &s.tickets, &s.syncs);
+	if (rc)
+		return rc;
+	/* Relaxed: a report's maximum. */
+	s.covered_max = atomic_load_explicit(&g->covered_max,
+					     memory_order_relaxed);
+	s.sync_p50_us = lat_quantile(g, s.syncs, 0.5);
+	s.sync_p99_us = lat_quantile(g, s.syncs, 0.99);
+	*out = s;
 	return 0;
 }
 
@@ -832,11 +968,16 @@ int loco_dimg_load(int fd, uint64_t len, uint8_t *dst)
 
 void loco_dimg_close(struct loco_dimg *d)
 {
-	uint64_t tickets, syncs;
-	if (d->own && !loco_dimg_group_counts(d, &tickets, &syncs) && tickets)
+	struct loco_dimg_gc_stats s;
+	if (d->own && !loco_dimg_group_stats(d, &s) && s.tickets)
 		loco_info("durable", "%s: group commit: %llu FLUSHes synced by "
-			  "%llu fdatasyncs", d->mx->path,
-			  (unsigned long long)tickets, (unsigned long long)syncs);
+			  "%llu fdatasyncs (%.2f a sync, at most %llu; "
+			  "fdatasync p50 %.0f us, p99 %.0f us)", d->mx->path,
+			  (unsigned long long)s.tickets,
+			  (unsigned long long)s.syncs,
+			  s.syncs ? (double)s.tickets / (double)s.syncs : 0.0,
+			  (unsigned long long)s.covered_max, s.sync_p50_us,
+			  s.sync_p99_us);
 	if (d->mx) {
 		loco_dimg_close(&d->mx->img);
 		if (d->mx->gc)

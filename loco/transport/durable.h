@@ -47,7 +47,8 @@
  * Syncs: fdatasync mode syncs by group commit (struct loco_dimg_gc): a
  * FLUSH waits for a sync in flight that began after its bytes were in the
  * image, or runs one at once beside the others (the kernel merges
- * concurrent fdatasyncs of a file). */
+ * concurrent fdatasyncs of a file) while fewer than LOCO_DIMG_GC_SLOTS
+ * run; else it waits for one to end, and the next covers all waiters. */
 #ifndef LOCO_TRANSPORT_DURABLE_H
 #define LOCO_TRANSPORT_DURABLE_H
 
@@ -87,11 +88,15 @@ struct loco_dimg {
 	struct dimg_mirror *mx;   /* its path and its mirror, as flushed */
 };
 
+#define LOCO_DIMG_GC_LAT 96
+#define LOCO_DIMG_GC_SLOTS 4    /* fdatasyncs in flight at most */
+
 /* Group commit (fdatasync mode): "<image>.sync", made anew by every
  * start of the owner and mapped shared by every process that flushes into
  * that incarnation. A FLUSH whose bytes are in the image takes a ticket
- * (req); a sync reads req (started), runs fdatasync, and publishes what it
- * read as done. A FLUSH returns once done covers its ticket. */
+ * (req); a sync holds a slot, reads req (started), runs fdatasync, and
+ * publishes what it read as done. A FLUSH returns once done covers its
+ * ticket. */
 struct loco_dimg_gc {
 	uint64_t magic;
 	uint64_t epoch;          /* the owner's incarnation it serves */
@@ -101,6 +106,13 @@ struct loco_dimg_gc {
 	_Atomic uint64_t syncs;  /* fdatasyncs run for tickets */
 	_Atomic uint32_t wake;   /* futex word: bumped when done moves */
 	uint32_t pad;
+	/* For reports (loco_dimg_group_stats): the most tickets one sync
+	 * moved done by, and the fdatasyncs' durations by LOCO_DIMG_GC_LAT
+	 * buckets (4 a power of two of microseconds). */
+	_Atomic uint64_t slot[LOCO_DIMG_GC_SLOTS]; /* a sync in flight: its start
+				   * (CLOCK_MONOTONIC ns), 0: free */
+	_Atomic uint64_t covered_max;
+	_Atomic uint64_t lat[LOCO_DIMG_GC_LAT];
 };
 
 /* One range of a FLUSH. */
@@ -154,6 +166,15 @@ int loco_dimg_flush(struct loco_dimg *d, const uint8_t *src,
  * for a handle without the state. */
 int loco_dimg_group_counts(const struct loco_dimg *d, uint64_t *tickets,
 			   uint64_t *syncs);
+/* ... and for a report: the most FLUSHes one sync covered, and the
+ * fdatasyncs' p50 and p99 in microseconds (a bucket's upper bound:
+ * within 19%). */
+struct loco_dimg_gc_stats {
+	uint64_t tickets, syncs, covered_max;
+	double sync_p50_us, sync_p99_us;
+};
+int loco_dimg_group_stats(const struct loco_dimg *d,
+			  struct loco_dimg_gc_stats *out);
 
 /* Copy every allocated extent of the file FD (LEN bytes) into DST: the
  * load of a volatile layer from an image (or from a surviving layer). */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The durable image itself (loco/transport/durable.c), without a cluster:
  * group commit (FLUSHes that arrive while a sync that began after them
- * runs are covered by it; a waiter whose syncer does not finish syncs by
- * itself), and a
+ * runs are covered by it; those that arrive while an earlier one runs
+ * wait for it, and the next sync covers them all; a waiter whose syncer
+ * does not finish syncs by itself), and a
  * direct image's restart (the new incarnation keeps every byte written
  * to the old one, a writer still holding the old mapping can neither
  * reach it nor persist). Each handle opens the image on its own, as the
@@ -104,6 +105,23 @@ static void sync_ends(struct loco_dimg_gc *g, const struct loco_dimg *owner,
 	atomic_fetch_add(&g->wake, 1);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Play every sync slot held by a sync that began at START (0: free;
+ * in the future: never stale). */
+static void slots_held(struct loco_dimg_gc *g, uint64_t start)
+{
+	for (unsigned i = 0; i < LOCO_DIMG_GC_SLOTS; i++)
+		atomic_store(&g->slot[i], start);
+}
+
+#define HOUR_NS UINT64_C(3600000000000)
+
 static uint64_t tickets_of(const struct loco_dimg *d, uint64_t *syncs)
 {
 	uint64_t t, s;
@@ -141,6 +159,48 @@ static void *flush_one(void *arg)
 	return NULL;
 }
 
+/* FLUSHERS threads flushing a word each, half through handles of their
+ * own (other processes), half through SHARED (threads of one process);
+ * none syncs by itself however long it waits. */
+static void start_flushers(const struct loco_dimg *o, struct loco_dimg *shared,
+			   struct flusher *f, pthread_t *th)
+{
+	attach(o, shared);
+	shared->group_wait_ns = FOREVER_NS;
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		if (i < FLUSHERS / 2) {
+			attach(o, &f[i].img);
+			f[i].img.group_wait_ns = FOREVER_NS;
+		} else {
+			f[i].img = *shared;
+		}
+		f[i].off = 4096 * (i + 1);
+		f[i].returned = false;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
+	}
+}
+
+static void assert_none_returned(const struct flusher *f)
+{
+	for (unsigned i = 0; i < FLUSHERS; i++)
+		ck_assert_msg(!atomic_load(&f[i].returned),
+			      "flusher %u returned before the sync ended", i);
+}
+
+/* Join the flushers: each succeeded, its word is in O's image. */
+static void join_flushers(const struct loco_dimg *o, struct loco_dimg *shared,
+			  struct flusher *f, pthread_t *th)
+{
+	for (unsigned i = 0; i < FLUSHERS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(f[i].rc, 0);
+		ck_assert_mem_eq(o->map + f[i].off, &f[i].off, 8);
+		if (i < FLUSHERS / 2)
+			loco_dimg_close(&f[i].img);
+	}
+	loco_dimg_close(shared);
+}
+
 /* FLUSHes (of other processes' handles, and of threads sharing one) that
  * arrive while a sync that began after them is in flight run no sync of
  * their own: they wait for it, and return when it ends. */
@@ -152,36 +212,47 @@ START_TEST(group_commit_covered_by_sync_in_flight)
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
 	struct loco_dimg_gc *g = gc_map();
 	sync_in_flight(g, 1000);
-	attach(&o, &shared);
-	shared.group_wait_ns = FOREVER_NS;
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		if (i < FLUSHERS / 2) {
-			attach(&o, &f[i].img);
-			f[i].img.group_wait_ns = FOREVER_NS;
-		} else {
-			f[i].img = shared;
-		}
-		f[i].off = 4096 * (i + 1);
-		f[i].returned = false;
-		ck_assert_int_eq(pthread_create(&th[i], NULL, flush_one, &f[i]), 0);
-	}
+	start_flushers(&o, &shared, f, th);
 	wait_tickets(&o, FLUSHERS);
-	for (unsigned i = 0; i < FLUSHERS; i++)
-		ck_assert_msg(!atomic_load(&f[i].returned),
-			      "flusher %u returned before the sync ended", i);
+	assert_none_returned(f);
 	sync_ends(g, &o, 1000);
+	join_flushers(&o, &shared, f, th);
 	uint64_t syncs;
-	for (unsigned i = 0; i < FLUSHERS; i++) {
-		pthread_join(th[i], NULL);
-		ck_assert_int_eq(f[i].rc, 0);
-		ck_assert_mem_eq(o.map + f[i].off, &f[i].off, 8);
-		if (i < FLUSHERS / 2)
-			loco_dimg_close(&f[i].img);
-	}
 	ck_assert_uint_eq(tickets_of(&o, &syncs), FLUSHERS);
 	ck_assert_uint_eq(syncs, 0);
 	munmap(g, sizeof(*g));
-	loco_dimg_close(&shared);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* FLUSHes that arrive while every sync slot holds a sync that began
+ * before them start no sync beside those: they wait for a slot, and the
+ * one sync that takes it covers them all. */
+START_TEST(group_commit_next_sync_covers_waiters)
+{
+	struct loco_dimg o, shared;
+	struct flusher f[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	struct loco_dimg_gc_stats st;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	struct loco_dimg_gc *g = gc_map();
+	atomic_store(&g->req, 5);
+	sync_in_flight(g, 5);
+	slots_held(g, now_ns() + HOUR_NS);
+	start_flushers(&o, &shared, f, th);
+	wait_tickets(&o, 5 + FLUSHERS);
+	assert_none_returned(f);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 0);
+	sync_ends(g, &o, 5);
+	atomic_store(&g->slot[0], 0);
+	join_flushers(&o, &shared, f, th);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 1);
+	ck_assert_uint_eq(st.covered_max, FLUSHERS);
+	ck_assert_uint_eq(atomic_load(&g->done), 5 + FLUSHERS);
+	ck_assert(st.sync_p50_us > 0 && st.sync_p99_us >= st.sync_p50_us);
+	munmap(g, sizeof(*g));
 	loco_dimg_close(&o);
 }
 END_TEST
@@ -226,6 +297,32 @@ START_TEST(group_commit_syncer_stuck)
 	ck_assert_uint_eq(tickets_of(&o, &syncs), 1);
 	ck_assert_uint_eq(syncs, 1);
 	ck_assert_uint_ge(atomic_load(&g->done), 1);
+	munmap(g, sizeof(*g));
+	loco_dimg_close(&a);
+	loco_dimg_close(&o);
+}
+END_TEST
+
+/* Sync slots held by syncers that died (or stopped) more than a second
+ * ago hold nobody: a FLUSH not covered reclaims one and syncs, though it
+ * would wait for ever for a sync to end. */
+START_TEST(group_commit_stale_slots_reclaimed)
+{
+	struct loco_dimg o, a;
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	attach(&o, &a);
+	a.group_wait_ns = FOREVER_NS;
+	struct loco_dimg_gc *g = gc_map();
+	atomic_store(&g->req, 5);
+	sync_in_flight(g, 5);
+	slots_held(g, now_ns() - 1000000000u);
+	struct flusher f = { .img = a, .off = 4096 };
+	uint64_t syncs;
+	flush_one(&f);
+	ck_assert_int_eq(f.rc, 0);
+	ck_assert_uint_eq(tickets_of(&o, &syncs), 6);
+	ck_assert_uint_eq(syncs, 1);
+	ck_assert_uint_eq(atomic_load(&g->done), 6);
 	munmap(g, sizeof(*g));
 	loco_dimg_close(&a);
 	loco_dimg_close(&o);
@@ -307,8 +404,10 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_commit_covered_by_sync_in_flight);
+	tcase_add_test(tc, group_commit_next_sync_covers_waiters);
 	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
 	tcase_add_test(tc, group_commit_syncer_stuck);
+	tcase_add_test(tc, group_commit_stale_slots_reclaimed);
 	tcase_add_test(tc, no_group_without_fdatasync);
 	tcase_add_test(tc, renew_keeps_all_and_shuts_old);
 	tcase_add_test(tc, restart_in_place_fails_old_flush);
