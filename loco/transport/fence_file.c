@@ -178,17 +178,17 @@ static int fencer_barrier(void)
 	return -errno;
 }
 
-/* This process's claim word for own marks. */
-static uint64_t claim_self(void)
+/* The claim word of process PID as it runs now (its start time packed
+ * above it; a gone process's start time reads 0). */
+static uint64_t claim_of(uint64_t pid)
 {
-	uint64_t pid = (uint64_t)getpid();
 	return proc_start(pid) << CLAIM_PID_BITS | pid;
 }
 
 /* Whether the process that made claim word C is gone. */
 static bool claim_gone(uint64_t c)
 {
-	return (proc_start(c & CLAIM_PID_MASK) << CLAIM_PID_BITS | (c & CLAIM_PID_MASK)) != c;
+	return claim_of(c & CLAIM_PID_MASK) != c;
 }
 
 /* Claim a free own mark of FN for ME (or one whose claimer is gone):
@@ -230,7 +230,7 @@ static int own_claim(struct loco_ffile_node *fn, uint64_t me)
 void loco_ffile_mark_get(struct loco_ffile_node *fn, unsigned spread,
 			 struct loco_ffile_mark *out)
 {
-	int slot = loco_ffile_own_marks() ? own_claim(fn, claim_self()) : -1;
+	int slot = loco_ffile_own_marks() ? own_claim(fn, claim_of((uint64_t)getpid())) : -1;
 	if (slot >= 0) {
 		*out = (struct loco_ffile_mark){
 			.m = { .n = &fn->own[slot].n, .own = true },
