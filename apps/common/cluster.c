@@ -34,9 +34,25 @@ void cl_run_fini(struct cl_run *r)
 	loco_channel_fini(&r->base);
 }
 
+static bool any_fenced(struct cl_run *r);
+
+/* The barrier in rounds of FINISH_ROUND_MS (an arrival stands across
+ * rounds), looking for fenced participants between them. */
 int cl_run_sync(struct cl_run *r, struct loco_thread *thr, int timeout_ms)
 {
-	return loco_barrier_wait(&r->bar, thr, timeout_ms);
+	uint64_t end = loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		uint64_t now = loco_now_ns();
+		uint64_t left = now < end ? (end - now) / 1000000u : 0;
+		int rc = loco_barrier_wait(&r->bar, thr, left < FINISH_ROUND_MS ?
+					   (int)left : FINISH_ROUND_MS);
+		if (rc != -ETIMEDOUT)
+			return rc;
+		if (any_fenced(r))
+			return -ESRCH;
+		if (loco_now_ns() >= end)
+			return -ETIMEDOUT;
+	}
 }
 
 int cl_run_publish(struct cl_run *r, struct loco_thread *thr,
@@ -100,30 +116,11 @@ static bool any_fenced(struct cl_run *r)
 	return false;
 }
 
-/* cl_run_publish, waiting in short rounds: a participant fenced during
- * the run (taken for dead) cannot arrive, and waiting for it would only
- * run into TIMEOUT_MS. Returns 0, -ESRCH (a participant was fenced: the
- * rows are not all there), -ETIMEDOUT or an error. */
-static int publish_live(struct cl_run *r, struct loco_thread *thr,
-			const struct cl_row *mine, int timeout_ms)
-{
-	uint64_t end = loco_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	int rc = cl_run_publish(r, thr, mine, FINISH_ROUND_MS);
-	while (rc == -ETIMEDOUT) {
-		if (any_fenced(r))
-			return -ESRCH;
-		if (loco_now_ns() >= end)
-			return -ETIMEDOUT;
-		rc = cl_run_sync(r, thr, FINISH_ROUND_MS);
-	}
-	return rc;
-}
-
 int cl_run_finish(struct cl_run *r, struct loco_thread *thr,
 		  const struct cl_row *mine, int timeout_ms,
 		  cl_report_fn *report, void *arg)
 {
-	int rc = publish_live(r, thr, mine, timeout_ms);
+	int rc = cl_run_publish(r, thr, mine, timeout_ms);
 	report(arg, mine, NULL);
 	if (rc == -ESRCH) {
 		fprintf(stderr, "loco: node %u: a node was fenced during the "

@@ -46,7 +46,9 @@ int cl_run_init(struct cl_run *r, struct loco_mgr *mgr, const char *name);
 void cl_run_fini(struct cl_run *r);
 
 /* Wait for every node, up to TIMEOUT_MS (the phases before a barrier
- * may take long: prefills). Returns 0, -ETIMEDOUT or an error.
+ * may take long: prefills). A participant fenced meanwhile (by this node
+ * or another) can never arrive: the wait looks for one every 200 ms.
+ * Returns 0, -ESRCH (a participant was fenced), -ETIMEDOUT or an error.
  * Ordering: a barrier (global fence on arrival): remote writes any
  *   thread of any node made before arriving are placed at the return.
  * Completion: synchronous.

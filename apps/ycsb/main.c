@@ -528,8 +528,15 @@ static void report(void *arg, const struct cl_row *row,
 static int sync_all(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 		    int timeout_ms)
 {
-	return y->ctl ? ycsb_ctl_sync(y, thr, phase, timeout_ms) :
-	       cl_run_sync(&y->run, thr, timeout_ms);
+	if (y->ctl)
+		return ycsb_ctl_sync(y, thr, phase, timeout_ms);
+	int rc = cl_run_sync(&y->run, thr, timeout_ms);
+	if (rc == -ESRCH)
+		fprintf(stderr, "loco-ycsb: node %u: a node was fenced during "
+			"the run (another took its work over): it cannot reach "
+			"the barrier; the run fails (--dead-ms lets the others "
+			"finish without it)\n", y->self);
+	return rc;
 }
 
 /* The index's failed lock CASes so far (0 without counters). */
@@ -644,7 +651,7 @@ int main(int argc, char **argv)
 		rc = setup(y);
 	if (!rc) {
 		rc = run_all(y);
-		if (rc && rc != -EIO && !fenced(y, rc))
+		if (rc && rc != -EIO && rc != -ESRCH && !fenced(y, rc))
 			fprintf(stderr, "loco-ycsb: node %u: %s\n", y->self,
 				loco_strerror(rc));
 		int trc = teardown(y);

@@ -3,9 +3,10 @@
 """fault_test.py CASE: faults a node injects into itself (loco/fault.c),
 on a private one-node loco-smoke.
 
-  pause  LOCO_PAUSE_AT=0:4000: the process is seen stopped (state T in
-         /proc) after its "pauses itself" line, and it still finishes
-         (exit 0): SIGSTOP, then SIGCONT from the helper.
+  pause  LOCO_PAUSE_AT=0:4000 (loco-transfer --duration 6): the process
+         is seen stopped (state T in /proc) after its "pauses itself"
+         line, and it still finishes (exit 0): SIGSTOP, then SIGCONT from
+         the helper.
   kill   LOCO_KILL_AT=0.1 (loco-transfer --duration 30): killed by SIGKILL
          after its "kills itself" line.
   bad    LOCO_PAUSE_AT=1 and LOCO_KILL_AT=x: refused with the variable
@@ -80,7 +81,9 @@ def state(pid):
 
 
 def case_pause():
-    p = start(LOCO_PAUSE_AT="0:4000")
+    # A run of a fixed length, not of a number of operations: on a busy
+    # host 1000 smoke iterations ended before the fault thread fired.
+    p = start((TRANSFER, "--duration", "6"), LOCO_PAUSE_AT="0:4000")
     wait_line(p, "pauses itself at 0.00 s for 4000 ms")
     end = time.monotonic() + 3.0
     while state(p.pid) != "T":
