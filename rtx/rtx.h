@@ -132,7 +132,8 @@ struct loco_rtx_hooks {
 	 * as for a live lease (say, a fence of OWNER's node that did not
 	 * complete: act only for a fenced holder). HOLDING: the caller's
 	 * open transaction holds pre-locks, whose leases run on while the
-	 * hook waits (answer well within drift_ms); false: it holds no lock
+	 * hook waits (answer well within drift_ms), or a read for update's
+	 * logged locks (loco_rtx_read_for_update); false: it holds no lock
 	 * (at its first access, or repairing after its transaction closed),
 	 * so the hook's wait costs the caller time only. */
 	int (*taking)(void *arg, uint32_t owner, bool holding);
@@ -251,7 +252,8 @@ int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
  * object twice, N <= max_writes) and declare them the transaction's
  * whole write set, as the transaction's first access. Each VALS[i] is
  * as loco_rtx_read gives it; each object is written at commit with the
- * value last given to loco_rtx_write (its current value if none). The
+ * value last given to loco_rtx_write (if none: its current value, zeros
+ * for an object never written). The
  * write set cannot grow afterwards: loco_rtx_write or loco_rtx_lock of
  * an object outside it returns -EPERM; other objects may still be read
  * (validated at commit, which then takes one more round trip).

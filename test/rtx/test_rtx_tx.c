@@ -1598,6 +1598,61 @@ START_TEST(update_declared_set)
 }
 END_TEST
 
+/* A commit on object 3 between the read for update's TXObj READ and its
+ * lock round, seen torn (lock word after it, pointer before): the first
+ * READ is not whole, the lock CAS from the newer version succeeds and
+ * the READ back behind it finds the pointer moved, so the read for
+ * update fails, its log settled and its locks released; the other
+ * client's value stays. The hook runs at rtx.after_log (E1 done, E2 not
+ * posted) on a thread of its own. */
+struct torn {
+	struct loco_thread *t;
+	unsigned hits;
+};
+
+static void torn_hook(const char *name, void *arg)
+{
+	struct torn *tn = arg;
+	const struct loco_rregion *m = rtx_meta(x, 0);
+	uint64_t off = 3 * RTX_META_LEN, meta[2], got;
+	if (strcmp(name, "rtx.after_log") || tn->hits++)
+		return;
+	ck_assert_int_eq(loco_read(tn->t, m, off, meta, 16), 0);
+	uint64_t b = x->nblocks - 1, v = 99;
+	ck_assert_int_eq(loco_write(tn->t, &x->node[0].data, b * x->block_len,
+				    &v, 8), 0);
+	ck_assert_int_eq(loco_cas(tn->t, m, off + RTX_DPTR_OFF, meta[1],
+				  loco_rtx_dptr_next(meta[1], b), &got), 0);
+	ck_assert_int_eq(loco_cas(tn->t, m, off + RTX_LOCK_OFF, meta[0],
+				  meta[0] + 1, &got), 0);
+	for (unsigned i = 0; i < w->nr; i++)
+		if (w->rs[i].obj == obj(3))
+			w->rs[i].lock = meta[0] + 1;   /* torn */
+}
+
+START_TEST(update_torn_first_read_caught)
+{
+	struct torn tn = { 0 };
+	const void *v[2];
+	ck_assert_int_eq(loco_thread_create(c.mgr, &tn.t), 0);
+	put(3, 30);
+	put(4, 40);
+	loco_raddr_t o[2] = { obj(3), obj(4) };
+	rtx_crash_set_hook(torn_hook, &tn);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), -EAGAIN);
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_uint_eq(tn.hits, 1);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_int_eq(get(3), 99);
+	ck_assert_int_eq(get(4), 40);
+	ck_assert(!loco_lllock_is_locked(word(3, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_int_eq(loco_thread_destroy(tn.t), 0);
+}
+END_TEST
+
 /* Wait (bounded) until lock word LV's lease is over. */
 static void lease_over(uint64_t lv)
 {
@@ -1716,6 +1771,7 @@ static Suite *suite(void)
 	tcase_add_test(t, opt2_delegate_and_validate);
 	tcase_add_test(t, update_round_trips);
 	tcase_add_test(t, update_declared_set);
+	tcase_add_test(t, update_torn_first_read_caught);
 	t = add_case(s, "repair", setup, 30);
 	tcase_add_test(t, update_repaired_while_computing);
 	tcase_add_test(t, update_owner_dies_holding);
