@@ -664,17 +664,15 @@ uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
  * and the wrap guard counts from the clock read of their tag: both were
  * taken before this CAS, so neither reads the clock again (docs/rtx.md,
  * "Clock reads"). */
-static int go_doing(struct loco_rtx_worker *w, uint64_t *doing,
-		    uint64_t *at_ns)
+static int go_doing(struct loco_rtx_worker *w, struct rtx_batch *bt,
+		    uint64_t *doing, uint64_t *at_ns)
 {
-	struct rtx_batch bt;
 	uint64_t init = state_now(w, LOCO_RTX_LOG_INIT);
 	*doing = state_now(w, LOCO_RTX_LOG_DOING);
 	*at_ns = w->tag_ns;
-	bt_init(&bt, w, &w->ack);
-	bt_cas(&bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
+	bt_cas(bt, &w->x->logs, rtx_state_off(w->x, w->slot), init, *doing,
 	       &w->state_old);
-	int rc = bt_run_durable(&bt, w);
+	int rc = bt_run_durable(bt, w);
 	return rc ? rc : w->state_old == init ? 0 : -EAGAIN;
 }
 
@@ -754,7 +752,8 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 	rc = lock_and_validate(w, &bt, &acquired, &ok);
 	if (!rc && ok) {
 		rtx_crash_point("rtx.after_validate");
-		rc = go_doing(w, &doing, &doing_ns);
+		bt_init(&bt, w, &w->ack);
+		rc = go_doing(w, &bt, &doing, &doing_ns);
 		if (rc == -EAGAIN)
 			ok = false;
 	}
@@ -764,6 +763,155 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
 	}
 	rtx_crash_point("rtx.after_doing");
 	return owner_exec(w, doing, doing_ns);
+}
+
+/* ---- read for update: the logged locks before the commit ----------------
+ * loco_rtx_read_for_update names the write set when it reads it, so its
+ * log (entries hold pointers: the old ones from the TXObj READs, the new
+ * blocks allocated then) and the logged lock CASes ride in the round trip
+ * of the data READs, and the commit writes the new data with the commit
+ * point's CAS in one doorbell:
+ *
+ *   E1  TXObj READs (tx.c)
+ *   E2  data READs + log WRITE (INIT) + per object the lock CAS (version
+ *       read -> lockv) and, unless the first READ was whole, the TXObj
+ *       READ back: one doorbell to the home node, whose QP places the log
+ *       before any lock names it
+ *   C1  new data WRITEs + CAS INIT -> DOING (the commit point): one
+ *       doorbell, the QP places the data before DOING
+ *   C2  installs, releases, DONE (exec_batched)
+ *
+ * Only taken when every written object (hence every new block) is on the
+ * log's node: the argument rests on one QP ordering log before locks and
+ * data before DOING. A log whose new blocks are not written yet is
+ * harmless while INIT: a repairer only aborts an INIT log and releases
+ * its locks, and installs only ever follow DOING. The blocks are the
+ * owner's (nobody else writes them) and the log names them, so no scan
+ * frees them before the log is DONE. A read-only object read after the
+ * read for update is validated in a round of its own before C1 (DOING
+ * cannot wait on a READ in its own doorbell). */
+
+/* The data READs of the write set into BT (R's copy, zeros for a null
+ * object); -EIO for a pointer outside the pool, before anything is
+ * added. */
+static int post_data_reads(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	const struct loco_rtx *x = w->x;
+	for (unsigned i = 0; i < w->nw; i++)
+		if (loco_rtx_dptr_block(w->rs[w->ws[i].ri].dptr) >= x->nblocks)
+			return -EIO;
+	for (unsigned i = 0; i < w->nw; i++) {
+		struct rtx_rent *r = &w->rs[w->ws[i].ri];
+		uint64_t block = loco_rtx_dptr_block(r->dptr);
+		r->null = block == 0;
+		if (r->null)
+			memset(r->data, 0, x->block_len);
+		else
+			bt_read(bt, &x->node[r->ni].data, block * x->block_len,
+				r->data, x->o.data_len);
+	}
+	return 0;
+}
+
+static uint64_t all_acquired(const struct loco_rtx_worker *w)
+{
+	return w->nw == 64 ? UINT64_MAX : (UINT64_C(1) << w->nw) - 1;
+}
+
+int rtx_update_lock(struct loco_rtx_worker *w)
+{
+	uint64_t tag, acquired = 0;
+	struct rtx_batch bt;
+	int rc = alloc_blocks(w);
+	if (!rc && (rc = rtx_next_tag(w, w->nw + w->nr, &tag)))
+		free_blocks(w);
+	if (rc)
+		return rc;
+	w->lockv = loco_lllock_make(tag, w->slot, false);
+	w->seq = (w->seq + 1) & LOCO_RTX_LOG_SEQ_MASK;
+	bt_init(&bt, w, &w->ack);
+	rc = post_data_reads(w, &bt);
+	if (rc) {
+		free_blocks(w);
+		return rc;
+	}
+	post_log(w, &bt);
+	/* Durable nodes: the log persisted before the locks name it. */
+	rc = writes_before_locks(w, &bt, rtx_crash_armed("rtx.after_log"),
+				 false);
+	if (rc)
+		return rc;
+	rtx_crash_point("rtx.after_log");
+	post_locks(w, &bt);
+	rc = bt_run_durable(&bt, w);
+	bool ok = !rc && locks_check(w, &acquired);
+	if (rc || !ok) {
+		int rc2 = abort_logged(w, acquired);
+		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
+	}
+	w->upd = RTX_UPD_EARLY;
+	rtx_crash_point("rtx.update_locked");
+	return 0;
+}
+
+static bool any_validated(const struct loco_rtx_worker *w)
+{
+	for (unsigned i = 0; i < w->nr; i++)
+		if (validated_here(&w->rs[i]))
+			return true;
+	return false;
+}
+
+/* C1's first half into BT: the new data, and the validation READs of
+ * read-only objects (then run here, a round of its own, as is a crash
+ * point between the data and the commit point when armed). */
+static int early_data(struct loco_rtx_worker *w, struct rtx_batch *bt,
+		      bool *ok)
+{
+	bool val = any_validated(w);
+	int rc;
+	post_data(w, bt);
+	if (val)
+		post_validation(w, bt);
+	if (val || rtx_crash_armed("rtx.update_data")) {
+		rc = bt_run_durable(bt, w);
+		bt_init(bt, w, &w->ack);
+		if (!rc)
+			rtx_crash_point("rtx.update_data");
+	} else {
+		/* Durable nodes: the data persisted before the commit point. */
+		rc = writes_before_locks(w, bt, false, false);
+	}
+	*ok = !rc && reads_valid(w) && hooks_valid(w);
+	return rc;
+}
+
+int rtx_commit_early(struct loco_rtx_worker *w)
+{
+	uint64_t doing = 0, doing_ns = 0;
+	bool ok = false;
+	struct rtx_batch bt;
+	bt_init(&bt, w, &w->ack);
+	int rc = early_data(w, &bt, &ok);
+	if (!rc && ok) {
+		rtx_crash_point("rtx.after_validate");
+		rc = go_doing(w, &bt, &doing, &doing_ns);
+		if (rc == -EAGAIN)
+			ok = false;
+	}
+	if (rc || !ok) {
+		int rc2 = rtx_abort_early(w);
+		return rc && rc != -EAGAIN ? rc : rc2 ? rc2 : -EAGAIN;
+	}
+	w->upd = RTX_UPD_NONE;
+	rtx_crash_point("rtx.after_doing");
+	return owner_exec(w, doing, doing_ns);
+}
+
+int rtx_abort_early(struct loco_rtx_worker *w)
+{
+	w->upd = RTX_UPD_FAILED;
+	return abort_logged(w, all_acquired(w));
 }
 
 /* ---- no-log commit (OPT1) ------------------------------------------------ */

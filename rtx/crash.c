@@ -32,6 +32,9 @@ const char *const loco_crash_points[] = {
 	"rtx.repair_after_take",  /* repairer took a DOING log's repair lease */
 	"rtx.repair_mid_abort",   /* repairer set ABORT, locks still held */
 	"rtx.alloc_after_claim",  /* a chunk claimed, its bitmap word not read */
+	"rtx.update_locked",    /* read for update: log INIT, locked, new data
+				 * not written (the application computes) */
+	"rtx.update_data",      /* its commit: new data written, log INIT */
 	NULL,
 };
 

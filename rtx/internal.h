@@ -160,6 +160,7 @@ struct loco_rtx_worker {
 	uint64_t pretag;           /* tag of this transaction's pre-locks */
 	bool prelocked;            /* it took one (rs[].prelock may be set) */
 	uint64_t lockv;
+	uint8_t upd;               /* enum rtx_upd: loco_rtx_read_for_update */
 	struct loco_ack ack;       /* everything the transaction posted */
 	unsigned nrep;             /* expired locks noted */
 	loco_raddr_t rep_obj[RTX_MAX_REPAIRS];
@@ -179,6 +180,16 @@ struct loco_rtx_worker {
 	struct rtx_counters st;
 	uint64_t rng;
 	struct loco_rtx_worker *next;
+};
+
+/* What loco_rtx_read_for_update made of the open transaction. */
+enum rtx_upd {
+	RTX_UPD_NONE = 0,          /* no declared write set */
+	RTX_UPD_DECLARED,          /* declared, read: the ordinary commit */
+	RTX_UPD_EARLY,             /* declared, log INIT and locks held: the
+				    * 4-round-trip commit (rtx_commit_early) */
+	RTX_UPD_FAILED,            /* the read for update failed: the commit
+				    * returns -EAGAIN */
 };
 
 /* Where a log entry's TXObj is: the meta region of its node and the
@@ -314,6 +325,17 @@ uint64_t rtx_doing_word(struct loco_rtx_worker *w, uint32_t seq, unsigned n,
 int rtx_commit_logged(struct loco_rtx_worker *w);
 int rtx_commit_nolog(struct loco_rtx_worker *w);
 int rtx_commit_readonly(struct loco_rtx_worker *w);
+/* loco_rtx_read_for_update's second round for the write set ws[0..nw)
+ * (read set entries read by their TXObjs, all on the home node): new
+ * blocks, data READs, log WRITE (INIT) and lock CASes in one doorbell.
+ * 0: w->upd becomes RTX_UPD_EARLY; else the log is settled, the locks
+ * released and the blocks freed. */
+int rtx_update_lock(struct loco_rtx_worker *w);
+/* The commit of an RTX_UPD_EARLY transaction: data WRITEs and
+ * INIT -> DOING in one doorbell, then TryCommit. */
+int rtx_commit_early(struct loco_rtx_worker *w);
+/* Abort an RTX_UPD_EARLY transaction: settle its log, release its locks. */
+int rtx_abort_early(struct loco_rtx_worker *w);
 /* Release every pre-lock of the read set to its version. */
 int rtx_release_prelocks(struct loco_rtx_worker *w);
 /* Note an expired lock for repair after the attempt aborts. */

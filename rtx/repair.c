@@ -95,13 +95,15 @@ static int switch_copy(struct loco_rtx_worker *w, uint32_t ni, uint32_t idx)
 }
 
 /* The hook's word on stealing a lock of thread slot OWNER: 0 or why not.
- * Pre-locks are held from the first one taken until the transaction
- * closes (commit or abort releases them before their repairs run). */
+ * Pre-locks, and a read for update's logged locks, are held from the
+ * first one taken until the transaction closes (commit or abort releases
+ * them before their repairs run). */
 static int may_take(struct loco_rtx_worker *w, uint32_t owner)
 {
 	if (!w->hooks || !w->hooks->taking)
 		return 0;
-	return w->hooks->taking(w->hook_arg, owner, w->active && w->prelocked);
+	return w->hooks->taking(w->hook_arg, owner, w->active &&
+				(w->prelocked || w->upd == RTX_UPD_EARLY));
 }
 
 static int repair_steal(struct loco_rtx_worker *w, loco_raddr_t obj,

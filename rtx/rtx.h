@@ -132,7 +132,8 @@ struct loco_rtx_hooks {
 	 * as for a live lease (say, a fence of OWNER's node that did not
 	 * complete: act only for a fenced holder). HOLDING: the caller's
 	 * open transaction holds pre-locks, whose leases run on while the
-	 * hook waits (answer well within drift_ms); false: it holds no lock
+	 * hook waits (answer well within drift_ms), or a read for update's
+	 * logged locks (loco_rtx_read_for_update); false: it holds no lock
 	 * (at its first access, or repairing after its transaction closed),
 	 * so the hook's wait costs the caller time only. */
 	int (*taking)(void *arg, uint32_t owner, bool holding);
@@ -247,9 +248,41 @@ int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
 int loco_rtx_read_many(struct loco_rtx_worker *w, unsigned n,
 		       const loco_raddr_t *objs, const void **vals);
 
+/* Read for update: read N objects (1 <= N <= LOCO_RTX_READ_MANY, no
+ * object twice, N <= max_writes) and declare them the transaction's
+ * whole write set, as the transaction's first access. Each VALS[i] is
+ * as loco_rtx_read gives it; each object is written at commit with the
+ * value last given to loco_rtx_write (if none: its current value, zeros
+ * for an object never written). The
+ * write set cannot grow afterwards: loco_rtx_write or loco_rtx_lock of
+ * an object outside it returns -EPERM; other objects may still be read
+ * (validated at commit, which then takes one more round trip).
+ * When N >= 2 (or no_opt1) and every object is on the rtx's home node,
+ * the logged locks are taken here: the TXObj READs, then one doorbell
+ * with the data READs, the log (INIT, naming new blocks not yet
+ * written) and the lock CASes; the commit then writes the data with the
+ * commit point's CAS in one doorbell and installs in the next: 4 round
+ * trips in all, the locks held while the caller computes (within the
+ * transaction's lease: loco_rtx_lease_ms(x, 2 * N); a repairer aborts a
+ * transaction whose lease ran out, and its commit returns -EAGAIN).
+ * Otherwise the objects are read as loco_rtx_read_many reads them and
+ * the commit is the ordinary one. Returns 0, -EINVAL (no transaction,
+ * not its first access, bad N, an object twice or not an object),
+ * -E2BIG (N above max_writes), -EAGAIN (conflict: abort; the locks taken
+ * are released and the log settled), -EBUSY, -ENOMEM (data pool full)
+ * or an op error; after an error the commit returns -EAGAIN.
+ * Ordering: on 0 the values are current and stay so (locked) until the
+ *   commit or abort, when the locks were taken here; else as
+ *   loco_rtx_read_many.
+ * Completion: synchronous (two round trips).
+ * Caller: the worker's thread, right after loco_rtx_begin. */
+int loco_rtx_read_for_update(struct loco_rtx_worker *w, unsigned n,
+			     const loco_raddr_t *objs, const void **vals);
+
 /* Set OBJ to VAL (data_len bytes, copied) at commit; reads OBJ first if
  * the transaction has not. Returns as loco_rtx_read, or -E2BIG (write set
- * full).
+ * full), -EPERM (the write set was declared by loco_rtx_read_for_update
+ * and OBJ is not in it).
  * Ordering: none until commit (the value is local).
  * Completion: synchronous (the first access READs).
  * Caller: the worker's thread, inside a transaction. */
@@ -257,7 +290,9 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 		   const void *val);
 
 /* OPT2 pre-lock: take OBJ's LLLock now, as a no-log lock, so the commit
- * cannot fail on it (reads it first if needed). Returns as loco_rtx_read.
+ * cannot fail on it (reads it first if needed). Returns as loco_rtx_read,
+ * or -EPERM outside a write set declared by loco_rtx_read_for_update (0
+ * for an object in it whose logged lock is held already).
  * Ordering: the transaction's copy of OBJ is current while the lock is
  *   held; the lease is the transaction's (budget for max_writes objects).
  * Completion: synchronous (one CAS and one READ in one round trip).

@@ -18,6 +18,7 @@ int loco_rtx_begin(struct loco_rtx_worker *w)
 	w->nr = w->nw = 0;
 	w->pretag = 0;
 	w->prelocked = false;
+	w->upd = RTX_UPD_NONE;
 	w->nrep = 0;
 	loco_ack_clear(&w->ack);
 	return 0;
@@ -390,11 +391,126 @@ int loco_rtx_read(struct loco_rtx_worker *w, loco_raddr_t obj,
 	return rc;
 }
 
+/* ---- read for update (commit.c: rtx_update_lock, rtx_commit_early) ------- */
+
+/* Declare R (in the read set) written: a write set entry. */
+static void went_add(struct loco_rtx_worker *w, struct rtx_rent *r)
+{
+	struct rtx_went *e = &w->ws[w->nw];
+	*e = (struct rtx_went){ .ri = (uint32_t)(r - w->rs), .data = e->data };
+	r->wi = (int32_t)w->nw++;
+}
+
+/* Each declared object is written with its current value unless the
+ * caller gives another (R's copy: zeros for a null object). */
+static void went_fill(struct loco_rtx_worker *w, unsigned n,
+		      const loco_raddr_t *objs, const void **vals)
+{
+	for (unsigned i = 0; i < w->nw; i++)
+		memcpy(w->ws[i].data, w->rs[w->ws[i].ri].data,
+		       w->x->o.data_len);
+	for (unsigned i = 0; i < n; i++) {
+		const struct rtx_rent *r = rs_find(w, objs[i]);
+		vals[i] = r->null ? NULL : r->data;
+	}
+}
+
+/* The logged locks go with the data READs only when one QP orders them:
+ * every object (and so every new block) on the log's node; a one-object
+ * write set keeps OPT1's commit unless no_opt1. */
+static bool update_early(const struct loco_rtx_worker *w, unsigned n,
+			 struct rtx_rent *const *r)
+{
+	if (n < 2 && !w->x->o.no_opt1)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (w->x->node[r[i]->ni].id != w->x->home)
+			return false;
+	return true;
+}
+
+/* E1: the TXObjs of R[0..N) in one batch; one found locked takes
+ * fetch_meta's repair path on its own. */
+static int update_meta(struct loco_rtx_worker *w, unsigned n,
+		       struct rtx_rent **r)
+{
+	uint64_t meta[LOCO_RTX_READ_MANY][2];
+	struct loco_batch b;
+	loco_batch_init(&b, w->thr);
+	for (unsigned i = 0; i < n; i++)
+		loco_batch_read(&b, rtx_meta(w->x, r[i]->ni),
+				(uint64_t)r[i]->idx * RTX_META_LEN, meta[i],
+				RTX_META_LEN);
+	int rc = batch_run(w, &b);
+	for (unsigned i = 0; !rc && i < n; i++) {
+		if (loco_lllock_is_locked(meta[i][0]))
+			rc = fetch_meta(w, r[i], meta[i]);
+		r[i]->lock = meta[i][0];
+		r[i]->dptr = meta[i][1];
+		r[i]->cc = (uint8_t)classify(w, r[i]->obj, true);
+	}
+	return rc;
+}
+
+/* The new read set entries R[0..N) (at rs[0..N)), declared written. */
+static int update_read(struct loco_rtx_worker *w, unsigned n,
+		       const loco_raddr_t *objs, const void **vals,
+		       struct rtx_rent **r)
+{
+	int rc;
+	if (!update_early(w, n, r)) {
+		rc = loco_rtx_read_many(w, n, objs, vals);
+		for (unsigned i = 0; !rc && i < n; i++)
+			went_add(w, rs_find(w, objs[i]));
+		if (!rc)
+			w->upd = RTX_UPD_DECLARED;
+		return rc;
+	}
+	rc = update_meta(w, n, r);
+	for (unsigned i = 0; !rc && i < n; i++)
+		rent_keep(w, r[i]);
+	for (unsigned i = 0; !rc && i < n; i++)
+		went_add(w, r[i]);
+	return rc ? rc : rtx_update_lock(w);
+}
+
+int loco_rtx_read_for_update(struct loco_rtx_worker *w, unsigned n,
+			     const loco_raddr_t *objs, const void **vals)
+{
+	struct rtx_rent *r[LOCO_RTX_READ_MANY];
+	if (!w->active || w->nr || w->upd || !n || n > LOCO_RTX_READ_MANY)
+		return -EINVAL;
+	if (n > w->x->o.max_writes)
+		return -E2BIG;
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < i; j++)
+			if (objs[j] == objs[i])
+				return -EINVAL;
+		int rc = rent_new(w, objs[i], i, &r[i]);
+		if (rc)
+			return rc;
+	}
+	w->upd = RTX_UPD_FAILED;   /* until it succeeds */
+	int rc = update_read(w, n, objs, vals, r);
+	if (!rc)
+		went_fill(w, n, objs, vals);
+	return rc;
+}
+
+/* A declared write set does not grow: OBJ must be in it. */
+static int declared(struct loco_rtx_worker *w, loco_raddr_t obj)
+{
+	const struct rtx_rent *r = rs_find(w, obj);
+	return !w->upd || (r && r->wi >= 0) ? 0 : -EPERM;
+}
+
 int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 		   const void *val)
 {
 	if (!w->active)
 		return -EINVAL;
+	if (declared(w, obj))
+		return -EPERM;
 	struct rtx_rent *r = rs_find(w, obj);
 	int rc = r ? 0 : fetch(w, obj, true, false, &r);
 	if (rc)
@@ -415,6 +531,10 @@ int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj)
 {
 	if (!w->active)
 		return -EINVAL;
+	if (declared(w, obj))
+		return -EPERM;
+	if (w->upd == RTX_UPD_EARLY)
+		return 0;   /* its logged lock is held */
 	struct rtx_rent *r = rs_find(w, obj);
 	int rc = r ? 0 : fetch(w, obj, true, true, &r);
 	if (rc)
@@ -569,6 +689,8 @@ void loco_rtx_abort(struct loco_rtx_worker *w)
 {
 	if (!w->active)
 		return;
+	if (w->upd == RTX_UPD_EARLY)
+		rtx_abort_early(w);
 	rtx_release_prelocks(w);
 	tx_close(w);
 	RTX_INC(w, aborts);
@@ -580,7 +702,11 @@ int loco_rtx_commit(struct loco_rtx_worker *w)
 	if (!w->active)
 		return -EINVAL;
 	int rc;
-	if (w->nw == 0)
+	if (w->upd == RTX_UPD_FAILED)
+		rc = -EAGAIN;
+	else if (w->upd == RTX_UPD_EARLY)
+		rc = rtx_commit_early(w);
+	else if (w->nw == 0)
 		rc = rtx_commit_readonly(w);
 	else if (w->nw == 1 && !w->x->o.no_opt1)
 		rc = rtx_commit_nolog(w);

@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: " PROG " [--accounts N] [--balance B] [--max-amount A]\n"
 		"         [--duration S] [--threads T] [--mode rtx|lock]\n"
-		"         [--drift-ms D] [--no-opt1] [--prelock] [--touch-pct P]\n"
+		"         [--drift-ms D] [--no-opt1] [--prelock] [--update]\n"
+		"         [--touch-pct P]\n"
 		"         [--mem-nodes first|all] [--blocks N]\n"
 		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
 		"         [--seed N] [--reporter ID] [--count-commits]\n"
@@ -35,6 +36,9 @@ static void usage(FILE *f)
 		"Defaults: 1000 accounts of 1000, amounts 1..100, 5 s, 2 threads,\n"
 		"rtx, drift 8 ms, heartbeat 10 ms, dead after 500 ms without one.\n"
 		"--prelock: OPT2 pre-locks (both accounts locked at first access).\n"
+		"--update: read both accounts with loco_rtx_read_for_update (the\n"
+		"write set named at the read: logged locks with the data READs,\n"
+		"a 4-round-trip commit).\n"
 		"--touch-pct: P%% of the ops rewrite one account unchanged (a\n"
 		"one-object write set: an OPT1 commit without log).\n"
 		"--blocks: data blocks per hosting node (default 8 per account\n"
@@ -104,6 +108,7 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	case 'T': o->timeline = s; return 0;
 	case 'n': o->no_opt1 = true; return 0;
 	case 'P': o->prelock = true; return 0;
+	case 'U': o->update = true; return 0;
 	case 'C': o->count_commits = true; return 0;
 	case 'N': o->no_persist = true; return 0;
 	default: return -1;
@@ -122,6 +127,7 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 		{ "drift-ms", required_argument, NULL, 'D' },
 		{ "no-opt1", no_argument, NULL, 'n' },
 		{ "prelock", no_argument, NULL, 'P' },
+		{ "update", no_argument, NULL, 'U' },
 		{ "touch-pct", required_argument, NULL, 'u' },
 		{ "mem-nodes", required_argument, NULL, 'M' },
 		{ "blocks", required_argument, NULL, 'B' },

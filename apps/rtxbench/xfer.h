@@ -39,6 +39,8 @@ struct xfer_opts {
 	unsigned drift_ms;
 	bool no_opt1;
 	bool prelock;               /* OPT2: pre-lock both accounts */
+	bool update;                /* loco_rtx_read_for_update: the write
+				     * set named at the read */
 	unsigned touch_pct;         /* % of ops rewriting one account as is */
 	bool all_mem;               /* spread accounts over every memory node */
 	unsigned blocks;            /* data blocks per hosting node; 0: rtx's */

@@ -139,14 +139,27 @@ static int count_commit(struct loco_rtx_worker *w, loco_raddr_t ctr)
 	return rc ? rc : loco_rtx_write(w, ctr, &n);
 }
 
+/* --update names the write set at the read: both accounts and the
+ * commit counter, if any. */
+static int read_accounts(struct xfer *xf, struct loco_rtx_worker *w,
+			 const loco_raddr_t *obj, loco_raddr_t ctr,
+			 const void **v)
+{
+	if (!xf->o.update)
+		return loco_rtx_read_many(w, 2, obj, v);
+	loco_raddr_t all[3] = { obj[0], obj[1], ctr };
+	return loco_rtx_read_for_update(w, ctr == LOCO_RADDR_NULL ? 2 : 3,
+					all, v);
+}
+
 static int transfer(struct xfer *xf, struct loco_rtx_worker *w,
 		    loco_raddr_t ctr, uint32_t a, uint32_t b, uint64_t amount)
 {
 	int rc;
 	loco_raddr_t obj[2] = { xf->acct[a], xf->acct[b] };
 	LOCO_RTX_BLOCK(w, rc) {
-		const void *v[2];
-		if ((rc = loco_rtx_read_many(w, 2, obj, v)) || !v[0] || !v[1])
+		const void *v[3];
+		if ((rc = read_accounts(xf, w, obj, ctr, v)) || !v[0] || !v[1])
 			continue;
 		const uint64_t *pa = v[0], *pb = v[1];
 		uint64_t m = amount < *pa ? amount : *pa;

@@ -12,6 +12,15 @@
  *                              (model register). --broken:
  *                              readers READ the owner's copy raw, without
  *                              the checksum, and may return a torn mix.
+ *   rtx-update OPS [--broken]  random read/write/cas/faa on one rTX object
+ *                              (model counter): reads are read-only
+ *                              transactions, the others read the object
+ *                              with loco_rtx_read_for_update (no_opt1: the
+ *                              logged locks with the data READs, the
+ *                              4-round-trip commit). --broken: FAA as a
+ *                              read-only transaction, then a read for
+ *                              update writing what the first one read + 1,
+ *                              which loses updates.
  * Exit 0 when the run completed (the verdict is the checker's). */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +34,7 @@
 #include <loco/channels/barrier.h>
 #include <loco/channels/owned_var.h>
 #include <loco/history.h>
+#include <loco/rtx/rtx.h>
 
 #define OV_LEN 256
 #define TORN UINT64_C(0x4000000000000000)
@@ -252,6 +262,121 @@ static int owned_var_run(struct ctx *c)
 	return rc;
 }
 
+/* ---- rtx / counter ------------------------------------------------------------------ */
+
+struct rx {
+	struct loco_rtx_worker *w;
+	loco_raddr_t obj;
+};
+
+static int rx_get(struct rx *r, uint64_t *v)
+{
+	int rc;
+	LOCO_RTX_BLOCK(r->w, rc) {
+		const uint64_t *p;
+		if ((rc = loco_rtx_read(r->w, r->obj, (const void **)&p)))
+			continue;
+		*v = p ? *p : 0;
+	}
+	return rc;
+}
+
+/* KIND 1: write A; 2: cas A -> B (*OK); 3: faa 1 (*OLD: before). */
+static int rx_update(struct rx *r, int kind, uint64_t a, uint64_t b,
+		     uint64_t *old, bool *ok)
+{
+	int rc;
+	LOCO_RTX_BLOCK(r->w, rc) {
+		const void *v[1];
+		if ((rc = loco_rtx_read_for_update(r->w, 1, &r->obj, v)))
+			continue;
+		uint64_t cur = v[0] ? *(const uint64_t *)v[0] : 0, nv;
+		*old = cur;
+		*ok = kind != 2 || cur == a;
+		nv = kind == 1 ? a : kind == 2 ? (*ok ? b : cur) : cur + 1;
+		rc = loco_rtx_write(r->w, r->obj, &nv);
+	}
+	return rc;
+}
+
+/* The broken FAA: read in one transaction, write in another. */
+static int rx_faa_broken(struct rx *r, uint64_t *old)
+{
+	int rc = rx_get(r, old);
+	LOCO_RTX_BLOCK(r->w, rc) {
+		const void *v[1];
+		uint64_t nv = *old + 1;
+		if (!(rc = loco_rtx_read_for_update(r->w, 1, &r->obj, v)))
+			rc = loco_rtx_write(r->w, r->obj, &nv);
+	}
+	return rc;
+}
+
+static int rx_op(struct rx *r, struct ctx *c)
+{
+	char args[64], res[64];
+	uint64_t v = 0, a = rnd(c) % 4, b = rnd(c) % 4, id;
+	bool ok = false;
+	int rc, kind = c->broken ? 3 : (int)(rnd(c) % 4);
+	switch (kind) {
+	case 0:
+		id = loco_hist_inv(c->thr, "read", "\"rx\"", NULL);
+		rc = rx_get(r, &v);
+		snprintf(res, sizeof(res), "[%" PRIu64 "]", v);
+		break;
+	case 1:
+		snprintf(args, sizeof(args), "[%" PRIu64 "]", a);
+		id = loco_hist_inv(c->thr, "write", "\"rx\"", args);
+		rc = rx_update(r, 1, a, b, &v, &ok);
+		snprintf(res, sizeof(res), "[]");
+		break;
+	case 2:
+		snprintf(args, sizeof(args), "[%" PRIu64 ",%" PRIu64 "]", a, b);
+		id = loco_hist_inv(c->thr, "cas", "\"rx\"", args);
+		rc = rx_update(r, 2, a, b, &v, &ok);
+		snprintf(res, sizeof(res), "[%s]", ok ? "true" : "false");
+		break;
+	default:
+		id = loco_hist_inv(c->thr, "faa", "\"rx\"", "[1]");
+		rc = c->broken ? rx_faa_broken(r, &v) :
+				 rx_update(r, 3, 1, 0, &v, &ok);
+		snprintf(res, sizeof(res), "[%" PRIu64 "]", v);
+		break;
+	}
+	if (rc)
+		loco_hist_info(c->thr, id);
+	else
+		loco_hist_ret(c->thr, id, res);
+	return rc;
+}
+
+static int rtx_update_run(struct ctx *c)
+{
+	struct loco_rtx_opts o = { .name = "linrx", .objects = 1,
+				   .data_len = 8, .no_opt1 = true };
+	struct loco_rtx *x;
+	struct rx r;
+	int rc = loco_rtx_create(c->mgr, &o, &x);
+	if (rc)
+		return rc;
+	r.obj = loco_rtx_obj(x, (uint32_t)__builtin_ctzll(loco_rtx_nodes(x)), 0);
+	if (!(rc = loco_rtx_worker_create(x, c->thr, &r.w))) {
+		if (!(rc = loco_mgr_wait_ready(c->mgr, -1)) &&
+		    !(rc = loco_barrier_wait(&c->start, c->thr, -1))) {
+			for (long i = 0; i < c->ops && !rc; i++) {
+				rc = rx_op(&r, c);
+				pace();
+			}
+			if (!rc)
+				rc = loco_barrier_wait(&c->done, c->thr, -1);
+		}
+		int drc = loco_rtx_worker_destroy(r.w);
+		rc = rc ? rc : drc;
+	}
+	loco_rtx_destroy(x);
+	return rc;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static int run(struct ctx *c, const char *cmd)
@@ -261,6 +386,7 @@ static int run(struct ctx *c, const char *cmd)
 		return rc;
 	if (!(rc = loco_barrier_init(&c->done, c->mgr, NULL, "done", 0))) {
 		rc = !strcmp(cmd, "atomic-var") ? atomic_var_run(c) :
+		     !strcmp(cmd, "rtx-update") ? rtx_update_run(c) :
 						 owned_var_run(c);
 		int drc = loco_thread_destroy(c->thr);  /* completes the last pushes */
 		rc = rc ? rc : drc;
@@ -281,9 +407,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lin-itest: %s\n", err);
 		return 2;
 	}
-	if (argc < 3 || (strcmp(argv[1], "atomic-var") && strcmp(argv[1], "owned-var")) ||
+	if (argc < 3 || (strcmp(argv[1], "atomic-var") &&
+			 strcmp(argv[1], "owned-var") &&
+			 strcmp(argv[1], "rtx-update")) ||
 	    (c.ops = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: loco-lin-itest atomic-var|owned-var OPS "
+		fprintf(stderr, "usage: loco-lin-itest atomic-var|owned-var|rtx-update OPS "
 			"[--broken]\n");
 		return 2;
 	}

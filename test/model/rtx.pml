@@ -46,7 +46,21 @@
  *      CAS fails after the commit point;
  *   -DBROKEN_WHOLE_ANY      a first READ counts as whole whenever its
  *      version is counted, without comparing it with the pointer's
- *      version: the same torn READ goes through. */
+ *      version: the same torn READ goes through;
+ *   -DBROKEN_DATA_AFTER_DOING  (with RFU) the read for update's new data
+ *      written after the commit point instead of before it (in a doorbell
+ *      of its own after DOING, or on a QP that does not order it before
+ *      DOING): an executor installs a block that holds no value yet.
+ *
+ * -DRFU=K: clients 0 .. K-1 commit as a read for update does
+ * (loco_rtx_read_for_update): the log (INIT, its entries naming the new
+ * blocks) and the locks are taken before the new blocks are written, and
+ * the blocks are written in a step of their own between the locks and
+ * the commit point (the data WRITEs share the INIT -> DOING doorbell,
+ * placed before it on the QP), so any steps of others, repairs of the
+ * INIT log included, fall between the locks and the data. (Its data READs
+ * ride with the lock CASes; blocks are written once, before any pointer
+ * names them, so reading the value with the pointer is the same.) */
 
 #ifndef NCLI
 #define NCLI 2
@@ -56,6 +70,9 @@
 #endif
 #ifndef MAXCRASH
 #define MAXCRASH 1
+#endif
+#ifndef RFU
+#define RFU 0
 #endif
 
 #define NOBJ 2
@@ -312,8 +329,12 @@ proctype client(byte c)
 		 * any lock names it */
 		STEP(1);
 		d_step {
-			bval[NEWBLK(t, 0)] = rv[0] + 1;
-			bval[NEWBLK(t, 1)] = rv[1] + 1;
+			if
+			:: c >= RFU ->
+				bval[NEWBLK(t, 0)] = rv[0] + 1;
+				bval[NEWBLK(t, 1)] = rv[1] + 1
+			:: else -> skip
+			fi;
 			lseq[c]++; sq = lseq[c];
 			lstate[c] = L_INIT; llockv[c] = LK + t;
 			lold[c * NOBJ] = rd[0]; lnew[c * NOBJ] = NEWBLK(t, 0);
@@ -341,6 +362,18 @@ proctype client(byte c)
 			:: else -> goto abort
 			fi
 		}
+		/* read for update: the new data, after the locks */
+#ifndef BROKEN_DATA_AFTER_DOING
+		if
+		:: c < RFU ->
+			STEP(1);
+			d_step {
+				bval[NEWBLK(t, 0)] = rv[0] + 1;
+				bval[NEWBLK(t, 1)] = rv[1] + 1
+			}
+		:: else -> skip
+		fi;
+#endif
 		/* commit point: INIT -> DOING */
 		STEP(1);
 		d_step {
@@ -354,6 +387,17 @@ proctype client(byte c)
 		:: !ok -> goto abort
 		:: else -> skip
 		fi;
+#ifdef BROKEN_DATA_AFTER_DOING
+		if
+		:: c < RFU ->
+			STEP(1);
+			d_step {
+				bval[NEWBLK(t, 0)] = rv[0] + 1;
+				bval[NEWBLK(t, 1)] = rv[1] + 1
+			}
+		:: else -> skip
+		fi;
+#endif
 		try_commit(c, sq, LK + t, rd[0], NEWBLK(t, 0), rd[1], NEWBLK(t, 1),
 			   rl[0] + 1, rl[1] + 1, 1);
 		goto next;

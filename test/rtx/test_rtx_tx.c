@@ -1452,6 +1452,291 @@ END_TEST
 
 /* A test case with fixture SETUP (and teardown) and a timeout (0: Check's
  * default), added to S. */
+/* ---- read for update ------------------------------------------------------- */
+
+static uint64_t own_state(void)
+{
+	uint64_t s;
+	ck_assert_int_eq(loco_read(thr, &x->logs,
+				   rtx_state_off(x, loco_rtx_worker_slot(w)),
+				   &s, 8), 0);
+	return s;
+}
+
+/* The write set named at the read: TXObj READs, then data READs, log
+ * WRITE and logged lock CASes in one round (2 round trips, 4 READs, 1
+ * WRITE, 2 CASes: no READ back after whole first READs); the commit
+ * writes the data with INIT -> DOING and installs in the next round (2
+ * round trips, 6 CASes): 4 in all. A declared object left unwritten
+ * keeps its value, a never-written one reads NULL. */
+START_TEST(update_round_trips)
+{
+	const void *v[2];
+	struct loco_stats s0, d;
+	put(8, 80);
+	put(9, 90);
+	w->hwm_ms = UINT64_MAX / 2;   /* no high-water WRITE in the counts */
+	loco_raddr_t o[2] = { obj(8), obj(9) };
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 2);
+	ck_assert_uint_eq(d.reads, 4);
+	ck_assert_uint_eq(d.writes, 1);
+	ck_assert_uint_eq(d.cas, 2);
+	ck_assert_uint_eq(*(const uint64_t *)v[0], 80);
+	ck_assert_uint_eq(*(const uint64_t *)v[1], 90);
+	/* held as logged locks of an INIT log */
+	ck_assert_uint_eq(word(8, RTX_LOCK_OFF), w->lockv);
+	ck_assert(!loco_lllock_nolog(word(9, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_INIT);
+	uint64_t a = 70, b = 100;
+	ck_assert_int_eq(loco_rtx_write(w, obj(8), &a), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(9), &b), 0);
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 2);
+	ck_assert_uint_eq(d.reads, 0);
+	ck_assert_uint_ge(d.writes, 1);   /* one per run of new blocks */
+	ck_assert_uint_le(d.writes, 2);
+	ck_assert_uint_eq(d.cas, 6);
+	ck_assert_int_eq(get(8), 70);
+	ck_assert_int_eq(get(9), 100);
+	ck_assert(!loco_lllock_is_locked(word(8, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_DONE);
+	/* object 9 declared, not written; object 10 never written */
+	o[1] = obj(10);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	ck_assert_ptr_null(v[1]);
+	a = 71;
+	ck_assert_int_eq(loco_rtx_write(w, obj(8), &a), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(get(8), 71);
+	ck_assert_int_eq(get(9), 100);
+	ck_assert_int_eq(get(10), 0);
+}
+END_TEST
+
+/* The write set cannot grow (-EPERM); other objects may be read and are
+ * validated in a round of their own (3 commit round trips), and a
+ * commit since their read aborts the transaction, locks released, log
+ * DONE, nothing written. Misuse is -EINVAL. */
+START_TEST(update_declared_set)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	const void *v[3];
+	const uint64_t *p;
+	struct loco_stats s0, d;
+	uint64_t a = 5;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	put(8, 80);
+	put(9, 90);
+	put(11, 110);
+	loco_raddr_t o[3] = { obj(8), obj(9), obj(8) };
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 3, o, v), -EINVAL);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 0, o, v), -EINVAL);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), -EINVAL);
+	ck_assert_int_eq(loco_rtx_write(w, obj(11), &a), -EPERM);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(11)), -EPERM);
+	ck_assert_int_eq(loco_rtx_lock(w, obj(9)), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(11), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 110);
+	ck_assert_int_eq(loco_rtx_read(w, obj(8), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 80);
+	a = *p - 1;
+	ck_assert_int_eq(loco_rtx_write(w, obj(8), &a), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(8), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 79);   /* reads its own write */
+	loco_thread_stats(thr, &s0);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	d = delta(&s0);
+	ck_assert_uint_eq(d.rtts, 3);
+	ck_assert_uint_eq(d.reads, 1);
+	ck_assert_int_eq(get(8), 79);
+	/* a read after a read for update, then another's commit on it */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(11), (const void **)&p), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), -EINVAL);
+	loco_rtx_abort(w);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(11), (const void **)&p), 0);
+	ck_assert_int_eq(put_with(w2, 11, 111), 0);
+	a = 1;
+	ck_assert_int_eq(loco_rtx_write(w, obj(8), &a), 0);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_int_eq(get(8), 79);
+	ck_assert_int_eq(get(11), 111);
+	ck_assert(!loco_lllock_is_locked(word(8, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(9, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_DONE);
+	/* the caller's abort releases and settles too */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(8), &a), 0);
+	loco_rtx_abort(w);
+	ck_assert(!loco_lllock_is_locked(word(8, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(9, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_int_eq(get(8), 79);
+	/* a live logged lock stops another's read for update */
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), 0);
+	ck_assert_int_eq(loco_rtx_begin(w2), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w2, 2, o, v), -EAGAIN);
+	ck_assert_int_eq(loco_rtx_commit(w2), -EAGAIN);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w2), 0);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
+}
+END_TEST
+
+/* A commit on object 3 between the read for update's TXObj READ and its
+ * lock round, seen torn (lock word after it, pointer before): the first
+ * READ is not whole, the lock CAS from the newer version succeeds and
+ * the READ back behind it finds the pointer moved, so the read for
+ * update fails, its log settled and its locks released; the other
+ * client's value stays. The hook runs at rtx.after_log (E1 done, E2 not
+ * posted) on a thread of its own. */
+struct torn {
+	struct loco_thread *t;
+	unsigned hits;
+};
+
+static void torn_hook(const char *name, void *arg)
+{
+	struct torn *tn = arg;
+	const struct loco_rregion *m = rtx_meta(x, 0);
+	uint64_t off = 3 * RTX_META_LEN, meta[2], got;
+	if (strcmp(name, "rtx.after_log") || tn->hits++)
+		return;
+	ck_assert_int_eq(loco_read(tn->t, m, off, meta, 16), 0);
+	uint64_t b = x->nblocks - 1, v = 99;
+	ck_assert_int_eq(loco_write(tn->t, &x->node[0].data, b * x->block_len,
+				    &v, 8), 0);
+	ck_assert_int_eq(loco_cas(tn->t, m, off + RTX_DPTR_OFF, meta[1],
+				  loco_rtx_dptr_next(meta[1], b), &got), 0);
+	ck_assert_int_eq(loco_cas(tn->t, m, off + RTX_LOCK_OFF, meta[0],
+				  meta[0] + 1, &got), 0);
+	for (unsigned i = 0; i < w->nr; i++)
+		if (w->rs[i].obj == obj(3))
+			w->rs[i].lock = meta[0] + 1;   /* torn */
+}
+
+START_TEST(update_torn_first_read_caught)
+{
+	struct torn tn = { 0 };
+	const void *v[2];
+	ck_assert_int_eq(loco_thread_create(c.mgr, &tn.t), 0);
+	put(3, 30);
+	put(4, 40);
+	loco_raddr_t o[2] = { obj(3), obj(4) };
+	rtx_crash_set_hook(torn_hook, &tn);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, o, v), -EAGAIN);
+	rtx_crash_set_hook(NULL, NULL);
+	ck_assert_uint_eq(tn.hits, 1);
+	ck_assert_int_eq(loco_rtx_commit(w), -EAGAIN);
+	ck_assert_int_eq(get(3), 99);
+	ck_assert_int_eq(get(4), 40);
+	ck_assert(!loco_lllock_is_locked(word(3, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(4, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_state_of(own_state()), LOCO_RTX_LOG_DONE);
+	ck_assert_int_eq(loco_thread_destroy(tn.t), 0);
+}
+END_TEST
+
+/* Wait (bounded) until lock word LV's lease is over. */
+static void lease_over(uint64_t lv)
+{
+	for (unsigned i = 0; i < 2000 &&
+	     !loco_lllock_expired(lv, rtx_now_ms(x)); i++)
+		rtx_sleep_us(100);
+	ck_assert(loco_lllock_expired(lv, rtx_now_ms(x)));
+}
+
+/* A repairer meets the locks of a read for update whose lease ran out
+ * while its owner computed: the log is INIT, its new blocks not written.
+ * It aborts the log and releases the locks; the owner's commit then
+ * writes its own blocks, finds its INIT -> DOING failed and aborts:
+ * nothing of it is installed, and no block leaks. */
+START_TEST(update_repaired_while_computing)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	struct loco_rtx_audit au;
+	const void *v[2];
+	const uint64_t *p;
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	put(8, 80);
+	put(9, 90);
+	loco_raddr_t o[2] = { obj(8), obj(9) };
+	ck_assert_int_eq(loco_rtx_begin(w2), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w2, 2, o, v), 0);
+	uint64_t lv = w2->lockv, a = 1, b = 2;
+	ck_assert_int_eq(loco_rtx_write(w2, obj(8), &a), 0);
+	ck_assert_int_eq(loco_rtx_write(w2, obj(9), &b), 0);
+	lease_over(lv);
+	uint64_t rep0 = stats().rep_aborts;
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read(w, obj(8), (const void **)&p), 0);
+	ck_assert_uint_eq(*p, 80);
+	ck_assert_int_eq(loco_rtx_commit(w), 0);
+	ck_assert_uint_eq(stats().rep_aborts, rep0 + 1);
+	ck_assert(!loco_lllock_is_locked(word(8, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(9, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_commit(w2), -EAGAIN);
+	ck_assert_int_eq(get(8), 80);
+	ck_assert_int_eq(get(9), 90);
+	ck_assert_int_eq(loco_rtx_worker_destroy(w2), 0);
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &au), 0);
+	ck_assert_uint_eq(au.leaked, 0);
+	ck_assert_uint_eq(au.lost, 0);
+}
+END_TEST
+
+/* The owner dies after its read for update (log INIT naming blocks
+ * never written, both locks held): a reader repairs it once the lease
+ * ran out, the adopted slot's blocks are reclaimed. */
+START_TEST(update_owner_dies_holding)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	struct loco_rtx_audit au;
+	const void *v[2];
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	uint32_t s2 = loco_rtx_worker_slot(w2);
+	put(8, 80);
+	put(9, 90);
+	loco_raddr_t o[2] = { obj(8), obj(9) };
+	ck_assert_int_eq(loco_rtx_begin(w2), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w2, 2, o, v), 0);
+	uint64_t lv = w2->lockv;
+	ck_assert_int_eq(rtx_pools_settle(w2), 0);
+	rtx_worker_drop(w2);   /* dies: log INIT, locks held */
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
+	lease_over(lv);
+	ck_assert_int_eq(get(8), 80);   /* repairs the lock it meets */
+	ck_assert_int_eq(get(9), 90);
+	ck_assert(!loco_lllock_is_locked(word(8, RTX_LOCK_OFF)));
+	ck_assert(!loco_lllock_is_locked(word(9, RTX_LOCK_OFF)));
+	ck_assert_int_eq(loco_rtx_adopt_slot(w, s2), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &au), 0);
+	ck_assert_uint_eq(au.leaked, 0);
+	ck_assert_uint_eq(au.lost, 0);
+}
+END_TEST
+
 static TCase *add_case(Suite *s, const char *name, void (*setup_fn)(void),
 		       int timeout)
 {
@@ -1484,7 +1769,12 @@ static Suite *suite(void)
 	tcase_add_test(t, opt2_renew);
 	tcase_add_test(t, peek_values);
 	tcase_add_test(t, opt2_delegate_and_validate);
+	tcase_add_test(t, update_round_trips);
+	tcase_add_test(t, update_declared_set);
+	tcase_add_test(t, update_torn_first_read_caught);
 	t = add_case(s, "repair", setup, 30);
+	tcase_add_test(t, update_repaired_while_computing);
+	tcase_add_test(t, update_owner_dies_holding);
 	tcase_add_test(t, repair_steals_nolog_lock);
 	tcase_add_test(t, repair_tells_hook_the_owner);
 	tcase_add_test(t, repair_waits_for_live_lease);
