@@ -132,6 +132,9 @@ struct rtx_pool {
 	int32_t *pos;              /* chunk index -> position in ch, or -1 */
 	uint32_t claim_cursor;
 	unsigned cur;              /* position take_block starts from */
+	unsigned run_none;         /* no owned chunk has a run of this many
+				    * free blocks (0: not known); reset
+				    * whenever a free mask grows */
 	uint64_t since_scan;       /* allocations since the last scan */
 	uint64_t want_seen;        /* the node's want word at our last scan */
 	unsigned unflushed;
