@@ -443,6 +443,8 @@ static void stats_out(const uint64_t *v, struct loco_rtx_stats *out)
 
 static void counters_load(const struct rtx_counters *c, uint64_t *v)
 {
+	/* Unrolled: two instructions a counter instead of five. */
+#pragma GCC unroll 32
 	for (size_t i = 0; i < RTX_NSTATS; i++)
 		/* Relaxed: statistics only. */
 		v[i] = atomic_load_explicit(&c->v[i], memory_order_relaxed);
