@@ -113,6 +113,7 @@ static int chunk_add(struct rtx_pool *p, uint32_t idx, uint64_t free_mask,
 					  .alloc = alloc, .stage = alloc,
 					  .stale = stale };
 	p->pos[idx] = (int32_t)p->n++;
+	p->run_none = 0;
 	return 0;
 }
 
@@ -363,6 +364,7 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 		c->alloc = chunk_valid(c->idx) & ~nf;
 		*nfree += (uint64_t)__builtin_popcountll(nf);
 	}
+	p->run_none = 0;
 	p->since_scan = 0;
 	RTX_INC(w, scans);
 	rtx_count(w, RTX_STAT(reclaimed), gained);
@@ -592,9 +594,14 @@ int rtx_alloc(struct loco_rtx_worker *w, uint32_t ni, uint64_t *block)
 }
 
 /* N (2..RTX_RUN_MAX) free blocks in a row from one chunk, the lowest
- * such run of the first chunk (from the last one used) that has one. */
+ * such run of the first chunk (from the last one used) that has one.
+ * Free masks only shrink between the events that reset p->run_none, so a
+ * search that found no run of N answers every later one of N or more
+ * until then. */
 static bool take_run(struct rtx_pool *p, unsigned n, uint64_t *first)
 {
+	if (p->run_none && n >= p->run_none)
+		return false;
 	for (unsigned k = 0, i = p->cur; k < p->n; k++, i++) {
 		if (i >= p->n)
 			i = 0;
@@ -612,6 +619,7 @@ static bool take_run(struct rtx_pool *p, unsigned n, uint64_t *first)
 		p->cur = i;
 		return true;
 	}
+	p->run_none = n;
 	return false;
 }
 
@@ -637,6 +645,7 @@ void rtx_free_local(struct loco_rtx_worker *w, uint32_t ni, uint64_t block)
 	uint64_t bit = UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
 	p->ch[pos].free |= bit;
 	p->ch[pos].alloc &= ~bit;
+	p->run_none = 0;
 }
 
 /* ---- adoption and settling ----------------------------------------------- */

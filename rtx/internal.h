@@ -132,6 +132,9 @@ struct rtx_pool {
 	int32_t *pos;              /* chunk index -> position in ch, or -1 */
 	uint32_t claim_cursor;
 	unsigned cur;              /* position take_block starts from */
+	unsigned run_none;         /* no owned chunk has a run of this many
+				    * free blocks (0: not known); reset
+				    * whenever a free mask grows */
 	uint64_t since_scan;       /* allocations since the last scan */
 	uint64_t want_seen;        /* the node's want word at our last scan */
 	unsigned unflushed;
@@ -146,6 +149,8 @@ struct loco_rtx_worker {
 	uint64_t tag_ns;           /* CLOCK_MONOTONIC read for that tag */
 	uint64_t clk_off;          /* CLOCK_REALTIME - CLOCK_MONOTONIC (ns) */
 	uint64_t clk_at;           /* CLOCK_MONOTONIC when clk_off was read */
+	bool skewed;               /* the lease clock has a skew (else none
+				    * ever: loco_lease_skew_ns(0) == 0) */
 	uint64_t hwm_ms;           /* slot's persisted lease high-water mark */
 	uint32_t seq;              /* last log sequence number used */
 	unsigned fresh_ctr;
@@ -226,11 +231,16 @@ static inline void rtx_count(struct loco_rtx_worker *w, size_t idx, uint64_t n)
 uint64_t rtx_clock_ns(void);
 /* rtx_clock_ns in ms since the rtx's epoch. */
 uint64_t rtx_now_ms(const struct loco_rtx *x);
+/* loco_rtx_lease_ms, inline for the commit path. */
+static inline uint64_t rtx_lease_ms(const struct loco_rtx *x, unsigned nobj)
+{
+	return ((uint64_t)x->o.per_obj_us * nobj + 999) / 1000 + x->o.drift_ms;
+}
 /* The ms at which a lease taken now over NOBJ objects is over. */
 static inline uint64_t rtx_lease_end_ms(const struct loco_rtx *x,
 					unsigned nobj)
 {
-	return rtx_now_ms(x) + loco_rtx_lease_ms(x, nobj);
+	return rtx_now_ms(x) + rtx_lease_ms(x, nobj);
 }
 /* Strictly increasing tag for a transaction touching NOBJ objects, its
  * lease counted from one clock read, whose CLOCK_MONOTONIC time goes to

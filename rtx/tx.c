@@ -523,7 +523,13 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 					.data = e->data };
 		r->wi = (int32_t)w->nw++;
 	}
-	memcpy(w->ws[r->wi].data, val, w->x->o.data_len);
+	uint8_t *dst = w->ws[r->wi].data;
+	/* A one-word value (counters, balances, index pointers) inline,
+	 * not through a libc call. */
+	if (w->x->o.data_len == 8)
+		memcpy(dst, val, 8);
+	else
+		memcpy(dst, val, w->x->o.data_len);
 	return 0;
 }
 

@@ -643,6 +643,7 @@ static uint64_t hide_blocks(unsigned k, uint64_t mask)
 static void show_blocks(unsigned k, uint64_t hidden)
 {
 	w->pool[0].ch[k].free |= hidden;
+	w->pool[0].run_none = 0;   /* a free mask grew (alloc.c, take_run) */
 }
 
 static uint64_t block_of(uint32_t i)
