@@ -66,7 +66,14 @@ struct loco_tl_waiter {
 #define NAP_MAX_NS 1000000u
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
- * once the call has to wait (an uncontended acquire reads no clock). */
+ * once the call has to wait (an uncontended acquire reads no clock). It
+ * is set up only then too (struct tl_deadline): an uncontended acquire
+ * does not look up the manager's default timeout either. */
+struct tl_deadline {
+	struct loco_wait w;
+	int timeout_ms;
+	bool set;
+};
 
 /* ---- set-up ----------------------------------------------------------- */
 
@@ -396,10 +403,21 @@ static int solo_take(struct loco_ticket_lock *l, struct loco_thread *thr)
 	return -EPERM;
 }
 
+/* D's wait, set up at the first call. */
+static struct loco_wait *deadline(struct loco_ticket_lock *l,
+				  struct tl_deadline *d)
+{
+	if (!d->set) {
+		loco_wait_init(&d->w, l->base.mgr, d->timeout_ms);
+		d->set = true;
+	}
+	return &d->w;
+}
+
 /* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
  * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS. */
 static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
-			 struct loco_wait *dl)
+			 struct tl_deadline *d)
 {
 	uint64_t free_ = 0;
 	if (l->solo_mode)
@@ -426,7 +444,7 @@ static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	}
 	queue_push(l, &w);
 	pthread_mutex_unlock(&l->mu);
-	return waiter_wait(l, &w, dl);
+	return waiter_wait(l, &w, deadline(l, d));
 }
 
 /* This node now holds ticket T. The ticket and the streak are the local
@@ -839,13 +857,12 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  int timeout_ms)
 {
-	struct loco_wait dl;
-	loco_wait_init(&dl, l->base.mgr, timeout_ms);
-	int rc = local_acquire(l, thr, &dl);
+	struct tl_deadline d = { .timeout_ms = timeout_ms };
+	int rc = local_acquire(l, thr, &d);
 	if (rc == TL_HELD)
 		return 0;
 	if (rc == TL_OWNER) {
-		rc = global_acquire(l, thr, &dl);
+		rc = global_acquire(l, thr, deadline(l, &d));
 		if (rc)
 			local_pass(l);
 	}
@@ -858,10 +875,9 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 			       struct loco_thread *thr, struct loco_batch *b,
 			       struct loco_tl_acquire *a, int timeout_ms)
 {
-	struct loco_wait dl;
-	loco_wait_init(&dl, l->base.mgr, timeout_ms);
+	struct tl_deadline d = { .timeout_ms = timeout_ms };
 	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
-	int rc = local_acquire(l, thr, &dl);
+	int rc = local_acquire(l, thr, &d);
 	if (rc == TL_HELD) {
 		a->held = a->speculate = true;
 		return 0;
@@ -874,7 +890,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	rc = words_rr(l);
 	if (!rc && l->abandoned_mark) {
 		/* After a timeout: take the old ticket back, synchronously. */
-		rc = global_acquire(l, thr, &dl);
+		rc = global_acquire(l, thr, deadline(l, &d));
 		a->held = a->speculate = !rc;
 	} else if (!rc) {
 		ticket_post(l, b, a);
@@ -911,6 +927,13 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	 * to the host after it, on one QP: served then, they ran under the
 	 * lock. */
 	a->host_early = early || (a->read && a->serving == a->ticket);
+	if (s == a->ticket) {
+		/* Served at the first look: ticket_wait without a wait (the
+		 * lock not contended, nothing polled). */
+		l->contended = false;
+		hold(l, s);
+		return early;
+	}
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
 	rc = ticket_wait(l, thr, a->ticket, s, a->read, &dl);
