@@ -227,10 +227,8 @@ static void owner_add(_Atomic uint64_t *c, uint64_t n)
 
 /* Look the host's three words up once they are known (after the join);
  * the descriptors stay where they are. -ENOTCONN before. */
-static int words_rr(struct loco_ticket_lock *l)
+static int words_lookup(struct loco_ticket_lock *l)
 {
-	if (l->skip_rr)
-		return 0;
 	const struct loco_rregion *n = loco_channel_remote(&l->next.base,
 							   l->next.idx, l->host);
 	const struct loco_rregion *s = loco_channel_remote(&l->serving.base,
@@ -243,6 +241,12 @@ static int words_rr(struct loco_ticket_lock *l)
 	l->serving_rr = s;
 	l->skip_rr = k;
 	return 0;
+}
+
+/* The words known (the common case, inline), or words_lookup. */
+static inline int words_rr(struct loco_ticket_lock *l)
+{
+	return __builtin_expect(l->skip_rr != NULL, 1) ? 0 : words_lookup(l);
 }
 
 static uint64_t slot_off(uint64_t ticket)
@@ -414,19 +418,10 @@ static struct loco_wait *deadline(struct loco_ticket_lock *l,
 	return &d->w;
 }
 
-/* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
- * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS. */
-static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
-			 struct tl_deadline *d)
+/* local_acquire when the CAS found another local thread in the way:
+ * queue behind it. */
+static int local_queue(struct loco_ticket_lock *l, struct tl_deadline *d)
 {
-	uint64_t free_ = 0;
-	if (l->solo_mode)
-		return solo_take(l, thr);
-	/* Acquire: pairs with local_pass's release CAS. */
-	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
-						    memory_order_acquire,
-						    memory_order_relaxed))
-		return TL_OWNER;
 	struct loco_tl_waiter w;
 	atomic_init(&w.state, TL_WAITING);
 	pthread_mutex_lock(&l->mu);
@@ -445,6 +440,27 @@ static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	queue_push(l, &w);
 	pthread_mutex_unlock(&l->mu);
 	return waiter_wait(l, &w, deadline(l, d));
+}
+
+/* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
+ * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS
+ * (a solo endpoint's user: one load), inline. */
+static inline int local_acquire(struct loco_ticket_lock *l,
+				struct loco_thread *thr, struct tl_deadline *d)
+{
+	uint64_t free_ = 0;
+	/* Relaxed: only the one user finds its own pointer there. */
+	if (l->solo_mode && atomic_load_explicit(&l->solo,
+						 memory_order_relaxed) == thr)
+		return TL_OWNER;
+	if (l->solo_mode)
+		return solo_take(l, thr);
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
+						    memory_order_acquire,
+						    memory_order_relaxed))
+		return TL_OWNER;
+	return local_queue(l, d);
 }
 
 /* This node now holds ticket T. The ticket and the streak are the local
@@ -761,8 +777,9 @@ static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
 /* Add the ticket's FAA to B and, unless this node released last (its
  * hint then still is serving), a READ of serving behind it on the same
  * QP, which the wait starts from: A's guess, speculate, read. */
-static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
-			struct loco_tl_acquire *a)
+__attribute__((always_inline))
+static inline void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
+			       struct loco_tl_acquire *a)
 {
 	a->guess = seen_get(l);
 	a->speculate = a->guess == l->ticket + 1;

@@ -817,6 +817,7 @@ static inline void loco_batch_add(struct loco_batch *b,
 }
 
 /* Adds record bounds errors in b->err (-EINVAL) or -E2BIG when full. */
+__attribute__((always_inline))
 static inline void loco_batch_read(struct loco_batch *b,
 				   const struct loco_rregion *rr, uint64_t off,
 				   void *dst, uint32_t len)
@@ -824,6 +825,7 @@ static inline void loco_batch_read(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_READ, dst, len, 0, 0);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_write(struct loco_batch *b,
 				    const struct loco_rregion *rr, uint64_t off,
 				    const void *src, uint32_t len)
@@ -831,6 +833,7 @@ static inline void loco_batch_write(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_WRITE, (void *)src, len, 0, 0);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_cas(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint64_t expect, uint64_t desired,
@@ -839,6 +842,7 @@ static inline void loco_batch_cas(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_CAS, old, 8, expect, desired);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_faa(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint64_t add, uint64_t *old)
