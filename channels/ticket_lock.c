@@ -963,23 +963,79 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	return early;
 }
 
+/* A trylock's local part: local owner now (0), -EBUSY (another thread
+ * of this node owns or is acquiring it) or -EPERM (see solo_take). */
+static int local_try(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	uint64_t free_ = 0;
+	if (l->solo_mode)
+		return solo_take(l, thr) < 0 ? -EPERM : 0;
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (!atomic_compare_exchange_strong_explicit(&l->lstate, &free_,
+						     LS_OWNED,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return -EBUSY;
+	return 0;
+}
+
 int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 			     struct loco_thread *thr)
 {
-	uint64_t free_ = 0;
-	if (l->solo_mode) {
-		if (solo_take(l, thr) < 0)
-			return -EPERM;
-	/* Acquire: pairs with local_pass's release CAS. */
-	} else if (!atomic_compare_exchange_strong_explicit(
-			   &l->lstate, &free_, LS_OWNED, memory_order_acquire,
-			   memory_order_relaxed)) {
-		return -EBUSY;
-	}
-	int rc = global_try(l, thr);
+	int rc = local_try(l, thr);
+	if (rc)
+		return rc;
+	rc = global_try(l, thr);
 	if (rc)
 		local_pass(l);
 	return rc;
+}
+
+int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
+				  struct loco_thread *thr, struct loco_batch *b,
+				  struct loco_tl_try *t)
+{
+	int rc = local_try(l, thr);
+	if (rc)
+		return rc;
+	rc = words_rr(l);
+	t->guess = seen_get(l);
+	/* Not released last by this node, or its last such guess missed
+	 * (another node took the lock since its release): the hint is
+	 * probably stale, and the CAS would fail. */
+	if (!rc && (t->guess != l->ticket + 1 || l->guess_missed))
+		rc = -EBUSY;
+	if (!rc) {
+		/* As try_ticket: the CAS takes ticket GUESS iff next is
+		 * GUESS, and then serving is GUESS too (a value it had, and
+		 * serving <= next): the lock was free and is ours. */
+		loco_batch_cas(b, l->next_rr, 0, t->guess, t->guess + 1, &t->next);
+		rc = b->err;
+	}
+	if (rc)
+		local_pass(l);
+	return rc;
+}
+
+int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
+				    struct loco_thread *thr,
+				    struct loco_tl_try *t, int rc)
+{
+	(void)thr;
+	if (!rc) {
+		l->guess_missed = t->next != t->guess;
+		if (l->guess_missed)
+			rc = -EBUSY;
+	}
+	if (rc) {
+		local_pass(l);
+		return rc;
+	}
+	/* serving == guess: every earlier ticket, an abandoned one of ours
+	 * too, was passed (as try_ticket). */
+	l->abandoned_mark = 0;
+	hold(l, t->guess);
+	return 0;
 }
 
 int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,

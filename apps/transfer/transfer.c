@@ -417,15 +417,41 @@ static void read_guarded(struct xfer_op *op, struct loco_batch *b,
 			loco_batch_read(b, op->rr[i], op->off[i], &op->bal[i], 8);
 }
 
+/* Release L, held with nothing written under it. */
+static void unlock_unused(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	loco_ticket_lock_unlock(l, thr, LOCO_FENCE_PAIR, loco_ticket_lock_host(l));
+}
+
+/* Try ALSO (not NULL: the higher lock) in L's round, with the READs of its
+ * accounts behind the CAS (its host holds them): *GOT says whether it is
+ * held, those READs run under it. It is kept only if L is ours without a
+ * wait: a trylock takes no place in ALSO's queue and is given back before
+ * any wait for L, so no node waits for a lock while it holds a higher
+ * one (the lock order still rules out deadlock). */
+static void try_also(struct xfer_op *op, struct loco_thread *thr,
+		     struct loco_ticket_lock *also, struct loco_tl_try *t,
+		     struct loco_batch *b, bool *posted)
+{
+	*posted = also && !loco_ticket_lock_trylock_post(also, thr, b, t);
+	if (*posted)
+		read_guarded(op, b, also);
+}
+
 /* Acquire L in one round with the READs of its accounts when they will
  * probably run under it: this node released L last, or a READ of serving
  * rides ahead of them on the same QP (the lock's host holds them), which
- * tells whether they ran after L was ours. Else READ them once L is held. */
+ * tells whether they ran after L was ours. Else READ them once L is held.
+ * ALSO (or NULL): the higher lock, tried in the same round (try_also);
+ * *GOT: whether it is held, its balances READ. */
 static int acquire(struct xfer_op *op, struct loco_thread *thr,
-		   struct loco_ticket_lock *l)
+		   struct loco_ticket_lock *l, struct loco_ticket_lock *also,
+		   bool *got)
 {
 	struct loco_tl_acquire a;
+	struct loco_tl_try t;
 	struct loco_batch b;
+	bool tried;
 	loco_batch_init(&b, thr);
 	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, -1);
 	if (rc)
@@ -433,26 +459,35 @@ static int acquire(struct xfer_op *op, struct loco_thread *thr,
 	bool spec = a.speculate || a.read;
 	if (spec)
 		read_guarded(op, &b, l);
-	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
-	if (rc < 0)
-		return rc;
-	if (spec && (rc == 1 || a.host_early))
-		return 0;
-	loco_batch_init(&b, thr);
-	read_guarded(op, &b, l);
-	rc = batch_run(&b, thr);
-	if (rc)
-		loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
-	return rc;
+	try_also(op, thr, also, &t, &b, &tried);
+	int brc = batch_run(&b, thr);
+	*got = tried && !loco_ticket_lock_trylock_finish(also, thr, &t, brc);
+	if (*got && !loco_ticket_lock_lock_served(&a)) {
+		unlock_unused(also, thr);   /* before L's wait */
+		*got = false;
+	}
+	rc = loco_ticket_lock_lock_finish(l, thr, &a, brc);
+	if (rc >= 0 && !(spec && (rc == 1 || a.host_early))) {
+		loco_batch_init(&b, thr);
+		read_guarded(op, &b, l);
+		rc = batch_run(&b, thr);
+		if (rc)
+			loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
+	}
+	if (rc < 0 && *got)
+		unlock_unused(also, thr);
+	return rc < 0 ? rc : 0;
 }
 
 /* Both locks (in index order), both balances READ under them. */
 static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
-	int rc = acquire(op, thr, op->lo);
-	if (rc || op->hi == op->lo)
+	bool got;
+	struct loco_ticket_lock *also = op->hi == op->lo ? NULL : op->hi;
+	int rc = acquire(op, thr, op->lo, also, &got);
+	if (rc || !also || got)
 		return rc;
-	rc = acquire(op, thr, op->hi);
+	rc = acquire(op, thr, op->hi, NULL, &got);
 	if (rc)
 		loco_ticket_lock_unlock(op->lo, thr, LOCO_FENCE_THREAD, 0);
 	return rc;
