@@ -443,8 +443,10 @@ static void try_also(struct xfer_op *op, struct loco_thread *thr,
  * rides ahead of them on the same QP (the lock's host holds them), which
  * tells whether they ran after L was ours. Else READ them once L is held.
  * ALSO (or NULL): the higher lock, tried in the same round (try_also);
- * *GOT: whether it is held, its balances READ. */
-static int acquire(struct xfer_op *op, struct loco_thread *thr,
+ * *GOT: whether it is held, its balances READ. Inlined: each call site
+ * passes ALSO or NULL, and a NULL drops the trylock's code. */
+__attribute__((always_inline))
+static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 		   struct loco_ticket_lock *l, struct loco_ticket_lock *also,
 		   bool *got)
 {
@@ -483,9 +485,10 @@ static int acquire(struct xfer_op *op, struct loco_thread *thr,
 static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
 	bool got;
-	struct loco_ticket_lock *also = op->hi == op->lo ? NULL : op->hi;
-	int rc = acquire(op, thr, op->lo, also, &got);
-	if (rc || !also || got)
+	if (op->hi == op->lo)
+		return acquire(op, thr, op->lo, NULL, &got);
+	int rc = acquire(op, thr, op->lo, op->hi, &got);
+	if (rc || got)
 		return rc;
 	rc = acquire(op, thr, op->hi, NULL, &got);
 	if (rc)
