@@ -73,6 +73,12 @@
  *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
  *	rc = loco_ticket_lock_unlock_finish(&l, thr, &r, rc, LOCO_FENCE_THREAD, 0);
  *
+ * A split trylock (trylock_post, trylock_finish) puts the CAS that takes
+ * a free lock in the caller's batch the same way, READs behind it; it
+ * never waits, so a caller may try a lock out of its lock order in the
+ * round of another lock's acquire (loco-transfer: the higher of its two
+ * locks), giving it back before any wait (loco_ticket_lock_lock_served).
+ *
  * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
  * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
  * Peers may READ and CAS/FAA all three, never WRITE them

@@ -375,20 +375,27 @@ static void teardown(struct xf *x)
 
 /* ---- transfers -----------------------------------------------------------
  *
- * A transfer in three doorbell rounds (one round trip each), batching the
- * locks' atomics with the accounts' ops:
+ * A transfer in two or three doorbell rounds (one round trip each),
+ * batching the locks' atomics with the accounts' ops:
  *   1  FAA next of the lower lock (the ticket), plus a READ of serving
  *      when another node released it last, and the READs of the balances
  *      it guards: they run under the lock if this node released it last,
  *      or if that READ of serving, ahead of them on the same QP (a lock
- *      lives where its accounts do, below), finds the ticket served;
- *   2  (two locks) the same for the higher lock and its balance;
- *      any READ that ran before its lock was ours is repeated;
+ *      lives where its accounts do, below), finds the ticket served.
+ *      With two locks, when this node released the higher one last (and
+ *      its last such guess held), the CAS of its next that takes it if
+ *      free (a trylock) and the READ of its balance ride along; it is
+ *      kept only if the lower lock is ours without a wait (else given
+ *      back first: nobody waits while holding a lock out of order);
+ *   2  (two locks, the trylock not taken) the same for the higher lock
+ *      and its balance; any READ that ran before its lock was ours is
+ *      repeated;
  *   3  the two balance CASes and the two release FAAs: a lock and the
  *      accounts it guards live on one node, so each release follows its
  *      account's CAS on one QP.
- * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6);
- * between nodes, uncontended, a READ of serving more per lock. */
+ * Verbs on one node: FAA + CAS + 2 READ + 2 CAS + 2 FAA = 8 in 2 rounds
+ * (one lock: 6 in 2); between nodes, uncontended, a READ of serving more
+ * per lock taken by FAA. */
 
 /* A transfer's accounts (A from, B to) and the locks that guard them. */
 struct xfer_op {
