@@ -67,8 +67,9 @@ struct loco_tl_waiter {
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
  * once the call has to wait (an uncontended acquire reads no clock). It
- * is set up only then too (struct tl_deadline): an uncontended acquire
- * does not look up the manager's default timeout either. */
+ * is set up only then too (struct tl_deadline): an uncontended split
+ * acquire (lock_post) does not look up the manager's default timeout
+ * either. */
 struct tl_deadline {
 	struct loco_wait w;
 	int timeout_ms;
