@@ -66,7 +66,15 @@ struct loco_tl_waiter {
 #define NAP_MAX_NS 1000000u
 
 /* A lock call's deadline is a struct loco_wait: it reads the clock only
- * once the call has to wait (an uncontended acquire reads no clock). */
+ * once the call has to wait (an uncontended acquire reads no clock). It
+ * is set up only then too (struct tl_deadline): an uncontended split
+ * acquire (lock_post) does not look up the manager's default timeout
+ * either. */
+struct tl_deadline {
+	struct loco_wait w;
+	int timeout_ms;
+	bool set;
+};
 
 /* ---- set-up ----------------------------------------------------------- */
 
@@ -220,10 +228,8 @@ static void owner_add(_Atomic uint64_t *c, uint64_t n)
 
 /* Look the host's three words up once they are known (after the join);
  * the descriptors stay where they are. -ENOTCONN before. */
-static int words_rr(struct loco_ticket_lock *l)
+static int words_lookup(struct loco_ticket_lock *l)
 {
-	if (l->skip_rr)
-		return 0;
 	const struct loco_rregion *n = loco_channel_remote(&l->next.base,
 							   l->next.idx, l->host);
 	const struct loco_rregion *s = loco_channel_remote(&l->serving.base,
@@ -236,6 +242,12 @@ static int words_rr(struct loco_ticket_lock *l)
 	l->serving_rr = s;
 	l->skip_rr = k;
 	return 0;
+}
+
+/* The words known (the common case, inline), or words_lookup. */
+static inline int words_rr(struct loco_ticket_lock *l)
+{
+	return __builtin_expect(l->skip_rr != NULL, 1) ? 0 : words_lookup(l);
 }
 
 static uint64_t slot_off(uint64_t ticket)
@@ -396,19 +408,21 @@ static int solo_take(struct loco_ticket_lock *l, struct loco_thread *thr)
 	return -EPERM;
 }
 
-/* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
- * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS. */
-static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
-			 struct loco_wait *dl)
+/* D's wait, set up at the first call. */
+static struct loco_wait *deadline(struct loco_ticket_lock *l,
+				  struct tl_deadline *d)
 {
-	uint64_t free_ = 0;
-	if (l->solo_mode)
-		return solo_take(l, thr);
-	/* Acquire: pairs with local_pass's release CAS. */
-	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
-						    memory_order_acquire,
-						    memory_order_relaxed))
-		return TL_OWNER;
+	if (!d->set) {
+		loco_wait_init(&d->w, l->base.mgr, d->timeout_ms);
+		d->set = true;
+	}
+	return &d->w;
+}
+
+/* local_acquire when the CAS found another local thread in the way:
+ * queue behind it. */
+static int local_queue(struct loco_ticket_lock *l, struct tl_deadline *d)
+{
 	struct loco_tl_waiter w;
 	atomic_init(&w.state, TL_WAITING);
 	pthread_mutex_lock(&l->mu);
@@ -426,7 +440,28 @@ static int local_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	}
 	queue_push(l, &w);
 	pthread_mutex_unlock(&l->mu);
-	return waiter_wait(l, &w, dl);
+	return waiter_wait(l, &w, deadline(l, d));
+}
+
+/* Become local owner (TL_OWNER), be handed the held lock (TL_HELD), or
+ * -ETIMEDOUT (-EPERM: see solo_take). Nobody local in the way: one CAS
+ * (a solo endpoint's user: one load), inline. */
+static inline int local_acquire(struct loco_ticket_lock *l,
+				struct loco_thread *thr, struct tl_deadline *d)
+{
+	uint64_t free_ = 0;
+	/* Relaxed: only the one user finds its own pointer there. */
+	if (l->solo_mode && atomic_load_explicit(&l->solo,
+						 memory_order_relaxed) == thr)
+		return TL_OWNER;
+	if (l->solo_mode)
+		return solo_take(l, thr);
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
+						    memory_order_acquire,
+						    memory_order_relaxed))
+		return TL_OWNER;
+	return local_queue(l, d);
 }
 
 /* This node now holds ticket T. The ticket and the streak are the local
@@ -743,8 +778,9 @@ static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
 /* Add the ticket's FAA to B and, unless this node released last (its
  * hint then still is serving), a READ of serving behind it on the same
  * QP, which the wait starts from: A's guess, speculate, read. */
-static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
-			struct loco_tl_acquire *a)
+__attribute__((always_inline))
+static inline void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
+			       struct loco_tl_acquire *a)
 {
 	a->guess = seen_get(l);
 	a->speculate = a->guess == l->ticket + 1;
@@ -839,13 +875,12 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  int timeout_ms)
 {
-	struct loco_wait dl;
-	loco_wait_init(&dl, l->base.mgr, timeout_ms);
-	int rc = local_acquire(l, thr, &dl);
+	struct tl_deadline d = { .timeout_ms = timeout_ms };
+	int rc = local_acquire(l, thr, &d);
 	if (rc == TL_HELD)
 		return 0;
 	if (rc == TL_OWNER) {
-		rc = global_acquire(l, thr, &dl);
+		rc = global_acquire(l, thr, deadline(l, &d));
 		if (rc)
 			local_pass(l);
 	}
@@ -858,10 +893,9 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 			       struct loco_thread *thr, struct loco_batch *b,
 			       struct loco_tl_acquire *a, int timeout_ms)
 {
-	struct loco_wait dl;
-	loco_wait_init(&dl, l->base.mgr, timeout_ms);
+	struct tl_deadline d = { .timeout_ms = timeout_ms };
 	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
-	int rc = local_acquire(l, thr, &dl);
+	int rc = local_acquire(l, thr, &d);
 	if (rc == TL_HELD) {
 		a->held = a->speculate = true;
 		return 0;
@@ -874,7 +908,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	rc = words_rr(l);
 	if (!rc && l->abandoned_mark) {
 		/* After a timeout: take the old ticket back, synchronously. */
-		rc = global_acquire(l, thr, &dl);
+		rc = global_acquire(l, thr, deadline(l, &d));
 		a->held = a->speculate = !rc;
 	} else if (!rc) {
 		ticket_post(l, b, a);
@@ -911,6 +945,13 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	 * to the host after it, on one QP: served then, they ran under the
 	 * lock. */
 	a->host_early = early || (a->read && a->serving == a->ticket);
+	if (s == a->ticket) {
+		/* Served at the first look: ticket_wait without a wait (the
+		 * lock not contended, nothing polled). */
+		l->contended = false;
+		hold(l, s);
+		return early;
+	}
 	struct loco_wait dl;
 	loco_wait_init(&dl, l->base.mgr, a->timeout_ms);
 	rc = ticket_wait(l, thr, a->ticket, s, a->read, &dl);
@@ -923,23 +964,79 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	return early;
 }
 
+/* A trylock's local part: local owner now (0), -EBUSY (another thread
+ * of this node owns or is acquiring it) or -EPERM (see solo_take). */
+static int local_try(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	uint64_t free_ = 0;
+	if (l->solo_mode)
+		return solo_take(l, thr) < 0 ? -EPERM : 0;
+	/* Acquire: pairs with local_pass's release CAS. */
+	if (!atomic_compare_exchange_strong_explicit(&l->lstate, &free_,
+						     LS_OWNED,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return -EBUSY;
+	return 0;
+}
+
 int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 			     struct loco_thread *thr)
 {
-	uint64_t free_ = 0;
-	if (l->solo_mode) {
-		if (solo_take(l, thr) < 0)
-			return -EPERM;
-	/* Acquire: pairs with local_pass's release CAS. */
-	} else if (!atomic_compare_exchange_strong_explicit(
-			   &l->lstate, &free_, LS_OWNED, memory_order_acquire,
-			   memory_order_relaxed)) {
-		return -EBUSY;
-	}
-	int rc = global_try(l, thr);
+	int rc = local_try(l, thr);
+	if (rc)
+		return rc;
+	rc = global_try(l, thr);
 	if (rc)
 		local_pass(l);
 	return rc;
+}
+
+int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
+				  struct loco_thread *thr, struct loco_batch *b,
+				  struct loco_tl_try *t)
+{
+	int rc = local_try(l, thr);
+	if (rc)
+		return rc;
+	rc = words_rr(l);
+	t->guess = seen_get(l);
+	/* Not released last by this node, or its last such guess missed
+	 * (another node took the lock since its release): the hint is
+	 * probably stale, and the CAS would fail. */
+	if (!rc && (t->guess != l->ticket + 1 || l->guess_missed))
+		rc = -EBUSY;
+	if (!rc) {
+		/* As try_ticket: the CAS takes ticket GUESS iff next is
+		 * GUESS, and then serving is GUESS too (a value it had, and
+		 * serving <= next): the lock was free and is ours. */
+		loco_batch_cas(b, l->next_rr, 0, t->guess, t->guess + 1, &t->next);
+		rc = b->err;
+	}
+	if (rc)
+		local_pass(l);
+	return rc;
+}
+
+int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
+				    struct loco_thread *thr,
+				    struct loco_tl_try *t, int rc)
+{
+	(void)thr;
+	if (!rc) {
+		l->guess_missed = t->next != t->guess;
+		if (l->guess_missed)
+			rc = -EBUSY;
+	}
+	if (rc) {
+		local_pass(l);
+		return rc;
+	}
+	/* serving == guess: every earlier ticket, an abandoned one of ours
+	 * too, was passed (as try_ticket). */
+	l->abandoned_mark = 0;
+	hold(l, t->guess);
+	return 0;
 }
 
 int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,

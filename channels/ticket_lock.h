@@ -73,6 +73,12 @@
  *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
  *	rc = loco_ticket_lock_unlock_finish(&l, thr, &r, rc, LOCO_FENCE_THREAD, 0);
  *
+ * A split trylock (trylock_post, trylock_finish) puts the CAS that takes
+ * a free lock in the caller's batch the same way, READs behind it; it
+ * never waits, so a caller may try a lock out of its lock order in the
+ * round of another lock's acquire (loco-transfer: the higher of its two
+ * locks), giving it back before any wait (loco_ticket_lock_lock_served).
+ *
  * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
  * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
  * Peers may READ and CAS/FAA all three, never WRITE them
@@ -188,6 +194,12 @@ struct loco_tl_acquire {
 	int timeout_ms;
 };
 
+/* A trylock in flight between loco_ticket_lock_trylock_post and _finish. */
+struct loco_tl_try {
+	uint64_t guess;     /* serving as this node last saw it: the ticket */
+	uint64_t next;      /* the CAS's result */
+};
+
 /* A release in flight between loco_ticket_lock_unlock_post and _finish. */
 struct loco_tl_release {
 	bool handover;      /* to a local waiter, at finish */
@@ -265,7 +277,8 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
  *   loco_ticket_lock_lock_finish with the result.
  * Caller: the thread owning THR and B, not holding the lock; between post
  *   and finish it adds no op but READs to B (their results count only if
- *   finish returns 1) and takes no other lock of this endpoint. */
+ *   finish returns 1) and the CASes of other locks' trylock_post, and
+ *   takes no other lock of this endpoint. */
 int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 			       struct loco_thread *thr, struct loco_batch *b,
 			       struct loco_tl_acquire *a, int timeout_ms);
@@ -285,6 +298,15 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 				 struct loco_thread *thr,
 				 struct loco_tl_acquire *a, int rc);
 
+/* After lock_post's batch completed without error: whether lock_finish
+ * will hold the lock at once, without waiting (held at post, or the
+ * ticket found served). A caller holding a lock out of order (a
+ * trylock) gives it back before a lock_finish that would wait. */
+static inline bool loco_ticket_lock_lock_served(const struct loco_tl_acquire *a)
+{
+	return a->held || (a->read ? a->serving : a->guess) == a->ticket;
+}
+
 /* Acquire only if the lock is free: one CAS of next from the last seen
  * value of serving (plus a READ of serving when that guess is stale).
  * Returns 0 (held), -EBUSY (held, or another thread of this node owns or
@@ -296,6 +318,37 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
  * Caller: the thread owning THR; it must not hold the lock already. */
 int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 			     struct loco_thread *thr);
+
+/* Split trylock, first half: when this node released the lock last (its
+ * hint then is serving, unless another node took a ticket since) and its
+ * last such guess held (lock_post's and trylock's guesses), add to batch
+ * B the CAS of next from the hint that takes the lock if it is free;
+ * else add nothing and return -EBUSY at once (the hint is probably
+ * stale: the spurious failure C++ try_lock allows). READs the caller adds to B behind the CAS
+ * to the lock's host run under the lock if trylock_finish returns 0.
+ * Never waits for a peer, so a caller may try a lock out of its lock
+ * order; it must not wait for another lock while holding this one.
+ * Returns 0 (the CAS is in B), -EBUSY (as loco_ticket_lock_trylock, or
+ * the hint is another node's release), -ENOTCONN, -EPERM, or B's error;
+ * on an error nothing is held and nothing was added.
+ * Ordering: none yet; see trylock_finish.
+ * Completion: post B, wait, then loco_ticket_lock_trylock_finish.
+ * Caller: the thread owning THR and B, not holding the lock; between post
+ *   and finish it takes no other lock of this endpoint. */
+int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
+				  struct loco_thread *thr, struct loco_batch *b,
+				  struct loco_tl_try *t);
+
+/* Split trylock, second half, once B completed (RC: 0, or the error of
+ * posting or waiting for B): 0 (held: the READs B carried behind the CAS
+ * to the lock's host ran under the lock), -EBUSY (not held: taken, or
+ * tickets queued), or RC.
+ * Ordering: on 0, an acquire as for loco_ticket_lock_lock.
+ * Completion: synchronous, no remote op.
+ * Caller: the thread that called trylock_post with T. */
+int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
+				    struct loco_thread *thr,
+				    struct loco_tl_try *t, int rc);
 
 /* Release: loco_fence(THR, SCOPE, PEER), then hand the lock to the first
  * local waiter (no remote op) or, past handover_max or with no local

@@ -754,6 +754,10 @@ struct loco_batch {
 	int err; /* first error from an add; reported by post */
 	uint32_t slow;  /* ops added out of line (not all direct words) */
 	uint64_t peers; /* peers of the ops added */
+	/* Of the ops added inline, what the inline post needs at once:
+	 * the peers of WRITEs and atomics (the fence guard's marks it
+	 * raises) and the peers whose last op is a WRITE (left unplaced). */
+	uint64_t guarded, wlast;
 	struct loco_batch_op op[LOCO_BATCH_MAX];
 };
 
@@ -765,6 +769,8 @@ static inline void loco_batch_init(struct loco_batch *b,
 	b->err = 0;
 	b->slow = 0;
 	b->peers = 0;
+	b->guarded = 0;
+	b->wlast = 0;
 }
 /* Out-of-line add: checks OP's target (OFF of RR), fills its peer, space
  * and offset, records an error in b->err. */
@@ -772,7 +778,9 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 			 uint64_t off, const struct loco_batch_op *op);
 
 /* Add an op (OPCODE, LOCAL, LEN, COMPARE, OPERAND) at OFF of RR: inline
- * when the target is direct 8-byte words. */
+ * when the target is direct 8-byte words. Always inlined: OPCODE is then
+ * a constant, and the add a few stores. */
+__attribute__((always_inline))
 static inline void loco_batch_add(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint8_t opcode, void *local, uint32_t len,
@@ -791,7 +799,15 @@ static inline void loco_batch_add(struct loco_batch *b,
 		o->len = len;
 		o->compare = compare;
 		o->operand = operand;
-		b->peers |= UINT64_C(1) << peer;
+		uint64_t bit = UINT64_C(1) << peer;
+		b->peers |= bit;
+		/* OPCODE is a constant at every call: one OR or AND each. */
+		if (opcode != LOCO_BATCH_READ)
+			b->guarded |= bit;
+		if (opcode == LOCO_BATCH_WRITE)
+			b->wlast |= bit;
+		else
+			b->wlast &= ~bit;
 		return;
 	}
 	struct loco_batch_op op = { .opcode = opcode, .local = local,
@@ -801,6 +817,7 @@ static inline void loco_batch_add(struct loco_batch *b,
 }
 
 /* Adds record bounds errors in b->err (-EINVAL) or -E2BIG when full. */
+__attribute__((always_inline))
 static inline void loco_batch_read(struct loco_batch *b,
 				   const struct loco_rregion *rr, uint64_t off,
 				   void *dst, uint32_t len)
@@ -808,6 +825,7 @@ static inline void loco_batch_read(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_READ, dst, len, 0, 0);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_write(struct loco_batch *b,
 				    const struct loco_rregion *rr, uint64_t off,
 				    const void *src, uint32_t len)
@@ -815,6 +833,7 @@ static inline void loco_batch_write(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_WRITE, (void *)src, len, 0, 0);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_cas(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint64_t expect, uint64_t desired,
@@ -823,6 +842,7 @@ static inline void loco_batch_cas(struct loco_batch *b,
 	loco_batch_add(b, rr, off, LOCO_BATCH_CAS, old, 8, expect, desired);
 }
 
+__attribute__((always_inline))
 static inline void loco_batch_faa(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
 				  uint64_t add, uint64_t *old)

@@ -1032,15 +1032,14 @@ static void batch_guard_exit(struct loco_thread_hot *h, uint64_t guarded)
 }
 
 /* Execute OP of an inline batch at its peer's mapping (the peer checked
- * up, the guard's mark raised when OP writes), count it and note its
- * placement. */
-static inline void exec_op(struct loco_thread *thr,
-			   const struct loco_batch_op *op)
+ * up, the guard's mark raised when OP writes) and count it; its
+ * placement is the caller's to note. */
+static inline void exec_batched(struct loco_thread_hot *h,
+				const struct loco_batch_op *op)
 {
-	struct loco_thread_hot *h = &thr->hot;
 	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
 		(h->direct_base[op->peer] + op->arena_off);
-	if (op->len == 8) {
+	if (__builtin_expect(op->len == 8, 1)) {
 		loco_direct_exec(w, op->opcode, op->local, op->compare,
 				 op->operand);
 		loco_hot_add(&h->batched_ops[op->opcode], 1);
@@ -1048,76 +1047,72 @@ static inline void exec_op(struct loco_thread *thr,
 		loco_direct_copy(w, op->opcode, op->local, op->len);
 		count_op(h, op->opcode, op->len);
 	}
-	sync_placed(thr, op->peer, op->opcode == LOCO_OP_WRITE);
 }
 
-/* Execute the batch's ops, each under its peer's mark raised once for
- * the whole batch (batch_guard_enter succeeded): B->n, or the index of
- * the first op whose peer went down meanwhile (those before it ran). */
-static unsigned batch_exec_guarded(struct loco_batch *b)
+/* Op by op, each under its own mark, because a peer refused the batch's
+ * marks: B->n, or the index of the first op refused (or whose peer went
+ * down since the check in loco_batch_post_direct); those before it ran. */
+static unsigned batch_one_by_one(struct loco_batch *b)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
-		/* Relaxed: as in loco_batch_post_direct. */
+		/* Relaxed: as in loco_batch_post_direct. The base stays
+		 * mapped after a clear (loco_direct_qp). */
 		if (!atomic_load_explicit(&h->direct_words[op->peer],
 					  memory_order_relaxed))
 			return i;
-		exec_op(b->thr, op);
+		const struct loco_direct_qp *d = &h->direct[op->peer];
+		bool guarded = op->opcode != LOCO_OP_READ;
+		if (guarded && !loco_guard_enter(d->mark, d->fenced,
+						 h->incarnation))
+			return i;
+		exec_batched(h, op);
+		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
+		if (guarded)
+			loco_guard_exit(d->mark);
 	}
 	return b->n;
 }
 
 /* Every op added inline (a direct word, checked then; so a sync
  * transport): execute them in the order added (each peer's in post
- * order), one doorbell per peer, as the transport would. The fence
- * guard's marks are raised once a batch; only when a peer refuses them
- * do the ops go one by one, each under its own mark, so that those
- * before the first refused op execute and the rest fail. */
+ * order), one doorbell per peer, as the transport would. What the ops
+ * need as a whole was gathered as they were added (the peers, those the
+ * guard covers, those left with an unplaced WRITE), so this is one pass
+ * over the ops. Each peer is checked up once, as the out-of-line post
+ * checks a QP once per post (post_sync); the fence guard's marks are
+ * raised once a batch. Only when a peer refuses them do the ops go one by
+ * one, each under its own mark, so that those before the first refused
+ * op execute and the rest fail. */
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
+	uint64_t peers = b->peers, guarded = b->guarded;
 	unsigned doorbells = 0;
-	uint64_t marks = 0;
-	for (uint64_t m = b->peers; m; m &= m - 1, doorbells++)
+	for (uint64_t m = peers; m; m &= m - 1, doorbells++)
 		/* Relaxed: see loco_direct_span. */
 		if (!atomic_load_explicit(&h->direct_words[__builtin_ctzll(m)],
 					  memory_order_relaxed))
 			return loco_batch_post_slow(b, ack);  /* a peer restarted */
-	for (unsigned i = 0; i < b->n; i++)
-		if (b->op[i].opcode != LOCO_OP_READ)
-			marks |= UINT64_C(1) << b->op[i].peer;
-	if (batch_guard_enter(h, marks)) {
-		unsigned ran = batch_exec_guarded(b);
-		batch_guard_exit(h, marks);
-		if (ran < b->n)  /* the peer went down: as below */
+	if (__builtin_expect(batch_guard_enter(h, guarded), 1)) {
+		for (unsigned i = 0; i < b->n; i++)
+			exec_batched(h, &b->op[i]);
+		batch_guard_exit(h, guarded);
+		h->unplaced = (h->unplaced & ~peers) | b->wlast;
+	} else {
+		unsigned ran = batch_one_by_one(b);
+		if (ran < b->n)
 			return batch_refused(b, ran, doorbells, ack);
-		goto done;
 	}
-	for (unsigned i = 0; i < b->n; i++) {
-		const struct loco_batch_op *op = &b->op[i];
-		/* Relaxed: as above. The peer went down since the check
-		 * above: the rest goes the slow way, which says so (the base
-		 * stays mapped after a clear, loco_direct_qp). */
-		if (!atomic_load_explicit(&h->direct_words[op->peer],
-					  memory_order_relaxed))
-			return batch_refused(b, i, doorbells, ack);
-		const struct loco_direct_qp *d = &h->direct[op->peer];
-		bool guarded = op->opcode != LOCO_OP_READ;
-		if (guarded && !loco_guard_enter(d->mark, d->fenced,
-						 h->incarnation))
-			return batch_refused(b, i, doorbells, ack);
-		exec_op(b->thr, op);
-		if (guarded)
-			loco_guard_exit(d->mark);
-	}
-done:
 	loco_hot_add(&h->doorbells, doorbells);
 	h->unwaited = 1;
 	if (ack)
-		ack->peers |= b->peers;
+		ack->peers |= peers;
 	b->n = 0;
 	b->peers = 0;
+	b->guarded = 0;
+	b->wlast = 0;
 	return 0;
 }
 
@@ -1154,6 +1149,8 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->err = 0;
 	b->slow = 0;
 	b->peers = 0;
+	b->guarded = 0;
+	b->wlast = 0;
 	return rc;
 }
 

@@ -39,6 +39,7 @@
 
 #define MAX_THREADS 64
 #define MAX_ACCOUNTS 1000000000u    /* 8 bytes each, in the arena */
+#define MAX_LOCKS 4096
 #define ACCT_BYTES 8
 #define CHUNK 512                   /* accounts per fill/total WRITE or READ */
 #define LAT_CAP (1u << 20)
@@ -59,6 +60,15 @@ struct xo {
 
 struct xf;
 
+/* What a transfer needs of lock L_, looked up once (set-up): the copy
+ * holding its accounts, the word of that copy where their block starts,
+ * and the lock. */
+struct xf_lock {
+	const struct loco_rregion *rr;
+	uint64_t block;
+	struct loco_ticket_lock *lock;
+};
+
 struct xf_worker {
 	struct xf *x;
 	unsigned idx;
@@ -78,6 +88,8 @@ struct xf {
 	const struct loco_rregion *acct_rr[LOCO_MAX_NODES]; /* each copy */
 	uint64_t per_lock;                /* words of a lock's block */
 	uint64_t per_node;                /* words of a node's copy */
+	uint64_t locks_inv;               /* 2^64 / --locks rounded up (0 for 1) */
+	struct xf_lock lk[MAX_LOCKS];        /* each lock's, see acct_at */
 	struct loco_lock_array locks;
 	struct cl_run run;
 	uint32_t self;
@@ -116,7 +128,7 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	struct xo *o = opts;
 	switch (c) {
 	case 'a': return bench_parse_uint(arg, 2, MAX_ACCOUNTS, &o->accounts, expect);
-	case 'l': return bench_parse_uint(arg, 1, 4096, &o->locks, expect);
+	case 'l': return bench_parse_uint(arg, 1, MAX_LOCKS, &o->locks, expect);
 	case '1': o->locks = 1; return 0;
 	case 'H': o->hot_locks = true; return 0;
 	case 't': return bench_parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
@@ -169,13 +181,39 @@ static uint64_t per_lock_words(const struct xf *x)
 	return (n + LINE_WORDS - 1) / LINE_WORDS * LINE_WORDS;
 }
 
-/* Account I: its host's copy and the offset in it. */
-static const struct loco_rregion *acct_at(struct xf *x, uint32_t i,
-					  uint64_t *off)
+/* I / --locks as a multiply by 2^64 / --locks rounded up, exact for
+ * every 32-bit I (Lemire, Kaser and Kurz, "Faster remainder by direct
+ * computation", 2019): a transfer divides twice, and a divide takes
+ * tens of cycles. */
+static uint32_t per_locks(const struct xf *x, uint32_t i)
 {
-	uint32_t lk = i % x->o.locks;
-	*off = (lk / x->nmembers * x->per_lock + i / x->o.locks) * ACCT_BYTES;
-	return x->acct_rr[x->node[lk % x->nmembers]];
+	if (x->o.locks == 1)
+		return i;
+	return (uint32_t)((unsigned __int128)x->locks_inv * i >> 64);
+}
+
+/* Account I: its lock's entry (lock I mod --locks), its index LK and its
+ * offset in the copy that entry names. */
+static const struct xf_lock *acct_at(const struct xf *x, uint32_t i,
+				     uint32_t *lk, uint64_t *off)
+{
+	uint32_t q = per_locks(x, i);
+	*lk = i - q * x->o.locks;
+	*off = (x->lk[*lk].block + q) * ACCT_BYTES;
+	return &x->lk[*lk];
+}
+
+/* Fill x->lk once the copies are known: lock L_'s accounts are in block
+ * L_ / P of member L_ mod P's copy. */
+static void locks_table(struct xf *x)
+{
+	x->locks_inv = x->o.locks == 1 ? 0 : UINT64_MAX / x->o.locks + 1;
+	for (uint32_t i = 0; i < x->o.locks; i++)
+		x->lk[i] = (struct xf_lock){
+			.rr = x->acct_rr[x->node[i % x->nmembers]],
+			.block = i / x->nmembers * x->per_lock,
+			.lock = loco_lock_array_at(&x->locks, i),
+		};
 }
 
 /* Whether word W of the copy of member M holds an account. */
@@ -313,8 +351,10 @@ static int setup(struct xf *x)
 	for (unsigned m = 0; !rc && m < x->nmembers; m++)
 		x->acct_rr[x->node[m]] = loco_shared_region_at(&x->acct,
 							       x->node[m]);
-	if (!rc)
+	if (!rc) {
+		locks_table(x);
 		return 0;
+	}
 	cl_run_fini(&x->run);
 fini_locks:
 	loco_lock_array_fini(&x->locks);
@@ -335,20 +375,27 @@ static void teardown(struct xf *x)
 
 /* ---- transfers -----------------------------------------------------------
  *
- * A transfer in three doorbell rounds (one round trip each), batching the
- * locks' atomics with the accounts' ops:
+ * A transfer in two or three doorbell rounds (one round trip each),
+ * batching the locks' atomics with the accounts' ops:
  *   1  FAA next of the lower lock (the ticket), plus a READ of serving
  *      when another node released it last, and the READs of the balances
  *      it guards: they run under the lock if this node released it last,
  *      or if that READ of serving, ahead of them on the same QP (a lock
- *      lives where its accounts do, below), finds the ticket served;
- *   2  (two locks) the same for the higher lock and its balance;
- *      any READ that ran before its lock was ours is repeated;
+ *      lives where its accounts do, below), finds the ticket served.
+ *      With two locks, when this node released the higher one last (and
+ *      its last such guess held), the CAS of its next that takes it if
+ *      free (a trylock) and the READ of its balance ride along; it is
+ *      kept only if the lower lock is ours without a wait (else given
+ *      back first: nobody waits while holding a lock out of order);
+ *   2  (two locks, the trylock not taken) the same for the higher lock
+ *      and its balance; any READ that ran before its lock was ours is
+ *      repeated;
  *   3  the two balance CASes and the two release FAAs: a lock and the
  *      accounts it guards live on one node, so each release follows its
  *      account's CAS on one QP.
- * Verbs on one node: 2 FAA + 2 READ + 2 CAS + 2 FAA = 8 (one lock: 6);
- * between nodes, uncontended, a READ of serving more per lock. */
+ * Verbs on one node: FAA + CAS + 2 READ + 2 CAS + 2 FAA = 8 in 2 rounds
+ * (one lock: 6 in 2); between nodes, uncontended, a READ of serving more
+ * per lock taken by FAA. */
 
 /* A transfer's accounts (A from, B to) and the locks that guard them. */
 struct xfer_op {
@@ -377,15 +424,43 @@ static void read_guarded(struct xfer_op *op, struct loco_batch *b,
 			loco_batch_read(b, op->rr[i], op->off[i], &op->bal[i], 8);
 }
 
+/* Release L, held with nothing written under it. */
+static void unlock_unused(struct loco_ticket_lock *l, struct loco_thread *thr)
+{
+	loco_ticket_lock_unlock(l, thr, LOCO_FENCE_PAIR, loco_ticket_lock_host(l));
+}
+
+/* Try ALSO (not NULL: the higher lock) in L's round, with the READs of its
+ * accounts behind the CAS (its host holds them): *GOT says whether it is
+ * held, those READs run under it. It is kept only if L is ours without a
+ * wait: a trylock takes no place in ALSO's queue and is given back before
+ * any wait for L, so no node waits for a lock while it holds a higher
+ * one (the lock order still rules out deadlock). */
+static void try_also(struct xfer_op *op, struct loco_thread *thr,
+		     struct loco_ticket_lock *also, struct loco_tl_try *t,
+		     struct loco_batch *b, bool *posted)
+{
+	*posted = also && !loco_ticket_lock_trylock_post(also, thr, b, t);
+	if (*posted)
+		read_guarded(op, b, also);
+}
+
 /* Acquire L in one round with the READs of its accounts when they will
  * probably run under it: this node released L last, or a READ of serving
  * rides ahead of them on the same QP (the lock's host holds them), which
- * tells whether they ran after L was ours. Else READ them once L is held. */
-static int acquire(struct xfer_op *op, struct loco_thread *thr,
-		   struct loco_ticket_lock *l)
+ * tells whether they ran after L was ours. Else READ them once L is held.
+ * ALSO (or NULL): the higher lock, tried in the same round (try_also);
+ * *GOT: whether it is held, its balances READ. Inlined: each call site
+ * passes ALSO or NULL, and a NULL drops the trylock's code. */
+__attribute__((always_inline))
+static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
+		   struct loco_ticket_lock *l, struct loco_ticket_lock *also,
+		   bool *got)
 {
 	struct loco_tl_acquire a;
+	struct loco_tl_try t;
 	struct loco_batch b;
+	bool tried;
 	loco_batch_init(&b, thr);
 	int rc = loco_ticket_lock_lock_post(l, thr, &b, &a, -1);
 	if (rc)
@@ -393,26 +468,36 @@ static int acquire(struct xfer_op *op, struct loco_thread *thr,
 	bool spec = a.speculate || a.read;
 	if (spec)
 		read_guarded(op, &b, l);
-	rc = loco_ticket_lock_lock_finish(l, thr, &a, batch_run(&b, thr));
-	if (rc < 0)
-		return rc;
-	if (spec && (rc == 1 || a.host_early))
-		return 0;
-	loco_batch_init(&b, thr);
-	read_guarded(op, &b, l);
-	rc = batch_run(&b, thr);
-	if (rc)
-		loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
-	return rc;
+	try_also(op, thr, also, &t, &b, &tried);
+	int brc = batch_run(&b, thr);
+	*got = tried && !loco_ticket_lock_trylock_finish(also, thr, &t, brc);
+	if (*got && !loco_ticket_lock_lock_served(&a)) {
+		unlock_unused(also, thr);   /* before L's wait */
+		*got = false;
+	}
+	rc = loco_ticket_lock_lock_finish(l, thr, &a, brc);
+	if (rc >= 0 && !(spec && (rc == 1 || a.host_early))) {
+		loco_batch_init(&b, thr);
+		read_guarded(op, &b, l);
+		rc = batch_run(&b, thr);
+		if (rc)
+			loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
+	}
+	if (rc < 0 && *got)
+		unlock_unused(also, thr);
+	return rc < 0 ? rc : 0;
 }
 
 /* Both locks (in index order), both balances READ under them. */
 static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
-	int rc = acquire(op, thr, op->lo);
-	if (rc || op->hi == op->lo)
+	bool got;
+	if (op->hi == op->lo)
+		return acquire(op, thr, op->lo, NULL, &got);
+	int rc = acquire(op, thr, op->lo, op->hi, &got);
+	if (rc || got)
 		return rc;
-	rc = acquire(op, thr, op->hi);
+	rc = acquire(op, thr, op->hi, NULL, &got);
 	if (rc)
 		loco_ticket_lock_unlock(op->lo, thr, LOCO_FENCE_THREAD, 0);
 	return rc;
@@ -453,13 +538,15 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 {
 	struct xf *x = w->x;
 	struct xfer_op op = { .acct = { a, b } };
+	uint32_t lk[2];
 	for (unsigned i = 0; i < 2; i++) {
-		op.rr[i] = acct_at(x, op.acct[i], &op.off[i]);
+		const struct xf_lock *e = acct_at(x, op.acct[i], &lk[i], &op.off[i]);
+		op.rr[i] = e->rr;
 		if (!op.rr[i])
 			return -ENOTCONN;
-		op.lock[i] = loco_lock_array_at(&x->locks, op.acct[i] % x->o.locks);
+		op.lock[i] = e->lock;
 	}
-	bool swap = a % x->o.locks > b % x->o.locks;
+	bool swap = lk[0] > lk[1];
 	op.lo = op.lock[swap];
 	op.hi = op.lock[!swap];
 	int rc = lock_read(&op, thr);
@@ -477,16 +564,24 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 	return 0;
 }
 
+/* A uniform draw below N (N >= 1) from W's generator: the high half of
+ * a 64 x 64-bit product, no division (a 64-bit divide costs more than
+ * the rest of the draw). */
+static uint64_t below(struct xf_worker *w, uint64_t n)
+{
+	return (uint64_t)((unsigned __int128)rng_next(&w->rng) * n >> 64);
+}
+
 /* One transfer that started at *T0 (the end of the previous one: the
  * workers run back to back, so one clock read per transfer times it);
  * *T0 becomes its end. */
 static int transfer(struct xf_worker *w, struct loco_thread *thr, uint64_t *t0)
 {
 	struct xf *x = w->x;
-	uint32_t n = x->o.accounts, a = (uint32_t)(rng_next(&w->rng) % n);
-	uint32_t b = (uint32_t)(rng_next(&w->rng) % (n - 1));
+	uint32_t n = x->o.accounts, a = (uint32_t)below(w, n);
+	uint32_t b = (uint32_t)below(w, n - 1);
 	b += b >= a;
-	uint64_t amount = rng_next(&w->rng) % (x->o.max_amount + 1);
+	uint64_t amount = below(w, x->o.max_amount + 1);
 	int rc = move(w, thr, a, b, amount);
 	if (rc)
 		return rc;

@@ -428,6 +428,66 @@ static int batch_run(struct loco_batch *b, struct loco_thread *thr)
 	return rc ? rc : loco_ack_wait(thr, &ack, -1);
 }
 
+/* The split trylock: a node that released the lock last takes it with
+ * one CAS in its batch, a READ behind it running under the lock; another
+ * node's attempt meanwhile fails at its finish (its CAS finds next moved)
+ * and, its guess missed, its next attempt adds nothing; a failed attempt
+ * takes no ticket (the lock stays free to the next lock). */
+START_TEST(split_trylock)
+{
+	struct loco_shared_region sr[CL_MAX];
+	struct loco_stats b0, d;
+	struct loco_tl_try t;
+	struct loco_batch b;
+	uint64_t v = 0;
+	regions_init(sr);
+	const struct loco_rregion *rr = loco_shared_region_at(&sr[0], 0);
+	lock_unlock(0);
+	loco_thread_stats(cl.thr[0], &b0);
+	loco_batch_init(&b, cl.thr[0]);
+	ck_assert_int_eq(loco_ticket_lock_trylock_post(&lk[0], cl.thr[0], &b, &t),
+			 0);
+	loco_batch_read(&b, rr, 0, &v, 8);
+	ck_assert_int_eq(loco_ticket_lock_trylock_finish(&lk[0], cl.thr[0], &t,
+							 batch_run(&b, cl.thr[0])),
+			 0);
+	d = stats_step(cl.thr[0], &b0);
+	ops_eq(&d, 1, 0, 1, 0, 1, 1, "split trylock with a READ");
+	/* held by node 0: node 1 (never held it: its first guess is "free")
+	 * sends the CAS, which fails; its next attempt adds nothing */
+	loco_batch_init(&b, cl.thr[1]);
+	ck_assert_int_eq(loco_ticket_lock_trylock_post(&lk[1], cl.thr[1], &b, &t),
+			 0);
+	ck_assert_uint_eq(b.n, 1);
+	ck_assert_int_eq(loco_ticket_lock_trylock_finish(&lk[1], cl.thr[1], &t,
+							 batch_run(&b, cl.thr[1])),
+			 -EBUSY);
+	loco_batch_init(&b, cl.thr[1]);
+	ck_assert_int_eq(loco_ticket_lock_trylock_post(&lk[1], cl.thr[1], &b, &t),
+			 -EBUSY);
+	ck_assert_uint_eq(b.n, 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock(&lk[1], cl.thr[1]), -EBUSY);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	/* node 1 takes it; node 0, which released last before that, sends
+	 * its CAS, which fails */
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[1], cl.thr[1], 1000), 0);
+	loco_batch_init(&b, cl.thr[0]);
+	ck_assert_int_eq(loco_ticket_lock_trylock_post(&lk[0], cl.thr[0], &b, &t),
+			 0);
+	ck_assert_int_eq(loco_ticket_lock_trylock_finish(&lk[0], cl.thr[0], &t,
+							 batch_run(&b, cl.thr[0])),
+			 -EBUSY);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[1], cl.thr[1],
+						 LOCO_FENCE_THREAD, 0), 0);
+	/* the failed attempts took no ticket: node 0 locks at once */
+	ck_assert_int_eq(loco_ticket_lock_lock(&lk[0], cl.thr[0], 1000), 0);
+	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[0], cl.thr[0],
+						 LOCO_FENCE_THREAD, 0), 0);
+	regions_fini(sr);
+}
+END_TEST
+
 /* One section in the split form: the counter READ rides with the
  * ticket FAA when the lock will probably be ours (and is READ again if
  * it was not yet), the WRITE with the release FAA (both to node 0, the
@@ -932,6 +992,7 @@ int main(void)
 	tcase_add_test(tc, stale_hint_reads_once);
 	tcase_add_test(tc, remote_op_costs);
 	tcase_add_test(tc, split_costs);
+	tcase_add_test(tc, split_trylock);
 	tcase_add_test(tc, split_later);
 	tcase_add_test(tc, threads_exclusive_with_handovers);
 	tcase_add_test(tc, no_handover_when_bound_is_zero);
