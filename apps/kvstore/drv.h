@@ -69,6 +69,9 @@ struct drv_worker {
 				     * owned key (value id, 0: absent) */
 	uint64_t rng, seq;
 	uint64_t issued;            /* operations of the measured phase */
+	uint64_t up_ns;             /* --verify-after-outage: when this node
+				     * last found the data node up, before
+				     * the run (loco_peer_up_ns) */
 	uint64_t n[X_N];
 	_Atomic uint64_t live_ops;  /* for the progress line */
 	struct bench_lat lat;

@@ -337,11 +337,26 @@ static int run(struct drv_worker *w)
 	}
 }
 
+/* Whether the data node came back from an outage since W's run began
+ * (this node found it up again later than before the run), whether or
+ * not an op of W's ran while it was down: a worker descheduled across a
+ * short restart sees no -LOCO_EDOWN. Counted as an outage W saw. */
+static bool outage_missed(struct drv_worker *w)
+{
+	struct drv *d = w->d;
+	if (loco_peer_up_ns(d->mgr, d->kv.cfg.data_node) == w->up_ns)
+		return false;
+	w->n[X_OUTAGES]++;
+	return true;
+}
+
 /* --verify-after-outage: wait (60 s at most) until a READ of the slots
  * finds the data node down, then until it is back, unless this worker
- * already saw an outage during the run. Every write of the run is then
- * behind the node's death, so the check that follows reads what the
- * restart (or the mirror) kept, not the volatile layer it replaced. */
+ * already saw an outage during the run, or the node came back from one
+ * since the run began. Every write of the run is then behind the node's
+ * death, or acknowledged by its next incarnation, so the check that
+ * follows reads what the restart (or the mirror) kept, not the volatile
+ * layer it replaced. */
 static int await_outage(struct drv_worker *w)
 {
 	struct drv *d = w->d;
@@ -355,6 +370,8 @@ static int await_outage(struct drv_worker *w)
 			return get_outage(w, &w->slot[0], rc);
 		if (rc)
 			return rc;
+		if (outage_missed(w))
+			return 0;
 		if (loco_wait_step(&wt)) {
 			fprintf(stderr, "kvstore: node %u: --verify-after-outage: "
 				"the data node did not go down within %d ms\n",
@@ -459,6 +476,7 @@ void *drv_worker_main(void *arg)
 		w->rc = prefill(w);
 	pthread_barrier_wait(&d->phase);   /* prefill done here */
 	pthread_barrier_wait(&d->phase);   /* every node prefilled */
+	w->up_ns = loco_peer_up_ns(d->mgr, d->kv.cfg.data_node);
 	if (!w->rc)
 		w->rc = run(w);
 	if (!w->rc && d->o.verify_after_outage)

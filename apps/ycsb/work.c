@@ -178,6 +178,23 @@ int ycsb_outage(struct ycsb_worker *w, const char *what, uint64_t key)
 	return rc;
 }
 
+/* The sum of when this node last found each memory node up
+ * (loco_peer_up_ns): it grows once one came back from an outage. */
+static uint64_t up_sum(const struct ycsb *y)
+{
+	const struct loco_hosts *h = loco_mgr_hosts(y->mgr);
+	uint64_t sum = 0;
+	for (uint32_t id = 0; id <= h->max_id; id++)
+		if (h->node[id].present && h->node[id].role == LOCO_ROLE_MEMORY)
+			sum += loco_peer_up_ns(y->mgr, id);
+	return sum;
+}
+
+/* --verify-after-outage: probe until a memory node is found down, then
+ * wait it out (ycsb_outage), unless this worker saw an outage during the
+ * run, or a memory node came back from one since the run began (a worker
+ * descheduled across a short restart sees no -LOCO_EDOWN; it still lets
+ * the index recover, as after an outage it saw). */
 int ycsb_await_outage(struct ycsb_worker *w)
 {
 	struct loco_wait wt;
@@ -188,7 +205,9 @@ int ycsb_await_outage(struct ycsb_worker *w)
 	for (;;) {
 		/* A get changes nothing: a probe of the index's nodes. */
 		int rc = w->y->o.ix->get(w->ixt, 0, w->rval, &len);
-		if (rc == -LOCO_EDOWN) {
+		bool missed = (!rc || rc == -ENOENT) &&
+			      up_sum(w->y) != w->up_sum;
+		if (rc == -LOCO_EDOWN || missed) {
 			rc = ycsb_outage(w, "--verify-after-outage probe", 0);
 			return rc == YCSB_UNKNOWN ? 0 : rc;
 		}
@@ -514,6 +533,7 @@ void *ycsb_worker_main(void *arg)
 		w->rc = load(w);
 	pthread_barrier_wait(&y->phase);   /* loaded here */
 	pthread_barrier_wait(&y->phase);   /* every node loaded */
+	w->up_sum = up_sum(y);
 	if (!w->rc)
 		w->rc = run(w);
 	if (!w->rc && y->o.verify_after_outage)

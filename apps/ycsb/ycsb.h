@@ -110,6 +110,9 @@ struct ycsb_worker {
 	uint64_t fresh;             /* fresh keys this client inserted */
 	uint64_t issued;            /* operations of the measured phase */
 	uint64_t end_ns;            /* when this worker's measured phase ended */
+	uint64_t up_sum;            /* --verify-after-outage: the memory
+				     * nodes' loco_peer_up_ns, summed, before
+				     * the run (each only grows) */
 	uint64_t *val;              /* value to write (value_size bytes) */
 	uint64_t *rval;             /* value read (YCSB_VALUE_MAX bytes) */
 	struct ycsb_pair *pairs;    /* scan results (scan_max) */
