@@ -447,8 +447,10 @@ void rtx_exec_locate(const struct loco_rtx *x,
 	}
 }
 
-static void post_installs(struct loco_rtx_worker *w, const struct rtx_exec *e,
-			  struct rtx_batch *bt, unsigned from, unsigned to)
+__attribute__((always_inline))
+static inline void post_installs(struct loco_rtx_worker *w,
+				 const struct rtx_exec *e, struct rtx_batch *bt,
+				 unsigned from, unsigned to)
 {
 	for (unsigned i = from; i < to; i++)
 		if (e->loc[i].meta)
@@ -457,8 +459,10 @@ static void post_installs(struct loco_rtx_worker *w, const struct rtx_exec *e,
 			       &w->xres[i]);
 }
 
-static void post_releases(struct loco_rtx_worker *w, const struct rtx_exec *e,
-			  struct rtx_batch *bt, unsigned from, unsigned to)
+__attribute__((always_inline))
+static inline void post_releases(struct loco_rtx_worker *w,
+				 const struct rtx_exec *e, struct rtx_batch *bt,
+				 unsigned from, unsigned to)
 {
 	for (unsigned i = from; i < to; i++) {
 		if (!e->loc[i].meta)
@@ -476,8 +480,9 @@ static uint64_t done_word(const struct rtx_exec *e)
 				   loco_lllock_lease(e->lockv));
 }
 
-static void post_done(struct loco_rtx_worker *w, const struct rtx_exec *e,
-		      struct rtx_batch *bt)
+__attribute__((always_inline))
+static inline void post_done(struct loco_rtx_worker *w,
+			     const struct rtx_exec *e, struct rtx_batch *bt)
 {
 	bt_cas(bt, &w->x->logs, rtx_state_off(w->x, e->slot), e->state,
 	       done_word(e), &w->state_old);
