@@ -1102,8 +1102,19 @@ __attribute__((noinline))
 static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
-	uint64_t peers = b->peers, guarded = b->guarded;
+	uint64_t peers = b->peers, guarded = 0, wlast = 0;
 	unsigned doorbells = 0;
+	/* The peers of WRITEs and atomics (the guard's marks to raise) and
+	 * those whose last op is a WRITE (left unplaced). */
+	for (unsigned i = 0; i < b->n; i++) {
+		uint64_t bit = UINT64_C(1) << b->op[i].peer;
+		if (b->op[i].opcode != LOCO_OP_READ)
+			guarded |= bit;
+		if (b->op[i].opcode == LOCO_OP_WRITE)
+			wlast |= bit;
+		else
+			wlast &= ~bit;
+	}
 	for (uint64_t m = peers; m; m &= m - 1, doorbells++)
 		/* Relaxed: see loco_direct_span. */
 		if (!atomic_load_explicit(&h->direct_words[__builtin_ctzll(m)],
@@ -1113,7 +1124,7 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 		for (unsigned i = 0; i < b->n; i++)
 			exec_batched(h, &b->op[i]);
 		batch_guard_exit(h, guarded);
-		h->unplaced = (h->unplaced & ~peers) | b->wlast;
+		h->unplaced = (h->unplaced & ~peers) | wlast;
 	} else {
 		unsigned ran = batch_one_by_one(b);
 		if (ran < b->n)
@@ -1125,8 +1136,7 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 		ack->peers |= peers;
 	b->n = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
 	return 0;
 }
 
@@ -1145,7 +1155,7 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		return batch_post_peers(b, ack);
 	unsigned peer = (unsigned)__builtin_ctzll(peers);
 	const struct loco_direct_qp *d = &h->direct[peer];
-	bool guarded = b->guarded != 0;
+	bool guarded = (b->kinds & ~(1u << LOCO_OP_READ)) != 0;
 	/* Relaxed: see loco_direct_span. */
 	if (__builtin_expect(!atomic_load_explicit(&h->direct_words[peer],
 						   memory_order_relaxed) ||
@@ -1158,15 +1168,17 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		exec_at(h, base, &b->op[i]);
 	if (guarded)
 		loco_guard_exit(d->mark);
-	h->unplaced = (h->unplaced & ~peers) | b->wlast;
+	/* The peer's QP is left with an unplaced WRITE iff its last op is
+	 * one (a READ or atomic after it places it). */
+	h->unplaced = (h->unplaced & ~peers) |
+		      (b->op[n - 1].opcode == LOCO_OP_WRITE ? peers : 0);
 	loco_hot_add(&h->doorbells, 1);
 	h->unwaited = 1;
 	if (ack)
 		ack->peers |= peers;
 	b->n = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
 	return 0;
 }
 
@@ -1203,8 +1215,7 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->err = 0;
 	b->slow = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
 	return rc;
 }
 
