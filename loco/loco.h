@@ -754,10 +754,11 @@ struct loco_batch {
 	int err; /* first error from an add; reported by post */
 	uint32_t slow;  /* ops added out of line (not all direct words) */
 	uint64_t peers; /* peers of the ops added */
-	/* Of the ops added inline, what the inline post needs at once:
-	 * the peers of WRITEs and atomics (the fence guard's marks it
-	 * raises) and the peers whose last op is a WRITE (left unplaced). */
-	uint64_t guarded, wlast;
+	/* Of the ops added inline, the opcodes (bit 1 << opcode): the
+	 * inline post of a one-peer batch raises the fence guard's mark if
+	 * one writes (the general post works out per peer what it needs
+	 * from the ops). */
+	uint32_t kinds;
 	struct loco_batch_op op[LOCO_BATCH_MAX];
 };
 
@@ -769,8 +770,7 @@ static inline void loco_batch_init(struct loco_batch *b,
 	b->err = 0;
 	b->slow = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
 }
 /* Out-of-line add: checks OP's target (OFF of RR), fills its peer, space
  * and offset, records an error in b->err. */
@@ -799,15 +799,9 @@ static inline void loco_batch_add(struct loco_batch *b,
 		o->len = len;
 		o->compare = compare;
 		o->operand = operand;
-		uint64_t bit = UINT64_C(1) << peer;
-		b->peers |= bit;
-		/* OPCODE is a constant at every call: one OR or AND each. */
-		if (opcode != LOCO_BATCH_READ)
-			b->guarded |= bit;
-		if (opcode == LOCO_BATCH_WRITE)
-			b->wlast |= bit;
-		else
-			b->wlast &= ~bit;
+		b->peers |= UINT64_C(1) << peer;
+		/* OPCODE is a constant at every call: one OR. */
+		b->kinds |= 1u << opcode;
 		return;
 	}
 	struct loco_batch_op op = { .opcode = opcode, .local = local,

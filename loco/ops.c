@@ -971,8 +971,10 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	b->peers |= UINT64_C(1) << rr->node;
 }
 
-void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
-		      uint32_t len)
+/* loco_direct_copy's body, inlined into the batch's op loop (a call a
+ * copy cost as much as a short copy's loop). */
+static inline void direct_copy(_Atomic uint64_t *w, unsigned opcode,
+			       void *local, uint32_t len)
 {
 	uint8_t *l = local;
 	if (opcode == LOCO_OP_READ) {
@@ -991,6 +993,12 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 		/* Release: as the transport's WRITE (pairs with a READ's). */
 		atomic_store_explicit(&w[i], v, memory_order_release);
 	}
+}
+
+void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
+		      uint32_t len)
+{
+	direct_copy(w, opcode, local, len);
 }
 
 /* Op I of B cannot run inline (the fence guard refused it, or its peer
@@ -1034,19 +1042,24 @@ static void batch_guard_exit(struct loco_thread_hot *h, uint64_t guarded)
 /* Execute OP of an inline batch at its peer's mapping (the peer checked
  * up, the guard's mark raised when OP writes) and count it; its
  * placement is the caller's to note. */
-static inline void exec_batched(struct loco_thread_hot *h,
-				const struct loco_batch_op *op)
+static inline void exec_at(struct loco_thread_hot *h, uint8_t *base,
+			   const struct loco_batch_op *op)
 {
-	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)
-		(h->direct_base[op->peer] + op->arena_off);
+	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(base + op->arena_off);
 	if (__builtin_expect(op->len == 8, 1)) {
 		loco_direct_exec(w, op->opcode, op->local, op->compare,
 				 op->operand);
 		loco_hot_add(&h->batched_ops[op->opcode], 1);
 	} else {
-		loco_direct_copy(w, op->opcode, op->local, op->len);
+		direct_copy(w, op->opcode, op->local, op->len);
 		count_op(h, op->opcode, op->len);
 	}
+}
+
+static inline void exec_batched(struct loco_thread_hot *h,
+				const struct loco_batch_op *op)
+{
+	exec_at(h, h->direct_base[op->peer], op);
 }
 
 /* Op by op, each under its own mark, because a peer refused the batch's
@@ -1085,11 +1098,23 @@ static unsigned batch_one_by_one(struct loco_batch *b)
  * raised once a batch. Only when a peer refuses them do the ops go one by
  * one, each under its own mark, so that those before the first refused
  * op execute and the rest fail. */
-int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
+__attribute__((noinline))
+static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
-	uint64_t peers = b->peers, guarded = b->guarded;
+	uint64_t peers = b->peers, guarded = 0, wlast = 0;
 	unsigned doorbells = 0;
+	/* The peers of WRITEs and atomics (the guard's marks to raise) and
+	 * those whose last op is a WRITE (left unplaced). */
+	for (unsigned i = 0; i < b->n; i++) {
+		uint64_t bit = UINT64_C(1) << b->op[i].peer;
+		if (b->op[i].opcode != LOCO_OP_READ)
+			guarded |= bit;
+		if (b->op[i].opcode == LOCO_OP_WRITE)
+			wlast |= bit;
+		else
+			wlast &= ~bit;
+	}
 	for (uint64_t m = peers; m; m &= m - 1, doorbells++)
 		/* Relaxed: see loco_direct_span. */
 		if (!atomic_load_explicit(&h->direct_words[__builtin_ctzll(m)],
@@ -1099,7 +1124,7 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		for (unsigned i = 0; i < b->n; i++)
 			exec_batched(h, &b->op[i]);
 		batch_guard_exit(h, guarded);
-		h->unplaced = (h->unplaced & ~peers) | b->wlast;
+		h->unplaced = (h->unplaced & ~peers) | wlast;
 	} else {
 		unsigned ran = batch_one_by_one(b);
 		if (ran < b->n)
@@ -1111,8 +1136,49 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 		ack->peers |= peers;
 	b->n = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
+	return 0;
+}
+
+/* The batch's ops all go to one peer, the usual case: the same steps
+ * as batch_post_peers (the peer checked up once, the guard's mark
+ * raised once when the batch writes, the ops executed in the order
+ * added, one doorbell), with the peer's mapping loaded once and no loop
+ * over peers. Every other case (several peers, a peer restarted or down
+ * since the adds, a mark refused) takes batch_post_peers, whose checks
+ * and fallbacks are the same as before. */
+int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
+{
+	struct loco_thread_hot *h = &b->thr->hot;
+	uint64_t peers = b->peers;
+	if (__builtin_expect(peers & (peers - 1), 0))
+		return batch_post_peers(b, ack);
+	unsigned peer = (unsigned)__builtin_ctzll(peers);
+	const struct loco_direct_qp *d = &h->direct[peer];
+	bool guarded = (b->kinds & ~(1u << LOCO_OP_READ)) != 0;
+	/* Relaxed: see loco_direct_span. */
+	if (__builtin_expect(!atomic_load_explicit(&h->direct_words[peer],
+						   memory_order_relaxed) ||
+			     (guarded && !loco_guard_enter(d->mark, d->fenced,
+							   h->incarnation)), 0))
+		return batch_post_peers(b, ack);
+	uint8_t *base = h->direct_base[peer];
+	unsigned n = b->n;
+	for (unsigned i = 0; i < n; i++)
+		exec_at(h, base, &b->op[i]);
+	if (guarded)
+		loco_guard_exit(d->mark);
+	/* The peer's QP is left with an unplaced WRITE iff its last op is
+	 * one (a READ or atomic after it places it). */
+	h->unplaced = (h->unplaced & ~peers) |
+		      (b->op[n - 1].opcode == LOCO_OP_WRITE ? peers : 0);
+	loco_hot_add(&h->doorbells, 1);
+	h->unwaited = 1;
+	if (ack)
+		ack->peers |= peers;
+	b->n = 0;
+	b->peers = 0;
+	b->kinds = 0;
 	return 0;
 }
 
@@ -1149,8 +1215,7 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->err = 0;
 	b->slow = 0;
 	b->peers = 0;
-	b->guarded = 0;
-	b->wlast = 0;
+	b->kinds = 0;
 	return rc;
 }
 

@@ -286,11 +286,15 @@ static inline uint64_t rtx_state_off(const struct loco_rtx *x, uint32_t slot)
 	return rtx_log_off(x, slot) + offsetof(struct loco_rtx_log_hdr, state);
 }
 
-int rtx_wait_slow(struct loco_rtx_worker *w, struct loco_ack *ack);
-/* Wait for ACK; on success clear it. */
+/* Wait for ACK; on success clear it. Inline: on a synchronous
+ * transport the wait is a few instructions (loco_ack_wait). */
 static inline int rtx_wait(struct loco_rtx_worker *w, struct loco_ack *ack)
 {
-	return ack->peers ? rtx_wait_slow(w, ack) : 0;
+	if (!ack->peers)
+		return 0;
+	int rc = loco_ack_wait(w->thr, ack, -1);
+	loco_ack_clear(ack);
+	return rc;
 }
 
 /* Whether the worker has persistence points to keep (durable hosting

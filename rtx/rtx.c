@@ -332,13 +332,6 @@ uint64_t loco_rtx_lease_ms(const struct loco_rtx *x, unsigned nobj)
 	return rtx_lease_ms(x, nobj);
 }
 
-int rtx_wait_slow(struct loco_rtx_worker *w, struct loco_ack *ack)
-{
-	int rc = loco_ack_wait(w->thr, ack, -1);
-	loco_ack_clear(ack);
-	return rc;
-}
-
 int rtx_persist_post_slow(struct loco_rtx_worker *w, struct loco_ack *ack)
 {
 	int rc = 0;

@@ -406,9 +406,16 @@ static void went_add(struct loco_rtx_worker *w, struct rtx_rent *r)
 static void went_fill(struct loco_rtx_worker *w, unsigned n,
 		      const loco_raddr_t *objs, const void **vals)
 {
-	for (unsigned i = 0; i < w->nw; i++)
-		memcpy(w->ws[i].data, w->rs[w->ws[i].ri].data,
-		       w->x->o.data_len);
+	size_t len = w->x->o.data_len;
+	for (unsigned i = 0; i < w->nw; i++) {
+		uint8_t *dst = w->ws[i].data;
+		const uint8_t *src = w->rs[w->ws[i].ri].data;
+		/* One word (as loco_rtx_write) inline, not a libc call. */
+		if (len == 8)
+			memcpy(dst, src, 8);
+		else
+			memcpy(dst, src, len);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		const struct rtx_rent *r = rs_find(w, objs[i]);
 		vals[i] = r->null ? NULL : r->data;
@@ -497,10 +504,10 @@ int loco_rtx_read_for_update(struct loco_rtx_worker *w, unsigned n,
 	return rc;
 }
 
-/* A declared write set does not grow: OBJ must be in it. */
-static int declared(struct loco_rtx_worker *w, loco_raddr_t obj)
+/* A declared write set does not grow: R (OBJ's entry, or NULL) must be
+ * in it. */
+static int declared(const struct loco_rtx_worker *w, const struct rtx_rent *r)
 {
-	const struct rtx_rent *r = rs_find(w, obj);
 	return !w->upd || (r && r->wi >= 0) ? 0 : -EPERM;
 }
 
@@ -509,9 +516,9 @@ int loco_rtx_write(struct loco_rtx_worker *w, loco_raddr_t obj,
 {
 	if (!w->active)
 		return -EINVAL;
-	if (declared(w, obj))
-		return -EPERM;
 	struct rtx_rent *r = rs_find(w, obj);
+	if (declared(w, r))
+		return -EPERM;
 	int rc = r ? 0 : fetch(w, obj, true, false, &r);
 	if (rc)
 		return rc;
@@ -537,11 +544,11 @@ int loco_rtx_lock(struct loco_rtx_worker *w, loco_raddr_t obj)
 {
 	if (!w->active)
 		return -EINVAL;
-	if (declared(w, obj))
+	struct rtx_rent *r = rs_find(w, obj);
+	if (declared(w, r))
 		return -EPERM;
 	if (w->upd == RTX_UPD_EARLY)
 		return 0;   /* its logged lock is held */
-	struct rtx_rent *r = rs_find(w, obj);
 	int rc = r ? 0 : fetch(w, obj, true, true, &r);
 	if (rc)
 		return rc;
