@@ -291,6 +291,26 @@ static void gc_free(struct loco_dimg_gc *g, int i, uint64_t claimed)
 							memory_order_relaxed);
 }
 
+/* The futex bit a FLUSH with ticket T sleeps on (FUTEX_WAIT_BITSET). */
+static uint32_t gc_bit(uint64_t t)
+{
+	return UINT32_C(1) << (t % 32);
+}
+
+/* The bits to wake when done moved from FROM to TO: the FLUSHes now
+ * covered, and the first one not covered (it may take the slot a sync
+ * freed). The others sleep on: waking every waiter at every sync's end
+ * cost a transfer 20 context switches at 31 threads a node. */
+static uint32_t gc_wake_bits(uint64_t from, uint64_t to)
+{
+	if (to - from >= 31)
+		return UINT32_MAX;
+	uint32_t bits = gc_bit(to + 1);
+	for (uint64_t t = from + 1; t <= to; t++)
+		bits |= gc_bit(t);
+	return bits;
+}
+
 /* Sync D's image: publish the ticket count read before it as started
  * and, once it completed, as done; free slot I (claimed at CLAIMED)
  * before the waiters wake. */
@@ -326,9 +346,11 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
 		;
 	gc_covered(g, cur < upto ? upto - cur : 0);
 	gc_free(g, i, claimed);
-	/* Release: pairs with the waiters' acquire of the word. */
+	/* Release: pairs with the waiters' acquire of the word (a waiter
+	 * that read it before this bump does not sleep, whatever its bit). */
 	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
-	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, &g->wake, FUTEX_WAKE_BITSET, INT32_MAX, NULL, NULL,
+		cur < upto ? gc_wake_bits(cur, upto) : gc_wake_bits(cur, cur));
 	return 0;
 }
 
@@ -374,7 +396,9 @@ static int gc_slot_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
  * flight covers (it began after the ticket) waits for it; one that is
  * not covered starts a sync at once if a slot is free (the kernel merges
  * concurrent fdatasyncs of a file), else waits for a sync to end (futex
- * naps of 1 ms: a syncer that dies wakes nobody) and tries again, so the
+ * naps of 1 ms on its ticket's bit: a syncer that dies wakes nobody,
+ * and one that lives wakes only the FLUSHes it covered and the next) and
+ * tries again, so the
  * next sync covers every FLUSH that came while the slots were busy. A
  * slot held past GC_STALE_NS is taken back, and a waiter whose sync has
  * not ended after the handle's wait (the syncer paused or killed, a
@@ -409,8 +433,12 @@ static int group_sync(struct loco_dimg *d)
 		}
 		if (now - start > wait)
 			return gc_sync(d, g, -1, 0);
-		struct timespec nap = { 0, GC_NAP_NS };
-		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
+		/* FUTEX_WAIT_BITSET's timeout is absolute (CLOCK_MONOTONIC). */
+		uint64_t until = now + GC_NAP_NS;
+		struct timespec nap = { (time_t)(until / 1000000000u),
+					(long)(until % 1000000000u) };
+		syscall(SYS_futex, &g->wake, FUTEX_WAIT_BITSET, seen, &nap, NULL,
+			gc_bit(t));
 	}
 }
 
