@@ -64,7 +64,7 @@ struct dimg_mirror {
 	struct loco_dimg_gc *gc;
 };
 
-unsigned loco_dsyncs_from_env(void)
+int loco_dsyncs_from_env(void)
 {
 	const char *v = getenv("LOCO_DURABLE_SYNCS");
 	if (!v || !*v)
@@ -72,11 +72,11 @@ unsigned loco_dsyncs_from_env(void)
 	char *end;
 	unsigned long n = strtoul(v, &end, 10);
 	if (*end || n < 1 || n > LOCO_DIMG_GC_SLOTS) {
-		loco_warn("durable", "LOCO_DURABLE_SYNCS='%s': expected 1 to %d; "
-			  "using %d", v, LOCO_DIMG_GC_SLOTS, LOCO_DIMG_GC_SLOTS);
-		return LOCO_DIMG_GC_SLOTS;
+		loco_err("durable", "LOCO_DURABLE_SYNCS='%s': expected 1 to %d",
+			 v, LOCO_DIMG_GC_SLOTS);
+		return -EINVAL;
 	}
-	return (unsigned)n;
+	return (int)n;
 }
 
 int loco_dsync_from_env(void)
@@ -194,11 +194,14 @@ static int gc_create(struct loco_dimg *d)
 	gc_path(d, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
 	unlink(tmp);
+	int syncs = loco_dsyncs_from_env();
+	if (syncs < 0)
+		return syncs;
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	struct loco_dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch,
-				  .syncs_max = loco_dsyncs_from_env() };
+				  .syncs_max = (uint32_t)syncs };
 	int rc = pwrite(fd, &g, sizeof(g), 0) == (ssize_t)sizeof(g) ? 0 :
 		 errno ? -errno : -EIO;
 	if (!rc && rename(tmp, path))

@@ -128,9 +128,9 @@ struct loco_drange {
  * with a warning for anything else; fdatasync when unset. */
 int loco_dsync_from_env(void);
 /* Syncs in flight at most, LOCO_DURABLE_SYNCS (1..LOCO_DIMG_GC_SLOTS;
- * LOCO_DIMG_GC_SLOTS when unset, and with a warning when out of range):
+ * LOCO_DIMG_GC_SLOTS when unset), or -EINVAL with an error naming it:
  * read by the owner at its start, for every flusher of the incarnation. */
-unsigned loco_dsyncs_from_env(void);
+int loco_dsyncs_from_env(void);
 
 /* loco_dimg_own's HOW. */
 #define LOCO_DIMG_DIRECT 1u /* the arena is the image's mapping */
