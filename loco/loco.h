@@ -930,6 +930,16 @@ int loco_post_persist_range(struct loco_thread *thr,
 int loco_persist_range(struct loco_thread *thr, const struct loco_rregion *rr,
 		       uint64_t off, uint64_t len);
 
+/* Which incarnation of PEER THR's operations reach: a number that
+ * changes when THR's first operation to PEER after the node came back
+ * (or failed over) finds it a new incarnation; 0 before THR's first. The
+ * same value before and after a span of THR's operations to PEER means
+ * they all went to one incarnation (a persist's loss report, -LOCO_EDOWN,
+ * comes once: a caller whose writes must still be there at a later
+ * persist compares this instead of trusting that report to be its own).
+ * Caller: the thread that owns THR. */
+uint32_t loco_peer_qp_gen(struct loco_thread *thr, uint32_t peer);
+
 /* Whether PEER (after its hello) keeps its arena in a durable image. */
 bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer);
 

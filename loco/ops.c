@@ -1436,3 +1436,18 @@ int loco_persist_range(struct loco_thread *thr, const struct loco_rregion *rr,
 	atomic_thread_fence(memory_order_seq_cst);
 	return rc;
 }
+
+uint32_t loco_peer_qp_gen(struct loco_thread *thr, uint32_t peer)
+{
+	if (peer >= LOCO_MAX_NODES)
+		return 0;
+	/* Async transports: another thread's global fence may renew the QP
+	 * (under thr->lock); a sync transport's QPs are this thread's. */
+	if (!thr->hot.sync)
+		pthread_mutex_lock(&thr->lock);
+	const struct loco_qp *qp = thr->qp[peer];
+	uint32_t gen = qp ? qp->gen : 0;
+	if (!thr->hot.sync)
+		pthread_mutex_unlock(&thr->lock);
+	return gen;
+}

@@ -810,7 +810,17 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
  * owner's (nobody else writes them) and the log names them, so no scan
  * frees them before the log is DONE. A read-only object read after the
  * read for update is validated in a round of its own before C1 (DOING
- * cannot wait on a READ in its own doorbell). */
+ * cannot wait on a READ in its own doorbell).
+ *
+ * Durable nodes: E2 persists the log before the locks name it; the
+ * locks are persisted with C1's data, before DOING. A lock must be
+ * durable before the commit point, not before the application computes:
+ * a power cut before C1's persist leaves a durable INIT log and each
+ * lock durable or not, which the INIT log's abort settles either way
+ * (its release CASes expect lockv) -- the states the ordinary commit
+ * leaves between its log's persist and its locks'. C1's persist covers
+ * the locks only if it reaches the incarnation they went to: the commit
+ * compares the home QP's generation (loco_peer_qp_gen) before DOING. */
 
 /* The data READs of the write set into BT (R's copy, zeros for a null
  * object); -EIO for a pointer outside the pool, before anything is
@@ -864,7 +874,11 @@ int rtx_update_lock(struct loco_rtx_worker *w)
 		return rc;
 	rtx_crash_point("rtx.after_log");
 	post_locks(w, &bt);
-	rc = bt_run_durable(&bt, w);
+	/* Durable nodes: the locks need only be durable before the commit
+	 * point, so C1's persist of the data covers them (one sync wait
+	 * fewer; docs/rtx.md, "Read for update", durable nodes). */
+	rc = bt_run(&bt, w);
+	w->upd_gen = loco_peer_qp_gen(w->thr, w->x->home);
 	bool ok = !rc && locks_check(w, &acquired);
 	if (rc || !ok) {
 		int rc2 = abort_logged(w, acquired);
@@ -900,7 +914,9 @@ static int early_data(struct loco_rtx_worker *w, struct rtx_batch *bt,
 		if (!rc)
 			rtx_crash_point("rtx.update_data");
 	} else {
-		/* Durable nodes: the data persisted before the commit point. */
+		/* Durable nodes: the data, and E2's lock CASes (this thread's
+		 * writes since its last persist), persisted before the commit
+		 * point. */
 		rc = writes_before_locks(w, bt, false, false);
 	}
 	*ok = !rc && reads_valid(w) && hooks_valid(w);
@@ -914,6 +930,12 @@ int rtx_commit_early(struct loco_rtx_worker *w)
 	struct rtx_batch bt;
 	bt_init(&bt, w, &w->ack);
 	int rc = early_data(w, &bt, &ok);
+	/* Durable nodes: the persist just posted covers the locks only if
+	 * they went to the incarnation it reaches (their loss may have been
+	 * reported, once, to another operation of this thread meanwhile). */
+	if (!rc && rtx_durable(w) &&
+	    loco_peer_qp_gen(w->thr, w->x->home) != w->upd_gen)
+		rc = -LOCO_EDOWN;
 	if (!rc && ok) {
 		rtx_crash_point("rtx.after_validate");
 		rc = go_doing(w, &bt, &doing, &doing_ns);

@@ -166,6 +166,8 @@ struct loco_rtx_worker {
 	bool prelocked;            /* it took one (rs[].prelock may be set) */
 	uint64_t lockv;
 	uint8_t upd;               /* enum rtx_upd: loco_rtx_read_for_update */
+	uint32_t upd_gen;          /* the home node's incarnation its locks
+				    * went to (loco_peer_qp_gen) */
 	struct loco_ack ack;       /* everything the transaction posted */
 	unsigned nrep;             /* expired locks noted */
 	loco_raddr_t rep_obj[RTX_MAX_REPAIRS];

@@ -32,6 +32,10 @@
  * (its syncer paused, or a very slow disk) syncs by itself. */
 #define GC_WAIT_NS UINT64_C(200000000)
 #define GC_NAP_NS 1000000
+/* A sync slot held this long is taken back: its syncer died or is paused
+ * (a sync takes 0.1-1 ms on the development VM, its p99 5-12 ms under
+ * load); with LOCO_DURABLE_SYNCS=1 nobody syncs until it is free. */
+#define GC_STALE_NS UINT64_C(20000000)
 
 struct dimg_hdr {
 	uint64_t magic;
@@ -59,6 +63,21 @@ struct dimg_mirror {
 	int gc_fd;                  /* "<image>.sync" (-1: not mapped) */
 	struct loco_dimg_gc *gc;
 };
+
+int loco_dsyncs_from_env(void)
+{
+	const char *v = getenv("LOCO_DURABLE_SYNCS");
+	if (!v || !*v)
+		return LOCO_DIMG_GC_SLOTS;
+	char *end;
+	unsigned long n = strtoul(v, &end, 10);
+	if (*end || n < 1 || n > LOCO_DIMG_GC_SLOTS) {
+		loco_err("durable", "LOCO_DURABLE_SYNCS='%s': expected 1 to %d",
+			 v, LOCO_DIMG_GC_SLOTS);
+		return -EINVAL;
+	}
+	return (int)n;
+}
 
 int loco_dsync_from_env(void)
 {
@@ -175,10 +194,14 @@ static int gc_create(struct loco_dimg *d)
 	gc_path(d, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
 	unlink(tmp);
+	int syncs = loco_dsyncs_from_env();
+	if (syncs < 0)
+		return syncs;
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	struct loco_dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch };
+	struct loco_dimg_gc g = { .magic = GC_MAGIC, .epoch = d->epoch,
+				  .syncs_max = (uint32_t)syncs };
 	int rc = pwrite(fd, &g, sizeof(g), 0) == (ssize_t)sizeof(g) ? 0 :
 		 errno ? -errno : -EIO;
 	if (!rc && rename(tmp, path))
@@ -271,6 +294,26 @@ static void gc_free(struct loco_dimg_gc *g, int i, uint64_t claimed)
 							memory_order_relaxed);
 }
 
+/* The futex bit a FLUSH with ticket T sleeps on (FUTEX_WAIT_BITSET). */
+static uint32_t gc_bit(uint64_t t)
+{
+	return UINT32_C(1) << (t % 32);
+}
+
+/* The bits to wake when done moved from FROM to TO: the FLUSHes now
+ * covered, and the first one not covered (it may take the slot a sync
+ * freed). The others sleep on: waking every waiter at every sync's end
+ * cost a transfer 20 context switches at 31 threads a node. */
+static uint32_t gc_wake_bits(uint64_t from, uint64_t to)
+{
+	if (to - from >= 31)
+		return UINT32_MAX;
+	uint32_t bits = gc_bit(to + 1);
+	for (uint64_t t = from + 1; t <= to; t++)
+		bits |= gc_bit(t);
+	return bits;
+}
+
 /* Sync D's image: publish the ticket count read before it as started
  * and, once it completed, as done; free slot I (claimed at CLAIMED)
  * before the waiters wake. */
@@ -306,23 +349,27 @@ static int gc_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
 		;
 	gc_covered(g, cur < upto ? upto - cur : 0);
 	gc_free(g, i, claimed);
-	/* Release: pairs with the waiters' acquire of the word. */
+	/* Release: pairs with the waiters' acquire of the word (a waiter
+	 * that read it before this bump does not sleep, whatever its bit). */
 	atomic_fetch_add_explicit(&g->wake, 1, memory_order_release);
-	syscall(SYS_futex, &g->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, &g->wake, FUTEX_WAKE_BITSET, INT32_MAX, NULL, NULL,
+		cur < upto ? gc_wake_bits(cur, upto) : gc_wake_bits(cur, cur));
 	return 0;
 }
 
 /* Claim a slot for a sync starting at NOW: a free one, or one whose
- * sync began more than GC_WAIT_NS ago (its syncer died, or is paused).
+ * sync began more than GC_STALE_NS ago (its syncer died, or is paused).
  * Returns its index, or -1 when every slot holds a live sync. */
 static int gc_claim(struct loco_dimg_gc *g, uint64_t now)
 {
-	for (int i = 0; i < LOCO_DIMG_GC_SLOTS; i++) {
+	int n = g->syncs_max >= 1 && g->syncs_max <= LOCO_DIMG_GC_SLOTS ?
+		(int)g->syncs_max : LOCO_DIMG_GC_SLOTS;
+	for (int i = 0; i < n; i++) {
 		/* Relaxed: the slot only bounds the syncs in flight; done
 		 * (release) publishes what they cover. */
 		uint64_t v = atomic_load_explicit(&g->slot[i],
 						  memory_order_relaxed);
-		if ((!v || (int64_t)(now - v) > (int64_t)GC_WAIT_NS) &&
+		if ((!v || (int64_t)(now - v) > (int64_t)GC_STALE_NS) &&
 		    atomic_compare_exchange_strong_explicit(&g->slot[i], &v, now,
 							    memory_order_relaxed,
 							    memory_order_relaxed))
@@ -346,17 +393,20 @@ static int gc_slot_sync(struct loco_dimg *d, struct loco_dimg_gc *g, int i,
 }
 
 /* fdatasync by group commit, as a database's log flush with a bounded
- * number of syncs in flight (LOCO_DIMG_GC_SLOTS): returns once a sync
- * that began after this FLUSH's bytes reached the page cache has
- * completed. A FLUSH that a sync in flight covers (it began after the
- * ticket) waits for it; one that is not covered starts a sync at once
- * if a slot is free (the kernel merges concurrent fdatasyncs of a file),
- * else waits for a sync to end (futex naps of 1 ms: a syncer that dies
- * wakes nobody) and tries again, so the next sync covers every FLUSH
- * that came while the slots were busy. A waiter whose sync has not
- * ended after the handle's wait (the syncer paused or killed, a stalled
- * disk) syncs by itself. docs/durability.md measures this against a
- * sync per FLUSH and against one sync in flight. */
+ * number of syncs in flight (the owner's LOCO_DURABLE_SYNCS, default
+ * LOCO_DIMG_GC_SLOTS): returns once a sync that began after this FLUSH's
+ * bytes reached the page cache has completed. A FLUSH that a sync in
+ * flight covers (it began after the ticket) waits for it; one that is
+ * not covered starts a sync at once if a slot is free (the kernel merges
+ * concurrent fdatasyncs of a file), else waits for a sync to end (futex
+ * naps of 1 ms on its ticket's bit: a syncer that dies wakes nobody,
+ * and one that lives wakes only the FLUSHes it covered and the next) and
+ * tries again, so the
+ * next sync covers every FLUSH that came while the slots were busy. A
+ * slot held past GC_STALE_NS is taken back, and a waiter whose sync has
+ * not ended after the handle's wait (the syncer paused or killed, a
+ * stalled disk) syncs by itself. docs/durability.md measures this
+ * against a sync per FLUSH and for 1, 2 and 4 syncs in flight. */
 static int group_sync(struct loco_dimg *d)
 {
 	struct loco_dimg_gc *g = d->mx ? d->mx->gc : NULL;
@@ -386,8 +436,12 @@ static int group_sync(struct loco_dimg *d)
 		}
 		if (now - start > wait)
 			return gc_sync(d, g, -1, 0);
-		struct timespec nap = { 0, GC_NAP_NS };
-		syscall(SYS_futex, &g->wake, FUTEX_WAIT, seen, &nap, NULL, 0);
+		/* FUTEX_WAIT_BITSET's timeout is absolute (CLOCK_MONOTONIC). */
+		uint64_t until = now + GC_NAP_NS;
+		struct timespec nap = { (time_t)(until / 1000000000u),
+					(long)(until % 1000000000u) };
+		syscall(SYS_futex, &g->wake, FUTEX_WAIT_BITSET, seen, &nap, NULL,
+			gc_bit(t));
 	}
 }
 

@@ -47,8 +47,9 @@
  * Syncs: fdatasync mode syncs by group commit (struct loco_dimg_gc): a
  * FLUSH waits for a sync in flight that began after its bytes were in the
  * image, or runs one at once beside the others (the kernel merges
- * concurrent fdatasyncs of a file) while fewer than LOCO_DIMG_GC_SLOTS
- * run; else it waits for one to end, and the next covers all waiters. */
+ * concurrent fdatasyncs of a file) while fewer than the owner's
+ * LOCO_DURABLE_SYNCS (default LOCO_DIMG_GC_SLOTS) run; else it waits for
+ * one to end, and the next covers all waiters. */
 #ifndef LOCO_TRANSPORT_DURABLE_H
 #define LOCO_TRANSPORT_DURABLE_H
 
@@ -89,7 +90,8 @@ struct loco_dimg {
 };
 
 #define LOCO_DIMG_GC_LAT 96
-#define LOCO_DIMG_GC_SLOTS 4    /* fdatasyncs in flight at most */
+#define LOCO_DIMG_GC_SLOTS 4    /* fdatasyncs in flight at most, and
+				 * the default of LOCO_DURABLE_SYNCS */
 
 /* Group commit (fdatasync mode): "<image>.sync", made anew by every
  * start of the owner and mapped shared by every process that flushes into
@@ -105,7 +107,9 @@ struct loco_dimg_gc {
 	_Atomic uint64_t done;   /* every ticket <= done is synced */
 	_Atomic uint64_t syncs;  /* fdatasyncs run for tickets */
 	_Atomic uint32_t wake;   /* futex word: bumped when done moves */
-	uint32_t pad;
+	uint32_t syncs_max;      /* syncs in flight at most, the owner's
+				  * LOCO_DURABLE_SYNCS (1..LOCO_DIMG_GC_SLOTS),
+				  * written before the file is named */
 	/* For reports (loco_dimg_group_stats): the most tickets one sync
 	 * moved done by, and the fdatasyncs' durations by LOCO_DIMG_GC_LAT
 	 * buckets (4 a power of two of microseconds). */
@@ -123,6 +127,10 @@ struct loco_drange {
 /* The sync mode LOCO_DURABLE_SYNC names (msync, fdatasync, none), or -1
  * with a warning for anything else; fdatasync when unset. */
 int loco_dsync_from_env(void);
+/* Syncs in flight at most, LOCO_DURABLE_SYNCS (1..LOCO_DIMG_GC_SLOTS;
+ * LOCO_DIMG_GC_SLOTS when unset), or -EINVAL with an error naming it:
+ * read by the owner at its start, for every flusher of the incarnation. */
+int loco_dsyncs_from_env(void);
 
 /* loco_dimg_own's HOW. */
 #define LOCO_DIMG_DIRECT 1u /* the arena is the image's mapping */

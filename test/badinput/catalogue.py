@@ -410,6 +410,9 @@ def durable_cases():
     expect_fail("durable: LOCO_DURABLE_SYNC=often", base + ["--durable",
                 path("dur-sync")], "LOCO_DURABLE_SYNC",
                 env(LOCO_DURABLE_SYNC="often"))
+    expect_fail("durable: LOCO_DURABLE_SYNCS=9", base + ["--durable",
+                path("dur-syncs")], "LOCO_DURABLE_SYNCS",
+                env(LOCO_DURABLE_SYNCS="9"))
     p = free_ports(3)
     hm = path("h-mirror", "0 127.0.0.1:%d memory\n1 127.0.0.1:%d mirror\n"
               "2 127.0.0.1:%d compute\n" % tuple(p))

@@ -116,6 +116,64 @@ START_TEST(ops_on_a_dead_node_fail_down)
 }
 END_TEST
 
+/* A read for update holds its logged locks while the application
+ * computes; on a durable node they are persisted with the commit's data,
+ * before the commit point (rtx/commit.c), so a power cut meanwhile takes
+ * them back with nothing but the durable INIT log to show for them. The
+ * commit then fails with -LOCO_EDOWN (even after another operation of
+ * its thread took the loss report), the worker's next incarnation
+ * settles the log, the values are the old ones, and the same objects
+ * lock and commit again. */
+START_TEST(update_locks_lost_to_power_cut)
+{
+	const void *vals[2];
+	const uint64_t one = 1, two = 2;
+	loco_raddr_t pair[2] = { obj(0), obj(1) };
+	uint64_t meta[2];
+	int rc;
+	put(0, 100);
+	put(1, 101);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, pair, vals), 0);
+	ck_assert_uint_eq(*(const uint64_t *)vals[1], 101);
+	ck_assert_int_eq(loco_read(thr2, rtx_meta(x, 0), 0, meta, 8), 0);
+	ck_assert(loco_lllock_is_locked(meta[0]));
+	ck_assert_int_eq(loco_rtx_write(w, obj(0), &one), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &two), 0);
+
+	kill_node();
+	mc_start_mem(&mc, true, power_cut);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	/* The locks were never persisted: the power cut took them. */
+	ck_assert_int_eq(loco_read(thr2, rtx_meta(x, 0), 0, meta, 16), 0);
+	ck_assert(!loco_lllock_is_locked(meta[0]));
+	/* Another operation of W's thread takes the loss report (once): the
+	 * commit must still not reach its commit point. */
+	ck_assert_int_eq(loco_persist(thr, 0), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_rtx_commit(w), -LOCO_EDOWN);
+	loco_rtx_worker_destroy(w);
+	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
+
+	uint64_t seen[2] = { 0, 0 };
+	LOCO_RTX_BLOCK(w, rc) {
+		if ((rc = loco_rtx_read_for_update(w, 2, pair, vals)))
+			continue;
+		seen[0] = *(const uint64_t *)vals[0];
+		seen[1] = *(const uint64_t *)vals[1];
+		uint64_t a = seen[0] + 100, b = seen[1] + 100;
+		if (!(rc = loco_rtx_write(w, obj(0), &a)))
+			rc = loco_rtx_write(w, obj(1), &b);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(seen[0], 100);
+	ck_assert_uint_eq(seen[1], 101);
+	uint64_t now[2];
+	ck_assert_int_eq(loco_rtx_peek(w, pair, 2, now, NULL), 0);
+	ck_assert_uint_eq(now[0], 200);
+	ck_assert_uint_eq(now[1], 201);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rtx_down");
@@ -123,6 +181,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, ops_on_a_dead_node_fail_down);
+	tcase_add_test(t, update_locks_lost_to_power_cut);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

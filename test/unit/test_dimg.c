@@ -257,6 +257,39 @@ START_TEST(group_commit_next_sync_covers_waiters)
 }
 END_TEST
 
+/* LOCO_DURABLE_SYNCS=1 (the owner's choice): while one sync that began
+ * before them is in flight, FLUSHes start none beside it though slots
+ * are free; when it ends, one sync covers them all. */
+START_TEST(group_commit_syncs_max_one)
+{
+	struct loco_dimg o, shared;
+	struct flusher f[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	struct loco_dimg_gc_stats st;
+	ck_assert_int_eq(setenv("LOCO_DURABLE_SYNCS", "1", 1), 0);
+	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
+	ck_assert_int_eq(unsetenv("LOCO_DURABLE_SYNCS"), 0);
+	struct loco_dimg_gc *g = gc_map();
+	ck_assert_uint_eq(g->syncs_max, 1);
+	atomic_store(&g->req, 5);
+	sync_in_flight(g, 5);
+	atomic_store(&g->slot[0], now_ns() + HOUR_NS);
+	start_flushers(&o, &shared, f, th);
+	wait_tickets(&o, 5 + FLUSHERS);
+	assert_none_returned(f);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 0);
+	sync_ends(g, &o, 5);
+	atomic_store(&g->slot[0], 0);
+	join_flushers(&o, &shared, f, th);
+	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
+	ck_assert_uint_eq(st.syncs, 1);
+	ck_assert_uint_eq(atomic_load(&g->done), 5 + FLUSHERS);
+	munmap(g, sizeof(*g));
+	loco_dimg_close(&o);
+}
+END_TEST
+
 /* With no sync in flight a FLUSH syncs at once, and what it read covers
  * itself: a later FLUSH finds its ticket not covered and syncs again. */
 START_TEST(group_commit_syncs_when_none_in_flight)
@@ -303,9 +336,9 @@ START_TEST(group_commit_syncer_stuck)
 }
 END_TEST
 
-/* Sync slots held by syncers that died (or stopped) more than a second
- * ago hold nobody: a FLUSH not covered reclaims one and syncs, though it
- * would wait for ever for a sync to end. */
+/* Sync slots held by syncers that died (or stopped) 50 ms ago (more than
+ * GC_STALE_NS, 20 ms) hold nobody: a FLUSH not covered reclaims one and
+ * syncs, though it would wait for ever for a sync to end. */
 START_TEST(group_commit_stale_slots_reclaimed)
 {
 	struct loco_dimg o, a;
@@ -315,7 +348,7 @@ START_TEST(group_commit_stale_slots_reclaimed)
 	struct loco_dimg_gc *g = gc_map();
 	atomic_store(&g->req, 5);
 	sync_in_flight(g, 5);
-	slots_held(g, now_ns() - 1000000000u);
+	slots_held(g, now_ns() - 50000000u);
 	struct flusher f = { .img = a, .off = 4096 };
 	uint64_t syncs;
 	flush_one(&f);
@@ -405,6 +438,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_commit_covered_by_sync_in_flight);
 	tcase_add_test(tc, group_commit_next_sync_covers_waiters);
+	tcase_add_test(tc, group_commit_syncs_max_one);
 	tcase_add_test(tc, group_commit_syncs_when_none_in_flight);
 	tcase_add_test(tc, group_commit_syncer_stuck);
 	tcase_add_test(tc, group_commit_stale_slots_reclaimed);
