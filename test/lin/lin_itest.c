@@ -299,10 +299,15 @@ static int rx_update(struct rx *r, int kind, uint64_t a, uint64_t b,
 	return rc;
 }
 
-/* The broken FAA: read in one transaction, write in another. */
+/* The broken FAA: read in one transaction, write in another, a slow
+ * client between them (5 us, as faa_broken's), so that paced ops of
+ * other nodes land in the window in every run, a busy host's too. */
 static int rx_faa_broken(struct rx *r, uint64_t *old)
 {
 	int rc = rx_get(r, old);
+	uint64_t t0 = loco_now_ns();
+	while (!rc && loco_now_ns() - t0 < 5000)
+		;
 	LOCO_RTX_BLOCK(r->w, rc) {
 		const void *v[1];
 		uint64_t nv = *old + 1;
