@@ -51,7 +51,9 @@ variant fenced_missing fenced 's/"missing":0/"missing":1/g'
 variant fenced_corrupt fenced 's/"corrupt":0/"corrupt":2/g'
 variant fenced_verify fenced 's/"verify_failed":0/"verify_failed":1/g'
 variant fenced_mem fenced 's/"mem_keys":915/"mem_keys":1001/g'
+# shellcheck disable=SC2016  # sed's $a (append), not a variable
 variant fenced_timeout fenced '$a [loco-run] timeout after 90 s'
+# shellcheck disable=SC2016
 variant fenced_also_1 fenced '$a [loco-run] n1 exited with status 1 at 7.70s'
 variant fenced_dead1 fenced 's/"dead":\[2\]/"dead":[1,2]/g'
 variant clean_dead clean 's/"dead":\[\]/"dead":[2]/g'
