@@ -5,7 +5,8 @@
  * nodes: a heartbeat counter (a thread WRITEs it every HB_MS), the last
  * phase the node reached, and at the end its result row. A node waits
  * for every other to reach the phase or to be dead: its heartbeat did not
- * move for --dead-ms. The survivors finish; the lowest of them prints
+ * move for --dead-ms (then it is fenced), or it is fenced already. The
+ * survivors finish; the lowest of them prints
  * the cluster line (rows of the nodes that finished, "dead": the others)
  * and runs --verify. */
 #include <errno.h>
@@ -196,6 +197,16 @@ static int look(struct ycsb *y, struct loco_thread *thr, uint64_t phase,
 		if (id == y->self || (y->dead & UINT64_C(1) << id) ||
 		    r->phase >= phase)
 			continue;
+		if (loco_peer_fenced(y->mgr, id)) {
+			/* Fenced already (a lock or a resize taken over from
+			 * it, by this node or another): that incarnation never
+			 * reaches PHASE, and nothing waits for its heartbeat
+			 * to stop. */
+			y->dead |= UINT64_C(1) << id;
+			fprintf(stderr, "loco-ycsb: node %u: node %u is dead "
+				"(fenced by the cluster)\n", y->self, id);
+			continue;
+		}
 		if (r->beat != c->seen_beat[id] || !c->seen_ns[id]) {
 			c->seen_beat[id] = r->beat;
 			c->seen_ns[id] = now;

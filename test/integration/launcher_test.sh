@@ -7,7 +7,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 LR=${LOCO_RUN:-$here/../../tools/loco-run}
 work=$(mktemp -d "${TMPDIR:-/tmp}/loco-launcher-test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; [ -z "${PY_PID-}" ] || kill "$PY_PID" 2>/dev/null' EXIT
 
 # Private copy so the test works whatever mode the checkout gave the helper.
 FAKE=$work/fake_node.py
@@ -47,10 +47,48 @@ expect_rc() {
 has() { grep -Eq -- "$2" "$FAKE_DIR/$1" || fail "$1 lacks /$2/"; }
 lacks() { ! grep -Eq -- "$2" "$FAKE_DIR/$1" || fail "$1 has /$2/"; }
 
+# One Python process evaluates the test's expressions (pyeval, json,
+# pytrue): a python3 start costs 20-70 ms of CPU, and the test made some
+# 40 of them besides the launcher's and the fake nodes' own. A request is
+# a line "DUMP<tab>EXPR" (EXPR one line, d bound to the JSON in file
+# DUMP, none if empty); the answer "ok N" and the N lines of str(EXPR),
+# or "err".
+coproc PY { python3 -u -c '
+import json, sys
+for line in sys.stdin:
+    dump, _, expr = line.rstrip("\n").partition("\t")
+    try:
+        d = json.load(open(dump)) if dump else None
+        out = str(eval(expr, {"d": d})).split("\n")
+        sys.stdout.write("ok %d\n%s\n" % (len(out), "\n".join(out)))
+    except Exception:
+        sys.stdout.write("err\n")
+    sys.stdout.flush()
+'; }
+py_in=${PY[1]} py_out=${PY[0]}
+
+# pyeval DUMP EXPR: print str(EXPR); status 1 if it raised (or no answer
+# came in 30 s).
+pyeval() {
+	local head n line
+	printf '%s\t%s\n' "$1" "$2" >&"$py_in" || return 1
+	IFS=' ' read -r -t 30 -u "$py_out" head n || return 1
+	[ "$head" = ok ] || return 1
+	while [ "$n" -gt 0 ]; do
+		IFS= read -r -t 30 -u "$py_out" line || return 1
+		printf '%s\n' "$line"
+		n=$((n - 1))
+	done
+}
+
+# pytrue EXPR: status 0 if EXPR is true.
+pytrue() {
+	[ "$(pyeval '' "bool($1)")" = True ]
+}
+
 # json N EXPR: evaluate python EXPR on node N's dump (bound to d).
 json() {
-	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
-		"$FAKE_DIR/n$1.json" "$2" 2>/dev/null || fail "no usable dump for n$1"
+	pyeval "$FAKE_DIR/n$1.json" "$2" || fail "no usable dump for n$1"
 }
 
 # counts N: the count lines of node N as "K T" (T its monotonic clock).
@@ -97,7 +135,13 @@ run --help
 expect_rc 0
 has out 'usage: loco-run'
 has out 'LOCO_MEMNODE'
-for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
+# Each bad command line must make loco-run exit 2 with a message. The
+# first and the last two run as processes; the others are checked by one
+# Python process that loads tools/loco-run as a module and calls its
+# main(), which parses, resolves the program and returns 2 before it
+# starts anything (a start of loco-run costs ~70 ms of CPU: 50 of them
+# were half this test's CPU time).
+bad_args=("-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-n 2 --kill 1 -- $FAKE" "-n 2 --bogus -- $FAKE" "-n 2 --timeout x -- $FAKE" \
 	"-n 2 --env NOEQUALS -- $FAKE" "-n 2 --transport tcp -- $FAKE" \
 	"-m 1 -n 1 --restart 1@1 -- $FAKE" "-m 1 -n 1 --restart 0@x -- $FAKE" \
@@ -123,12 +167,39 @@ for bad in "-- $FAKE" "-n 0 -- $FAKE" "-n 2 --kill 5@1 -- $FAKE" \
 	"-n 2 --resume-stopped x -- $FAKE" \
 	"-n 2 --env LOCO_CLOCK_SKEW_MS=3 -- $FAKE" \
 	"-n 2 --env LOCO_CLOCK_SKEW_FOR_MS=3 -- $FAKE" \
-	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program"; do
+	"-n 1" "-n 1 -- $work/does-not-exist" "-n 1 -- no-such-loco-program")
+for bad in "${bad_args[0]}" "${bad_args[@]: -2}"; do
 	# shellcheck disable=SC2086
 	run $bad
 	[ "$rc" -eq 2 ] || fail "'$bad' gave status $rc, expected 2"
 	grep -q 'loco-run:' "$FAKE_DIR/err" || fail "'$bad': no error message"
 done
+printf '%s\n' "${bad_args[@]:1:${#bad_args[@]}-3}" >"$FAKE_DIR/bad"
+python3 - "$LR" "$FAKE_DIR/bad" >"$FAKE_DIR/out" 2>"$FAKE_DIR/err" <<'EOF' ||
+import contextlib, importlib.machinery, importlib.util, io, sys
+loader = importlib.machinery.SourceFileLoader("loco_run", sys.argv[1])
+spec = importlib.util.spec_from_loader("loco_run", loader)
+lr = importlib.util.module_from_spec(spec)
+loader.exec_module(lr)
+lines = [l for l in open(sys.argv[2]).read().splitlines() if l]
+failed = 0
+for line in lines:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = lr.main(line.split())
+        except SystemExit as e:
+            rc = e.code
+    if rc != 2 or "loco-run:" not in err.getvalue():
+        print("'%s' gave status %r, expected 2 with a loco-run: message "
+              "(stderr: %r)" % (line, rc, err.getvalue()))
+        failed = 1
+if not failed:
+    print("%d bad command lines: exit 2 with a message" % len(lines))
+sys.exit(failed)
+EOF
+	fail "$(cat "$FAKE_DIR/out")"
+has out "^$((${#bad_args[@]} - 3)) bad command lines: exit 2 with a message\$"
 
 # --- prefixing, environment, hosts file, run dir ----------------------------
 begin env
@@ -220,7 +291,7 @@ run -m 1 -n 2 --kill 1@0.5 -- "$FAKE" --sleep 1:60 --sleep 2:1.5
 expect_rc 0
 has err '^\[loco-run\] fault: SIGKILL node 1 at [0-9]+\.[0-9]{2}s \(--kill 1@0\.5\)$'
 t=$(sed -n 's/^\[loco-run\] fault: SIGKILL node 1 at \([0-9.]*\)s .*/\1/p' "$FAKE_DIR/err")
-python3 -c "import sys; sys.exit(not 0.5 <= float('$t') < 5)" ||
+pytrue "0.5 <= float('$t') < 5" ||
 	fail "killed at ${t}s, expected 0.5s"
 [ "$secs" -lt 20 ] || fail "took ${secs}s"
 [ -e "$FAKE_DIR/done.2" ] || fail "n2 did not finish"
@@ -240,7 +311,7 @@ has err '^\[loco-run\] fault: restarted node 1 at [0-9.]+s$'
 [ "$(wc -l <"$FAKE_DIR/pids")" -eq 4 ] || fail "expected 4 recorded pids"
 t0=$(sed -n 's/^\[loco-run\] fault: SIGKILL node 1 at \([0-9.]*\)s.*/\1/p' "$FAKE_DIR/err")
 t1=$(sed -n 's/^\[loco-run\] fault: restarted node 1 at \([0-9.]*\)s$/\1/p' "$FAKE_DIR/err")
-python3 -c "import sys; sys.exit(not 0.29 <= $t1 - $t0 < 5)" ||
+pytrue "0.29 <= $t1 - $t0 < 5" ||
 	fail "restarted ${t1}s after a kill at ${t0}s, expected 0.3s later"
 d0=$(json 0 'd["env"]["LOCO_DURABLE_DIR"]')
 d1=$(json 1 'd["env"]["LOCO_DURABLE_DIR"]')
@@ -289,7 +360,7 @@ seen=$(sed -En 's/.*--kill 0@after:0:count 3 at\+0\.6, seen at ([0-9.]+)s\)$/\1/
 	"$FAKE_DIR/err")
 hit=$(fault_at 'fault: SIGKILL node 0')
 [ -n "$seen" ] && [ -n "$hit" ] || fail "no fault line"
-python3 -c "import sys; sys.exit(not $hit - $seen >= 0.59)" ||
+pytrue "$hit - $seen >= 0.59" ||
 	fail "killed at ${hit}s, the line seen at ${seen}s: expected 0.6 s later"
 counts 0 | python3 -c '
 import sys
@@ -339,7 +410,7 @@ lacks err 'stopped itself'
 t0=$(fault_at 'fault: SIGSTOP node 0')
 t1=$(fault_at 'fault: SIGCONT node 0')
 # The times are printed to 0.01 s: their difference may read 0.01 short.
-python3 -c "import sys; sys.exit(not 0.79 <= $t1 - $t0 < 5)" ||
+pytrue "0.79 <= $t1 - $t0 < 5" ||
 	fail "SIGCONT ${t1}s after a SIGSTOP at ${t0}s, expected 0.8 s later"
 # Counting 10 ms apart, n0 shows one gap of at least 0.7 s, after its
 # 10th line, and counts to the end after it.
@@ -429,7 +500,7 @@ has err '^\[loco-run\] fault: SIGCONT node 1 at [0-9.]+s \(it stopped itself\)$'
 has out '^\[n1\] continued$'
 t0=$(fault_at 'node 1 stopped itself')
 t1=$(fault_at 'fault: SIGCONT node 1')
-python3 -c "import sys; sys.exit(not 0.39 <= $t1 - $t0 < 5)" ||
+pytrue "0.39 <= $t1 - $t0 < 5" ||
 	fail "SIGCONT ${t1}s after the stop at ${t0}s, expected 0.4 s later"
 [ -e "$FAKE_DIR/done.1" ] || fail "n1 did not finish"
 pids_gone
@@ -445,7 +516,7 @@ begin timeout
 run -m 1 -n 2 --timeout 1 -- "$FAKE" --grandchild --sleep '*:60'
 expect_rc 124
 # loco-run multiplies --timeout by LOCO_TIMEOUT_SCALE (sanitizer builds).
-has err "^\[loco-run\] timeout after $(python3 -c "print('%g' % (1 * float('${LOCO_TIMEOUT_SCALE:-1}')))") s\$"
+has err "^\[loco-run\] timeout after $(pyeval '' "'%g' % (1 * float('${LOCO_TIMEOUT_SCALE:-1}'))") s\$"
 [ "$secs" -lt 20 ] || fail "took ${secs}s"
 [ "$(wc -l <"$FAKE_DIR/pids")" -eq 5 ] || fail "expected 5 recorded pids"
 pids_gone

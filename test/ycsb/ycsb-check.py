@@ -20,12 +20,25 @@ checks its cluster result line (the line with "scope":"cluster"; loco-run's
                  kvstore's, and race's and sherman's with --verify, in a
                  run without inserts or deletes: mem_keys = the loaded
                  keys, at least 16 bytes each, reserved >= used.
+                 With --dead-ms: dead = [] (no node was taken for dead).
+                 A run with --dead-ms in which nodes were fenced (a lock
+                 holder descheduled past its lease on a loaded host is
+                 fenced by the node that takes its lock over: it exits 3,
+                 the others finish without it) proved less than asked:
+                 the fenced nodes' keys went unchecked. It passes no
+                 test, but its survivors' line is checked as above, save
+                 that loaded and mem_keys may fall short of --keys (not
+                 below the survivors' loaded keys) and dead names only
+                 fenced nodes; a failure there (a missing value, a
+                 --verify that failed, ...) fails at once, and a run
+                 without one is run again, up to 3 runs in all.
   EXPECT=caught  (a broken index) exit 1, and the line shows missing or
                  wrong > 0: the end-of-run check caught it.
   EXPECT=verify-fails  exit 1 and verify_failed = 1: --verify's walk of
                  the index found it broken.
 Exit 0 if all holds, 1 if not, 2 on usage."""
 import json
+import re
 import subprocess
 import sys
 
@@ -43,6 +56,7 @@ OWN = {"index": str, "ordered": bool, "distributed": bool, "workload": str, "zip
        "cache_misses": int, "repairs": int, "lock_fails": int,
        "loaded": int, "checked": int,
        "missing": int, "wrong": int, "corrupt": int}
+RUNS = 3        # at most, when nodes were fenced (EXPECT=ok)
 CALLS = ("gets", "inserts", "updates", "deletes", "scans")
 MEMORY = ("mem_used_bytes", "mem_reserved_bytes", "mem_keys",
           "used_bytes_per_key", "reserved_bytes_per_key")
@@ -102,11 +116,13 @@ def check_mix(r, w):
         fail("scans in workload " + w)
 
 
-def check_memory(r, cmd):
+def check_memory(r, cmd, fenced):
     """The memory fields: kvstore counts its slots, race and sherman
     their structures in --verify's walk; with no insert or delete in the
-    run the keys they hold are the loaded ones, in at least 8 + 8 bytes
-    each, within what their regions reserve."""
+    run the keys they hold are the loaded ones (FENCED: at least the
+    survivors' and at most --keys: a node fenced while loading may have
+    inserted part of its share), in at least 8 + 8 bytes each, within
+    what their regions reserve."""
     for k in MEMORY:
         if not isinstance(r.get(k), (int, float)) or isinstance(r[k], bool):
             fail("field %s is %r, expected a number" % (k, r.get(k)))
@@ -114,7 +130,10 @@ def check_memory(r, cmd):
         (r["index"] in ("race", "sherman") and "--verify" in cmd)
     if not measured or r["inserts"] or r["deletes"]:
         return
-    if r["mem_keys"] != r["loaded"]:
+    if fenced and not r["loaded"] <= r["mem_keys"] <= r["keys"]:
+        fail("mem_keys %d, expected %d (the survivors' loaded keys) to %d" %
+             (r["mem_keys"], r["loaded"], r["keys"]))
+    if not fenced and r["mem_keys"] != r["loaded"]:
         fail("mem_keys %d, expected the %d loaded" % (r["mem_keys"],
                                                       r["loaded"]))
     if r["mem_used_bytes"] < 16 * r["mem_keys"]:
@@ -126,7 +145,9 @@ def check_memory(r, cmd):
              (reserved, r["mem_used_bytes"]))
 
 
-def check_ok(r, cmd):
+def check_ok(r, cmd, fenced=()):
+    """The line of an EXPECT=ok run; FENCED: the nodes fenced in it (the
+    line is then the survivors')."""
     check_fields(r)
     want = {"app": "ycsb", "index": option(cmd, "--index", "local"),
             "workload": option(cmd, "--workload", "a"),
@@ -140,7 +161,9 @@ def check_ok(r, cmd):
     if r["ops"] != sum(r[k] for k in CALLS) - r["rmws"]:
         fail("ops %d != calls %d - read-modify-writes %d" %
              (r["ops"], sum(r[k] for k in CALLS), r["rmws"]))
-    if r["loaded"] != r["keys"]:
+    if fenced and not 0 < r["loaded"] <= r["keys"]:
+        fail("the survivors loaded %d of %d keys" % (r["loaded"], r["keys"]))
+    if not fenced and r["loaded"] != r["keys"]:
         fail("loaded %d of %d keys" % (r["loaded"], r["keys"]))
     if r["checked"] <= 0:
         fail("the end check read nothing back")
@@ -150,7 +173,15 @@ def check_ok(r, cmd):
     check_mix(r, r["workload"])
     if "--verify" in cmd and r.get("verify_failed") != 0:
         fail("verify_failed is %r, expected 0" % r.get("verify_failed"))
-    check_memory(r, cmd)
+    if "--dead-ms" in cmd:
+        if not isinstance(r.get("dead"), list):
+            fail("field dead is %r, expected a list" % r.get("dead"))
+        if not set(r["dead"]) <= set(fenced):
+            fail("dead is %r: nodes %s were taken for dead but not fenced "
+                 "(fenced: %s)" % (r["dead"],
+                                   sorted(set(r["dead"]) - set(fenced)),
+                                   sorted(fenced) or "none"))
+    check_memory(r, cmd, bool(fenced))
     local = not r["distributed"]
     if local and (r["rtts_per_op"] or r["verbs_per_op"]):
         fail("the local index made round trips")
@@ -159,23 +190,60 @@ def check_ok(r, cmd):
              "a value found remotely" % (r["get_rtts"], r["gets"], r["hits"]))
 
 
+def fenced_nodes(out):
+    """The nodes of loco-run's output OUT that were fenced (exited 3), if
+    every node that failed was, and nothing else went wrong (a timeout, a
+    memory node's death); else None."""
+    exits = re.findall(r"^\[loco-run\] n(\d+) exited with status (\d+) ",
+                       out, re.M)
+    if not exits or any(st != "3" for _, st in exits) or \
+            re.search(r"^\[loco-run\] (timeout|memory node)", out, re.M):
+        return None
+    return tuple(sorted(int(n) for n, _ in exits))
+
+
+def run_ok(cmd, attempt):
+    """One run of EXPECT=ok: 0 passed, or the fenced nodes of a run whose
+    survivors' line passed (the run proved less than asked). Fails (exit
+    1) on anything else."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    print(p.stdout[-6000:])
+    fenced = ()
+    if p.returncode == 3 and "--dead-ms" in cmd:
+        fenced = fenced_nodes(p.stdout) or ()
+    if p.returncode and not fenced:
+        fail("exit status %d" % p.returncode)
+    r = result_line(p.stdout)
+    check_ok(r, cmd, fenced)
+    if fenced:
+        print("ycsb-check: run %d of %d: node(s) %s fenced (exit 3), the "
+              "survivors' line passed: %d ops, %d of %d keys loaded, %d "
+              "checked, missing 0, wrong 0; the fenced nodes' keys went "
+              "unchecked%s" % (attempt, RUNS, ", ".join(map(str, fenced)),
+                               r["ops"], r["loaded"], r["keys"], r["checked"],
+                               ": again" if attempt < RUNS else ""))
+        return fenced
+    print("ycsb-check: ok: %d ops, %d keys checked, missing 0, wrong 0" %
+          (r["ops"], r["checked"]))
+    return 0
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] != "--" or \
             argv[0] not in ("ok", "caught", "verify-fails"):
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
     expect, cmd = argv[0], argv[2:]
+    if expect == "ok":
+        for attempt in range(1, RUNS + 1):
+            if not run_ok(cmd, attempt):
+                return 0
+        fail("nodes were fenced in each of %d runs: none ran the whole "
+             "workload" % RUNS)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     print(p.stdout[-6000:])
-    if expect == "ok":
-        if p.returncode:
-            fail("exit status %d" % p.returncode)
-        r = result_line(p.stdout)
-        check_ok(r, cmd)
-        print("ycsb-check: ok: %d ops, %d keys checked, missing 0, wrong 0" %
-              (r["ops"], r["checked"]))
-        return 0
     if p.returncode != 1:
         fail("exit status %d, expected 1" % p.returncode)
     r = result_line(p.stdout)
