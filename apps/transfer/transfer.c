@@ -537,7 +537,12 @@ static int read_unlocked(struct xfer_op *op, struct loco_thread *thr)
  * update always moves the total. Returns the amount moved. */
 static uint64_t settle(struct xfer_op *op, uint64_t amount)
 {
-	unsigned from = op->bal[0] < amount && op->bal[1] > op->bal[0];
+	if (__builtin_expect(op->bal[0] >= amount, 1)) {
+		op->nbal[0] = op->bal[0] - amount;
+		op->nbal[1] = op->bal[1] + amount;
+		return amount;
+	}
+	unsigned from = op->bal[1] > op->bal[0];
 	if (amount > op->bal[from])
 		amount = op->bal[from];
 	op->nbal[from] = op->bal[from] - amount;
@@ -548,8 +553,10 @@ static uint64_t settle(struct xfer_op *op, uint64_t amount)
 /* The new balances' WRITEs (CAS: CASes from the balances read, OLD gets
  * what they found) and the releases, higher lock first, in one round:
  * each lock lives where its accounts do. LOCKED: false for --unlocked.
- * Release: the FAAs follow the WRITEs or CASes they publish on one QP. */
-static int update_unlock(struct xfer_op *op, struct loco_thread *thr,
+ * Release: the FAAs follow the WRITEs or CASes they publish on one QP.
+ * Inlined: each call site passes CAS as a constant. */
+__attribute__((always_inline))
+static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 			 bool cas, bool locked, uint64_t *old)
 {
 	struct loco_ticket_lock *rel[2] = { op->hi, op->hi == op->lo ? NULL : op->lo };
@@ -601,7 +608,8 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		return rc;
 	amount = settle(&op, amount);
 	uint64_t old[2];
-	rc = update_unlock(&op, thr, cas, locked, old);
+	rc = cas ? update_unlock(&op, thr, true, locked, old) :
+		   update_unlock(&op, thr, false, locked, old);
 	if (rc)
 		return rc;
 	if (cas)
