@@ -411,17 +411,21 @@ static void teardown(struct xf *x)
  *      or if that READ of serving, ahead of them on the same QP (a lock
  *      lives where its accounts do, below), finds the ticket served.
  *      With two locks, when this node released the higher one last (and
- *      its last such guess held), the CAS of its next that takes it if
- *      free (a trylock) and the READ of its balance ride along; it is
- *      kept only if the lower lock is ours without a wait (else given
- *      back first: nobody waits while holding a lock out of order);
+ *      its last such guess held), or else the previous transfer's last
+ *      round READ it free (one worker a node, see move), the CAS of its
+ *      next that takes it if free (a trylock) and the READ of its
+ *      balance ride along; it is kept only if the lower lock is ours
+ *      without a wait (else given back first: nobody waits while holding
+ *      a lock out of order);
  *   2  (two locks, the trylock not taken) the same for the higher lock
  *      and its balance; any READ that ran before its lock was ours is
  *      repeated;
  *   3  the two balance WRITEs (--cas-balances: CASes from the balances
  *      read) and the two release FAAs: a lock and the accounts it guards
  *      live on one node, so each release follows its account's WRITE on
- *      one QP, which places the WRITE first (docs/ordering.md, rule 1).
+ *      one QP, which places the WRITE first (docs/ordering.md, rule 1);
+ *      and the READ of the next transfer's higher lock's words, when this
+ *      node did not release it last (one worker a node).
  * Verbs on one node: FAA + CAS + 2 READ + 2 WRITE + 2 FAA = 8 in 2 rounds
  * (one lock: 6 in 2); between nodes, uncontended, a READ of serving more
  * per lock taken by FAA. */
