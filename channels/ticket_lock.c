@@ -1006,7 +1006,6 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 	/* Not released last by this node, or its last such guess missed
 	 * (another node took the lock since its release): the hint is
 	 * probably stale, and the CAS would fail. */
-	t->own = true;
 	if (!rc && (t->guess != l->ticket + 1 || l->guess_missed))
 		rc = -EBUSY;
 	if (!rc) {
@@ -1022,56 +1021,14 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 	return rc;
 }
 
-int loco_ticket_lock_words_read_post(struct loco_ticket_lock *l,
-				     struct loco_batch *b, uint64_t w[2])
-{
-	int rc = words_known(l);
-	if (rc)
-		return rc;
-	loco_batch_read(b, l->words_rr, LOCO_TL_NEXT, w, LOCO_TL_WORDS_BYTES);
-	return b->err;
-}
-
-bool loco_ticket_lock_hint_own(struct loco_ticket_lock *l)
-{
-	/* A solo endpoint's one user owns ticket and guess_missed. */
-	return l->solo_mode && seen_get(l) == l->ticket + 1 && !l->guess_missed;
-}
-
-int loco_ticket_lock_trylock_post_seen(struct loco_ticket_lock *l,
-				       struct loco_thread *thr,
-				       struct loco_batch *b,
-				       struct loco_tl_try *t, uint64_t serving)
-{
-	int rc = local_try(l, thr);
-	if (rc)
-		return rc;
-	rc = words_known(l);
-	t->own = false;
-	t->guess = serving;
-	if (!rc) {
-		/* As try_ticket, from the caller's value of serving. */
-		loco_batch_cas(b, l->words_rr, LOCO_TL_NEXT, serving, serving + 1,
-			       &t->next);
-		rc = b->err;
-	}
-	if (rc)
-		local_pass(l);
-	return rc;
-}
-
 int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
 				    struct loco_thread *thr,
 				    struct loco_tl_try *t, int rc)
 {
 	(void)thr;
 	if (!rc) {
-		bool missed = t->next != t->guess;
-		/* Only this node's own guesses: a caller's READ going stale
-		 * says nothing about them. */
-		if (t->own)
-			l->guess_missed = missed;
-		if (missed)
+		l->guess_missed = t->next != t->guess;
+		if (l->guess_missed)
 			rc = -EBUSY;
 	}
 	if (rc) {

@@ -203,8 +203,6 @@ struct loco_tl_acquire {
 struct loco_tl_try {
 	uint64_t guess;     /* serving as this node last saw it: the ticket */
 	uint64_t next;      /* the CAS's result */
-	bool own;           /* GUESS is this node's hint (trylock_post), not
-			     * a caller's READ (trylock_post_seen) */
 };
 
 /* A release in flight between loco_ticket_lock_unlock_post and _finish. */
@@ -345,37 +343,6 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 				  struct loco_thread *thr, struct loco_batch *b,
 				  struct loco_tl_try *t);
-
-/* Add to batch B a READ of the lock's two words into W (W[0] next,
- * W[1] serving; the two may tear apart, each is a value its word had):
- * a caller that will try the lock soon and did not release it last (see
- * loco_ticket_lock_hint_own) learns whether it was free (W[0] == W[1])
- * and from which ticket, for loco_ticket_lock_trylock_post_seen.
- * Returns 0, -ENOTCONN or B's error.
- * Ordering: none (a hint).
- * Completion: W is valid once B completed.
- * Caller: any thread of this node, owning B; W stays valid until then. */
-int loco_ticket_lock_words_read_post(struct loco_ticket_lock *l,
-				     struct loco_batch *b, uint64_t w[2]);
-
-/* Whether loco_ticket_lock_trylock_post would send its CAS now: this
- * node released the lock last and its last such guess held (a hint; no
- * remote op). Always false but on a LOCO_TICKET_LOCK_SOLO endpoint.
- * Caller: a solo endpoint's one user (its fields are that thread's). */
-bool loco_ticket_lock_hint_own(struct loco_ticket_lock *l);
-
-/* As loco_ticket_lock_trylock_post, with the CAS from SERVING, a value
- * the lock's serving word had (read by loco_ticket_lock_words_read_post
- * when next was equal to it, i.e. the lock was free), instead of this
- * node's own hint: the CAS takes ticket SERVING iff next still is
- * SERVING, and serving then is SERVING too (it only grows, and never
- * passes next): the lock was free and is ours. Returns as trylock_post
- * (no -EBUSY for a stale hint: the CAS fails then, at finish).
- * Ordering, Completion, Caller: as loco_ticket_lock_trylock_post. */
-int loco_ticket_lock_trylock_post_seen(struct loco_ticket_lock *l,
-				       struct loco_thread *thr,
-				       struct loco_batch *b,
-				       struct loco_tl_try *t, uint64_t serving);
 
 /* Split trylock, second half, once B completed (RC: 0, or the error of
  * posting or waiting for B): 0 (held: the READs B carried behind the CAS

@@ -75,23 +75,11 @@ struct xf_lock {
 	struct loco_ticket_lock *lock;
 };
 
-/* A transfer drawn: from account A to B, up to AMOUNT. */
-struct xf_draw {
-	uint32_t a, b;
-	uint64_t amount;
-};
-
 struct xf_worker {
 	struct xf *x;
 	unsigned idx;
 	pthread_t tid;
 	uint64_t rng;
-	struct xf_draw next;                /* the next transfer, drawn ahead */
-	/* The higher lock of the next transfer, when this node did not
-	 * release it last, and its words as the last round READ them (a
-	 * hint for that transfer's trylock), or NULL. */
-	struct loco_ticket_lock *hint_lock;
-	uint64_t hint_w[2];
 	uint64_t ops, n[X_N];
 	_Atomic uint64_t live_ops;
 	struct bench_lat lat;
@@ -411,21 +399,17 @@ static void teardown(struct xf *x)
  *      or if that READ of serving, ahead of them on the same QP (a lock
  *      lives where its accounts do, below), finds the ticket served.
  *      With two locks, when this node released the higher one last (and
- *      its last such guess held), or else the previous transfer's last
- *      round READ it free (one worker a node, see move), the CAS of its
- *      next that takes it if free (a trylock) and the READ of its
- *      balance ride along; it is kept only if the lower lock is ours
- *      without a wait (else given back first: nobody waits while holding
- *      a lock out of order);
+ *      its last such guess held), the CAS of its next that takes it if
+ *      free (a trylock) and the READ of its balance ride along; it is
+ *      kept only if the lower lock is ours without a wait (else given
+ *      back first: nobody waits while holding a lock out of order);
  *   2  (two locks, the trylock not taken) the same for the higher lock
  *      and its balance; any READ that ran before its lock was ours is
  *      repeated;
  *   3  the two balance WRITEs (--cas-balances: CASes from the balances
  *      read) and the two release FAAs: a lock and the accounts it guards
  *      live on one node, so each release follows its account's WRITE on
- *      one QP, which places the WRITE first (docs/ordering.md, rule 1);
- *      and the READ of the next transfer's higher lock's words, when this
- *      node did not release it last (one worker a node).
+ *      one QP, which places the WRITE first (docs/ordering.md, rule 1).
  * Verbs on one node: FAA + CAS + 2 READ + 2 WRITE + 2 FAA = 8 in 2 rounds
  * (one lock: 6 in 2); between nodes, uncontended, a READ of serving more
  * per lock taken by FAA. */
@@ -437,10 +421,6 @@ struct xfer_op {
 	const struct loco_rregion *rr[2];
 	struct loco_ticket_lock *lock[2];   /* guarding acct[0], acct[1] */
 	struct loco_ticket_lock *lo, *hi;   /* in lock-index order */
-	struct loco_ticket_lock *hint_lock; /* hi's words READ lately, or NULL */
-	uint64_t hint_w[2];                 /* those words: next, serving */
-	struct loco_ticket_lock *ahead;     /* READ this lock's words into */
-	uint64_t *ahead_w;                  /* AHEAD_W in the last round */
 	uint64_t bal[2];                    /* as READ under the locks */
 	uint64_t nbal[2];                   /* the new balances (WRITE sources) */
 };
@@ -478,14 +458,7 @@ static void try_also(struct xfer_op *op, struct loco_thread *thr,
 		     struct loco_ticket_lock *also, struct loco_tl_try *t,
 		     struct loco_batch *b, bool *posted)
 {
-	int rc = also ? loco_ticket_lock_trylock_post(also, thr, b, t) : -EBUSY;
-	/* Not released last by this node: from the words the previous
-	 * transfer's last round READ, if the lock was free then. */
-	if (rc == -EBUSY && also && op->hint_lock == also &&
-	    op->hint_w[0] == op->hint_w[1])
-		rc = loco_ticket_lock_trylock_post_seen(also, thr, b, t,
-							op->hint_w[1]);
-	*posted = !rc;
+	*posted = also && !loco_ticket_lock_trylock_post(also, thr, b, t);
 	if (*posted)
 		read_guarded(op, b, also);
 }
@@ -602,10 +575,6 @@ static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 		int prc = loco_ticket_lock_unlock_post(rel[i], thr, &b, &r[i]);
 		rc = rc ? rc : prc;
 	}
-	if (op->ahead) {
-		int hrc = loco_ticket_lock_words_read_post(op->ahead, &b, op->ahead_w);
-		rc = rc ? rc : hrc;
-	}
 	int brc = batch_run(&b, thr);
 	for (unsigned i = 0; locked && i < 2 && rel[i]; i++) {
 		int urc = loco_ticket_lock_unlock_finish(rel[i], thr, &r[i], brc,
@@ -615,31 +584,13 @@ static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 	return rc ? rc : brc;
 }
 
-/* The higher of the two locks of the transfer from account A to B, or
- * NULL when one lock guards both. */
-static struct loco_ticket_lock *higher_lock(const struct xf *x, uint32_t a,
-					    uint32_t b)
-{
-	uint32_t la, lb;
-	uint64_t off;
-	const struct xf_lock *ea = acct_at(x, a, &la, &off);
-	const struct xf_lock *eb = acct_at(x, b, &lb, &off);
-	return la == lb ? NULL : la > lb ? ea->lock : eb->lock;
-}
-
 /* Move up to AMOUNT (>= 1) between accounts A and B under their locks
- * (see settle). With one worker a node (solo locks), the last round also
- * READs the words of the next transfer's higher lock when this node did
- * not release it last: the next transfer can then try it in its first
- * round from that READ (loco_ticket_lock_trylock_post_seen), where its
- * own hint would be stale, and the lock was free a transfer ago more
- * often than not. */
+ * (see settle). */
 static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
 	struct xf *x = w->x;
-	struct xfer_op op = { .acct = { a, b }, .hint_lock = w->hint_lock,
-			      .hint_w = { w->hint_w[0], w->hint_w[1] } };
+	struct xfer_op op = { .acct = { a, b } };
 	uint32_t lk[2];
 	for (unsigned i = 0; i < 2; i++) {
 		const struct xf_lock *e = acct_at(x, op.acct[i], &lk[i], &op.off[i]);
@@ -652,15 +603,6 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 	op.lo = op.lock[swap];
 	op.hi = op.lock[!swap];
 	bool cas = x->o.cas_balances, locked = !x->o.unlocked;
-	w->hint_lock = NULL;
-	if (locked && x->o.threads == 1) {
-		struct loco_ticket_lock *nh = higher_lock(x, w->next.a, w->next.b);
-		if (nh && nh != op.lo && nh != op.hi &&
-		    !loco_ticket_lock_hint_own(nh)) {
-			op.ahead = nh;
-			op.ahead_w = w->hint_w;
-		}
-	}
 	int rc = locked ? lock_read(&op, thr) : read_unlocked(&op, thr);
 	if (rc)
 		return rc;
@@ -670,7 +612,6 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		   update_unlock(&op, thr, false, locked, old);
 	if (rc)
 		return rc;
-	w->hint_lock = op.ahead;
 	if (cas)
 		w->n[X_CONFLICTS] += (old[0] != op.bal[0]) + (old[1] != op.bal[1]);
 	w->n[X_MOVED] += amount;
@@ -686,24 +627,17 @@ static uint64_t below(struct xf_worker *w, uint64_t n)
 	return (uint64_t)((unsigned __int128)rng_next(&w->rng) * n >> 64);
 }
 
-/* Draw a transfer into D: two distinct accounts, an amount >= 1. */
-static void draw(struct xf_worker *w, struct xf_draw *d)
-{
-	uint32_t n = w->x->o.accounts;
-	d->a = (uint32_t)below(w, n);
-	d->b = (uint32_t)below(w, n - 1);
-	d->b += d->b >= d->a;
-	d->amount = below(w, w->x->o.max_amount) + 1;
-}
-
 /* One transfer that started at *T0 (the end of the previous one: the
  * workers run back to back, so one clock read per transfer times it);
  * *T0 becomes its end. */
 static int transfer(struct xf_worker *w, struct loco_thread *thr, uint64_t *t0)
 {
-	struct xf_draw d = w->next;
-	draw(w, &w->next);
-	int rc = move(w, thr, d.a, d.b, d.amount);
+	struct xf *x = w->x;
+	uint32_t n = x->o.accounts, a = (uint32_t)below(w, n);
+	uint32_t b = (uint32_t)below(w, n - 1);
+	b += b >= a;
+	uint64_t amount = below(w, x->o.max_amount) + 1;
+	int rc = move(w, thr, a, b, amount);
 	if (rc)
 		return rc;
 	uint64_t t1 = loco_now_ns();
@@ -721,8 +655,6 @@ static void *worker_main(void *arg)
 	struct xf *x = w->x;
 	struct loco_thread *thr = NULL;
 	w->rng = rng_mix(x->o.seed ^ (uint64_t)x->self << 32 ^ w->idx);
-	draw(w, &w->next);
-	w->hint_lock = NULL;
 	w->rc = bench_lat_init(&w->lat, LAT_CAP);
 	if (!w->rc)
 		w->rc = loco_thread_create(x->mgr, &thr);

@@ -852,66 +852,6 @@ static uint64_t outstanding(void)
 	return next - serving;
 }
 
-/* The trylock from a READ of the words (trylock_post_seen): from one
- * READ that found the lock free, two nodes try it and exactly one holds
- * it; a READ of it while held shows next past serving, and a try from a
- * value gone stale (the lock held, or taken and released since) takes
- * nothing; the failed tries took no ticket. */
-START_TEST(trylock_seen)
-{
-	struct loco_tl_try t[2];
-	struct loco_batch b[2];
-	uint64_t w[2] = { 7, 9 }, w2[2];
-	int got[2];
-	locks_init();
-	lock_unlock(2);
-	ck_assert(!loco_ticket_lock_hint_own(&lk[0]));   /* not solo */
-	loco_batch_init(&b[0], cl.thr[0]);
-	ck_assert_int_eq(loco_ticket_lock_words_read_post(&lk[0], &b[0], w), 0);
-	ck_assert_int_eq(batch_run(&b[0], cl.thr[0]), 0);
-	ck_assert_uint_eq(w[0], w[1]);                    /* free */
-	for (unsigned i = 0; i < 2; i++) {
-		loco_batch_init(&b[i], cl.thr[i]);
-		ck_assert_int_eq(loco_ticket_lock_trylock_post_seen(&lk[i], cl.thr[i],
-								    &b[i], &t[i],
-								    w[1]), 0);
-		ck_assert_uint_eq(b[i].n, 1);
-	}
-	for (unsigned i = 0; i < 2; i++)
-		got[i] = loco_ticket_lock_trylock_finish(&lk[i], cl.thr[i], &t[i],
-							 batch_run(&b[i], cl.thr[i]));
-	ck_assert((got[0] == 0 && got[1] == -EBUSY) ||
-		  (got[1] == 0 && got[0] == -EBUSY));
-	unsigned h = got[0] == 0 ? 0 : 1;
-	/* held: the words show it, and a try from the old value fails */
-	loco_batch_init(&b[0], cl.thr[2]);
-	ck_assert_int_eq(loco_ticket_lock_words_read_post(&lk[2], &b[0], w2), 0);
-	ck_assert_int_eq(batch_run(&b[0], cl.thr[2]), 0);
-	ck_assert_uint_eq(w2[1], w[1]);
-	ck_assert_uint_eq(w2[0], w[1] + 1);
-	loco_batch_init(&b[0], cl.thr[2]);
-	ck_assert_int_eq(loco_ticket_lock_trylock_post_seen(&lk[2], cl.thr[2], &b[0],
-							    &t[0], w[1]), 0);
-	ck_assert_int_eq(loco_ticket_lock_trylock_finish(&lk[2], cl.thr[2], &t[0],
-							 batch_run(&b[0], cl.thr[2])),
-			 -EBUSY);
-	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[h], cl.thr[h],
-						 LOCO_FENCE_THREAD, 0), 0);
-	/* free again, from another ticket: the stale value still fails */
-	loco_batch_init(&b[0], cl.thr[2]);
-	ck_assert_int_eq(loco_ticket_lock_trylock_post_seen(&lk[2], cl.thr[2], &b[0],
-							    &t[0], w[1]), 0);
-	ck_assert_int_eq(loco_ticket_lock_trylock_finish(&lk[2], cl.thr[2], &t[0],
-							 batch_run(&b[0], cl.thr[2])),
-			 -EBUSY);
-	ck_assert_uint_eq(outstanding(), 0);
-	ck_assert_int_eq(loco_ticket_lock_lock(&lk[2], cl.thr[2], 1000), 0);
-	ck_assert_int_eq(loco_ticket_lock_unlock(&lk[2], cl.thr[2],
-						 LOCO_FENCE_THREAD, 0), 0);
-	locks_fini();
-}
-END_TEST
-
 START_TEST(timeouts_never_wait_for_a_slot)
 {
 	struct storm a[2] = { { .node = 1 }, { .node = 2 } };
@@ -1071,7 +1011,6 @@ int main(void)
 	tcase_add_checked_fixture(t3, setup3, teardown);
 	tcase_set_timeout(t3, 120);
 	tcase_add_test(t3, abandoned_ticket_is_skipped);
-	tcase_add_test(t3, trylock_seen);
 	tcase_add_test(t3, timeouts_never_wait_for_a_slot);
 	tcase_add_test(t3, timeout_storm);
 	tcase_add_test(t3, lock_array_striped);
