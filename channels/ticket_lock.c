@@ -105,7 +105,7 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	pthread_cond_init(&l->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	l->host = host;
-	l->next_rr = l->serving_rr = l->skip_rr = NULL;
+	l->words_rr = l->skip_rr = NULL;
 	pthread_mutex_init(&l->mu, NULL);
 	atomic_init(&l->lstate, 0);
 	atomic_init(&l->solo, NULL);
@@ -130,21 +130,26 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	atomic_init(&l->seen, 0);
 }
 
-/* The two words, over the lock's participants and this node (a mask of 0
- * would mean every compute node). */
-static int words_init(struct loco_ticket_lock *l, struct loco_mgr *mgr,
-		      unsigned flags)
+/* Region "words" at the host (next and serving, one cache line: every
+ * global acquire and release moves one line between nodes, not two),
+ * expected from the host by everyone. FLAGS: LOCO_REGION_HOT or 0. */
+static int words_add(struct loco_ticket_lock *l, unsigned flags)
 {
-	uint64_t members = l->base.participants |
-			   UINT64_C(1) << loco_channel_self(&l->base);
-	int rc = loco_atomic_var_init_ex(&l->next, mgr, &l->base, "next", l->host,
-					 members, flags | TL_ACCESS);
-	return rc ? rc : loco_atomic_var_init_ex(&l->serving, mgr, &l->base,
-						 "serving", l->host, members,
-						 flags | TL_ACCESS);
+	int rc = 0;
+	if (l->host == loco_channel_self(&l->base))
+		rc = loco_channel_add_region_ex(&l->base, "words",
+						LOCO_TL_WORDS_BYTES,
+						flags | TL_ACCESS, NULL);
+	int idx = rc ? rc : loco_channel_expect(&l->base, "words",
+						LOCO_TL_WORDS_BYTES,
+						UINT64_C(1) << l->host);
+	if (idx < 0)
+		return idx;
+	l->words_idx = (unsigned)idx;
+	return 0;
 }
 
-/* The words are sub-channels, finished already. */
+/* The regions go with the channel. */
 static void tl_release(struct loco_channel *ch)
 {
 	struct loco_ticket_lock *l = (struct loco_ticket_lock *)ch;
@@ -182,11 +187,11 @@ int loco_ticket_lock_init_ex(struct loco_ticket_lock *l, struct loco_mgr *mgr,
 	if (!rc)
 		rc = skip_add(l);
 	if (!rc)
-		rc = words_init(l, mgr, flags & LOCO_REGION_HOT);
+		rc = words_add(l, flags & LOCO_REGION_HOT);
 	if (!rc)
 		rc = loco_channel_join(&l->base);
 	if (rc)
-		loco_channel_fini(&l->base);  /* the words, the mutex */
+		loco_channel_fini(&l->base);  /* the regions, the mutex */
 	return rc;
 }
 
@@ -226,26 +231,23 @@ static void owner_add(_Atomic uint64_t *c, uint64_t n)
 
 /* ---- remote words (the local owner's) ---------------------------------- */
 
-/* Look the host's three words up once they are known (after the join);
+/* Look the host's two regions up once they are known (after the join);
  * the descriptors stay where they are. -ENOTCONN before. */
 static int words_lookup(struct loco_ticket_lock *l)
 {
-	const struct loco_rregion *n = loco_channel_remote(&l->next.base,
-							   l->next.idx, l->host);
-	const struct loco_rregion *s = loco_channel_remote(&l->serving.base,
-							   l->serving.idx, l->host);
+	const struct loco_rregion *w = loco_channel_remote(&l->base, l->words_idx,
+							   l->host);
 	const struct loco_rregion *k = loco_channel_remote(&l->base, l->skip_idx,
 							   l->host);
-	if (!n || !s || !k)
+	if (!w || !k)
 		return -ENOTCONN;
-	l->next_rr = n;
-	l->serving_rr = s;
+	l->words_rr = w;
 	l->skip_rr = k;
 	return 0;
 }
 
 /* The words known (the common case, inline), or words_lookup. */
-static inline int words_rr(struct loco_ticket_lock *l)
+static inline int words_known(struct loco_ticket_lock *l)
 {
 	return __builtin_expect(l->skip_rr != NULL, 1) ? 0 : words_lookup(l);
 }
@@ -573,7 +575,7 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 	rc = slot_cas(l, thr, *s, *s + 1, 0, &old);
 	if (rc || old != *s + 1)
 		return rc;
-	rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
+	rc = loco_faa(thr, l->words_rr, LOCO_TL_SERVING, 1, &old);
 	if (rc)
 		return rc;
 	if (old != *s) {
@@ -612,7 +614,7 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 	unsigned spins = 0, still = 0, check = PASS_POLLS, polls = 0;
 	bool spun = false;
 	if (!fresh && s != t) {  /* s == t: a value serving had, so held */
-		int rc = loco_read(thr, l->serving_rr, 0, &s, 8);
+		int rc = loco_read(thr, l->words_rr, LOCO_TL_SERVING, &s, 8);
 		if (rc)
 			return rc;
 		c->polls++;
@@ -653,7 +655,7 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 		c->naps += step == STEP_NAPPED;
 		c->polls++;
 		uint64_t now;
-		int rc = loco_read(thr, l->serving_rr, 0, &now, 8);
+		int rc = loco_read(thr, l->words_rr, LOCO_TL_SERVING, &now, 8);
 		if (rc)
 			return rc;
 		still = now == s ? still + 1 : 0;
@@ -695,7 +697,7 @@ static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t)
 {
 	uint64_t s, old;
-	int rc = loco_faa(thr, l->serving_rr, 0, 0, &s);
+	int rc = loco_faa(thr, l->words_rr, LOCO_TL_SERVING, 0, &s);
 	if (rc)
 		return rc;
 	seen_set(l, s);
@@ -718,7 +720,7 @@ static int ticket_leave(struct loco_ticket_lock *l, struct loco_thread *thr,
 			uint64_t t)
 {
 	uint64_t old;
-	int rc = loco_cas(thr, l->next_rr, 0, t + 1, t, &old);
+	int rc = loco_cas(thr, l->words_rr, LOCO_TL_NEXT, t + 1, t, &old);
 	if (rc)
 		return rc;
 	if (old == t + 1) {
@@ -788,9 +790,9 @@ static inline void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
 	 * FAA's round trip, where a wrong guess costs a READ of serving
 	 * and the caller's READs again, two round trips. */
 	a->read = !a->speculate || l->guess_missed;
-	loco_batch_faa(b, l->next_rr, 0, 1, &a->ticket);
+	loco_batch_faa(b, l->words_rr, LOCO_TL_NEXT, 1, &a->ticket);
 	if (a->read)
-		loco_batch_read(b, l->serving_rr, 0, &a->serving, 8);
+		loco_batch_read(b, l->words_rr, LOCO_TL_SERVING, &a->serving, 8);
 }
 
 /* After ticket_post's batch completed: the value of serving to wait from. */
@@ -810,7 +812,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	struct loco_ack ack = { 0, 0 };
 	struct loco_batch b;
 	uint64_t t = 0;
-	int rc = words_rr(l);
+	int rc = words_known(l);
 	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 1)
 		return ticket_wait(l, thr, t, seen_get(l), false, dl);
 	if (rc)
@@ -829,7 +831,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 		      uint64_t s, uint64_t *next)
 {
-	int rc = loco_cas(thr, l->next_rr, 0, s, s + 1, next);
+	int rc = loco_cas(thr, l->words_rr, LOCO_TL_NEXT, s, s + 1, next);
 	if (rc)
 		return rc;
 	if (*next != s)
@@ -844,12 +846,12 @@ static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int global_try(struct loco_ticket_lock *l, struct loco_thread *thr)
 {
 	uint64_t next, s;
-	int rc = words_rr(l);
+	int rc = words_known(l);
 	if (!rc)
 		rc = try_ticket(l, thr, seen_get(l), &next);
 	if (rc != -EBUSY)
 		return rc;
-	rc = loco_read(thr, l->serving_rr, 0, &s, 8);
+	rc = loco_read(thr, l->words_rr, LOCO_TL_SERVING, &s, 8);
 	if (rc)
 		return rc;
 	seen_set(l, s);
@@ -862,7 +864,7 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 		      uint64_t t)
 {
 	uint64_t old;
-	int rc = loco_faa(thr, l->serving_rr, 0, 1, &old);
+	int rc = loco_faa(thr, l->words_rr, LOCO_TL_SERVING, 1, &old);
 	if (!rc) {
 		seen_set(l, t + 1);
 		released(l);
@@ -905,7 +907,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 			count(l, &l->st.timeouts);
 		return rc;
 	}
-	rc = words_rr(l);
+	rc = words_known(l);
 	if (!rc && l->abandoned_mark) {
 		/* After a timeout: take the old ticket back, synchronously. */
 		rc = global_acquire(l, thr, deadline(l, &d));
@@ -999,7 +1001,7 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 	int rc = local_try(l, thr);
 	if (rc)
 		return rc;
-	rc = words_rr(l);
+	rc = words_known(l);
 	t->guess = seen_get(l);
 	/* Not released last by this node, or its last such guess missed
 	 * (another node took the lock since its release): the hint is
@@ -1010,7 +1012,8 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 		/* As try_ticket: the CAS takes ticket GUESS iff next is
 		 * GUESS, and then serving is GUESS too (a value it had, and
 		 * serving <= next): the lock was free and is ours. */
-		loco_batch_cas(b, l->next_rr, 0, t->guess, t->guess + 1, &t->next);
+		loco_batch_cas(b, l->words_rr, LOCO_TL_NEXT, t->guess,
+			       t->guess + 1, &t->next);
 		rc = b->err;
 	}
 	if (rc)
@@ -1065,7 +1068,7 @@ int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
 		      LS_OWNED;
 	if (r->handover)
 		return 0;
-	loco_batch_faa(b, l->serving_rr, 0, 1, &r->old);
+	loco_batch_faa(b, l->words_rr, LOCO_TL_SERVING, 1, &r->old);
 	return b->err;
 }
 

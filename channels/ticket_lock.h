@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* ticket_lock (LOCO §5.4): a cross-node mutex after Mellor-Crummey and
- * Scott's ticket lock. Two atomic_vars hosted at one participant, the
- * host: "next" (next_ticket) and "serving" (now_serving). A node takes a
+ * Scott's ticket lock. Two 8-byte words hosted at one participant, the
+ * host, in one region and so in one cache line: "next" (next_ticket) and
+ * "serving" (now_serving), as a shared-memory ticket lock keeps them (an
+ * acquire and a release between nodes then move one line, not two). A
+ * node takes a
  * ticket with a fetch-and-add on next and holds the lock once serving
  * reaches it; a release fences, then increments serving.
  *
@@ -79,11 +82,11 @@
  * round of another lock's acquire (loco-transfer: the higher of its two
  * locks), giving it back before any wait (loco_ticket_lock_lock_served).
  *
- * Sub-channels "<lock>/next" and "<lock>/serving" (words at the host);
- * region "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words, at the host only).
- * Peers may READ and CAS/FAA all three, never WRITE them
+ * Regions "<lock>.words" (next at LOCO_TL_NEXT, serving at
+ * LOCO_TL_SERVING) and "<lock>.skip" (LOCO_TICKET_LOCK_SLOTS words), at
+ * the host only. Peers may READ and CAS/FAA both, never WRITE them
  * (LOCO_REGION_REMOTE_READ | LOCO_REGION_REMOTE_ATOMIC).
- * With LOCO_REGION_HOT (loco_ticket_lock_init_ex) the two words go to the
+ * With LOCO_REGION_HOT (loco_ticket_lock_init_ex) the words go to the
  * host's device memory when it has room (every acquire's FAA and every
  * waiter's READs hit them); the skip table (2 KiB, read only by waiters
  * that find the lock not moving) stays in the arena, since device memory
@@ -98,7 +101,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <loco/channels/atomic_var.h>
 #include <loco/channel.h>
 
 /* Skip slots at the host: one per outstanding ticket, which is one per
@@ -111,6 +113,11 @@ static_assert(LOCO_MAX_NODES <= LOCO_TICKET_LOCK_SLOTS,
  * so it skips the local queue and its atomics; another thread context
  * gets -EPERM. For single-threaded nodes (loco-transfer --threads 1). */
 #define LOCO_TICKET_LOCK_SOLO 0x100u
+
+/* The offsets of the two words in region "<lock>.words". */
+#define LOCO_TL_NEXT 0
+#define LOCO_TL_SERVING 8
+#define LOCO_TL_WORDS_BYTES 16
 
 /* Default bound on consecutive local handovers. */
 #define LOCO_TICKET_LOCK_HANDOVER_MAX 16
@@ -136,12 +143,10 @@ struct loco_tl_waiter;
 
 struct loco_ticket_lock {
 	struct loco_channel base;
-	struct loco_atomic_var next;     /* next_ticket */
-	struct loco_atomic_var serving;  /* now_serving */
 	uint32_t host;
-	unsigned skip_idx;               /* expectation index of "skip" */
-	/* The host's three words, looked up once they exist (owner only). */
-	const struct loco_rregion *next_rr, *serving_rr, *skip_rr;
+	unsigned words_idx, skip_idx;    /* expectation indices */
+	/* The host's two regions, looked up once they exist (owner only). */
+	const struct loco_rregion *words_rr, *skip_rr;
 	_Atomic uint64_t seen;           /* a value serving had (a hint) */
 	/* Local state. LSTATE: bit 0 set while a local thread holds the lock
 	 * or is acquiring it (the local owner), plus 2 per local waiter

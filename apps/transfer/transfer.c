@@ -7,9 +7,10 @@
  * lock I mod --locks, and lives where that lock does, in a block of its
  * lock's accounts (see "accounts" below). A transfer takes the locks of two distinct random
  * accounts in lock-index order (once if they share it), READs both
- * balances, moves a random amount (at most the source's balance) with a
- * CAS on each account from the balance it read, and releases the locks,
- * the lock atomics batched with the account ops (see "transfers" below).
+ * balances, moves a random amount of at least 1 (at most the source's
+ * balance) by WRITEs of the two new balances (--cas-balances: a CAS on
+ * each account from the balance it read), and releases the locks, the
+ * lock atomics batched with the account ops (see "transfers" below).
  * --single-lock is --locks 1: every transfer takes the same lock (Fig. 4,
  * left: a contended lock-protected read-modify-write).
  *
@@ -17,9 +18,12 @@
  * the nodes pass a barrier and read the initial total, run --duration
  * seconds (a progress line a second on stderr), pass a barrier and read
  * the final total. The total is conserved iff the locks exclude each
- * other: a lost update (two holders of one account) changes it, and a CAS
- * that finds another balance than the one read under the lock is counted
- * as a conflict. Exit status 1 if the total moved or any CAS conflicted. */
+ * other: a lost update (two holders of one account) changes it by the lost
+ * amount, never 0. With --cas-balances, a CAS that finds another balance
+ * than the one read under the lock is also counted as a conflict (a lost
+ * update seen online). Exit status 1 if the total moved or any CAS
+ * conflicted. --unlocked takes no lock (a broken variant: the tests show
+ * that both checks catch it). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -54,6 +58,8 @@ struct xo {
 	uint32_t accounts;
 	unsigned threads, locks;
 	bool hot_locks;
+	bool cas_balances;   /* CAS each balance from the one read */
+	bool unlocked;       /* no lock at all: lost updates (tests) */
 	double duration;
 	uint64_t balance, max_amount, seed;
 };
@@ -116,7 +122,13 @@ static const char usage[] =
 "  --threads T       worker threads per node (default 1)\n"
 "  --duration S      seconds of the measured phase (default 5)\n"
 "  --balance B       initial balance of each account (default 1000000)\n"
-"  --max-amount A    largest amount of a transfer (default 100)\n"
+"  --max-amount A    largest amount of a transfer (default 100; each is\n"
+"                    1..A, at most the source's balance)\n"
+"  --cas-balances    CAS each balance from the one read (a lost update is\n"
+"                    then also seen at once, as a conflict) instead of\n"
+"                    WRITEing the new balances\n"
+"  --unlocked        take no lock (broken on purpose: updates get lost and\n"
+"                    the checks fail; for the tests)\n"
 "  --seed S          seed of the choices (default 1)\n"
 "Prints a JSON line per node and, on the lowest id, the cluster's, with\n"
 "initial_total, final_total and conserved; exit 1 unless conserved.\n";
@@ -131,6 +143,8 @@ static int parse_one(void *opts, int c, const char *arg, char *expect)
 	case 'l': return bench_parse_uint(arg, 1, MAX_LOCKS, &o->locks, expect);
 	case '1': o->locks = 1; return 0;
 	case 'H': o->hot_locks = true; return 0;
+	case 'c': o->cas_balances = true; return 0;
+	case 'U': o->unlocked = true; return 0;
 	case 't': return bench_parse_uint(arg, 1, MAX_THREADS, &o->threads, expect);
 	case 'd': return bench_parse_duration(arg, &o->duration, expect);
 	case 'b': return bench_parse_u64(arg, 1, UINT64_C(1) << 40, &o->balance,
@@ -149,6 +163,8 @@ static int parse(struct xo *o, int argc, char **argv)
 		{ "locks", required_argument, NULL, 'l' },
 		{ "single-lock", no_argument, NULL, '1' },
 		{ "hot-locks", no_argument, NULL, 'H' },
+		{ "cas-balances", no_argument, NULL, 'c' },
+		{ "unlocked", no_argument, NULL, 'U' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "balance", required_argument, NULL, 'b' },
@@ -390,10 +406,11 @@ static void teardown(struct xf *x)
  *   2  (two locks, the trylock not taken) the same for the higher lock
  *      and its balance; any READ that ran before its lock was ours is
  *      repeated;
- *   3  the two balance CASes and the two release FAAs: a lock and the
- *      accounts it guards live on one node, so each release follows its
- *      account's CAS on one QP.
- * Verbs on one node: FAA + CAS + 2 READ + 2 CAS + 2 FAA = 8 in 2 rounds
+ *   3  the two balance WRITEs (--cas-balances: CASes from the balances
+ *      read) and the two release FAAs: a lock and the accounts it guards
+ *      live on one node, so each release follows its account's WRITE on
+ *      one QP, which places the WRITE first (docs/ordering.md, rule 1).
+ * Verbs on one node: FAA + CAS + 2 READ + 2 WRITE + 2 FAA = 8 in 2 rounds
  * (one lock: 6 in 2); between nodes, uncontended, a READ of serving more
  * per lock taken by FAA. */
 
@@ -404,7 +421,8 @@ struct xfer_op {
 	const struct loco_rregion *rr[2];
 	struct loco_ticket_lock *lock[2];   /* guarding acct[0], acct[1] */
 	struct loco_ticket_lock *lo, *hi;   /* in lock-index order */
-	uint64_t bal[2];
+	uint64_t bal[2];                    /* as READ under the locks */
+	uint64_t nbal[2];                   /* the new balances (WRITE sources) */
 };
 
 /* Post batch B and wait for it: 0 or the first error. */
@@ -503,36 +521,71 @@ static int lock_read(struct xfer_op *op, struct loco_thread *thr)
 	return rc;
 }
 
-/* The CASes moving AMOUNT from account 0 to 1 (OLD gets what they found)
- * and the releases, higher lock first, in one round: each lock lives
- * where its accounts do.
- * Release: the FAAs follow the CASes they publish on one QP. */
-static int cas_unlock(struct xfer_op *op, struct loco_thread *thr,
-		      uint64_t amount, uint64_t *old)
+/* --unlocked: both balances READ, no lock. */
+static int read_unlocked(struct xfer_op *op, struct loco_thread *thr)
+{
+	struct loco_batch b;
+	loco_batch_init(&b, thr);
+	for (unsigned i = 0; i < 2; i++)
+		loco_batch_read(&b, op->rr[i], op->off[i], &op->bal[i], 8);
+	return batch_run(&b, thr);
+}
+
+/* The new balances of a transfer of up to AMOUNT (>= 1) from account 0
+ * to 1, or from 1 to 0 when account 0 has less than AMOUNT and account 1
+ * more than account 0: at least 1 moves unless both are empty, so a lost
+ * update always moves the total. Returns the amount moved. */
+static uint64_t settle(struct xfer_op *op, uint64_t amount)
+{
+	if (__builtin_expect(op->bal[0] >= amount, 1)) {
+		op->nbal[0] = op->bal[0] - amount;
+		op->nbal[1] = op->bal[1] + amount;
+		return amount;
+	}
+	unsigned from = op->bal[1] > op->bal[0];
+	if (amount > op->bal[from])
+		amount = op->bal[from];
+	op->nbal[from] = op->bal[from] - amount;
+	op->nbal[!from] = op->bal[!from] + amount;
+	return amount;
+}
+
+/* The new balances' WRITEs (CAS: CASes from the balances read, OLD gets
+ * what they found) and the releases, higher lock first, in one round:
+ * each lock lives where its accounts do. LOCKED: false for --unlocked.
+ * Release: the FAAs follow the WRITEs or CASes they publish on one QP.
+ * Inlined: each call site passes CAS as a constant. */
+__attribute__((always_inline))
+static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
+			 bool cas, bool locked, uint64_t *old)
 {
 	struct loco_ticket_lock *rel[2] = { op->hi, op->hi == op->lo ? NULL : op->lo };
 	struct loco_tl_release r[2];
 	struct loco_batch b;
 	int rc = 0;
 	loco_batch_init(&b, thr);
-	loco_batch_cas(&b, op->rr[0], op->off[0], op->bal[0], op->bal[0] - amount,
-		       &old[0]);
-	loco_batch_cas(&b, op->rr[1], op->off[1], op->bal[1], op->bal[1] + amount,
-		       &old[1]);
-	for (unsigned i = 0; i < 2 && rel[i]; i++) {
+	for (unsigned i = 0; i < 2; i++) {
+		if (cas)
+			loco_batch_cas(&b, op->rr[i], op->off[i], op->bal[i],
+				       op->nbal[i], &old[i]);
+		else
+			loco_batch_write(&b, op->rr[i], op->off[i], &op->nbal[i], 8);
+	}
+	for (unsigned i = 0; locked && i < 2 && rel[i]; i++) {
 		int prc = loco_ticket_lock_unlock_post(rel[i], thr, &b, &r[i]);
 		rc = rc ? rc : prc;
 	}
 	int brc = batch_run(&b, thr);
-	for (unsigned i = 0; i < 2 && rel[i]; i++) {
+	for (unsigned i = 0; locked && i < 2 && rel[i]; i++) {
 		int urc = loco_ticket_lock_unlock_finish(rel[i], thr, &r[i], brc,
 							 LOCO_FENCE_THREAD, 0);
 		rc = rc ? rc : urc;
 	}
-	return rc;
+	return rc ? rc : brc;
 }
 
-/* Move up to AMOUNT from account A to B under their locks. */
+/* Move up to AMOUNT (>= 1) between accounts A and B under their locks
+ * (see settle). */
 static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
@@ -549,16 +602,18 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 	bool swap = lk[0] > lk[1];
 	op.lo = op.lock[swap];
 	op.hi = op.lock[!swap];
-	int rc = lock_read(&op, thr);
+	bool cas = x->o.cas_balances, locked = !x->o.unlocked;
+	int rc = locked ? lock_read(&op, thr) : read_unlocked(&op, thr);
 	if (rc)
 		return rc;
-	if (amount > op.bal[0])
-		amount = op.bal[0];
+	amount = settle(&op, amount);
 	uint64_t old[2];
-	rc = cas_unlock(&op, thr, amount, old);
+	rc = cas ? update_unlock(&op, thr, true, locked, old) :
+		   update_unlock(&op, thr, false, locked, old);
 	if (rc)
 		return rc;
-	w->n[X_CONFLICTS] += (old[0] != op.bal[0]) + (old[1] != op.bal[1]);
+	if (cas)
+		w->n[X_CONFLICTS] += (old[0] != op.bal[0]) + (old[1] != op.bal[1]);
 	w->n[X_MOVED] += amount;
 	w->n[X_SAME_LOCK] += op.lo == op.hi;
 	return 0;
@@ -581,7 +636,7 @@ static int transfer(struct xf_worker *w, struct loco_thread *thr, uint64_t *t0)
 	uint32_t n = x->o.accounts, a = (uint32_t)below(w, n);
 	uint32_t b = (uint32_t)below(w, n - 1);
 	b += b >= a;
-	uint64_t amount = below(w, x->o.max_amount + 1);
+	uint64_t amount = below(w, x->o.max_amount) + 1;
 	int rc = move(w, thr, a, b, amount);
 	if (rc)
 		return rc;
@@ -680,13 +735,15 @@ static void report(struct xf *x, const struct cl_row *row,
 		.nodes = x->nmembers, .threads = x->o.threads,
 	};
 	cl_json_begin(stdout, &r, row, cluster, x->self);
-	printf(",\"mode\":\"%s\",\"accounts\":%u,\"locks\":%u,\"initial_total\":%"
+	printf(",\"mode\":\"%s\",\"balances\":\"%s\",\"locked\":%s,\"accounts\":%u,\"locks\":%u,\"initial_total\":%"
 	       PRIu64 ",\"final_total\":%" PRIu64 ",\"expected_total\":%" PRIu64
 	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
 	       ",\"moved\":%" PRIu64 ",\"acquires\":%" PRIu64 ",\"handovers\":%"
 	       PRIu64 ",\"lock_waits\":%" PRIu64 ",\"lock_polls\":%" PRIu64
 	       ",\"lock_yields\":%" PRIu64 ",\"lock_naps\":%" PRIu64,
-	       x->o.locks == 1 ? "single-lock" : "two-lock", x->o.accounts,
+	       x->o.locks == 1 ? "single-lock" : "two-lock",
+	       x->o.cas_balances ? "cas" : "write",
+	       x->o.unlocked ? "false" : "true", x->o.accounts,
 	       x->o.locks, initial, final, expected,
 	       initial == expected && final == expected ? "true" : "false",
 	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],

@@ -351,7 +351,7 @@ static void *split_attempt_main(void *arg)
 	if (!sa->rc && !a.speculate)
 		sa->rc = -EPROTO;
 	if (!sa->rc) {
-		loco_batch_read(&b, lk[1].serving_rr, 0, &v, 8);
+		loco_batch_read(&b, lk[1].words_rr, LOCO_TL_SERVING, &v, 8);
 		sa->rc = loco_ticket_lock_lock_finish(&lk[1], thr, &a,
 						      batch_run(&b, thr));
 		if (sa->rc == 0 && a.host_early)
@@ -669,19 +669,18 @@ static void check_hot_words(struct loco_ticket_lock *host_lk,
 	uint64_t total, used;
 	loco_mgr_dm_usage(host_lk->base.mgr, &total, &used);
 	uint32_t want = total ? LOCO_SPACE_DM : LOCO_SPACE_ARENA;
-	struct loco_atomic_var *w[2][2] = { { &host_lk->next, &host_lk->serving },
-					    { &other->next, &other->serving } };
-	for (unsigned k = 0; k < 2; k++) {
-		const struct loco_region *word =
-			loco_channel_local(&w[0][k]->base, "word");
-		ck_assert_ptr_nonnull(word);
-		ck_assert_uint_eq(word->space, want);
-		ck_assert(total ? !word->base : word->base != NULL);
-		const struct loco_rregion *rr =
-			loco_channel_remote(&w[1][k]->base, w[1][k]->idx, host_lk->host);
-		ck_assert_ptr_nonnull(rr);
-		ck_assert_uint_eq(rr->space, want);
-	}
+	/* next and serving: one region, so one cache line (arena regions
+	 * are 64-byte aligned). */
+	const struct loco_region *words = loco_channel_local(&host_lk->base, "words");
+	ck_assert_ptr_nonnull(words);
+	ck_assert_uint_eq(words->len, LOCO_TL_WORDS_BYTES);
+	ck_assert_uint_eq(words->space, want);
+	ck_assert(total ? !words->base : words->base != NULL);
+	ck_assert(total || (uintptr_t)words->base % 64 == 0);
+	const struct loco_rregion *rr =
+		loco_channel_remote(&other->base, other->words_idx, host_lk->host);
+	ck_assert_ptr_nonnull(rr);
+	ck_assert_uint_eq(rr->space, want);
 	/* The skip table stays in the arena. */
 	const struct loco_rregion *skip =
 		loco_channel_remote(&other->base, other->skip_idx, host_lk->host);
@@ -749,12 +748,23 @@ static void *attempt_main(void *arg)
 	return NULL;
 }
 
+/* Word OFF (LOCO_TL_NEXT or LOCO_TL_SERVING) of lk[0], read by node 0. */
+static uint64_t word_read(uint64_t off)
+{
+	uint64_t v;
+	const struct loco_rregion *rr =
+		loco_channel_remote(&lk[0].base, lk[0].words_idx, lk[0].host);
+	ck_assert_ptr_nonnull(rr);
+	ck_assert_int_eq(loco_read(cl.thr[0], rr, off, &v, 8), 0);
+	return v;
+}
+
 /* Wait until next_ticket reaches WANT. */
 static void next_wait(uint64_t want)
 {
 	uint64_t v = 0;
 	for (int i = 0; i < 5000 && v < want; i++) {
-		ck_assert_int_eq(loco_atomic_var_read(&lk[0].next, cl.thr[0], &v), 0);
+		v = word_read(LOCO_TL_NEXT);
 		usleep(1000);
 	}
 	ck_assert_uint_eq(v, want);
@@ -837,10 +847,8 @@ static void *storm_main(void *arg)
 /* next - serving at the host. */
 static uint64_t outstanding(void)
 {
-	uint64_t next, serving;
-	ck_assert_int_eq(loco_atomic_var_read(&lk[0].next, cl.thr[0], &next), 0);
-	ck_assert_int_eq(loco_atomic_var_read(&lk[0].serving, cl.thr[0],
-					      &serving), 0);
+	uint64_t next = word_read(LOCO_TL_NEXT);
+	uint64_t serving = word_read(LOCO_TL_SERVING);
 	return next - serving;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# transfer-check.sh [--hot-fallback N] [--counts] LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
+# transfer-check.sh [--hot-fallback N] [--counts] [--expect-lost write|cas]
+#                   LOCO_RUN -- LOCO-RUN-ARGS... -- LOCO-TRANSFER ARGS...
 # Runs a loco-transfer cluster. Passes when every node exited 0, every
 # result line (one per node and the cluster's) says "conserved":true with
 # the final total equal to the initial one, and some transfers ran.
@@ -12,9 +13,14 @@
 # protocol's verbs and round trips per transfer exactly: 8 verbs and 2
 # round trips with two locks (the higher one tried in the lower one's
 # round), 6 and 2 when one lock guards both accounts (docs/demos.md).
+# --expect-lost MODE (a loco-transfer --unlocked run: no lock, so updates
+# get lost): passes only when the checks caught it: the cluster failed,
+# every result line says "conserved":false with transfers run, and with
+# MODE cas (--cas-balances) the CASes also counted conflicts.
 set -u
 hot=0
 counts=0
+lost=
 if [ "$1" = --hot-fallback ]; then
 	hot=$2
 	shift 2
@@ -23,15 +29,38 @@ if [ "$1" = --counts ]; then
 	counts=1
 	shift
 fi
+if [ "$1" = --expect-lost ]; then
+	lost=$2
+	shift 2
+fi
 loco_run=$1
 shift 2
 out=$("$loco_run" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out" | grep -v '^\[n[0-9]*\] transfer: node'
 lines=$(printf '%s\n' "$out" | grep '"app":"transfer"')
-[ "$rc" -eq 0 ] || { echo "transfer-check: cluster failed (loco-run exit $rc)"; exit 1; }
 printf '%s\n' "$lines" | grep -q '"scope":"cluster"' ||
 	{ echo "transfer-check: no cluster result line"; exit 1; }
+if [ -n "$lost" ]; then
+	[ "$rc" -ne 0 ] || { echo "transfer-check: an unlocked run passed its checks"; exit 1; }
+	python3 - "$lines" "$lost" <<'PY'
+import json, sys
+bad = 0
+for line in sys.argv[1].splitlines():
+    r = json.loads(line[line.index('{'):])
+    caught = r["conserved"] is False and r["final_total"] != r["expected_total"]
+    if sys.argv[2] == "cas":
+        caught = caught and r["conflicts"] > 0 and r["balances"] == "cas"
+    else:
+        caught = caught and r["balances"] == "write"
+    if not (caught and r["locked"] is False and r["ops"] > 0):
+        print("transfer-check: lost updates not caught:", line)
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+	exit
+fi
+[ "$rc" -eq 0 ] || { echo "transfer-check: cluster failed (loco-run exit $rc)"; exit 1; }
 if [ "$hot" -gt 0 ]; then
 	warned=$(printf '%s\n' "$out" | grep 'warning: region: hot region xfer/locks/' |
 		 grep -c 'is in host memory')
