@@ -16,11 +16,13 @@
  * whose ticket equals such a value holds the lock: the hint `seen` spares
  * the READ of serving when this node released last. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <sched.h>
 #include <time.h>
 
 #include <loco/channels/ticket_lock.h>
+#include <loco/log.h>
 #include <loco/wait.h>
 
 /* State of a local waiter; TL_HELD and TL_OWNER are also the results of
@@ -484,6 +486,27 @@ static void count(struct loco_ticket_lock *l, uint64_t *ctr)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* A lock attempt that returned -ETIMEDOUT: counted; past the manager's
+ * default timeout (TIMEOUT_MS < 0: a caller that set its own expects
+ * timeouts) also said, at the 1st, 2nd, 4th, 8th ... time, with what this
+ * node saw of serving, so a run that fails on it names the lock (the
+ * timeout only suspects the holder: a stopped, descheduled or fenced
+ * node; the caller decides). */
+static void timed_out(struct loco_ticket_lock *l, int timeout_ms)
+{
+	pthread_mutex_lock(&l->mu);
+	uint64_t n = ++l->st.timeouts;
+	pthread_mutex_unlock(&l->mu);
+	if (timeout_ms >= 0 || (n & (n - 1)))
+		return;
+	loco_warn("ticket_lock", "lock %s (host %u): not acquired within the "
+		  "timeout (%" PRIu64 " time%s); serving last seen at %" PRIu64
+		  ": its holder has not released it", l->base.name, l->host, n,
+		  n == 1 ? "" : "s",
+		  /* Relaxed: a hint, for the message. */
+		  atomic_load_explicit(&l->seen, memory_order_relaxed));
+}
+
 /* Hand the held lock to the first local waiter (true), unless past
  * handover_max or nobody waits (false). */
 static bool handover(struct loco_ticket_lock *l)
@@ -887,7 +910,7 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 			local_pass(l);
 	}
 	if (rc == -ETIMEDOUT)
-		count(l, &l->st.timeouts);
+		timed_out(l, timeout_ms);
 	return rc;
 }
 
@@ -904,7 +927,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	}
 	if (rc < 0) {
 		if (rc == -ETIMEDOUT)
-			count(l, &l->st.timeouts);
+			timed_out(l, timeout_ms);
 		return rc;
 	}
 	rc = words_known(l);
@@ -917,7 +940,7 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 		rc = b->err;
 	}
 	if (rc == -ETIMEDOUT)
-		count(l, &l->st.timeouts);
+		timed_out(l, timeout_ms);
 	if (rc)
 		local_pass(l);
 	return rc;
@@ -959,7 +982,7 @@ int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
 	rc = ticket_wait(l, thr, a->ticket, s, a->read, &dl);
 	if (rc) {
 		if (rc == -ETIMEDOUT)
-			count(l, &l->st.timeouts);
+			timed_out(l, a->timeout_ms);
 		local_pass(l);
 		return rc;
 	}

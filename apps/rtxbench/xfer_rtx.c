@@ -40,15 +40,35 @@ static loco_raddr_t counter_obj(const struct xfer *xf, uint32_t node,
 			    per_node(xf, nmem) + node * XFER_MAX_THREADS + idx);
 }
 
+/* --blocks' default: 8 a account object, at least 4,096 (the library's
+ * default), and at least 3 chunks a worker thread of the cluster: each
+ * worker holds chunks of its own, and with fewer than about 2 a worker
+ * on a busy host waits out the others' give-backs and fails with
+ * -ENOMEM (93 workers ran out of 125 chunks with the default). Every
+ * node computes the same from the same options and hosts file. */
+static uint32_t default_blocks(const struct xfer *xf, uint64_t objects)
+{
+	uint64_t nodes = 1 + (uint64_t)__builtin_popcountll(
+		loco_mgr_compute_peers(xf->mgr));
+	uint64_t b = objects * 8, min = 64 * LOCO_RTX_CHUNK_BLOCKS;
+	uint64_t per_worker = 3 * LOCO_RTX_CHUNK_BLOCKS * nodes * xf->o.threads;
+	b = b < min ? min : b;
+	b = b < per_worker ? per_worker : b;
+	return (uint32_t)(b > UINT32_MAX / 2 ? UINT32_MAX / 2 : b);
+}
+
 int xfer_rtx_open(struct xfer *xf)
 {
 	uint64_t mem = xf->o.all_mem ? memory_nodes(xf->mgr) : 0;
 	unsigned nmem = mem ? (unsigned)__builtin_popcountll(mem) : 1;
+	uint64_t objects = per_node(xf, nmem) +
+			   (xf->o.count_commits ? COUNTERS : 0);
 	struct loco_rtx_opts o = {
 		.name = "xfer", .mem_nodes = mem, .data_len = 8,
-		.objects = per_node(xf, nmem) +
-			   (xf->o.count_commits ? COUNTERS : 0),
-		.blocks = xf->o.blocks, .drift_ms = xf->o.drift_ms,
+		.objects = objects,
+		.blocks = xf->o.blocks ? xf->o.blocks :
+			  default_blocks(xf, objects),
+		.drift_ms = xf->o.drift_ms,
 		.no_opt1 = xf->o.no_opt1, .no_persist = xf->o.no_persist,
 		.threads_per_node = XFER_SLOTS(xf->o.threads),
 	};
