@@ -1098,6 +1098,22 @@ static unsigned batch_one_by_one(struct loco_batch *b)
  * raised once a batch. Only when a peer refuses them do the ops go one by
  * one, each under its own mark, so that those before the first refused
  * op execute and the rest fail. */
+/* An inline batch's ops all ran: count its DOORBELLS, note the thread
+ * unwaited, add its peers to ACK and empty it. */
+static inline int batch_posted(struct loco_batch *b, unsigned doorbells,
+			       struct loco_ack *ack)
+{
+	struct loco_thread_hot *h = &b->thr->hot;
+	loco_hot_add(&h->doorbells, doorbells);
+	h->unwaited = 1;
+	if (ack)
+		ack->peers |= b->peers;
+	b->n = 0;
+	b->peers = 0;
+	b->kinds = 0;
+	return 0;
+}
+
 __attribute__((noinline))
 static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 {
@@ -1130,14 +1146,7 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 		if (ran < b->n)
 			return batch_refused(b, ran, doorbells, ack);
 	}
-	loco_hot_add(&h->doorbells, doorbells);
-	h->unwaited = 1;
-	if (ack)
-		ack->peers |= peers;
-	b->n = 0;
-	b->peers = 0;
-	b->kinds = 0;
-	return 0;
+	return batch_posted(b, doorbells, ack);
 }
 
 /* The batch's ops all go to one peer, the usual case: the same steps
@@ -1172,14 +1181,7 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 	 * one (a READ or atomic after it places it). */
 	h->unplaced = (h->unplaced & ~peers) |
 		      (b->op[n - 1].opcode == LOCO_OP_WRITE ? peers : 0);
-	loco_hot_add(&h->doorbells, 1);
-	h->unwaited = 1;
-	if (ack)
-		ack->peers |= peers;
-	b->n = 0;
-	b->peers = 0;
-	b->kinds = 0;
-	return 0;
+	return batch_posted(b, 1, ack);
 }
 
 int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
