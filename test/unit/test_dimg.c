@@ -225,30 +225,40 @@ START_TEST(group_commit_covered_by_sync_in_flight)
 }
 END_TEST
 
+/* With a sync of tickets up to 5 in flight (and slot 0 held by it),
+ * FLUSHERS flushers take tickets and none returns, and no sync starts;
+ * once it ends and frees its slot, one sync covers them all (*ST). */
+static void waiters_then_one_sync(struct loco_dimg *o, struct loco_dimg_gc *g,
+				  struct loco_dimg_gc_stats *st)
+{
+	struct loco_dimg shared;
+	struct flusher f[FLUSHERS];
+	pthread_t th[FLUSHERS];
+	start_flushers(o, &shared, f, th);
+	wait_tickets(o, 5 + FLUSHERS);
+	assert_none_returned(f);
+	ck_assert_int_eq(loco_dimg_group_stats(o, st), 0);
+	ck_assert_uint_eq(st->syncs, 0);
+	sync_ends(g, o, 5);
+	atomic_store(&g->slot[0], 0);
+	join_flushers(o, &shared, f, th);
+	ck_assert_int_eq(loco_dimg_group_stats(o, st), 0);
+	ck_assert_uint_eq(st->syncs, 1);
+}
+
 /* FLUSHes that arrive while every sync slot holds a sync that began
  * before them start no sync beside those: they wait for a slot, and the
  * one sync that takes it covers them all. */
 START_TEST(group_commit_next_sync_covers_waiters)
 {
-	struct loco_dimg o, shared;
-	struct flusher f[FLUSHERS];
-	pthread_t th[FLUSHERS];
+	struct loco_dimg o;
 	struct loco_dimg_gc_stats st;
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
 	struct loco_dimg_gc *g = gc_map();
 	atomic_store(&g->req, 5);
 	sync_in_flight(g, 5);
 	slots_held(g, now_ns() + HOUR_NS);
-	start_flushers(&o, &shared, f, th);
-	wait_tickets(&o, 5 + FLUSHERS);
-	assert_none_returned(f);
-	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
-	ck_assert_uint_eq(st.syncs, 0);
-	sync_ends(g, &o, 5);
-	atomic_store(&g->slot[0], 0);
-	join_flushers(&o, &shared, f, th);
-	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
-	ck_assert_uint_eq(st.syncs, 1);
+	waiters_then_one_sync(&o, g, &st);
 	ck_assert_uint_eq(st.covered_max, FLUSHERS);
 	ck_assert_uint_eq(atomic_load(&g->done), 5 + FLUSHERS);
 	ck_assert(st.sync_p50_us > 0 && st.sync_p99_us >= st.sync_p50_us);
@@ -262,9 +272,7 @@ END_TEST
  * are free; when it ends, one sync covers them all. */
 START_TEST(group_commit_syncs_max_one)
 {
-	struct loco_dimg o, shared;
-	struct flusher f[FLUSHERS];
-	pthread_t th[FLUSHERS];
+	struct loco_dimg o;
 	struct loco_dimg_gc_stats st;
 	ck_assert_int_eq(setenv("LOCO_DURABLE_SYNCS", "1", 1), 0);
 	own(&o, LOCO_DSYNC_FDATASYNC, LOCO_DIMG_DIRECT);
@@ -274,16 +282,7 @@ START_TEST(group_commit_syncs_max_one)
 	atomic_store(&g->req, 5);
 	sync_in_flight(g, 5);
 	atomic_store(&g->slot[0], now_ns() + HOUR_NS);
-	start_flushers(&o, &shared, f, th);
-	wait_tickets(&o, 5 + FLUSHERS);
-	assert_none_returned(f);
-	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
-	ck_assert_uint_eq(st.syncs, 0);
-	sync_ends(g, &o, 5);
-	atomic_store(&g->slot[0], 0);
-	join_flushers(&o, &shared, f, th);
-	ck_assert_int_eq(loco_dimg_group_stats(&o, &st), 0);
-	ck_assert_uint_eq(st.syncs, 1);
+	waiters_then_one_sync(&o, g, &st);
 	ck_assert_uint_eq(atomic_load(&g->done), 5 + FLUSHERS);
 	munmap(g, sizeof(*g));
 	loco_dimg_close(&o);
