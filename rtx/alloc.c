@@ -474,7 +474,9 @@ static bool pool_has_free(const struct rtx_pool *p)
  * last scan), and claim a chunk while less than a third of the owned
  * blocks are free, so a worker keeps at least 1.5 times its live blocks and
  * scans about once per half its live-block count of allocations. When no
- * chunk is left, whatever the scan found is enough. */
+ * chunk is left, whatever the scan found is enough. -ENOMEM: still no
+ * free block, also when a chunk was claimed (one given back full whose
+ * blocks are still in use): refill_wait asks and tries again. */
 static int refill(struct loco_rtx_worker *w, uint32_t ni)
 {
 	struct rtx_pool *p = &w->pool[ni];
@@ -487,15 +489,11 @@ static int refill(struct loco_rtx_worker *w, uint32_t ni)
 			return rc;
 	}
 	rc = pool_claim(w, ni, &got);
-	if (!rc && got && !pool_has_free(p))
-		rc = pool_scan(w, ni, &nfree);
-	if (rc || got || nfree)
+	if (rc || (got && pool_has_free(p)))
 		return rc;
-	if (p->n)
+	if (p->n && (got || !nfree))
 		rc = pool_scan(w, ni, &nfree);
-	if (!rc && !nfree)
-		rc = -ENOMEM;
-	return rc;
+	return rc ? rc : nfree ? 0 : -ENOMEM;
 }
 
 /* Tell node NI's workers that one lacks blocks: they give partly used

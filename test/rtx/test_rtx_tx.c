@@ -1451,6 +1451,60 @@ START_TEST(ask_squeezes_partly_used_chunk)
 }
 END_TEST
 
+/* Owner word of a slot no worker uses: the chunks it marks are a live
+ * client's the test vouches for, out of everyone else's reach. */
+static uint64_t stranger_word(void)
+{
+	return UINT64_C(1) << 16 | x->nslots;
+}
+
+static void set_owner(uint32_t chunk, uint64_t from, uint64_t to)
+{
+	uint64_t old;
+	ck_assert_int_eq(loco_cas(thr, &x->node[0].chunks, chunk * 8, from,
+				  to, &old), 0);
+	ck_assert_uint_eq(old, from);
+}
+
+/* Every unowned chunk looks full: 0 and 1 hold live blocks, 2's are all
+ * garbage behind a stale bitmap word (given back full, rewritten since),
+ * and the rest belong to a stranger. A worker claiming 0 and 1 in vain
+ * goes on (asking the others) to 2, where its scan finds 64 free blocks:
+ * the claims that brought nothing must not end the allocation. (Block 0
+ * is the null pointer: objects 0..62 fill chunk 0, 63..126 chunk 1 and
+ * 127..190 chunk 2.) */
+START_TEST(claims_of_full_chunks_go_on)
+{
+	struct loco_thread *t2, *t3;
+	struct loco_rtx_worker *w2 = worker_at(&t2, 0);
+	put_range(w2, 0, 191, 100);
+	ck_assert_uint_eq(blocks_of(2, 127, 64), UINT64_MAX);
+	ck_assert_uint_eq(w2->pool[0].n, 3);
+	worker_end(w2, t2);
+	w->pool[0].claim_cursor = 3;
+	put_range(w, 127, 64, 200);        /* chunk 3; chunk 2 all garbage */
+	ck_assert_uint_eq(bitmap_read(2), UINT64_MAX);
+	ck_assert_uint_eq(owner_read(2), 0);
+	ck_assert_uint_eq(owner_read(3) & 0xffff, loco_rtx_worker_slot(w) + 1);
+	for (uint32_t k = 4; k < POOL_BLOCKS / 64; k++)
+		set_owner(k, 0, stranger_word());
+	struct loco_rtx_worker *w3 = worker_at(&t3, 0);
+	ck_assert_int_eq(put_with(w3, 0, 7), 0);
+	struct loco_rtx_stats s;
+	loco_rtx_worker_stats(w3, &s);
+	ck_assert_uint_eq(s.chunk_claims, 3);
+	ck_assert_uint_ge(s.pool_asks, 1);
+	ck_assert_uint_eq(blocks_of(2, 0, 1), 1);
+	ck_assert_int_eq(get(0), 7);
+	check_values(1, 126, 100);
+	check_values(127, 64, 200);
+	worker_end(w3, t3);
+	for (uint32_t k = 4; k < POOL_BLOCKS / 64; k++)
+		set_owner(k, stranger_word(), 0);
+	rewrite_and_audit(300);
+}
+END_TEST
+
 /* A test case with fixture SETUP (and teardown) and a timeout (0: Check's
  * default), added to S. */
 /* ---- read for update ------------------------------------------------------- */
@@ -1799,6 +1853,7 @@ static Suite *suite(void)
 	t = add_case(s, "pool", setup_pool, 30);
 	tcase_add_test(t, destroy_gives_chunks_back);
 	tcase_add_test(t, ask_squeezes_partly_used_chunk);
+	tcase_add_test(t, claims_of_full_chunks_go_on);
 	t = add_case(s, "options", setup_noopt1, 0);
 	tcase_add_test(t, no_opt1_logs_single_writes);
 	return s;
