@@ -227,10 +227,11 @@ static inline void loco_ack_union(struct loco_ack *dst, const struct loco_ack *s
  * the thread has opened: the bounds check, the load, store or atomic the
  * transport would execute, and the counters; no call, no lock, no clock.
  * Everything else (other transports, device memory, other lengths, the
- * first op to a peer, a peer that restarted since, a peer with a durable
- * image, whose writes are tracked for persists, every error) takes the
+ * first op to a peer, a peer that restarted since, every error) takes the
  * out-of-line path (the *_slow functions), which checks and reports
- * exactly as before. */
+ * exactly as before. A WRITE or atomic to a peer with a durable image
+ * runs inline too and then notes its range for the next persist
+ * (loco_direct_noted), as the out-of-line post would. */
 
 /* Arena offsets below this are never a region: raddr 0 means null. */
 #define LOCO_ARENA_FIRST 64
@@ -281,6 +282,9 @@ struct loco_thread_hot {
 	uint64_t unwaited;    /* 1: ops posted since the last wait (RTT
 			       * count); a word, which one OR tests with
 			       * unplaced */
+	uint64_t noted;       /* peers with a durable image: the ranges of
+			       * inline WRITEs and atomics are noted for
+			       * persists (read by the owner only) */
 	bool sync;            /* requests complete inside their post */
 	uint64_t incarnation; /* this node's (the manager's boot id) */
 	uint8_t *direct_base[LOCO_MAX_NODES];   /* read by the owner only */
@@ -358,6 +362,12 @@ static inline bool loco_direct_span(struct loco_thread *thr,
  * (WRITE) of 8 bytes each, in address order. */
 void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 		      uint32_t len);
+
+/* An inline WRITE or atomic to PEER, a peer with a durable image (bit
+ * PEER of noted), wrote [OFF, OFF + LEN) of its arena: noted for the next
+ * persist, as the out-of-line post notes it. */
+void loco_direct_noted(struct loco_thread *thr, uint32_t peer, uint64_t off,
+		       uint32_t len);
 
 /* A direct op (OPCODE, enum loco_opcode) to PEER executed. A WRITE leaves
  * an unplaced WRITE on its QP (fences post the same READs on every
@@ -453,8 +463,11 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 		loco_hot_add(opcode == LOCO_BATCH_READ ? &h->bytes_read :
 			     &h->bytes_written, len - 8);
 	}
-	if (guarded)
+	if (guarded) {
 		loco_guard_exit(d->mark);
+		if (__builtin_expect(hg->noted >> peer & 1, 0))
+			loco_direct_noted(thr, peer, rr->off + off, len);
+	}
 	if (ack)
 		ack->peers |= UINT64_C(1) << peer;
 	return true;

@@ -480,8 +480,11 @@ static int qp_get_locked(struct loco_thread *thr, uint32_t peer,
 		if (rc)
 			return rc;
 		qp->durable = peer_durable(mgr, peer);
-		/* Not to a durable peer: its writes are noted for persists. */
-		if (thr->hot.sync && ops->qp_direct && !qp->durable)
+		/* A durable peer's inline WRITEs and atomics note their
+		 * ranges (loco_direct_noted), as posts do (dirty_note). */
+		thr->hot.noted = (thr->hot.noted & ~(UINT64_C(1) << peer)) |
+				 (uint64_t)qp->durable << peer;
+		if (thr->hot.sync && ops->qp_direct)
 			direct_open(mgr, peer, &thr->hot, qp);
 	}
 	if (qp->err)
@@ -635,24 +638,39 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
 static int post_sync(struct loco_thread *thr, uint32_t peer,
 		     struct loco_wr *wr, unsigned n, struct loco_ack *ack);
 
-/* The N requests just posted on QP dirty these ranges; a full list is
+/* [OFF, OFF+LEN) of QP's peer was just written: noted; a full list is
  * flushed first (persisting early is always allowed). A FLUSH that
  * cannot be posted leaves QP lost: the next persist reports it.
  * thr->lock held on async transports. */
+static void dirty_note_range(struct loco_thread *thr, struct loco_qp *qp,
+			     uint64_t off, uint64_t len)
+{
+	if (dirty_add(qp, off, len))
+		return;
+	struct loco_wr fl[LOCO_DIRTY_MAX];
+	unsigned k = dirty_take(qp, fl);
+	int rc = thr->hot.sync ? post_sync(thr, qp->peer, fl, k, NULL) :
+				 post_locked(thr, qp->peer, fl, k, NULL);
+	if (rc)
+		qp->lost = true;
+	dirty_add(qp, off, len);
+}
+
+/* The N requests just posted on QP dirty these ranges (dirty_note_range). */
 static void dirty_note(struct loco_thread *thr, struct loco_qp *qp,
 		       const struct loco_wr *wr, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++) {
-		if (!dirties(&wr[i]) || dirty_add(qp, wr[i].remote_off, wr[i].len))
-			continue;
-		struct loco_wr fl[LOCO_DIRTY_MAX];
-		unsigned k = dirty_take(qp, fl);
-		int rc = thr->hot.sync ? post_sync(thr, qp->peer, fl, k, NULL) :
-					 post_locked(thr, qp->peer, fl, k, NULL);
-		if (rc)
-			qp->lost = true;
-		dirty_add(qp, wr[i].remote_off, wr[i].len);
-	}
+	for (unsigned i = 0; i < n; i++)
+		if (dirties(&wr[i]))
+			dirty_note_range(thr, qp, wr[i].remote_off, wr[i].len);
+}
+
+/* The inline path reaches PEER only through a QP opened by qp_get_locked
+ * (which set its noted bit), on a sync transport: no lock to take. */
+void loco_direct_noted(struct loco_thread *thr, uint32_t peer, uint64_t off,
+		       uint32_t len)
+{
+	dirty_note_range(thr, thr->qp[peer], off, len);
 }
 
 /* Post N requests to PEER as one doorbell (thr->lock held). Tickets are
@@ -1084,8 +1102,26 @@ static unsigned batch_one_by_one(struct loco_batch *b)
 		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
 		if (guarded)
 			loco_guard_exit(d->mark);
+		if (guarded && (h->noted >> op->peer & 1))
+			dirty_note_range(b->thr, b->thr->qp[op->peer],
+					 op->arena_off, op->len);
 	}
 	return b->n;
+}
+
+/* B's inline ops ran: the ranges of its WRITEs and atomics to peers with
+ * a durable image noted for the next persist (as post_sync notes them),
+ * in the order the ops ran. */
+__attribute__((noinline))
+static void batch_noted(struct loco_batch *b)
+{
+	struct loco_thread *thr = b->thr;
+	for (unsigned i = 0; i < b->n; i++) {
+		const struct loco_batch_op *op = &b->op[i];
+		if (op->opcode != LOCO_OP_READ && (thr->hot.noted >> op->peer & 1))
+			dirty_note_range(thr, thr->qp[op->peer], op->arena_off,
+					 op->len);
+	}
 }
 
 /* Every op added inline (a direct word, checked then; so a sync
@@ -1141,6 +1177,8 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 			exec_batched(h, &b->op[i]);
 		batch_guard_exit(h, guarded);
 		h->unplaced = (h->unplaced & ~peers) | wlast;
+		if (guarded & h->noted)
+			batch_noted(b);
 	} else {
 		unsigned ran = batch_one_by_one(b);
 		if (ran < b->n)
@@ -1181,6 +1219,8 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 	 * one (a READ or atomic after it places it). */
 	h->unplaced = (h->unplaced & ~peers) |
 		      (b->op[n - 1].opcode == LOCO_OP_WRITE ? peers : 0);
+	if (__builtin_expect(guarded && (h->noted & peers), 0))
+		batch_noted(b);
 	return batch_posted(b, 1, ack);
 }
 

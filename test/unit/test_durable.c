@@ -10,6 +10,8 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <loco/loco.h>
@@ -181,6 +183,60 @@ START_TEST(atomics_persist)
 	ck_assert_uint_eq(v[1], 7);
 	ck_assert_int_eq(loco_read(thr, &a, FAR, v, 8), 0);
 	ck_assert_uint_eq(v[0], 0);
+}
+END_TEST
+
+/* 8-byte ops of THR's batches that ran inline (shm's direct path). */
+static uint64_t inline_batched(void)
+{
+	const struct loco_thread_hot *h = loco_thread_hot(thr);
+	uint64_t n = 0;
+	for (unsigned i = 0; i < 4; i++)
+		n += atomic_load_explicit(&h->batched_ops[i], memory_order_relaxed);
+	return n;
+}
+
+/* Batches of WRITEs and atomics to a durable node, on shm through the
+ * inline path, note their ranges as single ops do: a persist after them
+ * makes all of them durable (40 scattered ones, more than a QP tracks:
+ * the oldest flushed early), and a batch after the persist is lost in a
+ * power cut. */
+START_TEST(batches_persist)
+{
+	struct loco_rregion a;
+	struct loco_batch b;
+	uint64_t v[40], old[2], lost = 99;
+	bool shm = !strcmp(getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") :
+			   "shm", "shm");
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	ck_assert(holds(&a, 0, 1, 0));   /* opens the QP (out of line) */
+	uint64_t before = inline_batched();
+	loco_batch_init(&b, thr);
+	for (uint64_t i = 0; i < 40; i++) {
+		v[i] = i + 1;
+		loco_batch_write(&b, &a, i * 512, &v[i], 8);
+		if (i % 10 == 9)
+			ck_assert_int_eq(loco_batch_post(&b, NULL), 0);
+	}
+	loco_batch_faa(&b, &a, 40 * 512, 5, &old[0]);
+	loco_batch_cas(&b, &a, 41 * 512, 0, 7, &old[1]);
+	ck_assert_int_eq(loco_batch_post(&b, NULL), 0);
+	if (shm)
+		ck_assert_uint_eq(inline_batched() - before, 42);
+	ck_assert_int_eq(loco_persist(thr, 0), 0);
+	loco_batch_write(&b, &a, FAR, &lost, 8);
+	ck_assert_int_eq(loco_batch_post(&b, NULL), 0);
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", &a);
+	for (uint64_t i = 0; i < 42; i++) {
+		uint64_t got;
+		ck_assert_int_eq(loco_read(thr, &a, i * 512, &got, 8), 0);
+		ck_assert_uint_eq(got, i < 40 ? i + 1 : i == 40 ? 5 : 7);
+	}
+	ck_assert(holds(&a, FAR, 1, 0));
 }
 END_TEST
 
@@ -571,6 +627,7 @@ int main(void)
 	tcase_add_test(tc, clean_stop_writes_back);
 	tcase_add_test(tc, many_ranges_one_persist);
 	tcase_add_test(tc, atomics_persist);
+	tcase_add_test(tc, batches_persist);
 	tcase_add_test(tc, persist_after_restart_fails);
 	tcase_add_test(tc, down_fails_fast_then_continues);
 	tcase_add_test(tc, unpersisted_loss_reported_once);
