@@ -55,6 +55,16 @@ static void detach(void)
 	mc_stop_self(&mc);
 }
 
+/* The memory node's power cut (SIGKILL) and restart, region t.a opened
+ * again into A. */
+static void power_cycle(struct loco_rregion *a)
+{
+	detach();
+	mc_stop_mem(&mc, SIGKILL);
+	mc_start_mem(&mc, true, power_cut);
+	attach("t.a", a);
+}
+
 static void fill(uint64_t *buf, unsigned n, uint64_t seed)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -149,10 +159,7 @@ START_TEST(many_ranges_one_persist)
 	ck_assert_int_eq(loco_persist(thr, 0), 0);
 	loco_thread_stats(thr, &st);
 	ck_assert_uint_ge(st.flushes, 40);
-	detach();
-	mc_stop_mem(&mc, SIGKILL);
-	mc_start_mem(&mc, true, power_cut);
-	attach("t.a", &a);
+	power_cycle(&a);
 	for (uint64_t i = 0; i < 40; i++) {
 		uint64_t v;
 		ck_assert_int_eq(loco_read(thr, &a, i * 1024, &v, 8), 0);
@@ -173,10 +180,7 @@ START_TEST(atomics_persist)
 	ck_assert_int_eq(loco_cas(thr, &a, 16, 0, 7, &old), 0);
 	ck_assert_int_eq(loco_persist(thr, 0), 0);
 	ck_assert_int_eq(loco_faa(thr, &a, FAR, 9, &old), 0);
-	detach();
-	mc_stop_mem(&mc, SIGKILL);
-	mc_start_mem(&mc, true, power_cut);
-	attach("t.a", &a);
+	power_cycle(&a);
 	uint64_t v[2];
 	ck_assert_int_eq(loco_read(thr, &a, 8, v, 16), 0);
 	ck_assert_uint_eq(v[0], 5);
@@ -227,10 +231,7 @@ START_TEST(batches_persist)
 	ck_assert_int_eq(loco_persist(thr, 0), 0);
 	loco_batch_write(&b, &a, FAR, &lost, 8);
 	ck_assert_int_eq(loco_batch_post(&b, NULL), 0);
-	detach();
-	mc_stop_mem(&mc, SIGKILL);
-	mc_start_mem(&mc, true, power_cut);
-	attach("t.a", &a);
+	power_cycle(&a);
 	for (uint64_t i = 0; i < 42; i++) {
 		uint64_t got;
 		ck_assert_int_eq(loco_read(thr, &a, i * 512, &got, 8), 0);
@@ -268,10 +269,7 @@ START_TEST(drop_survives_restart)
 	write_both(&a);
 	ck_assert_int_eq(loco_region_drop(mc.mgr, 0, "t.a", 0, &n), 0);
 	ck_assert_uint_eq(n, 1);
-	detach();
-	mc_stop_mem(&mc, SIGKILL);
-	mc_start_mem(&mc, true, power_cut);
-	attach("t.a", &a);
+	power_cycle(&a);
 	ck_assert(holds(&a, 0, 64, 0));
 }
 END_TEST
@@ -564,10 +562,7 @@ START_TEST(concurrent_persists_keep_last)
 	}
 	uint64_t last;
 	ck_assert_int_eq(loco_read(thr, &a, 64, &last, 8), 0);
-	detach();
-	mc_stop_mem(&mc, SIGKILL);
-	mc_start_mem(&mc, true, power_cut);
-	attach("t.a", &a);
+	power_cycle(&a);
 	uint64_t got;
 	ck_assert_int_eq(loco_read(thr, &a, 64, &got, 8), 0);
 	ck_assert_uint_eq(got, last);
