@@ -522,7 +522,10 @@ static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	if (__builtin_expect(!loco_tl_solo_user(l, thr) || !l->skip_rr ||
 			     l->abandoned_mark || b->err, 0))
 		return loco_ticket_lock_lock_post_slow(l, thr, b, a, timeout_ms);
-	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
+	/* The fields finish reads: ticket_post sets the guess, speculate
+	 * and read (the FAA the ticket, the READ, if added, serving). */
+	a->held = false;
+	a->timeout_ms = timeout_ms;
 	loco_tl_ticket_post(l, b, a);
 	/* An add that failed: as the slow path (nothing held; a solo
 	 * endpoint has no local ownership to give up). */
