@@ -187,13 +187,27 @@ static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 
 /* An acquire in flight between loco_ticket_lock_lock_post and _finish. */
 struct loco_tl_acquire {
-	bool held;          /* held at post (handover, or acquired there) */
-	bool speculate;     /* READs added to the batch now probably run under
-			     * the lock: held, or this node released it last */
-	bool read;          /* a READ of serving rides behind the FAA: READs
-			     * added now to the lock's host run after it */
-	bool host_early;    /* set by finish: the lock was held before the
-			     * batch's later ops to the lock's host ran */
+	/* The flags, also as one word: lock_post stores them with one
+	 * store, so that a caller testing two at once (which the compiler
+	 * loads as one word) gets them forwarded from it; a load spanning
+	 * several byte stores waits until they drain. */
+	union {
+		struct {
+			bool held;        /* held at post (handover, or
+					   * acquired there) */
+			bool speculate;   /* READs added to the batch now
+					   * probably run under the lock:
+					   * held, or this node released it
+					   * last */
+			bool read;        /* a READ of serving rides behind
+					   * the FAA: READs added now to the
+					   * lock's host run after it */
+			bool host_early;  /* set by finish: the lock was held
+					   * before the batch's later ops to
+					   * the lock's host ran */
+		};
+		uint32_t flags;
+	};
 	uint64_t guess;     /* serving as this node last saw it */
 	uint64_t ticket;    /* the FAA's result */
 	uint64_t serving;   /* the READ's result */
@@ -502,12 +516,21 @@ static inline void loco_tl_ticket_post(struct loco_ticket_lock *l,
 				       struct loco_batch *b,
 				       struct loco_tl_acquire *a)
 {
-	a->guess = loco_tl_seen_get(l);
-	a->speculate = a->guess == l->ticket + 1;
+	uint64_t guess = loco_tl_seen_get(l);
+	bool speculate = guess == l->ticket + 1;
 	/* Also when the last such guess was wrong: the READ rides in the
 	 * FAA's round trip, where a wrong guess costs a READ of serving
 	 * and the caller's READs again, two round trips. */
-	a->read = !a->speculate || l->guess_missed;
+	bool read = !speculate || l->guess_missed;
+	/* The flags in one store (struct loco_tl_acquire): a load of two of
+	 * them that spanned byte stores took some 10 % of a one-process
+	 * transfer's time here. */
+	union {
+		struct { bool held, speculate, read, host_early; } f;
+		uint32_t w;
+	} u = { .f = { false, speculate, read, false } };
+	a->flags = u.w;
+	a->guess = guess;
 	loco_batch_faa(b, l->words_rr, LOCO_TL_NEXT, 1, &a->ticket);
 	if (a->read)
 		loco_batch_read(b, l->words_rr, LOCO_TL_SERVING, &a->serving, 8);
@@ -522,9 +545,8 @@ static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	if (__builtin_expect(!loco_tl_solo_user(l, thr) || !l->skip_rr ||
 			     l->abandoned_mark || b->err, 0))
 		return loco_ticket_lock_lock_post_slow(l, thr, b, a, timeout_ms);
-	/* The fields finish reads: ticket_post sets the guess, speculate
-	 * and read (the FAA the ticket, the READ, if added, serving). */
-	a->held = false;
+	/* The fields finish reads: ticket_post sets the flags and the
+	 * guess (the FAA the ticket, the READ, if added, serving). */
 	a->timeout_ms = timeout_ms;
 	loco_tl_ticket_post(l, b, a);
 	/* An add that failed: as the slow path (nothing held; a solo
