@@ -441,7 +441,6 @@ static inline uint32_t loco_ticket_lock_host(const struct loco_ticket_lock *l)
 /* The local owner bit of lstate (ticket_lock.c). */
 #define LOCO_TL_LS_OWNED UINT64_C(1)
 
-uint64_t loco_now_ns(void);
 int loco_ticket_lock_lock_post_slow(struct loco_ticket_lock *l,
 				    struct loco_thread *thr,
 				    struct loco_batch *b,
