@@ -535,6 +535,7 @@ static inline void loco_tl_ticket_post(struct loco_ticket_lock *l,
 		loco_batch_read(b, l->words_rr, LOCO_TL_SERVING, &a->serving, 8);
 }
 
+__attribute__((always_inline))
 static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 					     struct loco_thread *thr,
 					     struct loco_batch *b,
