@@ -439,7 +439,7 @@ static inline int batch_run(struct loco_batch *b, struct loco_thread *thr)
 /* Add the READ of the balances guarded by L (both, if L guards both). */
 __attribute__((always_inline))
 static inline void read_guarded(struct xfer_op *op, struct loco_batch *b,
-			 const struct loco_ticket_lock *l)
+				const struct loco_ticket_lock *l)
 {
 	for (unsigned i = 0; i < 2; i++)
 		if (op->lock[i] == l)
@@ -460,8 +460,8 @@ static void unlock_unused(struct loco_ticket_lock *l, struct loco_thread *thr)
  * one (the lock order still rules out deadlock). */
 __attribute__((always_inline))
 static inline void try_also(struct xfer_op *op, struct loco_thread *thr,
-		     struct loco_ticket_lock *also, struct loco_tl_try *t,
-		     struct loco_batch *b, bool *posted)
+			    struct loco_ticket_lock *also, struct loco_tl_try *t,
+			    struct loco_batch *b, bool *posted)
 {
 	*posted = also && !loco_ticket_lock_trylock_post(also, thr, b, t);
 	if (*posted)
