@@ -34,7 +34,7 @@ enum {
 };
 
 /* lstate: the local owner bit and one unit per local waiter. */
-#define LS_OWNED UINT64_C(1)
+#define LS_OWNED LOCO_TL_LS_OWNED
 #define LS_WAITER UINT64_C(2)
 
 struct loco_tl_waiter {
@@ -223,12 +223,10 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	out->naps = atomic_load_explicit(&l->naps, memory_order_relaxed);
 }
 
-/* Add N to one of the local owner's counters (one writer at a time). */
+/* Add N to one of the local owner's counters (ticket_lock.h). */
 static void owner_add(_Atomic uint64_t *c, uint64_t n)
 {
-	/* Relaxed: a counter; ownership passes with acquire and release. */
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
+	loco_tl_owner_add(c, n);
 }
 
 /* ---- remote words (the local owner's) ---------------------------------- */
@@ -266,19 +264,15 @@ static int slot_cas(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return loco_cas(thr, l->skip_rr, slot_off(t), expect, desired, old);
 }
 
+/* The hint serving (ticket_lock.h, with the ordering). */
 static uint64_t seen_get(struct loco_ticket_lock *l)
 {
-	/* Acquire: pairs with seen_set's release; a node that finds its
-	 * ticket equal to it holds the lock, and its next reads must see
-	 * what the previous holder wrote (placed before serving moved). */
-	return atomic_load_explicit(&l->seen, memory_order_acquire);
+	return loco_tl_seen_get(l);
 }
 
 static void seen_set(struct loco_ticket_lock *l, uint64_t v)
 {
-	/* Release: pairs with seen_get (a value serving had, seen after
-	 * the release that made it so). */
-	atomic_store_explicit(&l->seen, v, memory_order_release);
+	loco_tl_seen_set(l, v);
 }
 
 /* ---- local queue (l->mu held unless noted) ---------------------------- */
@@ -352,6 +346,11 @@ static void local_pass(struct loco_ticket_lock *l)
 		/* Release: as the CAS above. */
 		atomic_store_explicit(&l->lstate, 0, memory_order_release);
 	pthread_mutex_unlock(&l->mu);
+}
+
+void loco_tl_local_pass(struct loco_ticket_lock *l)
+{
+	local_pass(l);
 }
 
 /* Spin, then yield, for a grant: the state, or TL_WAITING. */
@@ -468,15 +467,10 @@ static inline int local_acquire(struct loco_ticket_lock *l,
 	return local_queue(l, d);
 }
 
-/* This node now holds ticket T. The ticket and the streak are the local
- * owner's, as abandoned_mark: no lock. */
+/* This node now holds ticket T (ticket_lock.h). */
 static void hold(struct loco_ticket_lock *l, uint64_t t)
 {
-	l->ticket = t;
-	l->streak = 0;
-	/* The clock only where turns are timed: see released. */
-	l->held_ns = l->contended ? loco_now_ns() : 0;
-	owner_add(&l->acquires, 1);
+	loco_tl_hold(l, t);
 }
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
@@ -799,23 +793,11 @@ static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return rc;
 }
 
-/* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
-/* Add the ticket's FAA to B and, unless this node released last (its
- * hint then still is serving), a READ of serving behind it on the same
- * QP, which the wait starts from: A's guess, speculate, read. */
-__attribute__((always_inline))
-static inline void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
-			       struct loco_tl_acquire *a)
+/* The ticket's FAA and maybe a READ of serving into B (ticket_lock.h). */
+static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
+			struct loco_tl_acquire *a)
 {
-	a->guess = seen_get(l);
-	a->speculate = a->guess == l->ticket + 1;
-	/* Also when the last such guess was wrong: the READ rides in the
-	 * FAA's round trip, where a wrong guess costs a READ of serving
-	 * and the caller's READs again, two round trips. */
-	a->read = !a->speculate || l->guess_missed;
-	loco_batch_faa(b, l->words_rr, LOCO_TL_NEXT, 1, &a->ticket);
-	if (a->read)
-		loco_batch_read(b, l->words_rr, LOCO_TL_SERVING, &a->serving, 8);
+	loco_tl_ticket_post(l, b, a);
 }
 
 /* After ticket_post's batch completed: the value of serving to wait from. */
@@ -828,6 +810,7 @@ static uint64_t ticket_seen(struct loco_ticket_lock *l,
 	return a->serving;
 }
 
+/* Take a ticket and wait for it: 0 (held), -ETIMEDOUT or an error. */
 static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  struct loco_wait *dl)
 {
@@ -914,9 +897,10 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return rc;
 }
 
-int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
-			       struct loco_thread *thr, struct loco_batch *b,
-			       struct loco_tl_acquire *a, int timeout_ms)
+int loco_ticket_lock_lock_post_slow(struct loco_ticket_lock *l,
+				    struct loco_thread *thr,
+				    struct loco_batch *b,
+				    struct loco_tl_acquire *a, int timeout_ms)
 {
 	struct tl_deadline d = { .timeout_ms = timeout_ms };
 	*a = (struct loco_tl_acquire){ .timeout_ms = timeout_ms };
@@ -946,9 +930,9 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	return rc;
 }
 
-int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
-				 struct loco_thread *thr,
-				 struct loco_tl_acquire *a, int rc)
+int loco_ticket_lock_lock_finish_slow(struct loco_ticket_lock *l,
+				      struct loco_thread *thr,
+				      struct loco_tl_acquire *a, int rc)
 {
 	if (a->held) {
 		a->host_early = true;
@@ -1017,9 +1001,10 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 	return rc;
 }
 
-int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
-				  struct loco_thread *thr, struct loco_batch *b,
-				  struct loco_tl_try *t)
+int loco_ticket_lock_trylock_post_slow(struct loco_ticket_lock *l,
+				       struct loco_thread *thr,
+				       struct loco_batch *b,
+				       struct loco_tl_try *t)
 {
 	int rc = local_try(l, thr);
 	if (rc)
@@ -1044,9 +1029,9 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
 	return rc;
 }
 
-int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
-				    struct loco_thread *thr,
-				    struct loco_tl_try *t, int rc)
+int loco_ticket_lock_trylock_finish_slow(struct loco_ticket_lock *l,
+					 struct loco_thread *thr,
+					 struct loco_tl_try *t, int rc)
 {
 	(void)thr;
 	if (!rc) {
@@ -1080,25 +1065,11 @@ int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return frc ? frc : rc;
 }
 
-int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
-				 struct loco_thread *thr, struct loco_batch *b,
-				 struct loco_tl_release *r)
-{
-	(void)thr;
-	/* Relaxed: a hint, rechecked at finish. */
-	r->handover = !l->solo_mode &&
-		      atomic_load_explicit(&l->lstate, memory_order_relaxed) !=
-		      LS_OWNED;
-	if (r->handover)
-		return 0;
-	loco_batch_faa(b, l->words_rr, LOCO_TL_SERVING, 1, &r->old);
-	return b->err;
-}
-
-int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
-				   struct loco_thread *thr,
-				   struct loco_tl_release *r, int rc,
-				   enum loco_fence_scope scope, uint32_t peer)
+int loco_ticket_lock_unlock_finish_slow(struct loco_ticket_lock *l,
+					struct loco_thread *thr,
+					struct loco_tl_release *r, int rc,
+					enum loco_fence_scope scope,
+					uint32_t peer)
 {
 	if (!r->handover) {
 		if (!rc) {

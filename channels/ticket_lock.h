@@ -95,6 +95,7 @@
 #define LOCO_CHANNELS_TICKET_LOCK_H
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -186,13 +187,27 @@ static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 
 /* An acquire in flight between loco_ticket_lock_lock_post and _finish. */
 struct loco_tl_acquire {
-	bool held;          /* held at post (handover, or acquired there) */
-	bool speculate;     /* READs added to the batch now probably run under
-			     * the lock: held, or this node released it last */
-	bool read;          /* a READ of serving rides behind the FAA: READs
-			     * added now to the lock's host run after it */
-	bool host_early;    /* set by finish: the lock was held before the
-			     * batch's later ops to the lock's host ran */
+	/* The flags, also as one word: lock_post stores them with one
+	 * store, so that a caller testing two at once (which the compiler
+	 * loads as one word) gets them forwarded from it; a load spanning
+	 * several byte stores waits until they drain. */
+	union {
+		struct {
+			bool held;        /* held at post (handover, or
+					   * acquired there) */
+			bool speculate;   /* READs added to the batch now
+					   * probably run under the lock:
+					   * held, or this node released it
+					   * last */
+			bool read;        /* a READ of serving rides behind
+					   * the FAA: READs added now to the
+					   * lock's host run after it */
+			bool host_early;  /* set by finish: the lock was held
+					   * before the batch's later ops to
+					   * the lock's host ran */
+		};
+		uint32_t flags;
+	};
 	uint64_t guess;     /* serving as this node last saw it */
 	uint64_t ticket;    /* the FAA's result */
 	uint64_t serving;   /* the READ's result */
@@ -284,9 +299,11 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
  *   and finish it adds no op but READs to B (their results count only if
  *   finish returns 1) and the CASes of other locks' trylock_post, and
  *   takes no other lock of this endpoint. */
-int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
-			       struct loco_thread *thr, struct loco_batch *b,
-			       struct loco_tl_acquire *a, int timeout_ms);
+static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
+					     struct loco_thread *thr,
+					     struct loco_batch *b,
+					     struct loco_tl_acquire *a,
+					     int timeout_ms);
 
 /* Split acquire, second half, once B completed (RC: 0, or the error of
  * posting or waiting for B): wait until the ticket is served, as lock
@@ -299,9 +316,10 @@ int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
  * Ordering: an acquire, as lock (on 1 it covers the READs in B).
  * Completion: synchronous.
  * Caller: the thread that called lock_post with A. */
-int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
-				 struct loco_thread *thr,
-				 struct loco_tl_acquire *a, int rc);
+static inline int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
+					       struct loco_thread *thr,
+					       struct loco_tl_acquire *a,
+					       int rc);
 
 /* After lock_post's batch completed without error: whether lock_finish
  * will hold the lock at once, without waiting (held at post, or the
@@ -340,9 +358,10 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
  * Completion: post B, wait, then loco_ticket_lock_trylock_finish.
  * Caller: the thread owning THR and B, not holding the lock; between post
  *   and finish it takes no other lock of this endpoint. */
-int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
-				  struct loco_thread *thr, struct loco_batch *b,
-				  struct loco_tl_try *t);
+static inline int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
+						struct loco_thread *thr,
+						struct loco_batch *b,
+						struct loco_tl_try *t);
 
 /* Split trylock, second half, once B completed (RC: 0, or the error of
  * posting or waiting for B): 0 (held: the READs B carried behind the CAS
@@ -351,9 +370,10 @@ int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
  * Ordering: on 0, an acquire as for loco_ticket_lock_lock.
  * Completion: synchronous, no remote op.
  * Caller: the thread that called trylock_post with T. */
-int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
-				    struct loco_thread *thr,
-				    struct loco_tl_try *t, int rc);
+static inline int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
+						  struct loco_thread *thr,
+						  struct loco_tl_try *t,
+						  int rc);
 
 /* Release: loco_fence(THR, SCOPE, PEER), then hand the lock to the first
  * local waiter (no remote op) or, past handover_max or with no local
@@ -379,9 +399,10 @@ int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
  *   loco_ticket_lock_host(l).
  * Completion: post B, wait, then loco_ticket_lock_unlock_finish.
  * Caller: the thread that holds the lock, owning THR and B. */
-int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
-				 struct loco_thread *thr, struct loco_batch *b,
-				 struct loco_tl_release *r);
+static inline int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
+					       struct loco_thread *thr,
+					       struct loco_batch *b,
+					       struct loco_tl_release *r);
 
 /* Split release, second half, once B completed (RC as for lock_finish):
  * a handover fences SCOPE/PEER (as unlock) and grants the waiter (or, if
@@ -392,15 +413,236 @@ int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
  * Ordering: a release, as unlock.
  * Completion: synchronous.
  * Caller: the thread that called unlock_post with R. */
-int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
-				   struct loco_thread *thr,
-				   struct loco_tl_release *r, int rc,
-				   enum loco_fence_scope scope, uint32_t peer);
+static inline int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
+						 struct loco_thread *thr,
+						 struct loco_tl_release *r,
+						 int rc,
+						 enum loco_fence_scope scope,
+						 uint32_t peer);
 
 /* The node hosting the lock's words. */
 static inline uint32_t loco_ticket_lock_host(const struct loco_ticket_lock *l)
 {
 	return l->host;
+}
+
+/* ---- the split calls' common case, inline -------------------------------
+ * Not API. Each split call above runs its common case here, inline in the
+ * caller (a transfer makes six of them: as calls across the library they
+ * cost as much as their work); every other case goes to its
+ * out-of-line *_slow function in ticket_lock.c, which handles them all,
+ * the common case too, with the same steps. The common case: lock_post
+ * and trylock_post by a LOCO_TICKET_LOCK_SOLO endpoint's one user, the
+ * lock's words known, no abandoned ticket to take back; lock_finish and
+ * trylock_finish when the ticket is ours at once; unlock_finish when
+ * the FAA released the lock (no handover) and this node's last wait for
+ * it did not poll (its turns are not timed). */
+
+/* The local owner bit of lstate (ticket_lock.c). */
+#define LOCO_TL_LS_OWNED UINT64_C(1)
+
+int loco_ticket_lock_lock_post_slow(struct loco_ticket_lock *l,
+				    struct loco_thread *thr,
+				    struct loco_batch *b,
+				    struct loco_tl_acquire *a, int timeout_ms);
+int loco_ticket_lock_lock_finish_slow(struct loco_ticket_lock *l,
+				      struct loco_thread *thr,
+				      struct loco_tl_acquire *a, int rc);
+int loco_ticket_lock_trylock_post_slow(struct loco_ticket_lock *l,
+				       struct loco_thread *thr,
+				       struct loco_batch *b,
+				       struct loco_tl_try *t);
+int loco_ticket_lock_trylock_finish_slow(struct loco_ticket_lock *l,
+					 struct loco_thread *thr,
+					 struct loco_tl_try *t, int rc);
+int loco_ticket_lock_unlock_finish_slow(struct loco_ticket_lock *l,
+					struct loco_thread *thr,
+					struct loco_tl_release *r, int rc,
+					enum loco_fence_scope scope,
+					uint32_t peer);
+/* Give up local ownership (ticket_lock.c's local_pass). */
+void loco_tl_local_pass(struct loco_ticket_lock *l);
+
+/* THR is the one user of L, a LOCO_TICKET_LOCK_SOLO endpoint. */
+static inline bool loco_tl_solo_user(struct loco_ticket_lock *l,
+				     const struct loco_thread *thr)
+{
+	/* Relaxed: only the one user finds its own pointer there. */
+	return l->solo_mode &&
+	       atomic_load_explicit(&l->solo, memory_order_relaxed) == thr;
+}
+
+static inline uint64_t loco_tl_seen_get(struct loco_ticket_lock *l)
+{
+	/* Acquire: pairs with loco_tl_seen_set's release; a node that finds
+	 * its ticket equal to it holds the lock, and its next reads must
+	 * see what the previous holder wrote (placed before serving
+	 * moved). */
+	return atomic_load_explicit(&l->seen, memory_order_acquire);
+}
+
+static inline void loco_tl_seen_set(struct loco_ticket_lock *l, uint64_t v)
+{
+	/* Release: pairs with loco_tl_seen_get (a value serving had, seen
+	 * after the release that made it so). */
+	atomic_store_explicit(&l->seen, v, memory_order_release);
+}
+
+/* Add N to one of the local owner's counters (one writer at a time). */
+static inline void loco_tl_owner_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Relaxed: a counter; ownership passes with acquire and release. */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* This node now holds ticket T. The ticket and the streak are the local
+ * owner's, as abandoned_mark: no lock. */
+static inline void loco_tl_hold(struct loco_ticket_lock *l, uint64_t t)
+{
+	l->ticket = t;
+	l->streak = 0;
+	/* The clock only where turns are timed (ticket_lock.c, released). */
+	l->held_ns = l->contended ? loco_now_ns() : 0;
+	loco_tl_owner_add(&l->acquires, 1);
+}
+
+/* Add the ticket's FAA to B and, unless this node released last (its
+ * hint then still is serving), a READ of serving behind it on the same
+ * QP, which the wait starts from: A's guess, speculate, read. */
+__attribute__((always_inline))
+static inline void loco_tl_ticket_post(struct loco_ticket_lock *l,
+				       struct loco_batch *b,
+				       struct loco_tl_acquire *a)
+{
+	uint64_t guess = loco_tl_seen_get(l);
+	bool speculate = guess == l->ticket + 1;
+	/* Also when the last such guess was wrong: the READ rides in the
+	 * FAA's round trip, where a wrong guess costs a READ of serving
+	 * and the caller's READs again, two round trips. */
+	bool read = !speculate || l->guess_missed;
+	/* The flags in one store (struct loco_tl_acquire): a load of two of
+	 * them that spanned byte stores took some 10 % of a one-process
+	 * transfer's time here. */
+	union {
+		struct { bool held, speculate, read, host_early; } f;
+		uint32_t w;
+	} u = { .f = { false, speculate, read, false } };
+	a->flags = u.w;
+	a->guess = guess;
+	loco_batch_faa(b, l->words_rr, LOCO_TL_NEXT, 1, &a->ticket);
+	if (a->read)
+		loco_batch_read(b, l->words_rr, LOCO_TL_SERVING, &a->serving, 8);
+}
+
+__attribute__((always_inline))
+static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
+					     struct loco_thread *thr,
+					     struct loco_batch *b,
+					     struct loco_tl_acquire *a,
+					     int timeout_ms)
+{
+	if (__builtin_expect(!loco_tl_solo_user(l, thr) || !l->skip_rr ||
+			     l->abandoned_mark || b->err, 0))
+		return loco_ticket_lock_lock_post_slow(l, thr, b, a, timeout_ms);
+	/* The fields finish reads: ticket_post sets the flags and the
+	 * guess (the FAA the ticket, the READ, if added, serving). */
+	a->timeout_ms = timeout_ms;
+	loco_tl_ticket_post(l, b, a);
+	/* An add that failed: as the slow path (nothing held; a solo
+	 * endpoint has no local ownership to give up). */
+	return b->err;
+}
+
+static inline int loco_ticket_lock_lock_finish(struct loco_ticket_lock *l,
+					       struct loco_thread *thr,
+					       struct loco_tl_acquire *a,
+					       int rc)
+{
+	if (__builtin_expect(rc || a->held || !loco_ticket_lock_lock_served(a), 0))
+		return loco_ticket_lock_lock_finish_slow(l, thr, a, rc);
+	/* Served at the first look (the slow path's steps, without a
+	 * wait): held before the batch's later ops ran iff serving was
+	 * already at our ticket when we posted. */
+	bool early = a->ticket == a->guess;
+	if (a->read)
+		loco_tl_seen_set(l, a->serving);
+	if (a->speculate)
+		l->guess_missed = !early;
+	/* The READ of serving ran after the FAA, and the caller's ops to
+	 * the host after it, on one QP: served then, they ran under the
+	 * lock. */
+	a->host_early = early || (a->read && a->serving == a->ticket);
+	l->contended = false;
+	loco_tl_hold(l, a->ticket);
+	return early;
+}
+
+static inline int loco_ticket_lock_trylock_post(struct loco_ticket_lock *l,
+						struct loco_thread *thr,
+						struct loco_batch *b,
+						struct loco_tl_try *t)
+{
+	if (__builtin_expect(!loco_tl_solo_user(l, thr) || !l->skip_rr, 0))
+		return loco_ticket_lock_trylock_post_slow(l, thr, b, t);
+	t->guess = loco_tl_seen_get(l);
+	/* As the slow path: a hint that is probably stale adds nothing. */
+	if (t->guess != l->ticket + 1 || l->guess_missed)
+		return -EBUSY;
+	/* The CAS takes ticket GUESS iff next is GUESS, and then serving
+	 * is GUESS too (a value it had, and serving <= next): the lock was
+	 * free and is ours. */
+	loco_batch_cas(b, l->words_rr, LOCO_TL_NEXT, t->guess, t->guess + 1,
+		       &t->next);
+	return b->err;
+}
+
+static inline int loco_ticket_lock_trylock_finish(struct loco_ticket_lock *l,
+						  struct loco_thread *thr,
+						  struct loco_tl_try *t,
+						  int rc)
+{
+	if (__builtin_expect(rc || t->next != t->guess, 0))
+		return loco_ticket_lock_trylock_finish_slow(l, thr, t, rc);
+	/* serving == guess: every earlier ticket, an abandoned one of ours
+	 * too, was passed. */
+	l->guess_missed = false;
+	l->abandoned_mark = 0;
+	loco_tl_hold(l, t->guess);
+	return 0;
+}
+
+static inline int loco_ticket_lock_unlock_post(struct loco_ticket_lock *l,
+					       struct loco_thread *thr,
+					       struct loco_batch *b,
+					       struct loco_tl_release *r)
+{
+	(void)thr;
+	/* Relaxed: a hint, rechecked at finish. */
+	r->handover = !l->solo_mode &&
+		      atomic_load_explicit(&l->lstate, memory_order_relaxed) !=
+		      LOCO_TL_LS_OWNED;
+	if (r->handover)
+		return 0;
+	loco_batch_faa(b, l->words_rr, LOCO_TL_SERVING, 1, &r->old);
+	return b->err;
+}
+
+static inline int loco_ticket_lock_unlock_finish(struct loco_ticket_lock *l,
+						 struct loco_thread *thr,
+						 struct loco_tl_release *r,
+						 int rc,
+						 enum loco_fence_scope scope,
+						 uint32_t peer)
+{
+	if (__builtin_expect(r->handover || rc || l->contended, 0))
+		return loco_ticket_lock_unlock_finish_slow(l, thr, r, rc, scope,
+							   peer);
+	/* The FAA released ticket T: serving is T + 1 (a value it had). */
+	loco_tl_seen_set(l, l->ticket + 1);
+	if (!l->solo_mode)
+		loco_tl_local_pass(l);
+	return 0;
 }
 
 #endif

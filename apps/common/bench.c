@@ -19,12 +19,6 @@ void bench_lat_fini(struct bench_lat *l)
 	l->n = l->cap = 0;
 }
 
-void bench_lat_add(struct bench_lat *l, uint64_t ns)
-{
-	if (l->n < l->cap)
-		l->ns[l->n++] = ns;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -19,7 +19,11 @@ struct bench_lat {
 int bench_lat_init(struct bench_lat *l, size_t cap);
 void bench_lat_fini(struct bench_lat *l);
 /* Keeps the first CAP samples. */
-void bench_lat_add(struct bench_lat *l, uint64_t ns);
+static inline void bench_lat_add(struct bench_lat *l, uint64_t ns)
+{
+	if (l->n < l->cap)
+		l->ns[l->n++] = ns;
+}
 /* Percentile P (0..100) in microseconds; sorts the samples. 0 if none. */
 double bench_lat_pct_us(struct bench_lat *l, double p);
 /* Add SRC's samples to DST (up to DST's capacity). */

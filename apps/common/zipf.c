@@ -12,16 +12,6 @@ uint64_t rng_mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s ? *s : UINT64_C(0x2545f4914f6cdd1d);
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * UINT64_C(0x2545f4914f6cdd1d);
-}
-
 double rng_unit(uint64_t *s)
 {
 	return (double)(rng_next(s) >> 11) * 0x1.0p-53;

@@ -10,8 +10,17 @@
 /* splitmix64: seeds and scrambles. */
 uint64_t rng_mix(uint64_t x);
 
-/* xorshift64*: next value of state *S (never 0). */
-uint64_t rng_next(uint64_t *s);
+/* xorshift64*: next value of state *S (never 0). Inline: a driver draws
+ * a few a transfer or op, and a call costs as much as the draw. */
+static inline uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s ? *s : UINT64_C(0x2545f4914f6cdd1d);
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * UINT64_C(0x2545f4914f6cdd1d);
+}
 
 /* Uniform in [0, 1). */
 double rng_unit(uint64_t *s);

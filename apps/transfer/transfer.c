@@ -425,8 +425,11 @@ struct xfer_op {
 	uint64_t nbal[2];                   /* the new balances (WRITE sources) */
 };
 
-/* Post batch B and wait for it: 0 or the first error. */
-static int batch_run(struct loco_batch *b, struct loco_thread *thr)
+/* Post batch B and wait for it: 0 or the first error. Inlined, as the
+ * helpers below: a transfer is a few dozen instructions of its own
+ * between its ops, and a call costs several. */
+__attribute__((always_inline))
+static inline int batch_run(struct loco_batch *b, struct loco_thread *thr)
 {
 	struct loco_ack ack = { 0, 0 };
 	int rc = loco_batch_post(b, &ack);
@@ -434,8 +437,9 @@ static int batch_run(struct loco_batch *b, struct loco_thread *thr)
 }
 
 /* Add the READ of the balances guarded by L (both, if L guards both). */
-static void read_guarded(struct xfer_op *op, struct loco_batch *b,
-			 const struct loco_ticket_lock *l)
+__attribute__((always_inline))
+static inline void read_guarded(struct xfer_op *op, struct loco_batch *b,
+				const struct loco_ticket_lock *l)
 {
 	for (unsigned i = 0; i < 2; i++)
 		if (op->lock[i] == l)
@@ -454,9 +458,10 @@ static void unlock_unused(struct loco_ticket_lock *l, struct loco_thread *thr)
  * wait: a trylock takes no place in ALSO's queue and is given back before
  * any wait for L, so no node waits for a lock while it holds a higher
  * one (the lock order still rules out deadlock). */
-static void try_also(struct xfer_op *op, struct loco_thread *thr,
-		     struct loco_ticket_lock *also, struct loco_tl_try *t,
-		     struct loco_batch *b, bool *posted)
+__attribute__((always_inline))
+static inline void try_also(struct xfer_op *op, struct loco_thread *thr,
+			    struct loco_ticket_lock *also, struct loco_tl_try *t,
+			    struct loco_batch *b, bool *posted)
 {
 	*posted = also && !loco_ticket_lock_trylock_post(also, thr, b, t);
 	if (*posted)
@@ -559,7 +564,9 @@ __attribute__((always_inline))
 static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 			 bool cas, bool locked, uint64_t *old)
 {
-	struct loco_ticket_lock *rel[2] = { op->hi, op->hi == op->lo ? NULL : op->lo };
+	/* The locks to release, higher first: the first N of REL. */
+	struct loco_ticket_lock *rel[2] = { op->hi, op->lo };
+	unsigned n = !locked ? 0 : op->hi == op->lo ? 1 : 2;
 	struct loco_tl_release r[2];
 	struct loco_batch b;
 	int rc = 0;
@@ -571,13 +578,22 @@ static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 		else
 			loco_batch_write(&b, op->rr[i], op->off[i], &op->nbal[i], 8);
 	}
-	for (unsigned i = 0; locked && i < 2 && rel[i]; i++) {
-		int prc = loco_ticket_lock_unlock_post(rel[i], thr, &b, &r[i]);
+	/* Unrolled: N is 0, 1 or 2, and a loop's control costs as much as
+	 * a release's inline path. */
+	if (n)
+		rc = loco_ticket_lock_unlock_post(rel[0], thr, &b, &r[0]);
+	if (n == 2) {
+		int prc = loco_ticket_lock_unlock_post(rel[1], thr, &b, &r[1]);
 		rc = rc ? rc : prc;
 	}
 	int brc = batch_run(&b, thr);
-	for (unsigned i = 0; locked && i < 2 && rel[i]; i++) {
-		int urc = loco_ticket_lock_unlock_finish(rel[i], thr, &r[i], brc,
+	if (n) {
+		int urc = loco_ticket_lock_unlock_finish(rel[0], thr, &r[0], brc,
+							 LOCO_FENCE_THREAD, 0);
+		rc = rc ? rc : urc;
+	}
+	if (n == 2) {
+		int urc = loco_ticket_lock_unlock_finish(rel[1], thr, &r[1], brc,
 							 LOCO_FENCE_THREAD, 0);
 		rc = rc ? rc : urc;
 	}
@@ -590,7 +606,9 @@ static int move(struct xf_worker *w, struct loco_thread *thr, uint32_t a,
 		uint32_t b, uint64_t amount)
 {
 	struct xf *x = w->x;
-	struct xfer_op op = { .acct = { a, b } };
+	struct xfer_op op;   /* every field is set before it is read */
+	op.acct[0] = a;
+	op.acct[1] = b;
 	uint32_t lk[2];
 	for (unsigned i = 0; i < 2; i++) {
 		const struct xf_lock *e = acct_at(x, op.acct[i], &lk[i], &op.off[i]);
