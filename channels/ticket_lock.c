@@ -223,11 +223,6 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	out->naps = atomic_load_explicit(&l->naps, memory_order_relaxed);
 }
 
-/* Add N to one of the local owner's counters (ticket_lock.h). */
-static void owner_add(_Atomic uint64_t *c, uint64_t n)
-{
-	loco_tl_owner_add(c, n);
-}
 
 /* ---- remote words (the local owner's) ---------------------------------- */
 
@@ -264,16 +259,6 @@ static int slot_cas(struct loco_ticket_lock *l, struct loco_thread *thr,
 	return loco_cas(thr, l->skip_rr, slot_off(t), expect, desired, old);
 }
 
-/* The hint serving (ticket_lock.h, with the ordering). */
-static uint64_t seen_get(struct loco_ticket_lock *l)
-{
-	return loco_tl_seen_get(l);
-}
-
-static void seen_set(struct loco_ticket_lock *l, uint64_t v)
-{
-	loco_tl_seen_set(l, v);
-}
 
 /* ---- local queue (l->mu held unless noted) ---------------------------- */
 
@@ -328,7 +313,7 @@ static void grant(struct loco_ticket_lock *l, struct loco_tl_waiter *w,
 /* Give up local ownership (not holding the global lock): with nobody
  * waiting, one CAS; else the first local waiter becomes owner and takes
  * a ticket itself. */
-static void local_pass(struct loco_ticket_lock *l)
+void loco_tl_local_pass(struct loco_ticket_lock *l)
 {
 	uint64_t owned = LS_OWNED;
 	if (l->solo_mode)
@@ -348,10 +333,6 @@ static void local_pass(struct loco_ticket_lock *l)
 	pthread_mutex_unlock(&l->mu);
 }
 
-void loco_tl_local_pass(struct loco_ticket_lock *l)
-{
-	local_pass(l);
-}
 
 /* Spin, then yield, for a grant: the state, or TL_WAITING. */
 static int waiter_spin(struct loco_tl_waiter *w)
@@ -459,7 +440,7 @@ static inline int local_acquire(struct loco_ticket_lock *l,
 		return TL_OWNER;
 	if (l->solo_mode)
 		return solo_take(l, thr);
-	/* Acquire: pairs with local_pass's release CAS. */
+	/* Acquire: pairs with loco_tl_local_pass's release CAS. */
 	if (atomic_compare_exchange_strong_explicit(&l->lstate, &free_, LS_OWNED,
 						    memory_order_acquire,
 						    memory_order_relaxed))
@@ -467,11 +448,6 @@ static inline int local_acquire(struct loco_ticket_lock *l,
 	return local_queue(l, d);
 }
 
-/* This node now holds ticket T (ticket_lock.h). */
-static void hold(struct loco_ticket_lock *l, uint64_t t)
-{
-	loco_tl_hold(l, t);
-}
 
 static void count(struct loco_ticket_lock *l, uint64_t *ctr)
 {
@@ -506,7 +482,7 @@ static void timed_out(struct loco_ticket_lock *l, int timeout_ms)
 static bool handover(struct loco_ticket_lock *l)
 {
 	/* Relaxed: a hint; a waiter that arrives later is found by
-	 * local_pass's CAS failing. */
+	 * loco_tl_local_pass's CAS failing. */
 	if (l->solo_mode ||
 	    atomic_load_explicit(&l->lstate, memory_order_relaxed) == LS_OWNED)
 		return false;
@@ -602,7 +578,7 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 	}
 	count(l, &l->st.skipped);
 	*s = old + 1;
-	seen_set(l, *s);
+	loco_tl_seen_set(l, *s);
 	return 0;
 }
 
@@ -635,7 +611,7 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 		if (rc)
 			return rc;
 		c->polls++;
-		seen_set(l, s);
+		loco_tl_seen_set(l, s);
 	}
 	/* When serving was last seen to move: at this node's release, if
 	 * the holder now is the one after it (who may have taken its ticket
@@ -685,7 +661,7 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 			check = PASS_POLLS;
 		}
 		s = now;
-		seen_set(l, s);
+		loco_tl_seen_set(l, s);
 	}
 	return 1;
 }
@@ -696,11 +672,11 @@ static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 {
 	struct wait_count c = { false, 0, 0, 0 };
 	int rc = wait_poll(l, thr, t, s, fresh, dl, &c);
-	owner_add(&l->polls, c.polls);
+	loco_tl_owner_add(&l->polls, c.polls);
 	if (c.waited) {
-		owner_add(&l->waits, 1);
-		owner_add(&l->yields, c.yields);
-		owner_add(&l->naps, c.naps);
+		loco_tl_owner_add(&l->waits, 1);
+		loco_tl_owner_add(&l->yields, c.yields);
+		loco_tl_owner_add(&l->naps, c.naps);
 	}
 	return rc;
 }
@@ -717,7 +693,7 @@ static int mark_settle(struct loco_ticket_lock *l, struct loco_thread *thr,
 	int rc = loco_faa(thr, l->words_rr, LOCO_TL_SERVING, 0, &s);
 	if (rc)
 		return rc;
-	seen_set(l, s);
+	loco_tl_seen_set(l, s);
 	if (s == t) {
 		rc = slot_cas(l, thr, t, t + 1, 0, &old);
 		if (rc || old == t + 1)
@@ -789,24 +765,18 @@ static int ticket_wait(struct loco_ticket_lock *l, struct loco_thread *thr,
 	int rc = wait_served(l, thr, t, s, fresh, dl);
 	rc = rc == 0 ? ticket_leave(l, thr, t) : rc == 1 ? 0 : rc;
 	if (!rc)
-		hold(l, t);
+		loco_tl_hold(l, t);
 	return rc;
 }
 
-/* The ticket's FAA and maybe a READ of serving into B (ticket_lock.h). */
-static void ticket_post(struct loco_ticket_lock *l, struct loco_batch *b,
-			struct loco_tl_acquire *a)
-{
-	loco_tl_ticket_post(l, b, a);
-}
 
-/* After ticket_post's batch completed: the value of serving to wait from. */
+/* After loco_tl_ticket_post's batch completed: the value of serving to wait from. */
 static uint64_t ticket_seen(struct loco_ticket_lock *l,
 			    const struct loco_tl_acquire *a)
 {
 	if (!a->read)
 		return a->guess;
-	seen_set(l, a->serving);
+	loco_tl_seen_set(l, a->serving);
 	return a->serving;
 }
 
@@ -820,11 +790,11 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 	uint64_t t = 0;
 	int rc = words_known(l);
 	if (!rc && (rc = ticket_reclaim(l, thr, &t)) == 1)
-		return ticket_wait(l, thr, t, seen_get(l), false, dl);
+		return ticket_wait(l, thr, t, loco_tl_seen_get(l), false, dl);
 	if (rc)
 		return rc;
 	loco_batch_init(&b, thr);
-	ticket_post(l, &b, &a);
+	loco_tl_ticket_post(l, &b, &a);
 	rc = loco_batch_post(&b, &ack);
 	if (!rc)
 		rc = loco_ack_wait(thr, &ack, -1);
@@ -845,7 +815,7 @@ static int try_ticket(struct loco_ticket_lock *l, struct loco_thread *thr,
 	/* serving == s: every earlier ticket, an abandoned one of ours too,
 	 * was passed (its mark cleared by a waiter). */
 	l->abandoned_mark = 0;
-	hold(l, s);
+	loco_tl_hold(l, s);
 	return 0;
 }
 
@@ -854,13 +824,13 @@ static int global_try(struct loco_ticket_lock *l, struct loco_thread *thr)
 	uint64_t next, s;
 	int rc = words_known(l);
 	if (!rc)
-		rc = try_ticket(l, thr, seen_get(l), &next);
+		rc = try_ticket(l, thr, loco_tl_seen_get(l), &next);
 	if (rc != -EBUSY)
 		return rc;
 	rc = loco_read(thr, l->words_rr, LOCO_TL_SERVING, &s, 8);
 	if (rc)
 		return rc;
-	seen_set(l, s);
+	loco_tl_seen_set(l, s);
 	return s == next ? try_ticket(l, thr, s, &next) : -EBUSY;
 }
 
@@ -872,7 +842,7 @@ static int serve_next(struct loco_ticket_lock *l, struct loco_thread *thr,
 	uint64_t old;
 	int rc = loco_faa(thr, l->words_rr, LOCO_TL_SERVING, 1, &old);
 	if (!rc) {
-		seen_set(l, t + 1);
+		loco_tl_seen_set(l, t + 1);
 		released(l);
 	}
 	return rc;
@@ -890,7 +860,7 @@ int loco_ticket_lock_lock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	if (rc == TL_OWNER) {
 		rc = global_acquire(l, thr, deadline(l, &d));
 		if (rc)
-			local_pass(l);
+			loco_tl_local_pass(l);
 	}
 	if (rc == -ETIMEDOUT)
 		timed_out(l, timeout_ms);
@@ -920,13 +890,13 @@ int loco_ticket_lock_lock_post_slow(struct loco_ticket_lock *l,
 		rc = global_acquire(l, thr, deadline(l, &d));
 		a->held = a->speculate = !rc;
 	} else if (!rc) {
-		ticket_post(l, b, a);
+		loco_tl_ticket_post(l, b, a);
 		rc = b->err;
 	}
 	if (rc == -ETIMEDOUT)
 		timed_out(l, timeout_ms);
 	if (rc)
-		local_pass(l);
+		loco_tl_local_pass(l);
 	return rc;
 }
 
@@ -939,7 +909,7 @@ int loco_ticket_lock_lock_finish_slow(struct loco_ticket_lock *l,
 		return 1;
 	}
 	if (rc) {
-		local_pass(l);
+		loco_tl_local_pass(l);
 		return rc;
 	}
 	uint64_t s = ticket_seen(l, a);
@@ -958,7 +928,7 @@ int loco_ticket_lock_lock_finish_slow(struct loco_ticket_lock *l,
 		/* Served at the first look: ticket_wait without a wait (the
 		 * lock not contended, nothing polled). */
 		l->contended = false;
-		hold(l, s);
+		loco_tl_hold(l, s);
 		return early;
 	}
 	struct loco_wait dl;
@@ -967,7 +937,7 @@ int loco_ticket_lock_lock_finish_slow(struct loco_ticket_lock *l,
 	if (rc) {
 		if (rc == -ETIMEDOUT)
 			timed_out(l, a->timeout_ms);
-		local_pass(l);
+		loco_tl_local_pass(l);
 		return rc;
 	}
 	return early;
@@ -980,7 +950,7 @@ static int local_try(struct loco_ticket_lock *l, struct loco_thread *thr)
 	uint64_t free_ = 0;
 	if (l->solo_mode)
 		return solo_take(l, thr) < 0 ? -EPERM : 0;
-	/* Acquire: pairs with local_pass's release CAS. */
+	/* Acquire: pairs with loco_tl_local_pass's release CAS. */
 	if (!atomic_compare_exchange_strong_explicit(&l->lstate, &free_,
 						     LS_OWNED,
 						     memory_order_acquire,
@@ -997,7 +967,7 @@ int loco_ticket_lock_trylock(struct loco_ticket_lock *l,
 		return rc;
 	rc = global_try(l, thr);
 	if (rc)
-		local_pass(l);
+		loco_tl_local_pass(l);
 	return rc;
 }
 
@@ -1010,7 +980,7 @@ int loco_ticket_lock_trylock_post_slow(struct loco_ticket_lock *l,
 	if (rc)
 		return rc;
 	rc = words_known(l);
-	t->guess = seen_get(l);
+	t->guess = loco_tl_seen_get(l);
 	/* Not released last by this node, or its last such guess missed
 	 * (another node took the lock since its release): the hint is
 	 * probably stale, and the CAS would fail. */
@@ -1025,7 +995,7 @@ int loco_ticket_lock_trylock_post_slow(struct loco_ticket_lock *l,
 		rc = b->err;
 	}
 	if (rc)
-		local_pass(l);
+		loco_tl_local_pass(l);
 	return rc;
 }
 
@@ -1040,13 +1010,13 @@ int loco_ticket_lock_trylock_finish_slow(struct loco_ticket_lock *l,
 			rc = -EBUSY;
 	}
 	if (rc) {
-		local_pass(l);
+		loco_tl_local_pass(l);
 		return rc;
 	}
 	/* serving == guess: every earlier ticket, an abandoned one of ours
 	 * too, was passed (as try_ticket). */
 	l->abandoned_mark = 0;
-	hold(l, t->guess);
+	loco_tl_hold(l, t->guess);
 	return 0;
 }
 
@@ -1061,7 +1031,7 @@ int loco_ticket_lock_unlock(struct loco_ticket_lock *l, struct loco_thread *thr,
 	if (handover(l))
 		return frc;
 	int rc = serve_next(l, thr, l->ticket);
-	local_pass(l);
+	loco_tl_local_pass(l);
 	return frc ? frc : rc;
 }
 
@@ -1073,10 +1043,10 @@ int loco_ticket_lock_unlock_finish_slow(struct loco_ticket_lock *l,
 {
 	if (!r->handover) {
 		if (!rc) {
-			seen_set(l, l->ticket + 1);
+			loco_tl_seen_set(l, l->ticket + 1);
 			released(l);
 		}
-		local_pass(l);
+		loco_tl_local_pass(l);
 		return rc;
 	}
 	/* The batch did not release: as loco_ticket_lock_unlock. */

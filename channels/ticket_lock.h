@@ -460,7 +460,7 @@ int loco_ticket_lock_unlock_finish_slow(struct loco_ticket_lock *l,
 					struct loco_tl_release *r, int rc,
 					enum loco_fence_scope scope,
 					uint32_t peer);
-/* Give up local ownership (ticket_lock.c's local_pass). */
+/* Give up local ownership (ticket_lock.c). */
 void loco_tl_local_pass(struct loco_ticket_lock *l);
 
 /* THR is the one user of L, a LOCO_TICKET_LOCK_SOLO endpoint. */
@@ -545,7 +545,7 @@ static inline int loco_ticket_lock_lock_post(struct loco_ticket_lock *l,
 	if (__builtin_expect(!loco_tl_solo_user(l, thr) || !l->skip_rr ||
 			     l->abandoned_mark || b->err, 0))
 		return loco_ticket_lock_lock_post_slow(l, thr, b, a, timeout_ms);
-	/* The fields finish reads: ticket_post sets the flags and the
+	/* The fields finish reads: loco_tl_ticket_post sets the flags and the
 	 * guess (the FAA the ticket, the READ, if added, serving). */
 	a->timeout_ms = timeout_ms;
 	loco_tl_ticket_post(l, b, a);
