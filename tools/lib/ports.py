@@ -6,9 +6,46 @@ A port found by binding to port 0 comes from the kernel's ephemeral range,
 the same range every connect() on the host draws its source port from: a
 process running beside us can take that port between our close and the
 node's listen ("Address already in use"). Ports are drawn below the
-ephemeral range instead."""
+ephemeral range instead.
+
+Two launchers drawing at the same moment (meson runs tests in parallel)
+could still both find a port free before either node listens: a fresh
+CI run had one cluster's node 2 lose its port to another cluster's node
+0, whose cluster key then refused the first cluster's hellos. So a
+drawn port is also reserved, with a lock on its byte of one shared lock
+file, held by this process until it exits (the launcher outlives its
+nodes' listens); other launchers skip reserved ports."""
+import fcntl
+import os
 import random
 import socket
+import tempfile
+
+_LOCK_PATH = os.path.join(tempfile.gettempdir(), "loco-ports.lock")
+_lock_fd = None   # kept open: closing any fd of the file drops our locks
+
+
+def reserve(port):
+    """Lock byte PORT of the shared lock file for this process's life:
+    False if another process holds it."""
+    global _lock_fd
+    if _lock_fd is None:
+        try:
+            _lock_fd = os.open(_LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:   # another user's file: no reservations, as before
+            _lock_fd = -1
+    if _lock_fd < 0:
+        return True
+    try:
+        fcntl.lockf(_lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+        return True
+    except OSError:
+        return False
+
+
+def release(port):
+    if _lock_fd >= 0:
+        fcntl.lockf(_lock_fd, fcntl.LOCK_UN, 1, port)
 
 
 def ephemeral_range():
@@ -44,8 +81,12 @@ def free_ports(count):
         if len(ports) == count or lo <= 11000:
             break
         p = rng.randrange(10000, lo)
-        if p not in ports and port_free(p):
+        if p in ports or not reserve(p):
+            continue
+        if port_free(p):
             ports.append(p)
+        else:
+            release(p)
     socks = []
     try:
         while len(ports) < count:
