@@ -74,7 +74,8 @@ int rtx_pools_init(struct loco_rtx_worker *w)
 	for (unsigned i = 0; i < x->nnodes; i++) {
 		struct rtx_pool *p = &w->pool[i];
 		p->pos = malloc(x->nchunks * sizeof(*p->pos));
-		if (!p->pos)
+		p->seen = malloc(x->nchunks * sizeof(*p->seen));
+		if (!p->pos || !p->seen)
 			return -ENOMEM;
 		memset(p->pos, -1, x->nchunks * sizeof(*p->pos));
 		p->claim_cursor = (w->slot * 7919u) % x->nchunks;
@@ -88,6 +89,7 @@ void rtx_pools_fini(struct loco_rtx_worker *w)
 		return;
 	for (unsigned i = 0; i < w->x->nnodes; i++) {
 		free(w->pool[i].pos);
+		free(w->pool[i].seen);
 		free(w->pool[i].ch);
 	}
 	free(w->pool);
@@ -154,9 +156,15 @@ static void mark_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks,
 	p->ch[pos].open |= open;
 }
 
+/* Note BLOCK as named by a pointer: a bit in the node-wide scratch word
+ * of its chunk, whoever owns it (only owned chunks' words are read:
+ * pool_scan clears them first and collects them after), so the scan's
+ * loops over every TXObj and log entry need no lookup of the owner. */
 static void keep_block(struct rtx_pool *p, uint64_t block, uint32_t nblocks)
 {
-	mark_block(p, block, nblocks, false);
+	if (block - 1 < (uint64_t)nblocks - 1)
+		p->seen[block / LOCO_RTX_CHUNK_BLOCKS] |=
+			UINT64_C(1) << (block % LOCO_RTX_CHUNK_BLOCKS);
 }
 
 static int scan_meta(struct loco_rtx_worker *w, uint32_t ni)
@@ -342,6 +350,7 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 	for (unsigned i = 0; i < p->n; i++) {
 		p->ch[i].keep = 0;
 		p->ch[i].open = false;
+		p->seen[p->ch[i].idx] = 0;
 	}
 	int rc = scan_meta(w, ni);
 	/* A block is freed because no pointer the scan read names it: those
@@ -354,6 +363,8 @@ static int pool_scan(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 		rc = scan_logs(w, ni);
 	if (rc)
 		return rc;
+	for (unsigned i = 0; i < p->n; i++)
+		p->ch[i].keep = p->seen[p->ch[i].idx];
 	keep_open_tx(w, ni);
 	uint64_t gained = 0;
 	for (unsigned i = 0; i < p->n; i++) {

@@ -878,7 +878,9 @@ int rtx_update_lock(struct loco_rtx_worker *w)
 	 * point, so C1's persist of the data covers them (one sync wait
 	 * fewer; docs/rtx.md, "Read for update", durable nodes). */
 	rc = bt_run(&bt, w);
-	w->upd_gen = loco_peer_qp_gen(w->thr, w->x->home);
+	/* Only a durable commit compares it (rtx_commit_early). */
+	if (rtx_durable(w))
+		w->upd_gen = loco_peer_qp_gen(w->thr, w->x->home);
 	bool ok = !rc && locks_check(w, &acquired);
 	if (rc || !ok) {
 		int rc2 = abort_logged(w, acquired);

@@ -130,6 +130,9 @@ struct rtx_pool {
 	struct rtx_chunk *ch;
 	unsigned n, cap;
 	int32_t *pos;              /* chunk index -> position in ch, or -1 */
+	uint64_t *seen;            /* scan scratch, chunk index -> blocks a
+				    * pointer names; only owned chunks' words
+				    * are cleared and read */
 	uint32_t claim_cursor;
 	unsigned cur;              /* position take_block starts from */
 	unsigned run_none;         /* no owned chunk has a run of this many

@@ -404,7 +404,8 @@ static void went_add(struct loco_rtx_worker *w, struct rtx_rent *r)
 /* Each declared object is written with its current value unless the
  * caller gives another (R's copy: zeros for a null object). */
 static void went_fill(struct loco_rtx_worker *w, unsigned n,
-		      const loco_raddr_t *objs, const void **vals)
+		      const loco_raddr_t *objs, const void **vals,
+		      struct rtx_rent *const *r)
 {
 	size_t len = w->x->o.data_len;
 	for (unsigned i = 0; i < w->nw; i++) {
@@ -417,8 +418,10 @@ static void went_fill(struct loco_rtx_worker *w, unsigned n,
 			memcpy(dst, src, len);
 	}
 	for (unsigned i = 0; i < n; i++) {
-		const struct rtx_rent *r = rs_find(w, objs[i]);
-		vals[i] = r->null ? NULL : r->data;
+		/* R[i] is objs[i]'s entry unless read_many placed them. */
+		const struct rtx_rent *e = w->upd == RTX_UPD_EARLY ? r[i] :
+					   rs_find(w, objs[i]);
+		vals[i] = e->null ? NULL : e->data;
 	}
 }
 
@@ -500,7 +503,7 @@ int loco_rtx_read_for_update(struct loco_rtx_worker *w, unsigned n,
 	w->upd = RTX_UPD_FAILED;   /* until it succeeds */
 	int rc = update_read(w, n, objs, vals, r);
 	if (!rc)
-		went_fill(w, n, objs, vals);
+		went_fill(w, n, objs, vals, r);
 	return rc;
 }
 
