@@ -26,11 +26,12 @@
  * word (the blocks that may still be referenced), a worker may give the
  * chunk back (owner word 0); the next owner starts from that word and its
  * own scans free the rest. A scan gives entirely free chunks back while
- * more than two thirds of the owned blocks are free; after a worker found
- * no free block and FAA'd the node's want word, the next scan of every
- * worker also gives back partly used chunks (at least half free, none
- * holding a block of the open transaction) while a third of the rest
- * stays free. A worker scans at least once per owned-blocks allocations,
+ * more than two thirds of the owned blocks are free and half of the rest
+ * stays free (pool_keep); after a worker found no free block and FAA'd
+ * the node's want word, the next scan of every worker also gives back
+ * partly used chunks (at least half free, none holding a block of the
+ * open transaction) while a third of the rest stays free, and claims
+ * again only below a third. A worker scans at least once per owned-blocks allocations,
  * and a destroyed worker gives everything back: no allocating worker
  * sits on free blocks that another one lacks (an idle one keeps its
  * chunks until it allocates again or is destroyed). Only a crashed
@@ -282,11 +283,24 @@ static bool chunk_givable(const struct rtx_chunk *c, bool squeeze)
 	       (squeeze && !c->open && half_free(nfree_of(c)));
 }
 
+/* The share of its owned blocks a worker keeps free: it claims a chunk
+ * when fewer than 1/KEEP are free after a scan, and gives one back only
+ * if 1/KEEP stays free. Half (2 times the live blocks held, a scan
+ * about once per live-block count of allocations) unless a worker asked
+ * for blocks since the last scan; then a third, so that what a squeeze
+ * gives back is not claimed again at once. Half the scans of a third,
+ * and the more free blocks a scan finds, the more of them lie in pairs
+ * (one data WRITE for a transfer's two new blocks, rtx_alloc_run). */
+static unsigned pool_keep(const struct rtx_pool *p)
+{
+	return p->lean ? 3 : 2;
+}
+
 /* Position of the chunk to give back next, or -1: the freest givable
  * one while more than two thirds of the owned blocks are free; when a
- * worker lacks blocks (SQUEEZE) also partly used ones, as long as a
- * third stays free (below that this worker would claim again). A last
- * chunk goes only when entirely free. */
+ * worker lacks blocks (SQUEEZE) also partly used ones; either only as
+ * long as 1/pool_keep stays free (below that this worker would claim
+ * again). A last chunk goes only when entirely free. */
 static int trim_pick(const struct rtx_pool *p, uint64_t nfree, bool squeeze)
 {
 	uint64_t owned = (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS;
@@ -303,7 +317,7 @@ static int trim_pick(const struct rtx_pool *p, uint64_t nfree, bool squeeze)
 		}
 	}
 	if (best >= 0 &&
-	    (nfree - best_free) * 3 < owned - LOCO_RTX_CHUNK_BLOCKS)
+	    (nfree - best_free) * pool_keep(p) < owned - LOCO_RTX_CHUNK_BLOCKS)
 		return -1;
 	return best;
 }
@@ -332,6 +346,7 @@ static int pool_trim(struct loco_rtx_worker *w, uint32_t ni, uint64_t *nfree)
 	int rc = rtx_wait(w, &w->flush_ack), pos;
 	if (!rc)
 		rc = pool_want(w, ni, &squeeze);
+	p->lean = squeeze;
 	while (!rc && (pos = trim_pick(p, *nfree, squeeze)) >= 0) {
 		*nfree -= nfree_of(&p->ch[pos]);
 		rc = chunk_release(w, ni, (unsigned)pos);
@@ -482,9 +497,10 @@ static bool pool_has_free(const struct rtx_pool *p)
 }
 
 /* Find more free blocks: scan (when some allocations happened since the
- * last scan), and claim a chunk while less than a third of the owned
- * blocks are free, so a worker keeps at least 1.5 times its live blocks and
- * scans about once per half its live-block count of allocations. When no
+ * last scan), and claim a chunk while less than 1/pool_keep of the owned
+ * blocks are free, so a worker keeps at least 2 (1.5 when lean) times its
+ * live blocks and scans about once per (half) its live-block count of
+ * allocations. When no
  * chunk is left, whatever the scan found is enough. -ENOMEM: still no
  * free block, also when a chunk was claimed (one given back full whose
  * blocks are still in use): refill_wait asks and tries again. */
@@ -496,7 +512,8 @@ static int refill(struct loco_rtx_worker *w, uint32_t ni)
 	int rc = 0;
 	if (p->n && p->since_scan >= RTX_SCAN_MIN_ALLOCS) {
 		rc = pool_scan(w, ni, &nfree);
-		if (rc || nfree * 3 >= (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS)
+		if (rc || nfree * pool_keep(p) >=
+			  (uint64_t)p->n * LOCO_RTX_CHUNK_BLOCKS)
 			return rc;
 	}
 	rc = pool_claim(w, ni, &got);

@@ -140,6 +140,9 @@ struct rtx_pool {
 				    * whenever a free mask grows */
 	uint64_t since_scan;       /* allocations since the last scan */
 	uint64_t want_seen;        /* the node's want word at our last scan */
+	bool lean;                 /* it had moved then: a worker lacks
+				    * blocks, so hold 1.5 times the live
+				    * blocks, not 2 (pool_keep, alloc.c) */
 	unsigned unflushed;
 };
 
