@@ -31,11 +31,12 @@
  * the node's want word, the next scan of every worker also gives back
  * partly used chunks (at least half free, none holding a block of the
  * open transaction) while a third of the rest stays free, and claims
- * again only below a third. A worker scans at least once per owned-blocks allocations,
- * and a destroyed worker gives everything back: no allocating worker
- * sits on free blocks that another one lacks (an idle one keeps its
- * chunks until it allocates again or is destroyed). Only a crashed
- * client's chunks wait for its slot's next incarnation or an adoption.
+ * again only below a third. A worker scans at least once per
+ * owned-blocks allocations, and a destroyed worker gives everything
+ * back: no allocating worker sits on free blocks that another one lacks
+ * (an idle one keeps its chunks until it allocates again or is
+ * destroyed). Only a crashed client's chunks wait for its slot's next
+ * incarnation or an adoption.
  *
  * Incarnations: a worker that takes a slot bumps the slot's incarnation
  * and adopts the chunks that carry an older one, rebuilding their bitmap
@@ -500,8 +501,8 @@ static bool pool_has_free(const struct rtx_pool *p)
  * last scan), and claim a chunk while less than 1/pool_keep of the owned
  * blocks are free, so a worker keeps at least 2 (1.5 when lean) times its
  * live blocks and scans about once per (half) its live-block count of
- * allocations. When no
- * chunk is left, whatever the scan found is enough. -ENOMEM: still no
+ * allocations. When no chunk is left, whatever the scan found is
+ * enough. -ENOMEM: still no
  * free block, also when a chunk was claimed (one given back full whose
  * blocks are still in use): refill_wait asks and tries again. */
 static int refill(struct loco_rtx_worker *w, uint32_t ni)
