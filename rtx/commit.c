@@ -240,7 +240,7 @@ static void post_data(struct loco_rtx_worker *w, struct rtx_batch *bt)
 	}
 }
 
-int rtx_release_prelocks_(struct loco_rtx_worker *w)
+int rtx_release_prelocks_slow(struct loco_rtx_worker *w)
 {
 	struct rtx_batch bt;
 	struct loco_ack ack = { 0, 0 };
@@ -717,8 +717,8 @@ static int owner_exec(struct loco_rtx_worker *w, uint64_t doing,
 
 /* writes_before_locks when it posts: BT now, its persists behind it,
  * and with FENCE a thread fence. */
-static int writes_before_locks_(struct loco_rtx_worker *w,
-				struct rtx_batch *bt, bool fence)
+static int writes_before_locks_slow(struct loco_rtx_worker *w,
+				    struct rtx_batch *bt, bool fence)
 {
 	int rc = bt_post(bt);
 	/* Completes with the locking round's wait. */
@@ -741,7 +741,8 @@ static inline int writes_before_locks(struct loco_rtx_worker *w,
 				      struct rtx_batch *bt, bool split,
 				      bool fence)
 {
-	return split || rtx_durable(w) ? writes_before_locks_(w, bt, fence) : 0;
+	return split || rtx_durable(w) ?
+	       writes_before_locks_slow(w, bt, fence) : 0;
 }
 
 /* Blocks, tag, data and log WRITEs into BT (round trip 1, shared with

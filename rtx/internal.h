@@ -359,12 +359,12 @@ int rtx_commit_early(struct loco_rtx_worker *w);
 /* Abort an RTX_UPD_EARLY transaction: settle its log, release its locks. */
 int rtx_abort_early(struct loco_rtx_worker *w);
 /* Release every pre-lock of the read set to its version. */
-int rtx_release_prelocks_(struct loco_rtx_worker *w);
+int rtx_release_prelocks_slow(struct loco_rtx_worker *w);
 /* Inline: most transactions took none (a call to learn it cost ~20
  * instructions a commit). */
 static inline int rtx_release_prelocks(struct loco_rtx_worker *w)
 {
-	return w->prelocked ? rtx_release_prelocks_(w) : 0;
+	return w->prelocked ? rtx_release_prelocks_slow(w) : 0;
 }
 /* Note an expired lock for repair after the attempt aborts. */
 void rtx_note_expired(struct loco_rtx_worker *w, loco_raddr_t obj,
