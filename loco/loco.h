@@ -783,16 +783,16 @@ struct loco_batch_where {
 
 struct loco_batch {
 	struct loco_thread *thr;
-	uint32_t n;
-	int err;   /* first error from an add; reported by post. Only an
-		    * out-of-line add sets it, having counted itself in
-		    * slow first: err implies slow. */
-	uint32_t slow;  /* ops added out of line (not all direct words) */
+	uint32_t n;     /* beside kinds: an inline post clears both at once */
 	/* Of the ops added inline, the opcodes (bit 1 << opcode): the
 	 * inline post of a one-peer batch raises the fence guard's mark if
 	 * one writes (the general post works out per peer what it needs
 	 * from the ops). */
 	uint32_t kinds;
+	int err;   /* first error from an add; reported by post. Only an
+		    * out-of-line add sets it, having counted itself in
+		    * slow first: err implies slow. */
+	uint32_t slow;  /* ops added out of line (not all direct words) */
 	uint64_t peers; /* peers of the ops added */
 	struct loco_batch_op op[LOCO_BATCH_MAX];
 	struct loco_batch_where where[LOCO_BATCH_MAX];  /* SLOW ops' */

@@ -1268,7 +1268,7 @@ static inline int batch_direct(struct loco_batch *b, struct loco_ack *ack,
 	uint64_t peers = b->peers;
 	if (__builtin_expect(peers & (peers - 1), 0))
 		return wait ? batch_run_peers(b) : batch_post_peers(b, ack);
-	unsigned peer = (unsigned)__builtin_ctzll(peers);
+	uint64_t peer = (uint64_t)__builtin_ctzll(peers);  /* an index */
 	const struct loco_direct_qp *d = &h->direct[peer];
 	bool guarded = (b->kinds & ~(1u << LOCO_OP_READ)) != 0;
 	/* Relaxed: see loco_direct_span. */
