@@ -320,18 +320,18 @@ static inline uint64_t loco_word_index(uint64_t x)
 }
 
 /* True, with *W the mapped 8-byte aligned words [OFF, OFF + LEN) of RR
- * (LEN a nonzero multiple of 8) and *PEER RR's node, if THR reaches them
+ * (LEN a nonzero multiple of 8) and *PEER RR's node, if H (a thread's
+ * view, loco_thread_hot) reaches them
  * directly for OPCODE; else false (the caller then takes the out-of-line
  * path). The checks
  * are those loco_post_* make: inside RR, inside the peer's arena, and an
  * access RR's region allows (its descriptor carries it). Every branch
  * that fails goes out of line, so the common case is straight-line code. */
-static inline bool loco_direct_span(struct loco_thread *thr,
+static inline bool loco_direct_span(const struct loco_thread_hot *h,
 				    const struct loco_rregion *rr, uint64_t off,
 				    uint32_t len, unsigned opcode,
 				    _Atomic uint64_t **w, uint32_t *peer)
 {
-	const struct loco_thread_hot *h = loco_thread_hot(thr);
 	if (__builtin_expect(!rr, 0))
 		return false;
 	/* Node and space in one load (struct loco_rregion starts with them):
@@ -440,7 +440,8 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	_Atomic uint64_t *w;
 	uint32_t peer;
 	if (!len || (len & 7) ||
-	    !loco_direct_span(thr, rr, off, len, opcode, &w, &peer))
+	    !loco_direct_span(loco_thread_hot(thr), rr, off, len, opcode, &w,
+			      &peer))
 		return false;
 	/* A WRITE or atomic runs under the fence guard; a fenced one goes
 	 * out of line, which fails it with -LOCO_EFENCED. A READ changes
@@ -781,8 +782,17 @@ struct loco_batch_where {
 	uint8_t space;
 };
 
+/* A thread view with no direct peer: a batch's adds see it once one
+ * failed, so every later add goes out of line, which records nothing
+ * after an error (loco_batch.hot). */
+extern const struct loco_thread_hot loco_batch_failed;
+
 struct loco_batch {
 	struct loco_thread *thr;
+	/* What the inline adds check words against: THR's view, or
+	 * loco_batch_failed once an add failed (then no add records
+	 * anything, as before, without a test of err in each). */
+	const struct loco_thread_hot *hot;
 	uint32_t n;     /* beside kinds: an inline post clears both at once */
 	/* Of the ops added inline, the opcodes (bit 1 << opcode): the
 	 * inline post of a one-peer batch raises the fence guard's mark if
@@ -802,6 +812,7 @@ static inline void loco_batch_init(struct loco_batch *b,
 				   struct loco_thread *thr)
 {
 	b->thr = thr;
+	b->hot = loco_thread_hot(thr);
 	b->n = 0;
 	b->err = 0;
 	b->slow = 0;
@@ -816,9 +827,7 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 
 /* Add an op (OPCODE, LOCAL, LEN, COMPARE, OPERAND) at OFF of RR: inline
  * when the target is direct 8-byte words. Always inlined: OPCODE is then
- * a constant, and the add a few stores. After a failed add the batch
- * may still record later ops; its post executes none of them and
- * returns the error (loco_batch_post_slow). */
+ * a constant, and the add a few stores. */
 __attribute__((always_inline))
 static inline void loco_batch_add(struct loco_batch *b,
 				  const struct loco_rregion *rr, uint64_t off,
@@ -829,7 +838,7 @@ static inline void loco_batch_add(struct loco_batch *b,
 	uint32_t peer;
 	uint32_t n = b->n;
 	if (len && !(len & 7) && n < LOCO_BATCH_MAX &&
-	    loco_direct_span(b->thr, rr, off, len, opcode, &w, &peer)) {
+	    loco_direct_span(b->hot, rr, off, len, opcode, &w, &peer)) {
 		struct loco_batch_op *o = &b->op[n];
 		b->n = n + 1;
 		o->opcode = (uint8_t)(opcode | (len != 8 ? LOCO_BATCH_LONG : 0));

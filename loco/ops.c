@@ -974,6 +974,8 @@ static inline uint32_t op_len(const struct loco_batch_op *op)
 	return op->opcode & (LOCO_BATCH_LONG | LOCO_BATCH_SLOW) ? op->len : 8;
 }
 
+const struct loco_thread_hot loco_batch_failed;
+
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 			 uint64_t off, uint8_t opcode, void *local,
 			 uint32_t len, uint64_t compare, uint64_t operand)
@@ -981,14 +983,11 @@ void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
 	if (b->err)
 		return;
 	b->slow++;
-	if (b->n == LOCO_BATCH_MAX) {
-		b->err = -E2BIG;
-		return;
-	}
+	int rc = -E2BIG;
 	struct loco_wr wr = { .opcode = opcode, .len = len };
-	int rc = build_wr(b->thr, rr, off, &wr);
-	if (rc) {
+	if (b->n == LOCO_BATCH_MAX || (rc = build_wr(b->thr, rr, off, &wr))) {
 		b->err = rc;
+		b->hot = &loco_batch_failed;  /* later adds come here */
 		return;
 	}
 	struct loco_batch_op *o = &b->op[b->n];
@@ -1346,6 +1345,7 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->slow = 0;
 	b->kinds = 0;
 	b->peers = 0;
+	b->hot = &thr->hot;
 	return rc;
 }
 

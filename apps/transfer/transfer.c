@@ -502,8 +502,10 @@ static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 	return rc < 0 ? rc : 0;
 }
 
-/* Both locks (in index order), both balances READ under them. */
-static int lock_read(struct xfer_op *op, struct loco_thread *thr)
+/* Both locks (in index order), both balances READ under them. Inlined
+ * into move, as the helpers above. */
+__attribute__((always_inline))
+static inline int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
 	bool got;
 	if (op->hi == op->lo)

@@ -389,9 +389,9 @@ END_TEST
  * length), run every op in the order added with the results and
  * counters of single ops, through loco_batch_post and through
  * loco_batch_run. A batch whose add failed
- * (out of bounds, between inline adds) executes none of its ops, before
- * or after the failed one, moves no counter, and is empty afterwards;
- * an add past LOCO_BATCH_MAX fails it with -E2BIG the same way. */
+ * (out of bounds, between inline adds) records no later add, executes
+ * none of its ops, moves no counter, and is empty afterwards; an add
+ * past LOCO_BATCH_MAX fails it with -E2BIG the same way. */
 START_TEST(batch_mixed_and_errors)
 {
 	uint64_t *mem = reg.base;
@@ -475,6 +475,7 @@ START_TEST(batch_mixed_and_errors)
 		loco_batch_write(&b, &rr, 16, &one, 8);
 		loco_batch_cas(&b, &rr, 24, 0, 1, &cas_old);
 		ck_assert_int_eq(b.err, -EINVAL);
+		ck_assert_uint_eq(b.n, 2);   /* nothing added after the error */
 		ck_assert_int_eq(run ? loco_batch_run(&b, 1000) :
 				 loco_batch_post(&b, NULL), -EINVAL);
 		ck_assert_uint_eq(b.n, 0);
