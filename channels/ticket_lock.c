@@ -785,7 +785,6 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 			  struct loco_wait *dl)
 {
 	struct loco_tl_acquire a = { 0 };
-	struct loco_ack ack = { 0, 0 };
 	struct loco_batch b;
 	uint64_t t = 0;
 	int rc = words_known(l);
@@ -795,9 +794,7 @@ static int global_acquire(struct loco_ticket_lock *l, struct loco_thread *thr,
 		return rc;
 	loco_batch_init(&b, thr);
 	loco_tl_ticket_post(l, &b, &a);
-	rc = loco_batch_post(&b, &ack);
-	if (!rc)
-		rc = loco_ack_wait(thr, &ack, -1);
+	rc = loco_batch_run(&b, -1);
 	return rc ? rc : ticket_wait(l, thr, a.ticket, ticket_seen(l, &a), a.read,
 				     dl);
 }

@@ -66,14 +66,14 @@
  *	loco_ticket_lock_lock_post(&l, thr, &b, &a, -1);
  *	if (a.speculate)
  *		loco_batch_read(&b, data, 0, &v, 8);   (READs only)
- *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
+ *	rc = loco_batch_run(&b, -1);   (post and wait)
  *	rc = loco_ticket_lock_lock_finish(&l, thr, &a, rc);
  *	(rc 1: the READs ran under the lock; 0: held now, READ again)
  *	...
  *	struct loco_tl_release r;
  *	loco_batch_cas(&b, data, 0, v, v + 1, &old);   (to the lock's host)
  *	loco_ticket_lock_unlock_post(&l, thr, &b, &r);
- *	rc = loco_batch_post(&b, &ack) ?: loco_ack_wait(thr, &ack, -1);
+ *	rc = loco_batch_run(&b, -1);
  *	rc = loco_ticket_lock_unlock_finish(&l, thr, &r, rc, LOCO_FENCE_THREAD, 0);
  *
  * A split trylock (trylock_post, trylock_finish) puts the CAS that takes

@@ -320,18 +320,18 @@ static inline uint64_t loco_word_index(uint64_t x)
 }
 
 /* True, with *W the mapped 8-byte aligned words [OFF, OFF + LEN) of RR
- * (LEN a nonzero multiple of 8) and *PEER RR's node, if THR reaches them
+ * (LEN a nonzero multiple of 8) and *PEER RR's node, if H (a thread's
+ * view, loco_thread_hot) reaches them
  * directly for OPCODE; else false (the caller then takes the out-of-line
  * path). The checks
  * are those loco_post_* make: inside RR, inside the peer's arena, and an
  * access RR's region allows (its descriptor carries it). Every branch
  * that fails goes out of line, so the common case is straight-line code. */
-static inline bool loco_direct_span(struct loco_thread *thr,
+static inline bool loco_direct_span(const struct loco_thread_hot *h,
 				    const struct loco_rregion *rr, uint64_t off,
 				    uint32_t len, unsigned opcode,
 				    _Atomic uint64_t **w, uint32_t *peer)
 {
-	const struct loco_thread_hot *h = loco_thread_hot(thr);
 	if (__builtin_expect(!rr, 0))
 		return false;
 	/* Node and space in one load (struct loco_rregion starts with them):
@@ -440,7 +440,8 @@ static inline bool loco_direct_op(struct loco_thread *thr,
 	_Atomic uint64_t *w;
 	uint32_t peer;
 	if (!len || (len & 7) ||
-	    !loco_direct_span(thr, rr, off, len, opcode, &w, &peer))
+	    !loco_direct_span(loco_thread_hot(thr), rr, off, len, opcode, &w,
+			      &peer))
 		return false;
 	/* A WRITE or atomic runs under the fence guard; a fenced one goes
 	 * out of line, which fails it with -LOCO_EFENCED. A READ changes
@@ -746,49 +747,83 @@ int loco_post_faa_raddr(struct loco_thread *thr, loco_raddr_t ra, uint64_t add,
 
 #define LOCO_BATCH_MAX 32
 
+/* Flags of a batch op's opcode (batches carry READ, WRITE, CAS and FAA
+ * only, so the low two bits are the op): LONG, an op added inline whose
+ * LEN is not 8 (then in op->len); SLOW, one added out of line (LEN in
+ * op->len, its space and key in the batch's where[]). An op with neither
+ * is an inline 8-byte one: the post's dispatch is one switch on opcode,
+ * with no length to load. */
+#define LOCO_BATCH_OP 3u
+#define LOCO_BATCH_LONG 4u
+#define LOCO_BATCH_SLOW 8u
 
+/* 40 bytes, so that the adds index the array with one instruction; the
+ * inline adds store only what their op reads (COMPARE for a CAS, OPERAND
+ * for a CAS or FAA, LEN when LONG). */
 struct loco_batch_op {
-	uint8_t opcode;
-	uint8_t space;            /* enum loco_space: where arena_off points
-				   * (the arena, or device memory) */
-	uint32_t peer;
-	uint64_t arena_off;
+	uint8_t opcode;           /* LOCO_BATCH_* | LOCO_BATCH_LONG/_SLOW */
+	uint8_t peer;
+	uint16_t reserved;
+	uint32_t len;             /* LONG or SLOW only (else 8) */
+	uint64_t arena_off;       /* in the peer's arena (or, SLOW, its space) */
 	void *local;
-	uint32_t len;
-	uint32_t key;             /* the target region's transport key and */
-	uint64_t key_off;         /* its offset (ops added out of line) */
 	uint64_t compare;
 	uint64_t operand;
 };
+static_assert(sizeof(struct loco_batch_op) == 40 && LOCO_MAX_NODES <= 256,
+	      "a batch op is 40 bytes, its peer one byte");
+
+/* Where an op added out of line goes beyond its arena offset: its
+ * space (enum loco_space) and the target region's transport key and
+ * offset. */
+struct loco_batch_where {
+	uint64_t key_off;
+	uint32_t key;
+	uint8_t space;
+};
+
+/* A thread view with no direct peer: a batch's adds see it once one
+ * failed, so every later add goes out of line, which records nothing
+ * after an error (loco_batch.hot). */
+extern const struct loco_thread_hot loco_batch_failed;
 
 struct loco_batch {
 	struct loco_thread *thr;
-	uint32_t n;
-	int err; /* first error from an add; reported by post */
-	uint32_t slow;  /* ops added out of line (not all direct words) */
-	uint64_t peers; /* peers of the ops added */
+	/* What the inline adds check words against: THR's view, or
+	 * loco_batch_failed once an add failed (then no add records
+	 * anything, as before, without a test of err in each). */
+	const struct loco_thread_hot *hot;
+	uint32_t n;     /* beside kinds: an inline post clears both at once */
 	/* Of the ops added inline, the opcodes (bit 1 << opcode): the
 	 * inline post of a one-peer batch raises the fence guard's mark if
 	 * one writes (the general post works out per peer what it needs
 	 * from the ops). */
 	uint32_t kinds;
+	int err;   /* first error from an add; reported by post. Only an
+		    * out-of-line add sets it, having counted itself in
+		    * slow first: err implies slow. */
+	uint32_t slow;  /* ops added out of line (not all direct words) */
+	uint64_t peers; /* peers of the ops added */
 	struct loco_batch_op op[LOCO_BATCH_MAX];
+	struct loco_batch_where where[LOCO_BATCH_MAX];  /* SLOW ops' */
 };
 
 static inline void loco_batch_init(struct loco_batch *b,
 				   struct loco_thread *thr)
 {
 	b->thr = thr;
+	b->hot = loco_thread_hot(thr);
 	b->n = 0;
 	b->err = 0;
 	b->slow = 0;
-	b->peers = 0;
 	b->kinds = 0;
+	b->peers = 0;
 }
-/* Out-of-line add: checks OP's target (OFF of RR), fills its peer, space
- * and offset, records an error in b->err. */
+/* Out-of-line add of OPCODE (LOCAL, LEN, COMPARE, OPERAND) at OFF of RR:
+ * checks the target, records an error in b->err. */
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
-			 uint64_t off, const struct loco_batch_op *op);
+			 uint64_t off, uint8_t opcode, void *local,
+			 uint32_t len, uint64_t compare, uint64_t operand);
 
 /* Add an op (OPCODE, LOCAL, LEN, COMPARE, OPERAND) at OFF of RR: inline
  * when the target is direct 8-byte words. Always inlined: OPCODE is then
@@ -801,26 +836,27 @@ static inline void loco_batch_add(struct loco_batch *b,
 {
 	_Atomic uint64_t *w;
 	uint32_t peer;
-	if (len && !(len & 7) && !b->err && b->n < LOCO_BATCH_MAX &&
-	    loco_direct_span(b->thr, rr, off, len, opcode, &w, &peer)) {
-		struct loco_batch_op *o = &b->op[b->n++];
-		o->opcode = opcode;
-		o->space = LOCO_SPACE_ARENA;
-		o->peer = peer;
+	uint32_t n = b->n;
+	if (len && !(len & 7) && n < LOCO_BATCH_MAX &&
+	    loco_direct_span(b->hot, rr, off, len, opcode, &w, &peer)) {
+		struct loco_batch_op *o = &b->op[n];
+		b->n = n + 1;
+		o->opcode = (uint8_t)(opcode | (len != 8 ? LOCO_BATCH_LONG : 0));
+		o->peer = (uint8_t)peer;
+		if (len != 8)
+			o->len = len;
 		o->arena_off = rr->off + off;
 		o->local = local;
-		o->len = len;
-		o->compare = compare;
-		o->operand = operand;
+		if (opcode == LOCO_BATCH_CAS)
+			o->compare = compare;
+		if (opcode == LOCO_BATCH_CAS || opcode == LOCO_BATCH_FAA)
+			o->operand = operand;
 		b->peers |= UINT64_C(1) << peer;
 		/* OPCODE is a constant at every call: one OR. */
 		b->kinds |= 1u << opcode;
 		return;
 	}
-	struct loco_batch_op op = { .opcode = opcode, .local = local,
-				    .len = len, .compare = compare,
-				    .operand = operand };
-	loco_batch_add_slow(b, rr, off, &op);
+	loco_batch_add_slow(b, rr, off, opcode, local, len, compare, operand);
 }
 
 /* Adds record bounds errors in b->err (-EINVAL) or -E2BIG when full. */
@@ -858,6 +894,7 @@ static inline void loco_batch_faa(struct loco_batch *b,
 }
 
 int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack);
+int loco_batch_run_direct(struct loco_batch *b);
 int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack);
 
 /* Post everything added: ops to one peer go as one linked list with one
@@ -872,11 +909,29 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack);
  * Caller: the owner of the batch's thread. Returns 0 or the first error. */
 static inline int loco_batch_post(struct loco_batch *b, struct loco_ack *ack)
 {
-	if (!b->err && !b->slow && b->n)  /* only direct words */
+	/* No op out of line (so no error either: err implies slow). */
+	if (!b->slow && b->n)  /* only direct words */
 		return loco_batch_post_direct(b, ack);
 	if (!b->err && !b->n)
 		return 0;
 	return loco_batch_post_slow(b, ack);
+}
+
+/* Post everything added and wait for it: loco_batch_post with an ack of
+ * its own, then loco_ack_wait (TIMEOUT_MS) of that ack, in one call when
+ * every op was added inline (the wait is then the post's, and counts the
+ * batch's round trip).
+ * Ordering: as loco_batch_post, then as loco_ack_wait returning 0.
+ * Completion: on 0 every op's buffers are free again (loco_ack_wait).
+ * Caller: the owner of the batch's thread. Returns 0 or the first error
+ * (of the post, else of the wait). */
+static inline int loco_batch_run(struct loco_batch *b, int timeout_ms)
+{
+	if (!b->slow && b->n)  /* only direct words: as loco_batch_post */
+		return loco_batch_run_direct(b);
+	struct loco_ack ack = { 0, 0 };
+	int rc = loco_batch_post(b, &ack);
+	return rc ? rc : loco_ack_wait(b->thr, &ack, timeout_ms);
 }
 
 /* ---- fences (LOCO §5.3) ------------------------------------------------ */

@@ -963,29 +963,41 @@ int loco_faa_slow(struct loco_thread *thr, const struct loco_rregion *rr,
 
 /* ---- batches ------------------------------------------------------------ */
 
+/* OP's op (enum loco_opcode) and length, whatever its flags. */
+static inline uint8_t op_code(const struct loco_batch_op *op)
+{
+	return op->opcode & LOCO_BATCH_OP;
+}
+
+static inline uint32_t op_len(const struct loco_batch_op *op)
+{
+	return op->opcode & (LOCO_BATCH_LONG | LOCO_BATCH_SLOW) ? op->len : 8;
+}
+
+const struct loco_thread_hot loco_batch_failed;
+
 void loco_batch_add_slow(struct loco_batch *b, const struct loco_rregion *rr,
-			 uint64_t off, const struct loco_batch_op *op)
+			 uint64_t off, uint8_t opcode, void *local,
+			 uint32_t len, uint64_t compare, uint64_t operand)
 {
 	if (b->err)
 		return;
 	b->slow++;
-	if (b->n == LOCO_BATCH_MAX) {
-		b->err = -E2BIG;
-		return;
-	}
-	struct loco_wr wr = { .opcode = op->opcode, .len = op->len };
-	int rc = build_wr(b->thr, rr, off, &wr);
-	if (rc) {
+	int rc = -E2BIG;
+	struct loco_wr wr = { .opcode = opcode, .len = len };
+	if (b->n == LOCO_BATCH_MAX || (rc = build_wr(b->thr, rr, off, &wr))) {
 		b->err = rc;
+		b->hot = &loco_batch_failed;  /* later adds come here */
 		return;
 	}
-	struct loco_batch_op *o = &b->op[b->n++];
-	*o = *op;
-	o->space = wr.space;
-	o->peer = rr->node;
-	o->arena_off = wr.remote_off;
-	o->key = wr.key;
-	o->key_off = wr.key_off;
+	struct loco_batch_op *o = &b->op[b->n];
+	*o = (struct loco_batch_op){
+		.opcode = (uint8_t)(opcode | LOCO_BATCH_SLOW),
+		.peer = (uint8_t)rr->node, .len = len,
+		.arena_off = wr.remote_off, .local = local,
+		.compare = compare, .operand = operand };
+	b->where[b->n++] = (struct loco_batch_where){
+		.key_off = wr.key_off, .key = wr.key, .space = wr.space };
 	b->peers |= UINT64_C(1) << rr->node;
 }
 
@@ -1021,7 +1033,8 @@ void loco_direct_copy(_Atomic uint64_t *w, unsigned opcode, void *local,
 
 /* Op I of B cannot run inline (the fence guard refused it, or its peer
  * went down): the ops before it executed; the rest go out of line, where
- * they fail with -LOCO_EFENCED (or -LOCO_EDOWN). */
+ * they fail with -LOCO_EFENCED (or -LOCO_EDOWN). B's ops were all added
+ * inline: where[] holds nothing to move. */
 static int batch_refused(struct loco_batch *b, unsigned i, unsigned doorbells,
 			 struct loco_ack *ack)
 {
@@ -1057,20 +1070,44 @@ static void batch_guard_exit(struct loco_thread_hot *h, uint64_t guarded)
 		loco_guard_exit(h->direct[__builtin_ctzll(m)].mark);
 }
 
+/* An inline 8-byte op: OPCODE is a constant at each call (exec_at's
+ * switch), so only the fields it reads are loaded. */
+__attribute__((always_inline))
+static inline void exec_word(struct loco_thread_hot *h, _Atomic uint64_t *w,
+			     unsigned opcode, const struct loco_batch_op *op)
+{
+	loco_direct_exec(w, opcode, op->local,
+			 opcode == LOCO_OP_CAS ? op->compare : 0,
+			 opcode >= LOCO_OP_CAS ? op->operand : 0);
+	loco_hot_add(&h->batched_ops[opcode], 1);
+}
+
 /* Execute OP of an inline batch at its peer's mapping (the peer checked
  * up, the guard's mark raised when OP writes) and count it; its
- * placement is the caller's to note. */
+ * placement is the caller's to note. One switch on the opcode with its
+ * flags: an 8-byte op never loads a length. */
+__attribute__((always_inline))
 static inline void exec_at(struct loco_thread_hot *h, uint8_t *base,
 			   const struct loco_batch_op *op)
 {
 	_Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(base + op->arena_off);
-	if (__builtin_expect(op->len == 8, 1)) {
-		loco_direct_exec(w, op->opcode, op->local, op->compare,
-				 op->operand);
-		loco_hot_add(&h->batched_ops[op->opcode], 1);
-	} else {
-		direct_copy(w, op->opcode, op->local, op->len);
-		count_op(h, op->opcode, op->len);
+	switch (op->opcode) {
+	case LOCO_OP_READ:
+		exec_word(h, w, LOCO_OP_READ, op);
+		break;
+	case LOCO_OP_WRITE:
+		exec_word(h, w, LOCO_OP_WRITE, op);
+		break;
+	case LOCO_OP_CAS:
+		exec_word(h, w, LOCO_OP_CAS, op);
+		break;
+	case LOCO_OP_FAA:
+		exec_word(h, w, LOCO_OP_FAA, op);
+		break;
+	default:   /* LONG: a READ or WRITE of more than 8 bytes */
+		direct_copy(w, op_code(op), op->local, op->len);
+		count_op(h, op_code(op), op->len);
+		break;
 	}
 }
 
@@ -1094,17 +1131,17 @@ static unsigned batch_one_by_one(struct loco_batch *b)
 					  memory_order_relaxed))
 			return i;
 		const struct loco_direct_qp *d = &h->direct[op->peer];
-		bool guarded = op->opcode != LOCO_OP_READ;
+		bool guarded = op_code(op) != LOCO_OP_READ;
 		if (guarded && !loco_guard_enter(d->mark, d->fenced,
 						 h->incarnation))
 			return i;
 		exec_batched(h, op);
-		sync_placed(b->thr, op->peer, op->opcode == LOCO_OP_WRITE);
+		sync_placed(b->thr, op->peer, op_code(op) == LOCO_OP_WRITE);
 		if (guarded)
 			loco_guard_exit(d->mark);
 		if (guarded && (h->noted >> op->peer & 1))
 			dirty_note_range(b->thr, b->thr->qp[op->peer],
-					 op->arena_off, op->len);
+					 op->arena_off, op_len(op));
 	}
 	return b->n;
 }
@@ -1112,44 +1149,52 @@ static unsigned batch_one_by_one(struct loco_batch *b)
 /* B's inline ops ran: the ranges of its WRITEs and atomics to peers with
  * a durable image noted for the next persist (as post_sync notes them),
  * in the order the ops ran. */
-__attribute__((noinline))
 static void batch_noted(struct loco_batch *b)
 {
 	struct loco_thread *thr = b->thr;
 	for (unsigned i = 0; i < b->n; i++) {
 		const struct loco_batch_op *op = &b->op[i];
-		if (op->opcode != LOCO_OP_READ && (thr->hot.noted >> op->peer & 1))
+		if (op_code(op) != LOCO_OP_READ &&
+		    (thr->hot.noted >> op->peer & 1))
 			dirty_note_range(thr, thr->qp[op->peer], op->arena_off,
-					 op->len);
+					 op_len(op));
 	}
+}
+
+/* An inline batch's ops all ran: count its DOORBELLS, and either (WAIT)
+ * the wait that follows the post (its round trip: the thread has nothing
+ * unwaited left) or note the thread unwaited and add the batch's peers to
+ * ACK; empty the batch. */
+__attribute__((always_inline))
+static inline int batch_posted(struct loco_batch *b, unsigned doorbells,
+			       struct loco_ack *ack, bool wait)
+{
+	struct loco_thread_hot *h = &b->thr->hot;
+	loco_hot_add(&h->doorbells, doorbells);
+	if (wait) {
+		loco_hot_add(&h->rtts, 1);
+		h->unwaited = 0;
+	} else {
+		h->unwaited = 1;
+		if (ack)
+			ack->peers |= b->peers;
+	}
+	b->n = 0;
+	b->kinds = 0;
+	b->peers = 0;
+	return 0;
 }
 
 /* Every op added inline (a direct word, checked then; so a sync
  * transport): execute them in the order added (each peer's in post
  * order), one doorbell per peer, as the transport would. What the ops
- * need as a whole was gathered as they were added (the peers, those the
- * guard covers, those left with an unplaced WRITE), so this is one pass
- * over the ops. Each peer is checked up once, as the out-of-line post
- * checks a QP once per post (post_sync); the fence guard's marks are
+ * need as a whole was gathered as they were added (the peers, the
+ * opcodes), so this is one pass over the ops to find the guarded peers
+ * and one to run them. Each peer is checked up once, as the out-of-line
+ * post checks a QP once per post (post_sync); the fence guard's marks are
  * raised once a batch. Only when a peer refuses them do the ops go one by
  * one, each under its own mark, so that those before the first refused
  * op execute and the rest fail. */
-/* An inline batch's ops all ran: count its DOORBELLS, note the thread
- * unwaited, add its peers to ACK and empty it. */
-static inline int batch_posted(struct loco_batch *b, unsigned doorbells,
-			       struct loco_ack *ack)
-{
-	struct loco_thread_hot *h = &b->thr->hot;
-	loco_hot_add(&h->doorbells, doorbells);
-	h->unwaited = 1;
-	if (ack)
-		ack->peers |= b->peers;
-	b->n = 0;
-	b->peers = 0;
-	b->kinds = 0;
-	return 0;
-}
-
 __attribute__((noinline))
 static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 {
@@ -1160,9 +1205,9 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 	 * those whose last op is a WRITE (left unplaced). */
 	for (unsigned i = 0; i < b->n; i++) {
 		uint64_t bit = UINT64_C(1) << b->op[i].peer;
-		if (b->op[i].opcode != LOCO_OP_READ)
+		if (op_code(&b->op[i]) != LOCO_OP_READ)
 			guarded |= bit;
-		if (b->op[i].opcode == LOCO_OP_WRITE)
+		if (op_code(&b->op[i]) == LOCO_OP_WRITE)
 			wlast |= bit;
 		else
 			wlast &= ~bit;
@@ -1184,7 +1229,26 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 		if (ran < b->n)
 			return batch_refused(b, ran, doorbells, ack);
 	}
-	return batch_posted(b, doorbells, ack);
+	return batch_posted(b, doorbells, ack, false);
+}
+
+/* batch_post_peers, then the wait (loco_batch_run). */
+__attribute__((noinline))
+static int batch_run_peers(struct loco_batch *b)
+{
+	struct loco_ack ack = { 0, 0 };
+	int rc = batch_post_peers(b, &ack);
+	return rc ? rc : loco_ack_wait(b->thr, &ack, -1);
+}
+
+/* The one peer's batch ran with durable ranges to note (batch_noted):
+ * out of line, so that the common post makes no call. */
+__attribute__((noinline))
+static int batch_noted_posted(struct loco_batch *b, struct loco_ack *ack,
+			      bool wait)
+{
+	batch_noted(b);
+	return batch_posted(b, 1, ack, wait);
 }
 
 /* The batch's ops all go to one peer, the usual case: the same steps
@@ -1193,14 +1257,17 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
  * added, one doorbell), with the peer's mapping loaded once and no loop
  * over peers. Every other case (several peers, a peer restarted or down
  * since the adds, a mark refused) takes batch_post_peers, whose checks
- * and fallbacks are the same as before. */
-int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
+ * and fallbacks are the same as before. WAIT: loco_batch_run's, the
+ * wait done with the post (ACK unused). */
+__attribute__((always_inline))
+static inline int batch_direct(struct loco_batch *b, struct loco_ack *ack,
+			       bool wait)
 {
 	struct loco_thread_hot *h = &b->thr->hot;
 	uint64_t peers = b->peers;
 	if (__builtin_expect(peers & (peers - 1), 0))
-		return batch_post_peers(b, ack);
-	unsigned peer = (unsigned)__builtin_ctzll(peers);
+		return wait ? batch_run_peers(b) : batch_post_peers(b, ack);
+	uint64_t peer = (uint64_t)__builtin_ctzll(peers);  /* an index */
 	const struct loco_direct_qp *d = &h->direct[peer];
 	bool guarded = (b->kinds & ~(1u << LOCO_OP_READ)) != 0;
 	/* Relaxed: see loco_direct_span. */
@@ -1208,20 +1275,31 @@ int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
 						   memory_order_relaxed) ||
 			     (guarded && !loco_guard_enter(d->mark, d->fenced,
 							   h->incarnation)), 0))
-		return batch_post_peers(b, ack);
+		return wait ? batch_run_peers(b) : batch_post_peers(b, ack);
 	uint8_t *base = h->direct_base[peer];
-	unsigned n = b->n;
-	for (unsigned i = 0; i < n; i++)
-		exec_at(h, base, &b->op[i]);
+	const struct loco_batch_op *op = b->op, *end = op + b->n;
+	do
+		exec_at(h, base, op);
+	while (++op != end);
 	if (guarded)
 		loco_guard_exit(d->mark);
 	/* The peer's QP is left with an unplaced WRITE iff its last op is
 	 * one (a READ or atomic after it places it). */
 	h->unplaced = (h->unplaced & ~peers) |
-		      (b->op[n - 1].opcode == LOCO_OP_WRITE ? peers : 0);
+		      (op_code(end - 1) == LOCO_OP_WRITE ? peers : 0);
 	if (__builtin_expect(guarded && (h->noted & peers), 0))
-		batch_noted(b);
-	return batch_posted(b, 1, ack);
+		return batch_noted_posted(b, ack, wait);
+	return batch_posted(b, 1, ack, wait);
+}
+
+int loco_batch_post_direct(struct loco_batch *b, struct loco_ack *ack)
+{
+	return batch_direct(b, ack, false);
+}
+
+int loco_batch_run_direct(struct loco_batch *b)
+{
+	return batch_direct(b, NULL, true);
 }
 
 int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
@@ -1242,11 +1320,20 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 			const struct loco_batch_op *op = &b->op[i];
 			if (op->peer != peer)
 				continue;
+			/* An op added inline targets the arena, where a
+			 * direct (sync) transport needs no key; it stored
+			 * only the operands its opcode reads. */
+			struct loco_batch_where at = { 0, 0, LOCO_SPACE_ARENA };
+			if (op->opcode & LOCO_BATCH_SLOW)
+				at = b->where[i];
+			uint8_t code = op_code(op);
 			wr[n++] = (struct loco_wr){
-				.opcode = op->opcode, .space = op->space, .len = op->len,
-				.remote_off = op->arena_off, .local = op->local,
-				.compare = op->compare, .operand = op->operand,
-				.key = op->key, .key_off = op->key_off };
+				.opcode = code, .space = at.space,
+				.len = op_len(op), .remote_off = op->arena_off,
+				.local = op->local,
+				.compare = code == LOCO_OP_CAS ? op->compare : 0,
+				.operand = code >= LOCO_OP_CAS ? op->operand : 0,
+				.key = at.key, .key_off = at.key_off };
 		}
 		rc = sync ? post_sync(thr, peer, wr, n, ack) :
 			    post_locked(thr, peer, wr, n, ack);
@@ -1256,8 +1343,9 @@ int loco_batch_post_slow(struct loco_batch *b, struct loco_ack *ack)
 	b->n = 0;
 	b->err = 0;
 	b->slow = 0;
-	b->peers = 0;
 	b->kinds = 0;
+	b->peers = 0;
+	b->hot = &thr->hot;
 	return rc;
 }
 

@@ -425,18 +425,9 @@ struct xfer_op {
 	uint64_t nbal[2];                   /* the new balances (WRITE sources) */
 };
 
-/* Post batch B and wait for it: 0 or the first error. Inlined, as the
- * helpers below: a transfer is a few dozen instructions of its own
- * between its ops, and a call costs several. */
-__attribute__((always_inline))
-static inline int batch_run(struct loco_batch *b, struct loco_thread *thr)
-{
-	struct loco_ack ack = { 0, 0 };
-	int rc = loco_batch_post(b, &ack);
-	return rc ? rc : loco_ack_wait(thr, &ack, -1);
-}
-
-/* Add the READ of the balances guarded by L (both, if L guards both). */
+/* Add the READ of the balances guarded by L (both, if L guards both).
+ * Inlined, as the helpers below: a transfer is a few dozen instructions
+ * of its own between its ops, and a call costs several. */
 __attribute__((always_inline))
 static inline void read_guarded(struct xfer_op *op, struct loco_batch *b,
 				const struct loco_ticket_lock *l)
@@ -492,7 +483,7 @@ static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 	if (spec)
 		read_guarded(op, &b, l);
 	try_also(op, thr, also, &t, &b, &tried);
-	int brc = batch_run(&b, thr);
+	int brc = loco_batch_run(&b, -1);
 	*got = tried && !loco_ticket_lock_trylock_finish(also, thr, &t, brc);
 	if (*got && !loco_ticket_lock_lock_served(&a)) {
 		unlock_unused(also, thr);   /* before L's wait */
@@ -502,7 +493,7 @@ static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 	if (rc >= 0 && !(spec && (rc == 1 || a.host_early))) {
 		loco_batch_init(&b, thr);
 		read_guarded(op, &b, l);
-		rc = batch_run(&b, thr);
+		rc = loco_batch_run(&b, -1);
 		if (rc)
 			loco_ticket_lock_unlock(l, thr, LOCO_FENCE_THREAD, 0);
 	}
@@ -511,8 +502,10 @@ static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 	return rc < 0 ? rc : 0;
 }
 
-/* Both locks (in index order), both balances READ under them. */
-static int lock_read(struct xfer_op *op, struct loco_thread *thr)
+/* Both locks (in index order), both balances READ under them. Inlined
+ * into move, as the helpers above. */
+__attribute__((always_inline))
+static inline int lock_read(struct xfer_op *op, struct loco_thread *thr)
 {
 	bool got;
 	if (op->hi == op->lo)
@@ -533,7 +526,7 @@ static int read_unlocked(struct xfer_op *op, struct loco_thread *thr)
 	loco_batch_init(&b, thr);
 	for (unsigned i = 0; i < 2; i++)
 		loco_batch_read(&b, op->rr[i], op->off[i], &op->bal[i], 8);
-	return batch_run(&b, thr);
+	return loco_batch_run(&b, -1);
 }
 
 /* The new balances of a transfer of up to AMOUNT (>= 1) from account 0
@@ -586,7 +579,7 @@ static inline int update_unlock(struct xfer_op *op, struct loco_thread *thr,
 		int prc = loco_ticket_lock_unlock_post(rel[1], thr, &b, &r[1]);
 		rc = rc ? rc : prc;
 	}
-	int brc = batch_run(&b, thr);
+	int brc = loco_batch_run(&b, -1);
 	if (n) {
 		int urc = loco_ticket_lock_unlock_finish(rel[0], thr, &r[0], brc,
 							 LOCO_FENCE_THREAD, 0);

@@ -93,6 +93,77 @@ START_TEST(fence_refuses)
 }
 END_TEST
 
+/* Node 1's batch over two peers and two regions (node 0's fence.r, node
+ * 2's fence.q), ops interleaved: each peer's ops run in the order added,
+ * one doorbell a peer, and a thread fence then posts one READ, for node
+ * 2, whose last op was a WRITE. Then node 1 is fenced: a batch whose
+ * first ops are READs and whose WRITEs and atomics come after fails with
+ * -LOCO_EFENCED and changes nothing at either peer. */
+START_TEST(batch_two_peers)
+{
+	struct loco_thread *t = cl.thr[1];
+	struct loco_rregion q1, q2;
+	ck_assert_int_eq(loco_region_open(cl.mgr[1], 2, "fence.q", 4096, &q1), 0);
+	ck_assert_int_eq(loco_region_open(cl.mgr[2], 2, "fence.q", 4096, &q2), 0);
+	uint64_t one = 1, seven = 7, w2[2] = { 8, 9 }, r0 = 0, r16[2] = { 0 },
+		 cas_old = 9, faa_old = 0, v = 0;
+	struct loco_stats s0, s1;
+	struct loco_batch b;
+	/* QPs open: the batch's ops go inline where the transport has it. */
+	ck_assert_int_eq(loco_write(t, &rr[1], 0, &one, 8), 0);
+	ck_assert_int_eq(loco_write(t, &q1, 0, &one, 8), 0);
+	ck_assert_int_eq(loco_fence(t, LOCO_FENCE_THREAD, 0), 0);
+	loco_thread_stats(t, &s0);
+	loco_batch_init(&b, t);
+	loco_batch_write(&b, &rr[1], 8, &seven, 8);
+	loco_batch_faa(&b, &q1, 0, 5, &faa_old);
+	loco_batch_read(&b, &rr[1], 8, &r0, 8);
+	loco_batch_write(&b, &q1, 16, w2, 16);
+	loco_batch_cas(&b, &rr[1], 16, 0, 3, &cas_old);
+	loco_batch_read(&b, &q1, 16, r16, 16);
+	loco_batch_write(&b, &q1, 32, &seven, 8);
+	ck_assert_int_eq(loco_batch_run(&b, -1), 0);
+	ck_assert_uint_eq(faa_old, 1);
+	ck_assert_uint_eq(r0, 7);
+	ck_assert_uint_eq(cas_old, 0);
+	ck_assert_uint_eq(r16[0], 8);
+	ck_assert_uint_eq(r16[1], 9);
+	ck_assert_int_eq(loco_fence(t, LOCO_FENCE_THREAD, 0), 0);
+	loco_thread_stats(t, &s1);
+	ck_assert_uint_eq(s1.writes - s0.writes, 3);
+	ck_assert_uint_eq(s1.bytes_written - s0.bytes_written, 32);
+	ck_assert_uint_eq(s1.reads - s0.reads, 3);   /* 2 and the fence's */
+	ck_assert_uint_eq(s1.bytes_read - s0.bytes_read, 24);
+	ck_assert_uint_eq(s1.cas - s0.cas, 1);
+	ck_assert_uint_eq(s1.faa - s0.faa, 1);
+	ck_assert_uint_eq(s1.doorbells - s0.doorbells, 3);
+	ck_assert_uint_eq(word_at(8), 7);
+	ck_assert_uint_eq(word_at(16), 3);
+	ck_assert_int_eq(loco_read(cl.thr[2], &q2, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 6);
+	ck_assert_int_eq(loco_read(cl.thr[2], &q2, 32, &v, 8), 0);
+	ck_assert_uint_eq(v, 7);
+
+	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 1, -1), 0);
+	uint64_t x = 0x99;
+	loco_batch_init(&b, t);
+	loco_batch_read(&b, &rr[1], 8, &r0, 8);
+	loco_batch_read(&b, &q1, 0, &v, 8);
+	loco_batch_write(&b, &rr[1], 40, &x, 8);
+	loco_batch_faa(&b, &q1, 0, 1, &faa_old);
+	loco_batch_write(&b, &q1, 48, &x, 8);
+	loco_batch_cas(&b, &rr[1], 16, 3, 4, &cas_old);
+	ck_assert_int_eq(loco_batch_run(&b, -1), -LOCO_EFENCED);
+	ck_assert_uint_eq(b.n, 0);
+	ck_assert_uint_eq(word_at(40), 0);
+	ck_assert_uint_eq(word_at(16), 3);
+	ck_assert_int_eq(loco_read(cl.thr[2], &q2, 0, &v, 8), 0);
+	ck_assert_uint_eq(v, 6);
+	ck_assert_int_eq(loco_read(cl.thr[2], &q2, 48, &v, 8), 0);
+	ck_assert_uint_eq(v, 0);
+}
+END_TEST
+
 START_TEST(fence_bad_args)
 {
 	ck_assert_int_eq(loco_fence_node(cl.mgr[2], 2, -1), -EINVAL);
@@ -290,6 +361,7 @@ int main(int argc, char **argv)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, fence_refuses);
 	tcase_add_test(tc, fence_bad_args);
+	tcase_add_test(tc, batch_two_peers);
 	tcase_add_test(tc, fence_rejoin);
 	tcase_add_test(tc, hello_per_peer_desc);
 	tcase_add_test(tc, lease_clock);

@@ -384,6 +384,122 @@ START_TEST(inline_path_stats)
 }
 END_TEST
 
+/* A batch of ops added inline (8-byte words, 16-byte spans), and one
+ * mixing them with ops added out of line (a misaligned READ, an odd
+ * length), run every op in the order added with the results and
+ * counters of single ops, through loco_batch_post and through
+ * loco_batch_run. A batch whose add failed
+ * (out of bounds, between inline adds) records no later add, executes
+ * none of its ops, moves no counter, and is empty afterwards; an add
+ * past LOCO_BATCH_MAX fails it with -E2BIG the same way. */
+START_TEST(batch_mixed_and_errors)
+{
+	uint64_t *mem = reg.base;
+	uint64_t one = 1, w2[2] = { 21, 22 }, rmis = 0, cas_old = 0,
+		 faa_old = 0, r16[2] = { 0 };
+	uint8_t odd[10] = { 0 };
+	struct loco_stats s0, s1;
+	struct loco_batch b;
+	struct loco_ack ack = { 0, 0 };
+	ck_assert_int_eq(loco_write(thr, &rr, 0, &one, 8), 0);  /* QP open */
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
+	/* Inline only (on shm), ending with a WRITE: one doorbell, one round
+	 * trip however it is waited for (a second wait counts none, nor does
+	 * the fence after a wait), and a fence READ left to post. */
+	for (int run = 0; run < 2; run++) {
+		struct loco_ack none = { 0, 0 };
+		memset(mem, 0, 128);
+		loco_thread_stats(thr, &s0);
+		loco_batch_init(&b, thr);
+		loco_batch_faa(&b, &rr, 0, 4, &faa_old);
+		loco_batch_write(&b, &rr, 8, w2, 16);
+		loco_batch_read(&b, &rr, 0, r16, 16);
+		loco_batch_cas(&b, &rr, 0, 4, 6, &cas_old);
+		loco_batch_write(&b, &rr, 24, &one, 8);
+		ck_assert_int_eq(run ? loco_batch_run(&b, 1000) :
+				 loco_batch_post(&b, &ack), 0);
+		if (!run)
+			ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+		ck_assert_int_eq(loco_ack_wait(thr, &none, 1000), 0);
+		ck_assert_uint_eq(faa_old, 0);
+		ck_assert_uint_eq(r16[0], 4);
+		ck_assert_uint_eq(r16[1], 21);
+		ck_assert_uint_eq(cas_old, 4);
+		ck_assert_uint_eq(mem[0], 6);
+		ck_assert_uint_eq(mem[3], 1);
+		ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_THREAD, 0), 0);
+		loco_thread_stats(thr, &s1);
+		stats_moved(&s0, &s1, (struct loco_stats){ .reads = 2,
+			.writes = 2, .cas = 1, .faa = 1, .bytes_read = 16,
+			.bytes_written = 24, .doorbells = 2, .rtts = 1,
+			.fences = 1 });
+	}
+	for (int run = 0; run < 2; run++) {
+		memset(mem, 0, 128);
+		loco_thread_stats(thr, &s0);
+		loco_batch_init(&b, thr);
+		loco_batch_write(&b, &rr, 0, &one, 8);
+		loco_batch_write(&b, &rr, 8, w2, 16);
+		loco_batch_read(&b, &rr, 4, &rmis, 8);       /* out of line */
+		loco_batch_cas(&b, &rr, 0, 1, 5, &cas_old);
+		loco_batch_read(&b, &rr, 8, odd, 10);        /* out of line */
+		loco_batch_faa(&b, &rr, 16, 100, &faa_old);
+		loco_batch_read(&b, &rr, 0, r16, 16);
+		ck_assert_uint_eq(b.n, 7);
+		ck_assert_int_eq(run ? loco_batch_run(&b, 1000) :
+				 loco_batch_post(&b, &ack), 0);
+		ck_assert_uint_eq(b.n, 0);
+		if (!run)
+			ck_assert_int_eq(loco_ack_wait(thr, &ack, 1000), 0);
+		loco_thread_stats(thr, &s1);
+		ck_assert_uint_eq(rmis, (uint64_t)21 << 32);  /* bytes 4..11 */
+		ck_assert_uint_eq(cas_old, 1);
+		ck_assert_uint_eq(odd[0], 21);
+		ck_assert_uint_eq(odd[8], 22);
+		ck_assert_uint_eq(faa_old, 22);
+		ck_assert_uint_eq(r16[0], 5);
+		ck_assert_uint_eq(r16[1], 21);
+		ck_assert_uint_eq(mem[2], 122);
+		stats_moved(&s0, &s1, (struct loco_stats){ .reads = 3,
+			.writes = 2, .cas = 1, .faa = 1, .bytes_read = 34,
+			.bytes_written = 24, .doorbells = 1, .rtts = 1 });
+	}
+
+	memset(mem, 0, 128);
+	for (int run = 0; run < 2; run++) {
+		loco_thread_stats(thr, &s0);
+		loco_batch_init(&b, thr);
+		loco_batch_write(&b, &rr, 0, &one, 8);
+		loco_batch_faa(&b, &rr, 8, 1, &faa_old);
+		loco_batch_write(&b, &rr, 4095, &one, 8);     /* out of bounds */
+		loco_batch_write(&b, &rr, 16, &one, 8);
+		loco_batch_cas(&b, &rr, 24, 0, 1, &cas_old);
+		ck_assert_int_eq(b.err, -EINVAL);
+		ck_assert_uint_eq(b.n, 2);   /* nothing added after the error */
+		ck_assert_int_eq(run ? loco_batch_run(&b, 1000) :
+				 loco_batch_post(&b, NULL), -EINVAL);
+		ck_assert_uint_eq(b.n, 0);
+		ck_assert_int_eq(b.err, 0);
+		for (int i = 0; i < 16; i++)
+			ck_assert_uint_eq(mem[i], 0);
+		loco_thread_stats(thr, &s1);
+		stats_moved(&s0, &s1, (struct loco_stats){ 0 });
+		/* Empty again: posts nothing, returns 0. */
+		ck_assert_int_eq(loco_batch_post(&b, NULL), 0);
+	}
+	loco_thread_stats(thr, &s0);
+	loco_batch_init(&b, thr);
+	for (int i = 0; i <= LOCO_BATCH_MAX; i++)
+		loco_batch_write(&b, &rr, 8 * (uint64_t)(i % 16), &one, 8);
+	ck_assert_uint_eq(b.n, LOCO_BATCH_MAX);
+	ck_assert_int_eq(loco_batch_run(&b, 1000), -E2BIG);
+	for (int i = 0; i < 16; i++)
+		ck_assert_uint_eq(mem[i], 0);
+	loco_thread_stats(thr, &s1);
+	stats_moved(&s0, &s1, (struct loco_stats){ 0 });
+}
+END_TEST
+
 /* A region's words (loco_words_read) give what loco_read gives at 8 * I:
  * values, errors (past the region, an offset that overflows, forged or
  * hand-built descriptors, a region without READ access) and exactly the
@@ -580,6 +696,7 @@ int main(void)
 	tcase_add_test(tc, fence_global_other_thread);
 	tcase_add_test(tc, exact_stats);
 	tcase_add_test(tc, inline_path_stats);
+	tcase_add_test(tc, batch_mixed_and_errors);
 	tcase_add_test(tc, words_read);
 	tcase_add_test(tc, arena_file_private);
 	tcase_add_test(tc, wait_ready_without_channels);
