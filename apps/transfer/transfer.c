@@ -484,7 +484,8 @@ static inline int acquire(struct xfer_op *op, struct loco_thread *thr,
 		read_guarded(op, &b, l);
 	try_also(op, thr, also, &t, &b, &tried);
 	int brc = loco_batch_run(&b, -1);
-	*got = tried && !loco_ticket_lock_trylock_finish(also, thr, &t, brc);
+	*got = also && tried &&
+	       !loco_ticket_lock_trylock_finish(also, thr, &t, brc);
 	if (*got && !loco_ticket_lock_lock_served(&a)) {
 		unlock_unused(also, thr);   /* before L's wait */
 		*got = false;
