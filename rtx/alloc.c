@@ -76,7 +76,7 @@ int rtx_pools_init(struct loco_rtx_worker *w)
 	for (unsigned i = 0; i < x->nnodes; i++) {
 		struct rtx_pool *p = &w->pool[i];
 		p->pos = malloc(x->nchunks * sizeof(*p->pos));
-		p->seen = malloc(x->nchunks * sizeof(*p->seen));
+		p->seen = calloc(x->nchunks, sizeof(*p->seen));
 		if (!p->pos || !p->seen)
 			return -ENOMEM;
 		memset(p->pos, -1, x->nchunks * sizeof(*p->pos));
