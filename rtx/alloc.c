@@ -537,6 +537,41 @@ static int pool_ask(struct loco_rtx_worker *w, uint32_t ni)
 			rtx_want_off(w->x), 1, &old);
 }
 
+/* What node NI's chunk table shows, for the pool-full warning: chunks
+ * with no owner, and blocks the bitmap words mark in use (as their
+ * owners last flushed them: garbage not yet scanned counts as in use). */
+static void pool_census(struct loco_rtx_worker *w, uint32_t ni,
+			uint32_t *unowned, uint64_t *marked)
+{
+	const struct loco_rtx *x = w->x;
+	uint64_t *own = (uint64_t *)w->scan, *bm = own + TABLE_WORDS;
+	*unowned = 0;
+	*marked = 0;
+	for (uint32_t f = 0, n; f < x->nchunks; f += n) {
+		n = x->nchunks - f < TABLE_WORDS ? x->nchunks - f : TABLE_WORDS;
+		if (read_table(w, ni, f, n, own, bm))
+			return;
+		for (uint32_t i = 0; i < n; i++) {
+			*unowned += !own[i];
+			*marked += (uint64_t)__builtin_popcountll(
+				bm[i] & chunk_valid(f + i));
+		}
+	}
+}
+
+static void warn_full(struct loco_rtx_worker *w, uint32_t ni)
+{
+	uint32_t unowned;
+	uint64_t marked;
+	pool_census(w, ni, &unowned, &marked);
+	loco_warn(w->x->base.name, "node %u: data pool full (%u of its %u "
+		  "chunks held by slot %u, all blocks in use; %u chunks "
+		  "unowned, %llu of %llu blocks marked in use)",
+		  w->x->node[ni].id, w->pool[ni].n, w->x->nchunks, w->slot,
+		  unowned, (unsigned long long)marked,
+		  (unsigned long long)w->x->nchunks * LOCO_RTX_CHUNK_BLOCKS);
+}
+
 /* refill, asking the other workers to give chunks back and waiting a
  * little for them to do it. */
 static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
@@ -545,13 +580,11 @@ static int refill_wait(struct loco_rtx_worker *w, uint32_t ni)
 		int rc = refill(w, ni);
 		if (rc != -ENOMEM)
 			return rc;
-		if (t % RTX_ASK_EVERY == 0 && (rc = pool_ask(w, ni)))
-			return rc;
+		int arc = t % RTX_ASK_EVERY == 0 ? pool_ask(w, ni) : 0;
+		if (arc)
+			return arc;
 		if (t == RTX_FULL_WAITS) {
-			loco_warn(w->x->base.name, "node %u: data pool full "
-				  "(%u of its %u chunks held by slot %u, all "
-				  "blocks in use)", w->x->node[ni].id,
-				  w->pool[ni].n, w->x->nchunks, w->slot);
+			warn_full(w, ni);
 			return rc;
 		}
 		w->pool[ni].since_scan = RTX_SCAN_MIN_ALLOCS;

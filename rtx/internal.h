@@ -27,7 +27,7 @@
 #define RTX_RUN_MAX 8                 /* blocks rtx_alloc_run takes in a row */
 #define RTX_MAX_REPAIRS 8             /* expired locks noted per attempt */
 #define RTX_SCAN_MIN_ALLOCS 8         /* allocations before a rescan */
-#define RTX_FULL_WAITS 200            /* 1 ms waits for a chunk when full */
+#define RTX_FULL_WAITS 600            /* 1 ms waits for a chunk when full */
 #define RTX_ASK_EVERY 10              /* waits between two asks for chunks */
 
 /* Remote superblock (home node). */

@@ -1313,6 +1313,38 @@ START_TEST(guard_confirms_and_goes_on)
 }
 END_TEST
 
+/* ---- a full pool --------------------------------------------------------- */
+
+#define FULL_OBJ 160
+#define FULL_BLOCKS 128   /* two chunks: 127 blocks (block 0 is null) */
+
+static void setup_full(void)
+{
+	ck_assert_int_eq(cluster1_start(&c, "", 5000), 0);
+	make_rtx_with(FULL_OBJ, FULL_BLOCKS, false, 0);
+}
+
+/* With every block of the pool live, a commit that needs one more (a
+ * rewrite: the old block is freed only after it) fails with -ENOMEM once
+ * the wait for give-backs ran out, and leaves nothing behind: every
+ * value as it was, no block leaked or lost; the worker goes on. */
+START_TEST(full_pool_fails_cleanly)
+{
+	struct loco_rtx_audit a;
+	uint32_t live = FULL_BLOCKS - 1;
+	for (uint32_t i = 0; i < live; i++)
+		put(i, 100 + i);
+	ck_assert_int_eq(put_with(w, 0, 7), -ENOMEM);
+	ck_assert_int_eq(get(live), -1);
+	for (uint32_t i = 0; i < live; i++)
+		ck_assert_int_eq(get(i), (int64_t)(100 + i));
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.referenced, live);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+}
+END_TEST
+
 /* ---- chunks changing hands ---------------------------------------------- */
 
 #define POOL_OBJ 192
@@ -1859,6 +1891,8 @@ static Suite *suite(void)
 	tcase_add_test(t, destroy_gives_chunks_back);
 	tcase_add_test(t, ask_squeezes_partly_used_chunk);
 	tcase_add_test(t, claims_of_full_chunks_go_on);
+	t = add_case(s, "full", setup_full, 30);
+	tcase_add_test(t, full_pool_fails_cleanly);
 	t = add_case(s, "options", setup_noopt1, 0);
 	tcase_add_test(t, no_opt1_logs_single_writes);
 	return s;
