@@ -295,10 +295,10 @@ static int run_phase(struct xfer *xf)
 		if (pthread_create(&th[n], NULL, fn, &wa[n]))
 			break;
 	}
-	if (!rc && n == xf->o.threads && xf->o.reclaim_dead)
+	if (!rc && n == xf->o.threads && xf->o.reclaim_dead) {
 		reclaimer = !pthread_create(&rth, NULL, xfer_reclaimer, &rwa);
-	if (!rc && n == xf->o.threads && xf->o.reclaim_dead && !reclaimer)
-		rc = -EAGAIN;
+		rc = reclaimer ? 0 : -EAGAIN;
+	}
 	if (!rc) {
 		/* loco-run aims its faults at this line (ID@after:NODE:...). */
 		fprintf(stderr, PROG ": node %u: measured phase begins\n",
