@@ -21,11 +21,14 @@ struct reclaim_view {
 	uint64_t gone;      /* at the last look: not running (not started,
 			     * DONE, suspected) or reclaimed */
 	uint64_t suspect;   /* at the last look: suspected, not reclaimed */
-	uint64_t reclaimed; /* reclaimed by this node */
+	uint64_t reclaimed; /* reclaimed by this node, or by another one as
+			     * its record says */
 };
 
-/* One look at every other compute node not reclaimed yet. A node that
- * has not begun its measured phase (no record yet: it may still be
+/* One look at every other compute node not reclaimed yet; what another
+ * node's record says it reclaimed is not reclaimed again (the node that
+ * did it may have finished since, and the next lowest takes over). A node
+ * that has not begun its measured phase (no record yet: it may still be
  * initialising the accounts, which sends no heartbeat) is not suspected
  * during the run: the end's watch judges it. */
 static int look_all(struct xfer *xf, struct loco_thread *thr,
@@ -42,12 +45,15 @@ static int look_all(struct xfer *xf, struct loco_thread *thr,
 		int rc = xfer_look(xf, thr, id, &v->pw[id], &r, &seen);
 		if (rc)
 			return rc;
+		v->reclaimed |= r.reclaimed & ~(UINT64_C(1) << xf->self);
 		bool running = r.state == XFER_RUNNING;
 		if (!running || seen != XFER_SEEN_ALIVE)
 			v->gone |= UINT64_C(1) << id;
 		if (running && seen == XFER_SEEN_SUSPECT)
 			v->suspect |= UINT64_C(1) << id;
 	}
+	v->gone |= v->reclaimed;
+	v->suspect &= ~v->reclaimed;
 	return 0;
 }
 
