@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"         [--mem-nodes first|all] [--blocks N]\n"
 		"         [--timeline FILE.csv] [--hb-ms MS] [--dead-ms MS]\n"
 		"         [--seed N] [--reporter ID] [--count-commits]\n"
+		"         [--reclaim-dead]\n"
 		"         [loco options: --id --hosts --transport ...]\n"
 		"Defaults: 1000 accounts of 1000, amounts 1..100, 5 s, 2 threads,\n"
 		"rtx, drift 8 ms, heartbeat 10 ms, dead after 500 ms without one.\n"
@@ -47,6 +48,13 @@ static void usage(FILE *f)
 		"--count-commits: every transfer also adds one to its thread's\n"
 		"commit counter; the reporter checks that no acknowledged transfer\n"
 		"is missing (after memory nodes' power cuts: docs/durability.md).\n"
+		"--reclaim-dead (rtx mode): during the run, a node silent for\n"
+		"--dead-ms is fenced and, once fenced, its thread slots are\n"
+		"adopted by the lowest compute node still running (their data\n"
+		"chunks back in the pool; without it they come back only at the\n"
+		"end); listed in the result's \"reclaimed\". A node that cannot be\n"
+		"fenced is never adopted. Off by default: a live node stalled\n"
+		"past --dead-ms on a busy host is then fenced mid-run.\n"
 		"A memory node that dies is waited for; the workers go on when it\n"
 		"is back (--no-persist, tests only: rtx without its persistence\n"
 		"points, which a power cut must expose).\n"
@@ -112,6 +120,7 @@ static int parse_one(void *arg, int c, const char *s, char *expect)
 	case 'U': o->update = true; return 0;
 	case 'C': o->count_commits = true; return 0;
 	case 'N': o->no_persist = true; return 0;
+	case 'K': o->reclaim_dead = true; return 0;
 	default: return -1;
 	}
 }
@@ -139,13 +148,21 @@ static int parse(struct xfer_opts *o, int argc, char **argv)
 		{ "reporter", required_argument, NULL, 'R' },
 		{ "count-commits", no_argument, NULL, 'C' },
 		{ "no-persist", no_argument, NULL, 'N' },
+		{ "reclaim-dead", no_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct xfer_opts){ .accounts = 1000, .balance = 1000,
 		.max_amount = 100, .duration = 5, .threads = 2,
 		.drift_ms = 8, .hb_ms = 10, .dead_ms = 500,
 		.seed = (uint64_t)time(NULL), .reporter = LOCO_MAX_NODES };
-	return bench_getopt(argc, argv, "", opts, parse_one, o, PROG) ? 2 : 0;
+	if (bench_getopt(argc, argv, "", opts, parse_one, o, PROG))
+		return 2;
+	if (o->reclaim_dead && o->mode != XFER_RTX) {
+		fprintf(stderr, PROG ": --reclaim-dead is for --mode rtx (the "
+			"lock mode has no slots to adopt)\n");
+		return 2;
+	}
+	return 0;
 }
 
 /* ---- cluster ------------------------------------------------------------- */
@@ -269,11 +286,18 @@ static int run_phase(struct xfer *xf)
 						       xfer_lock_worker;
 	loco_mgr_stats(xf->mgr, &xf->st0);
 	unsigned n = 0;
+	pthread_t rth;
+	struct xfer_warg rwa = { .xf = xf };
+	bool reclaimer = false;
 	int rc = publish(xf, XFER_RUNNING);
 	for (; !rc && n < xf->o.threads; n++) {
 		wa[n] = (struct xfer_warg){ .xf = xf, .idx = n };
 		if (pthread_create(&th[n], NULL, fn, &wa[n]))
 			break;
+	}
+	if (!rc && n == xf->o.threads && xf->o.reclaim_dead) {
+		reclaimer = !pthread_create(&rth, NULL, xfer_reclaimer, &rwa);
+		rc = reclaimer ? 0 : -EAGAIN;
 	}
 	if (!rc) {
 		/* loco-run aims its faults at this line (ID@after:NODE:...). */
@@ -287,6 +311,10 @@ static int run_phase(struct xfer *xf)
 		pthread_join(th[i], NULL);
 		if (!rc)
 			rc = wa[i].rc;
+	}
+	if (reclaimer) {
+		pthread_join(rth, NULL);
+		rc = rc ? rc : rwa.rc;
 	}
 	loco_mgr_stats(xf->mgr, &xf->st1);
 	return rc ? rc : n == xf->o.threads ? 0 : -EAGAIN;
@@ -305,7 +333,10 @@ static void final_rec(struct xfer *xf, struct bench_lat *lat)
 	r->ops = r->aborts = r->lock_waits = r->blocked = r->stalls = 0;
 	r->acked = r->unknown = r->outages = 0;
 	r->repair_end_us = 0;
-	r->repairs = xf->init_repairs;
+	r->repairs = xf->init_repairs + xf->reclaim_repairs;
+	/* Relaxed: the reclaimer is joined. */
+	r->reclaimed = atomic_load_explicit(&xf->live_reclaimed,
+					    memory_order_relaxed);
 	for (unsigned i = 0; i < xf->o.threads; i++) {
 		struct xfer_wstats *w = &xf->ws[i];
 		r->ops += w->ops;
@@ -371,6 +402,7 @@ static void report(struct xfer *xf, struct xfer_result *res,
 	       (unsigned long long)res->locks_held,
 	       (unsigned long long)res->aborts);
 	print_ids("dead", res->dead);
+	print_ids("reclaimed", res->reclaimed);
 	printf(",\"leaked_blocks\":%llu,\"lost_blocks\":%llu,\"lease_ms\":%llu,"
 	       "\"blocked\":%llu,\"blocked_p99_ms\":%.3f,\"blocked_max_ms\":%.3f,"
 	       "\"stalls\":%llu,\"stall_p50_ms\":%.3f,\"stall_p99_ms\":%.3f,"

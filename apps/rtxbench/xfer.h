@@ -52,6 +52,8 @@ struct xfer_opts {
 	bool count_commits;         /* each transfer also counts itself in
 				     * its worker's commit counter object */
 	bool no_persist;            /* tests: rtx without persistence points */
+	bool reclaim_dead;          /* --reclaim-dead: fence and adopt a dead
+				     * node's slots during the run */
 };
 
 /* Remote record of one compute node (region "xfer-run.ctl"). */
@@ -72,8 +74,10 @@ struct xfer_rec {
 				     * death left unknown */
 	uint64_t outages;           /* recoveries from a memory node's death */
 	uint64_t repairs_of[LOCO_MAX_NODES]; /* repairs, by the owner's node */
+	uint64_t reclaimed;         /* --reclaim-dead: node ids whose slots
+				     * this node adopted during the run */
 };
-static_assert(sizeof(struct xfer_rec) == 200 + 8 * LOCO_MAX_NODES,
+static_assert(sizeof(struct xfer_rec) == 208 + 8 * LOCO_MAX_NODES,
 	      "remote layout");
 
 /* Region "xfer-run.ctl": this header, then one record per node id. */
@@ -117,6 +121,10 @@ struct xfer {
 	_Atomic uint64_t live_acked, live_unknown, live_outages;
 	/* repairs by this node's workers, by the repaired slot's node */
 	_Atomic uint64_t live_repairs_of[LOCO_MAX_NODES];
+	/* --reclaim-dead: node ids reclaimed during the run, and the
+	 * repairs of the reclaims (xfer_reclaimer's) */
+	_Atomic uint64_t live_reclaimed;
+	uint64_t reclaim_repairs;
 	struct loco_rregion lk;      /* lock mode: accounts {lock, balance} */
 };
 
@@ -139,6 +147,7 @@ struct xfer_result {
 	 * acknowledged transfers missing from them (lost after a power cut) */
 	uint64_t acked, unknown, counted, lost_commits;
 	uint64_t outages;            /* recoveries from memory node deaths */
+	uint64_t reclaimed;          /* node ids reclaimed during the run */
 };
 
 uint64_t xfer_realtime_ms(void);
@@ -166,6 +175,29 @@ int xfer_open_shared(struct xfer *xf, const char *name, uint64_t len,
 		     unsigned access, struct loco_rregion *out);
 int xfer_ctl_open(struct xfer *xf);
 void xfer_ctl_close(struct xfer *xf);
+/* What one look at another node's record found (xfer_look). */
+enum xfer_seen { XFER_SEEN_ALIVE, XFER_SEEN_DONE, XFER_SEEN_SUSPECT };
+
+/* One watcher's view of another node's heartbeat. */
+struct xfer_peer {
+	uint64_t hb, since_ns;
+	bool settled, unfenced;
+};
+
+/* READ node ID's record into *R on THR and judge it: DONE, ALIVE (its
+ * heartbeat moved within --dead-ms, or this is the first look), or
+ * SUSPECT (no beat for --dead-ms: maybe dead, maybe paused; nothing may
+ * act for it before xfer_fence_suspect). 0 or the READ's error. */
+int xfer_look(struct xfer *xf, struct loco_thread *thr, uint32_t id,
+	      struct xfer_peer *pw, struct xfer_rec *r, enum xfer_seen *seen);
+/* Fence suspect ID (loco_fence_node): true once fenced; false if the
+ * fence did not complete (said once on stderr): ask again later. */
+bool xfer_fence_suspect(struct xfer *xf, uint32_t id, struct xfer_peer *pw);
+/* --reclaim-dead, rtx mode: a thread (struct xfer_warg) that watches the
+ * other compute nodes during the measured phase, until xf->stop, and
+ * reclaims a dead one's slots (fenced first); docs/rtx.md, "Reclaiming
+ * a dead client's slots during the run". */
+void *xfer_reclaimer(void *arg);
 /* Say hello to every other compute node, so that this node knows each
  * one's incarnation: one found silent later is fenced by it
  * (loco_fence_node asks a node it never met, which a paused or dead one
@@ -188,6 +220,10 @@ void xfer_rtx_close(struct xfer *xf);
 int xfer_rtx_init(struct xfer *xf, struct loco_rtx_worker *w);
 void *xfer_rtx_worker(void *arg);
 int xfer_rtx_final(struct xfer *xf, struct xfer_result *res);
+/* Adopt every thread slot of compute node ID (fenced by the caller) with
+ * a worker created on THR for it and destroyed after, which gives every
+ * adopted chunk back to the pool. */
+int xfer_rtx_reclaim(struct xfer *xf, struct loco_thread *thr, uint32_t id);
 
 /* xfer_lock.c */
 int xfer_lock_open(struct xfer *xf);

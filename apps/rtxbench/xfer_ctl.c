@@ -162,6 +162,8 @@ static void fill_rec(struct xfer *xf)
 	for (uint32_t id = 0; id < LOCO_MAX_NODES; id++)
 		r->repairs_of[id] = atomic_load_explicit(&xf->live_repairs_of[id],
 							 memory_order_relaxed);
+	r->reclaimed = atomic_load_explicit(&xf->live_reclaimed,
+					    memory_order_relaxed);
 	loco_mgr_stats(xf->mgr, &now);
 	xfer_rec_stats(xf, &now);
 }
@@ -192,11 +194,6 @@ int xfer_publish(struct xfer *xf, enum xfer_state st)
 
 /* ---- waiting for the others ---------------------------------------------- */
 
-struct peer_watch {
-	uint64_t hb, since_ns;
-	bool settled, unfenced;
-};
-
 static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 {
 	res->ops += r->ops;
@@ -219,6 +216,7 @@ static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 	res->acked += r->acked;
 	res->unknown += r->unknown;
 	res->outages += r->outages;
+	res->reclaimed |= r->reclaimed;
 	res->repair_end_us = xfer_min_set(res->repair_end_us, r->repair_end_us);
 	if (r->stall_p50_us > res->stall_p50_us)
 		res->stall_p50_us = r->stall_p50_us;
@@ -228,12 +226,12 @@ static void sum_rec(struct xfer_result *res, const struct xfer_rec *r)
 		res->stall_max_us = r->stall_max_us;
 }
 
-/* Node ID sent no heartbeat for --dead-ms: it is only suspected (it may
- * be paused, not dead). Fence it before anyone acts for it (the reporter
- * adopts its slots, which its late WRITEs would corrupt: docs/rtx.md, "A
- * paused owner"). True once fenced; false if the fence did not complete:
- * the node is waited for and fenced at a later look. */
-static bool fence_suspect(struct xfer *xf, uint32_t id, struct peer_watch *pw)
+/* A node sent no heartbeat for --dead-ms: it is only suspected (it may
+ * be paused, not dead). It is fenced before anyone acts for it (its
+ * slots are adopted, which its late WRITEs would corrupt: docs/rtx.md, "A
+ * paused owner"); a fence that did not complete leaves it waited for and
+ * fenced at a later look. */
+bool xfer_fence_suspect(struct xfer *xf, uint32_t id, struct xfer_peer *pw)
 {
 	int rc = loco_fence_node(xf->mgr, id, FENCE_MS);
 	if (!rc)
@@ -249,26 +247,39 @@ static bool fence_suspect(struct xfer *xf, uint32_t id, struct peer_watch *pw)
 	return false;
 }
 
-/* Look at node ID once: DONE, dead (no beat for dead_ms, then fenced), or
- * neither. */
-static int watch(struct xfer *xf, uint32_t id, struct peer_watch *pw,
-		 struct xfer_result *res)
+int xfer_look(struct xfer *xf, struct loco_thread *thr, uint32_t id,
+	      struct xfer_peer *pw, struct xfer_rec *r, enum xfer_seen *seen)
 {
-	struct xfer_rec r;
-	int rc = loco_read(xf->thr, &xf->ctl, rec_off(id), &r, sizeof(r));
+	int rc = loco_read(thr, &xf->ctl, rec_off(id), r, sizeof(*r));
 	if (rc)
 		return rc;
 	uint64_t now = loco_lease_now_ns();
-	if (r.state == XFER_DONE) {
-		res->done |= UINT64_C(1) << id;
-	} else if (r.hb_ms != pw->hb || !pw->since_ns) {
-		pw->hb = r.hb_ms;
+	*seen = XFER_SEEN_ALIVE;
+	if (r->state == XFER_DONE) {
+		*seen = XFER_SEEN_DONE;
+	} else if (r->hb_ms != pw->hb || !pw->since_ns) {
+		pw->hb = r->hb_ms;
 		pw->since_ns = now;
-		return 0;
-	} else if (now < pw->since_ns ||  /* the lease clock stepped back */
-		   now - pw->since_ns < (uint64_t)xf->o.dead_ms * 1000000u ||
-		   !fence_suspect(xf, id, pw)) {
-		return 0;
+	} else if (now >= pw->since_ns &&  /* else the lease clock stepped back */
+		   now - pw->since_ns >= (uint64_t)xf->o.dead_ms * 1000000u) {
+		*seen = XFER_SEEN_SUSPECT;
+	}
+	return 0;
+}
+
+/* Look at node ID once: DONE, dead (no beat for dead_ms, then fenced), or
+ * neither. */
+static int watch(struct xfer *xf, uint32_t id, struct xfer_peer *pw,
+		 struct xfer_result *res)
+{
+	struct xfer_rec r;
+	enum xfer_seen seen;
+	int rc = xfer_look(xf, xf->thr, id, pw, &r, &seen);
+	if (rc || seen == XFER_SEEN_ALIVE ||
+	    (seen == XFER_SEEN_SUSPECT && !xfer_fence_suspect(xf, id, pw)))
+		return rc;
+	if (seen == XFER_SEEN_DONE) {
+		res->done |= UINT64_C(1) << id;
 	} else {
 		res->dead |= UINT64_C(1) << id;
 		fprintf(stderr, "loco-rtx-transfer: node %u: node %u is dead (no "
@@ -296,7 +307,7 @@ void xfer_dead_repairs(struct xfer *xf, struct xfer_result *res)
 
 int xfer_wait_others(struct xfer *xf, struct xfer_result *res)
 {
-	struct peer_watch pw[LOCO_MAX_NODES];
+	struct xfer_peer pw[LOCO_MAX_NODES];
 	memset(pw, 0, sizeof(pw));
 	uint64_t left = xf->compute & ~(UINT64_C(1) << xf->self);
 	while (left) {

@@ -354,6 +354,29 @@ void *xfer_rtx_worker(void *arg)
 	return NULL;
 }
 
+/* ---- reclaims during the run (--reclaim-dead) ---------------------------- */
+
+int xfer_rtx_reclaim(struct xfer *xf, struct loco_thread *thr, uint32_t id)
+{
+	uint32_t tpn = loco_rtx_threads_per_node(xf->rtx);
+	struct loco_rtx_worker *w;
+	struct loco_rtx_stats s;
+	int rc = loco_rtx_worker_create(xf->rtx, thr, &w);
+	if (rc)
+		return rc;
+	loco_rtx_set_hooks(w, &run_hooks, xf);
+	for (uint32_t t = 0; t < tpn && !rc; t++)
+		rc = loco_rtx_adopt_slot(w, id * tpn + t);
+	loco_rtx_worker_stats(w, &s);
+	xf->reclaim_repairs += s.repairs;
+	/* Relaxed: a counter for the heartbeats. */
+	atomic_fetch_add_explicit(&xf->live_repairs, s.repairs,
+				  memory_order_relaxed);
+	/* Every adopted chunk back to the pool, its live blocks marked. */
+	int drc = loco_rtx_worker_destroy(w);
+	return rc ? rc : drc;
+}
+
 /* ---- the reporter's final phase ------------------------------------------ */
 
 /* Take over every thread slot the run used (all its clients are DONE or

@@ -3,7 +3,7 @@
 """Run loco-rtx-transfer under tools/loco-run and check its JSON result.
 
 usage: check_transfer.py [--min-dead N] [--max-dead N] [--min-repairs N]
-                         [--min-outages N] [--tries K]
+                         [--min-outages N] [--min-reclaimed N] [--tries K]
                          -- LOCO-RUN-ARGS... -- loco-rtx-transfer ARGS...
 
 Everything after the first "--" goes to tools/loco-run as is. The run
@@ -17,7 +17,10 @@ an error, such as a full data pool, never finishes and counts as dead; a
 live node suspected on a busy host and fenced, exit status 3, does not),
 "lost_commits": 0 when the line has it (--count-commits: no acknowledged
 transfer missing after memory nodes' restarts), and at least
---min-outages recoveries from a memory node's death (default 0).
+--min-outages recoveries from a memory node's death (default 0), and at
+least --min-reclaimed dead nodes reclaimed during the run (default 0:
+loco-rtx-transfer --reclaim-dead, its "reclaimed" list; each one must
+be among the dead, which the end of the run finds fenced).
 A node killed by a crash point makes loco-run exit non-zero, so its
 status is not used; a missing JSON line fails.
 
@@ -34,10 +37,11 @@ import crashrun
 def parse(argv):
     return crashrun.parse(argv, "check_transfer",
                           {"min_dead": 1, "max_dead": None, "min_repairs": 1,
-                           "tries": 1, "min_outages": 0},
+                           "tries": 1, "min_outages": 0, "min_reclaimed": 0},
                           {"--min-dead": "min_dead", "--max-dead": "max_dead",
                            "--min-repairs": "min_repairs", "--tries": "tries",
-                           "--min-outages": "min_outages"})
+                           "--min-outages": "min_outages",
+                           "--min-reclaimed": "min_reclaimed"})
 
 
 def problems(res, opts, final):
@@ -55,6 +59,14 @@ def problems(res, opts, final):
         bad.append("dead nodes %s (fenced %s), want at most %d"
                    % (res["dead"], res.get("fenced_nodes", []),
                       opts["max_dead"]))
+    reclaimed = res.get("reclaimed", [])
+    if set(reclaimed) - set(res["dead"]):
+        bad.append("reclaimed %s but dead %s: a node reclaimed during the "
+                   "run must be found dead at its end"
+                   % (reclaimed, res["dead"]))
+    if final and len(reclaimed) < opts["min_reclaimed"]:
+        bad.append("%d nodes reclaimed during the run (%s), want >= %d"
+                   % (len(reclaimed), reclaimed, opts["min_reclaimed"]))
     if final and len(res["dead"]) < opts["min_dead"]:
         bad.append("%d dead nodes, want >= %d" % (len(res["dead"]),
                                                   opts["min_dead"]))

@@ -21,6 +21,16 @@ moment later (its operations in flight). MODE:
                fenced first: it ends with exit status 3 and a message
                saying it was fenced. A run whose victim was not taken for
                dead is repeated (--tries K, default 3).
+  reclaim      loco-rtx-transfer --reclaim-dead with a --duration long
+               enough for the others to run on past the victim's
+               --dead-ms: the pause lasts until a node says it reclaimed
+               node ID during the run (fenced, then its slots adopted
+               while it is still stopped), or that it could not fence it
+               (shm: resumed then, the fence completes after), or that it
+               found it dead at the end of the run (which fails: it was
+               not reclaimed during the run). As in adopt mode, the victim
+               must exit 3 saying it was fenced, and the result's
+               "reclaimed" list must be exactly [ID].
   pauses:N:MS  N pauses of MS milliseconds each (longer than the rTX
                lease, shorter than --dead-ms), a moment apart: the others
                repair what the victim held (online, no fence), the victim
@@ -71,8 +81,8 @@ def parse(argv):
         except ValueError:
             sys.exit("pause_check: MODE pauses:N:MS, got %s" % mode)
         opts["pauses"] = (n, ms)
-    elif mode != "adopt":
-        sys.exit("pause_check: MODE is adopt or pauses:N:MS")
+    elif mode not in ("adopt", "reclaim"):
+        sys.exit("pause_check: MODE is adopt, reclaim or pauses:N:MS")
     if i >= len(argv):
         sys.exit("pause_check: no loco-run arguments after --")
     return opts, argv[i + 1:]
@@ -125,8 +135,14 @@ class Pauser:
         self.done = 0
         self.running = re.compile(r"^\[n%d\] (.*: node %d: measured phase begins|ycsb: "
                                   r"node %d: \d+ s, )" % (victim, victim, victim))
-        self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d is (dead|"
-                               r"silent but not fenced)" % victim)
+        if opts["mode"] == "reclaim":
+            self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d (reclaimed"
+                                   r" during the run|is silent but not fenced|"
+                                   r"is dead \(no heartbeat for \d+ ms; "
+                                   r"fenced\)$)" % victim)
+        else:
+            self.dead = re.compile(r"^\[n\d+\] .*: node \d+: node %d is (dead|"
+                                   r"silent but not fenced)" % victim)
         self.thread = None
 
     def pauses(self, n, ms):
@@ -243,6 +259,12 @@ def problems(res, lines, pz):
     if v in dead and not (fenced and said):
         bad.append("node %d was taken for dead and its slots adopted, but "
                    "it was not fenced (no exit status 3 saying so)" % v)
+    reclaimed = res.get("reclaimed", [])
+    if pz.opts["mode"] == "reclaim" and pz.resumed and reclaimed != [v]:
+        bad.append("reclaimed during the run: %s, want [%d]" % (reclaimed, v))
+    if pz.opts["mode"] == "reclaim" and reclaimed and v not in dead:
+        bad.append("node %d reclaimed during the run but not found dead at "
+                   "its end (dead %s)" % (v, dead))
     return bad
 
 
@@ -270,7 +292,8 @@ def main():
         if "pauses" in opts or pz.resumed:
             print("pause_check: ok (attempt %d): node %d %s" %
                   (attempt, victim, "paused %d times" % pz.done
-                   if "pauses" in opts else "taken for dead, fenced"))
+                   if "pauses" in opts else "reclaimed during the run, fenced"
+                   if opts["mode"] == "reclaim" else "taken for dead, fenced"))
             return 0
         print("pause_check: attempt %d: node %d was never taken for "
               "dead" % (attempt, victim))
