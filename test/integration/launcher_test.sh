@@ -362,11 +362,14 @@ hit=$(fault_at 'fault: SIGKILL node 0')
 [ -n "$seen" ] && [ -n "$hit" ] || fail "no fault line"
 pytrue "$hit - $seen >= 0.59" ||
 	fail "killed at ${hit}s, the line seen at ${seen}s: expected 0.6 s later"
+# The node ran on after its line and was killed before its end; how far
+# its own clock got by then depends on how a loaded host scheduled it
+# (loco-run's delay is judged above, on loco-run's clock).
 counts 0 | python3 -c '
 import sys
 t = {int(k): float(v) for k, v in (l.split() for l in sys.stdin)}
-sys.exit(not (3 in t and max(t.values()) - t[3] >= 0.5 and 400 not in t))' ||
-	fail "n0 did not run on for 0.6 s after its line (or was not killed)"
+sys.exit(not (3 in t and max(t) > 3 and 400 not in t))' ||
+	fail "n0 did not run on after its line (or was not killed)"
 
 # An event that never comes, one that comes too late, a target gone: the run
 # fails, saying so; nothing is hit.
