@@ -510,9 +510,10 @@ static bool handover(struct loco_ticket_lock *l)
  * line spins (its *SPINS-th step: the first l->spin.budget - 1, a budget
  * learned from its waits, spin_learn), then yields, but naps while the
  * holder that began at MOVED_NS is probably in the first half of its
- * turn; the others nap until their turn is near. Naps shorter than NAP_MIN_NS yield instead
- * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. Returns
- * what it did: STEP_SPUN (no system call), STEP_YIELDED or STEP_NAPPED. */
+ * turn; the others nap until their turn is near. Naps shorter than
+ * NAP_MIN_NS yield instead (see NAP_MIN_NS), so on an idle host or on shm
+ * nothing naps. Returns what it did: STEP_SPUN (no system call),
+ * STEP_YIELDED or STEP_NAPPED. */
 enum { STEP_SPUN, STEP_YIELDED, STEP_NAPPED };
 
 static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
