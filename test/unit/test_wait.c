@@ -155,7 +155,7 @@ START_TEST(bounded_by_cap)
 		struct loco_spin s;
 		unsigned top = 0;
 		loco_spin_init(&s, caps[c]);
-		for (int i = 0; i < 100000; i++) {
+		for (int i = 0; i < 30000; i++) {
 			uint64_t r = rnd(&x);
 			wait_k(&s, r % 4 ? (unsigned)(r >> 8) % (2 * s.cap + 1) :
 					   UINT32_MAX);
@@ -193,7 +193,7 @@ static unsigned draw(const struct bucket *b, uint64_t *x)
 static unsigned settle(const struct bucket *b, uint64_t seed,
 		       unsigned *out_ppm, unsigned *spun_mean)
 {
-	const unsigned n = 1000000;
+	const unsigned n = 300000;
 	uint64_t x = seed, sum = 0, out = 0, spun = 0;
 	struct loco_spin s;
 	loco_spin_init(&s, LOCO_WAIT_SPINS);
