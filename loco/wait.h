@@ -88,7 +88,7 @@ static inline void loco_backoff(unsigned *spins)
  * above the cap, on any transport (LOCO_WAIT_SPINS, the fixed budget it
  * replaces, for round-trip polls too). Deterministic: counts only, no
  * clock. */
-#define LOCO_SPIN_MIN 8
+#define LOCO_SPIN_MIN 16
 #define LOCO_SPIN_NEAR 2
 
 struct loco_spin {

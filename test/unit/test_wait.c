@@ -51,14 +51,14 @@ START_TEST(starts_at_cap)
 	ck_assert_uint_eq(s.budget, LOCO_WAIT_SPINS);
 	ck_assert_uint_eq(s.cap, LOCO_WAIT_SPINS);
 	ck_assert_uint_eq(LOCO_WAIT_SPINS, 128);
-	ck_assert_uint_eq(LOCO_SPIN_MIN, 8);
+	ck_assert_uint_eq(LOCO_SPIN_MIN, 16);
 }
 END_TEST
 
 /* Every wait whose budget ran out halves it, down to the floor. */
 START_TEST(misses_halve_to_floor)
 {
-	static const unsigned want[] = { 64, 32, 16, 8, 8, 8 };
+	static const unsigned want[] = { 64, 32, 16, 16, 16, 16 };
 	struct loco_spin s;
 	loco_spin_init(&s, LOCO_WAIT_SPINS);
 	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -83,12 +83,12 @@ START_TEST(early_hits_leave_it)
 		loco_spin_learn(&s, k, 0);
 		ck_assert_uint_eq(s.budget, 128);
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 3; i++)
 		loco_spin_learn(&s, s.budget, LOCO_SPIN_NEAR + 1);
-	ck_assert_uint_eq(s.budget, 8);
-	for (unsigned k = 1; k <= 4; k++) {
+	ck_assert_uint_eq(s.budget, 16);
+	for (unsigned k = 1; k <= 8; k++) {
 		loco_spin_learn(&s, k, 0);
-		ck_assert_uint_eq(s.budget, 8);
+		ck_assert_uint_eq(s.budget, 16);
 	}
 }
 END_TEST
@@ -97,12 +97,12 @@ END_TEST
  * cap and never past it. */
 START_TEST(late_hits_double_to_cap)
 {
-	static const unsigned want[] = { 16, 32, 64, 128, 128, 128 };
+	static const unsigned want[] = { 32, 64, 128, 128, 128 };
 	struct loco_spin s;
 	loco_spin_init(&s, LOCO_WAIT_SPINS);
 	for (int i = 0; i < 4; i++)
 		loco_spin_learn(&s, s.budget, LOCO_SPIN_NEAR + 1);
-	ck_assert_uint_eq(s.budget, 8);
+	ck_assert_uint_eq(s.budget, 16);
 	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		loco_spin_learn(&s, s.budget / 2 + 1, 0);
 		ck_assert_uint_eq(s.budget, want[i]);
@@ -129,14 +129,14 @@ START_TEST(near_misses_double)
 	loco_spin_init(&s, LOCO_WAIT_SPINS);
 	for (int i = 0; i < 4; i++)
 		loco_spin_learn(&s, s.budget, 1000);
-	ck_assert_uint_eq(s.budget, 8);
+	ck_assert_uint_eq(s.budget, 16);
 	loco_spin_learn(&s, s.budget, 1);
-	ck_assert_uint_eq(s.budget, 16);
-	loco_spin_learn(&s, s.budget, LOCO_SPIN_NEAR);
 	ck_assert_uint_eq(s.budget, 32);
+	loco_spin_learn(&s, s.budget, LOCO_SPIN_NEAR);
+	ck_assert_uint_eq(s.budget, 64);
 	loco_spin_learn(&s, s.budget, LOCO_SPIN_NEAR + 1);
-	ck_assert_uint_eq(s.budget, 16);
-	for (int i = 0; i < 4; i++)
+	ck_assert_uint_eq(s.budget, 32);
+	for (int i = 0; i < 2; i++)
 		loco_spin_learn(&s, s.budget, 1);
 	ck_assert_uint_eq(s.budget, 128);
 	ck_assert_uint_eq(LOCO_SPIN_NEAR, 2);
@@ -149,7 +149,7 @@ END_TEST
  * budget did. */
 START_TEST(bounded_by_cap)
 {
-	static const unsigned caps[] = { 1, 3, 8, 9, 100, LOCO_WAIT_SPINS };
+	static const unsigned caps[] = { 1, 3, 16, 17, 100, LOCO_WAIT_SPINS };
 	uint64_t x = 0x9e3779b97f4a7c15u;
 	for (unsigned c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
 		struct loco_spin s;
@@ -249,7 +249,7 @@ END_TEST
 
 /* Three processes on two cores: one next-in-line wait in ten finds its
  * holder descheduled (and yields hundreds of times). The budget sits
- * near the floor: its mean is at most 16, and the waits that ran it out
+ * near the floor: its mean is at most 24, and the waits that ran it out
  * spin a quarter of the 128 steps they spun before. */
 START_TEST(settles_low_oversubscribed)
 {
@@ -258,7 +258,7 @@ START_TEST(settles_low_oversubscribed)
 		{ 8, 127, 2000 }, { UINT32_MAX, 0, 100000 },
 	};
 	unsigned out, spun;
-	ck_assert_uint_le(settle(b, 777, &out, &spun), 16);
+	ck_assert_uint_le(settle(b, 777, &out, &spun), 24);
 	ck_assert_uint_le(spun, LOCO_WAIT_SPINS / 4);
 }
 END_TEST
