@@ -122,11 +122,15 @@ static void local_init(struct loco_ticket_lock *l, uint32_t host)
 	l->released_ns = 0;
 	l->held_ns = 0;
 	l->contended = false;
+	/* Today's fixed budget as the cap: on a transport whose polls are
+	 * round trips the next in line never spins longer than it did. */
+	loco_spin_init(&l->spin, LOCO_WAIT_SPINS);
 	l->head = l->tail = NULL;
 	l->st = (struct loco_ticket_lock_stats){ 0 };
 	atomic_init(&l->acquires, 0);
 	atomic_init(&l->waits, 0);
 	atomic_init(&l->polls, 0);
+	atomic_init(&l->spun_out, 0);
 	atomic_init(&l->yields, 0);
 	atomic_init(&l->naps, 0);
 	atomic_init(&l->seen, 0);
@@ -219,6 +223,7 @@ void loco_ticket_lock_stats(struct loco_ticket_lock *l,
 	out->acquires = atomic_load_explicit(&l->acquires, memory_order_relaxed);
 	out->waits = atomic_load_explicit(&l->waits, memory_order_relaxed);
 	out->polls = atomic_load_explicit(&l->polls, memory_order_relaxed);
+	out->spun_out = atomic_load_explicit(&l->spun_out, memory_order_relaxed);
 	out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
 	out->naps = atomic_load_explicit(&l->naps, memory_order_relaxed);
 }
@@ -502,11 +507,13 @@ static bool handover(struct loco_ticket_lock *l)
 
 /* One step of a ticket wait with D tickets still to be served before
  * ours, serving last seen to move at MOVED_NS (0: not seen): the next in
- * line spins briefly, then yields, but naps while the holder that began
- * at MOVED_NS is probably in the first half of its turn; the others nap
- * until their turn is near. Naps shorter than NAP_MIN_NS yield instead
- * (see NAP_MIN_NS), so on an idle host or on shm nothing naps. Returns
- * what it did: STEP_SPUN (no system call), STEP_YIELDED or STEP_NAPPED. */
+ * line spins (its *SPINS-th step: the first l->spin.budget - 1, a budget
+ * learned from its waits, spin_learn), then yields, but naps while the
+ * holder that began at MOVED_NS is probably in the first half of its
+ * turn; the others nap until their turn is near. Naps shorter than
+ * NAP_MIN_NS yield instead (see NAP_MIN_NS), so on an idle host or on shm
+ * nothing naps. Returns what it did: STEP_SPUN (no system call),
+ * STEP_YIELDED or STEP_NAPPED. */
 enum { STEP_SPUN, STEP_YIELDED, STEP_NAPPED };
 
 static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
@@ -525,7 +532,7 @@ static int wait_step(struct loco_ticket_lock *l, uint64_t d, uint64_t moved_ns,
 		nanosleep(&ts, NULL);
 		return STEP_NAPPED;
 	}
-	if (d == 1 && ++*spins < LOCO_WAIT_SPINS) {
+	if (d == 1 && ++*spins < l->spin.budget) {
 		loco_cpu_relax();
 		return STEP_SPUN;
 	}
@@ -585,8 +592,26 @@ static int pass_abandoned(struct loco_ticket_lock *l, struct loco_thread *thr,
 /* Polls and yields of one wait. */
 struct wait_count {
 	bool waited;
-	uint64_t polls, yields, naps;
+	uint64_t polls, spun_out, yields, naps;
 };
+
+/* Serving reached ticket T while this node was next in line, after SPINS
+ * of wait_step's steps for it, the last one spun (SPUN) or not: teach the
+ * spin budget (loco/wait.h, struct loco_spin). Not spun with SPINS at the
+ * budget or past it: the budget ran out and the wait yielded SPINS -
+ * budget + 1 times (counted in C); not spun below it: the wait napped,
+ * spinning was not tried, and nothing is learned. */
+static void spin_learn(struct loco_ticket_lock *l, unsigned spins, bool spun,
+		       struct wait_count *c)
+{
+	unsigned b = l->spin.budget;
+	if (spun) {
+		loco_spin_learn(&l->spin, spins, 0);
+	} else if (spins >= b) {
+		loco_spin_learn(&l->spin, b, spins - b + 1);
+		c->spun_out++;
+	}
+}
 
 /* Wait until serving, last seen at S, reaches T: 1 when it does, 0 past
  * the deadline, or an error; counted into *C. FRESH: S was read behind
@@ -597,7 +622,8 @@ struct wait_count {
  * guess missed; a hint equal to T needs no READ: T is held). Only a
  * ticket not served at that fresh look waits (and
  * marks the lock contended: its turns are timed). A ticket ahead that stays served without
- * moving is checked for an abandoned mark now and then, and passed.
+ * moving is checked for an abandoned mark now and then, and passed. The
+ * wait of the next in line teaches the spin budget (spin_learn).
  * Ordering: the READ that sees T is the acquire (docs/ordering.md: the
  * releaser fenced before its FAA). */
 static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
@@ -652,6 +678,8 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 		if (rc)
 			return rc;
 		still = now == s ? still + 1 : 0;
+		if (now != s && t - s == 1)
+			spin_learn(l, spins, spun, c);
 		if (now != s) {
 			uint64_t at = loco_now_ns();
 			if (seen_move && now > s)
@@ -670,11 +698,12 @@ static int wait_poll(struct loco_ticket_lock *l, struct loco_thread *thr,
 static int wait_served(struct loco_ticket_lock *l, struct loco_thread *thr,
 		       uint64_t t, uint64_t s, bool fresh, struct loco_wait *dl)
 {
-	struct wait_count c = { false, 0, 0, 0 };
+	struct wait_count c = { false, 0, 0, 0, 0 };
 	int rc = wait_poll(l, thr, t, s, fresh, dl, &c);
 	loco_tl_owner_add(&l->polls, c.polls);
 	if (c.waited) {
 		loco_tl_owner_add(&l->waits, 1);
+		loco_tl_owner_add(&l->spun_out, c.spun_out);
 		loco_tl_owner_add(&l->yields, c.yields);
 		loco_tl_owner_add(&l->naps, c.naps);
 	}

@@ -103,6 +103,7 @@
 #include <stdint.h>
 
 #include <loco/channel.h>
+#include <loco/wait.h>
 
 /* Skip slots at the host: one per outstanding ticket, which is one per
  * endpoint at most. */
@@ -136,6 +137,9 @@ struct loco_ticket_lock_stats {
 			      * the first look (they polled serving) */
 	uint64_t polls;      /* READs of serving by waits, and by acquires that
 			      * had guessed from this node's hint and missed */
+	uint64_t spun_out;   /* waits next in line whose spin budget ran out
+			      * before serving moved (the budget: struct
+			      * loco_spin, loco/wait.h) */
 	uint64_t yields;     /* sched_yields of those waits */
 	uint64_t naps;       /* their naps (200 us or more each) */
 };
@@ -168,7 +172,8 @@ struct loco_ticket_lock {
 	 * whether the last acquire that guessed the lock free (this node
 	 * released it last) found another node had taken it meanwhile,
 	 * whether this node's last wait for it had to poll, and (then) when
-	 * this node last took and released it. */
+	 * this node last took and released it; and how long the next in
+	 * line spins before it yields, learned from those waits. */
 	uint64_t ticket;
 	unsigned streak;
 	uint64_t abandoned_mark;
@@ -176,12 +181,13 @@ struct loco_ticket_lock {
 	bool guess_missed;
 	bool contended;
 	uint64_t held_ns, released_ns;
+	struct loco_spin spin;
 	unsigned handover_max;
 	struct loco_tl_waiter *head, *tail;  /* local queue, FIFO */
 	struct loco_ticket_lock_stats st;   /* under mu, but these (the
 					     * local owner's, one at a time): */
 	_Atomic uint64_t acquires;          /* global acquires */
-	_Atomic uint64_t waits, polls, yields, naps;
+	_Atomic uint64_t waits, polls, spun_out, yields, naps;
 };
 static_assert(offsetof(struct loco_ticket_lock, base) == 0, "base first");
 

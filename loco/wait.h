@@ -71,6 +71,57 @@ static inline void loco_backoff(unsigned *spins)
 	nanosleep(&ts, NULL);
 }
 
+/* A spin budget that learns from its own waits: how many spinning steps
+ * a wait takes before it yields (for the ticket lock's next in line). A
+ * wait on a peer that runs ends in a few polls (shm: within 8 in nearly
+ * every wait); one on a peer that is descheduled (more processes than
+ * cores) outlasts any spin, and its spins only take the CPU from that
+ * peer. So a wait that spun its budget out, yielded, and still was not
+ * served within LOCO_SPIN_NEAR yields halves the budget, down to
+ * LOCO_SPIN_MIN: spinning did not pay. One served while spinning in the
+ * upper half of the budget (a smaller budget would have missed it), or
+ * within LOCO_SPIN_NEAR yields of its end (a longer one would have
+ * caught it), doubles it, up to its cap. Any other leaves it. Where
+ * waits are short or their holders run (no more processes than cores)
+ * the budget stays where it catches them, at the cap when they are long;
+ * where a holder is often descheduled it sits near the floor. Never
+ * above the cap, on any transport (LOCO_WAIT_SPINS, the fixed budget it
+ * replaces, for round-trip polls too). Deterministic: counts only, no
+ * clock. */
+#define LOCO_SPIN_MIN 16
+#define LOCO_SPIN_NEAR 2
+
+struct loco_spin {
+	unsigned budget;   /* spinning steps before a wait yields */
+	unsigned cap;      /* the most it grows to */
+};
+
+/* Start at CAP (> 0), the budget of a host that is not oversubscribed. */
+static inline void loco_spin_init(struct loco_spin *s, unsigned cap)
+{
+	s->budget = s->cap = cap;
+}
+
+/* The floor: LOCO_SPIN_MIN, or the cap if that is lower. */
+static inline unsigned loco_spin_floor(const struct loco_spin *s)
+{
+	return s->cap < LOCO_SPIN_MIN ? s->cap : LOCO_SPIN_MIN;
+}
+
+/* A wait was served (the awaited word moved) at its SPUN-th spinning
+ * step (YIELDS 0; SPUN < budget), or after it spun the whole budget out
+ * and then yielded YIELDS times (> 0). Learn from it. */
+static inline void loco_spin_learn(struct loco_spin *s, unsigned spun,
+				   unsigned yields)
+{
+	if (yields > LOCO_SPIN_NEAR) {
+		unsigned half = s->budget / 2, lo = loco_spin_floor(s);
+		s->budget = half > lo ? half : lo;
+	} else if (yields || spun > s->budget / 2) {
+		s->budget = s->budget < s->cap / 2 ? 2 * s->budget : s->cap;
+	}
+}
+
 /* A wait with a deadline. The clock is read first by the first step, so
  * an operation that never has to wait reads no clock. */
 struct loco_wait {

@@ -145,9 +145,13 @@ static void report(void *arg, double secs)
 	loco_ticket_lock_stats(&b->lk, &ls);
 	bench_json_begin(stdout, &r);
 	printf(",\"node\":%u,\"cluster_ops\":%llu,\"cluster_ops_per_s\":%.1f,"
-	       "\"acquires\":%llu,\"handovers\":%llu,\"conserved\":%s",
+	       "\"acquires\":%llu,\"handovers\":%llu,\"waits\":%llu,"
+	       "\"polls\":%llu,\"spun_out\":%llu,\"yields\":%llu,"
+	       "\"conserved\":%s",
 	       loco_mgr_id(b->mgr), (unsigned long long)sum, (double)sum / secs,
 	       (unsigned long long)ls.acquires, (unsigned long long)ls.handovers,
+	       (unsigned long long)ls.waits, (unsigned long long)ls.polls,
+	       (unsigned long long)ls.spun_out, (unsigned long long)ls.yields,
 	       !rc && conserved ? "true" : "false");
 	bench_json_end(stdout);
 }

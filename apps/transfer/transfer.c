@@ -52,7 +52,7 @@
 #define READY_MS 120000
 
 enum { X_CONFLICTS, X_SAME_LOCK, X_MOVED, X_ACQUIRES, X_HANDOVERS, X_WAITS,
-       X_POLLS, X_YIELDS, X_NAPS, X_N };
+       X_POLLS, X_SPUN_OUT, X_YIELDS, X_NAPS, X_N };
 
 struct xo {
 	uint32_t accounts;
@@ -721,6 +721,7 @@ static int row_fill(struct xf *x, struct cl_row *row)
 		row->extra[X_HANDOVERS] += st.handovers;
 		row->extra[X_WAITS] += st.waits;
 		row->extra[X_POLLS] += st.polls;
+		row->extra[X_SPUN_OUT] += st.spun_out;
 		row->extra[X_YIELDS] += st.yields;
 		row->extra[X_NAPS] += st.naps;
 	}
@@ -752,14 +753,15 @@ static void report(struct xf *x, const struct cl_row *row,
 	       ",\"conserved\":%s,\"conflicts\":%" PRIu64 ",\"same_lock\":%" PRIu64
 	       ",\"moved\":%" PRIu64 ",\"acquires\":%" PRIu64 ",\"handovers\":%"
 	       PRIu64 ",\"lock_waits\":%" PRIu64 ",\"lock_polls\":%" PRIu64
-	       ",\"lock_yields\":%" PRIu64 ",\"lock_naps\":%" PRIu64,
+	       ",\"lock_spun_out\":%" PRIu64 ",\"lock_yields\":%" PRIu64 ",\"lock_naps\":%" PRIu64,
 	       x->o.locks == 1 ? "single-lock" : "two-lock",
 	       x->o.cas_balances ? "cas" : "write",
 	       x->o.unlocked ? "false" : "true", x->o.accounts,
 	       x->o.locks, initial, final, expected,
 	       initial == expected && final == expected ? "true" : "false",
 	       e[X_CONFLICTS], e[X_SAME_LOCK], e[X_MOVED], e[X_ACQUIRES],
-	       e[X_HANDOVERS], e[X_WAITS], e[X_POLLS], e[X_YIELDS], e[X_NAPS]);
+	       e[X_HANDOVERS], e[X_WAITS], e[X_POLLS], e[X_SPUN_OUT], e[X_YIELDS],
+	       e[X_NAPS]);
 	bench_json_dm(stdout, x->mgr, x->o.hot_locks);
 	bench_json_end(stdout);
 }

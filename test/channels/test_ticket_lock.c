@@ -624,6 +624,14 @@ START_TEST(threads_exclusive_with_handovers)
 		loco_ticket_lock_stats(&lk[i], &s);
 		handovers += s.handovers;
 		acquires += s.acquires;
+		/* The next in line's learned spin budget (the workers are
+		 * joined: no race) stays within its floor and today's fixed
+		 * LOCO_WAIT_SPINS, on every transport: where a poll is a
+		 * round trip it never spins longer than before. */
+		ck_assert_uint_eq(lk[i].spin.cap, LOCO_WAIT_SPINS);
+		ck_assert_uint_le(lk[i].spin.budget, LOCO_WAIT_SPINS);
+		ck_assert_uint_ge(lk[i].spin.budget, LOCO_SPIN_MIN);
+		ck_assert_uint_le(s.spun_out, s.waits);
 	}
 	ck_assert_uint_eq(handovers + acquires, 4000);
 	ck_assert_uint_gt(handovers, 0);
