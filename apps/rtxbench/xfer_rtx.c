@@ -356,17 +356,30 @@ void *xfer_rtx_worker(void *arg)
 
 /* ---- reclaims during the run (--reclaim-dead) ---------------------------- */
 
-int xfer_rtx_reclaim(struct xfer *xf, struct loco_thread *thr, uint32_t id)
+/* Take over every thread slot of compute node ID but W's own: its logs
+ * settled, its allocation chunks rebuilt (the caller fenced ID, or every
+ * client of the run is DONE or fenced). */
+static int adopt_node(struct xfer *xf, struct loco_rtx_worker *w, uint32_t id)
 {
 	uint32_t tpn = loco_rtx_threads_per_node(xf->rtx);
+	int rc = 0;
+	for (uint32_t t = 0; t < tpn && !rc; t++) {
+		uint32_t slot = id * tpn + t;
+		if (slot != loco_rtx_worker_slot(w))
+			rc = loco_rtx_adopt_slot(w, slot);
+	}
+	return rc;
+}
+
+int xfer_rtx_reclaim(struct xfer *xf, struct loco_thread *thr, uint32_t id)
+{
 	struct loco_rtx_worker *w;
 	struct loco_rtx_stats s;
 	int rc = loco_rtx_worker_create(xf->rtx, thr, &w);
 	if (rc)
 		return rc;
 	loco_rtx_set_hooks(w, &run_hooks, xf);
-	for (uint32_t t = 0; t < tpn && !rc; t++)
-		rc = loco_rtx_adopt_slot(w, id * tpn + t);
+	rc = adopt_node(xf, w, id);
 	loco_rtx_worker_stats(w, &s);
 	xf->reclaim_repairs += s.repairs;
 	/* Relaxed: a counter for the heartbeats. */
@@ -383,16 +396,9 @@ int xfer_rtx_reclaim(struct xfer *xf, struct loco_thread *thr, uint32_t id)
  * dead): logs settled, allocation chunks rebuilt. */
 static int adopt_all(struct xfer *xf, struct loco_rtx_worker *w)
 {
-	uint32_t tpn = loco_rtx_threads_per_node(xf->rtx);
 	int rc = 0;
-	for (uint64_t m = xf->compute; m && !rc; m &= m - 1) {
-		uint32_t id = (uint32_t)__builtin_ctzll(m);
-		for (uint32_t t = 0; t < tpn && !rc; t++) {
-			uint32_t slot = id * tpn + t;
-			if (slot != loco_rtx_worker_slot(w))
-				rc = loco_rtx_adopt_slot(w, slot);
-		}
-	}
+	for (uint64_t m = xf->compute; m && !rc; m &= m - 1)
+		rc = adopt_node(xf, w, (uint32_t)__builtin_ctzll(m));
 	return rc;
 }
 
