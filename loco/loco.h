@@ -280,8 +280,10 @@ struct loco_thread_hot {
 					   * verbs (doorbells counted apart) */
 	uint64_t unplaced;    /* sync: peers whose QP has unplaced WRITEs */
 	uint64_t unwaited;    /* 1: ops posted since the last wait (RTT
-			       * count); a word, which one OR tests with
-			       * unplaced */
+			       * count) */
+	uint64_t pending;     /* nonzero whenever unplaced or unwaited is
+			       * (it may stay set after both clear): the
+			       * one word an inline synchronous READ tests */
 	uint64_t noted;       /* peers with a durable image: the ranges of
 			       * inline WRITEs and atomics are noted for
 			       * persists (read by the owner only) */
@@ -382,9 +384,10 @@ static inline void loco_direct_count(struct loco_thread *thr, uint32_t peer,
 	if (opcode == LOCO_BATCH_READ && waited) {
 		/* A synchronous READ places its QP's WRITEs and is a wait;
 		 * usually there is neither to record: one test, no store. */
-		if (__builtin_expect((h->unplaced | h->unwaited) != 0, 0)) {
+		if (__builtin_expect(h->pending != 0, 0)) {
 			h->unplaced &= ~bit;
 			h->unwaited = 0;
+			h->pending = h->unplaced;
 		}
 		return;
 	}
@@ -393,6 +396,7 @@ static inline void loco_direct_count(struct loco_thread *thr, uint32_t peer,
 	else if (__builtin_expect(h->unplaced != 0, 0))
 		h->unplaced &= ~bit;
 	h->unwaited = !waited;
+	h->pending = h->unplaced | !waited;
 }
 
 /* Execute OPCODE on word W as the transport would: LOCAL is the READ's

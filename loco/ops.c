@@ -626,6 +626,7 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 	thr->ticket += n;
 	loco_hot_add(&thr->hot.doorbells, 1);
 	thr->hot.unwaited = 1;
+	thr->hot.pending = 1;
 	if (ack) {
 		ack->peers |= UINT64_C(1) << peer;
 		if (!thr->hot.sync)  /* sync: complete already, no ticket */
@@ -712,9 +713,10 @@ static int post_locked(struct loco_thread *thr, uint32_t peer,
  * fences post the same READs everywhere. */
 static void sync_placed(struct loco_thread *thr, uint32_t peer, bool write)
 {
-	if (write)
+	if (write) {
 		thr->hot.unplaced |= UINT64_C(1) << peer;
-	else
+		thr->hot.pending = 1;
+	} else
 		thr->hot.unplaced &= ~(UINT64_C(1) << peer);
 }
 
@@ -1176,6 +1178,7 @@ static inline int batch_posted(struct loco_batch *b, unsigned doorbells,
 		h->unwaited = 0;
 	} else {
 		h->unwaited = 1;
+		h->pending = 1;
 		if (ack)
 			ack->peers |= b->peers;
 	}
@@ -1222,6 +1225,7 @@ static int batch_post_peers(struct loco_batch *b, struct loco_ack *ack)
 			exec_batched(h, &b->op[i]);
 		batch_guard_exit(h, guarded);
 		h->unplaced = (h->unplaced & ~peers) | wlast;
+		h->pending |= wlast;
 		if (guarded & h->noted)
 			batch_noted(b);
 	} else {
@@ -1285,8 +1289,9 @@ static inline int batch_direct(struct loco_batch *b, struct loco_ack *ack,
 		loco_guard_exit(d->mark);
 	/* The peer's QP is left with an unplaced WRITE iff its last op is
 	 * one (a READ or atomic after it places it). */
-	h->unplaced = (h->unplaced & ~peers) |
-		      (op_code(end - 1) == LOCO_OP_WRITE ? peers : 0);
+	uint64_t wlast = op_code(end - 1) == LOCO_OP_WRITE ? peers : 0;
+	h->unplaced = (h->unplaced & ~peers) | wlast;
+	h->pending |= wlast;
 	if (__builtin_expect(guarded && (h->noted & peers), 0))
 		return batch_noted_posted(b, ack, wait);
 	return batch_posted(b, 1, ack, wait);

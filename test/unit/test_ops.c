@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <loco/loco.h>
+#include "test/common/cluster.h"
 #include "test/common/cluster1.h"
 
 static struct cluster1 cl;
@@ -679,6 +680,143 @@ START_TEST(destroy_reports_remote_failure)
 }
 END_TEST
 
+/* A synchronous READ places its QP's WRITEs and is a wait, whatever left
+ * them: after it, a fence posts no fence READ to its peer and a wait
+ * counts no round trip. Each case starts from a thread with nothing
+ * unplaced or unwaited, leaves something behind with one kind of op (the
+ * inline and out-of-line posts, batches run or posted, to one peer or
+ * two), READs each peer it wrote and checks that nothing is left: every
+ * path that leaves work marks it for the READ's one test. */
+struct two_peers {
+	struct cluster c;
+	struct loco_thread *t;
+	struct loco_rregion r[2];
+};
+
+/* What a wait and a thread fence find left to do: the round trips the
+ * wait counts, and the fence READs the fence posts. */
+static void left(struct two_peers *p, uint64_t *rtts, uint64_t *reads)
+{
+	struct loco_stats s0, s1, s2;
+	struct loco_ack none = { 0, 0 };
+	loco_thread_stats(p->t, &s0);
+	ck_assert_int_eq(loco_ack_wait(p->t, &none, 1000), 0);
+	loco_thread_stats(p->t, &s1);
+	ck_assert_int_eq(loco_fence(p->t, LOCO_FENCE_THREAD, 0), 0);
+	loco_thread_stats(p->t, &s2);
+	*rtts = s1.rtts - s0.rtts;
+	*reads = s2.reads - s1.reads;
+}
+
+/* Nothing is left: a wait counts no round trip, a fence posts nothing. */
+static void nothing_left(struct two_peers *p)
+{
+	uint64_t rtts, reads;
+	left(p, &rtts, &reads);
+	ck_assert_uint_eq(rtts, 0);
+	ck_assert_uint_eq(reads, 0);
+}
+
+/* READ word 0 of peer I's region inline (through a struct loco_words
+ * when WORDS) and check it. */
+static void read_peer(struct two_peers *p, unsigned i, bool words, uint64_t want)
+{
+	uint64_t v = 0;
+	struct loco_words w;
+	loco_words_init(&w, p->t, &p->r[i]);
+	ck_assert_int_eq(words ? loco_words_read(&w, 0, &v) :
+			 loco_read(p->t, &p->r[i], 0, &v, 8), 0);
+	ck_assert_uint_eq(v, want);
+}
+
+enum leave { INLINE_WRITE, INLINE_POST_CAS, POST_ODD_WRITE, POST_MISALIGNED,
+	     BATCH_RUN_WRITE, BATCH_POST_READ, BATCH_RUN_TWO, LEAVE_N };
+
+/* Leave work with op kind K: a WRITE or CAS stores a new value V into
+ * word 0 of the regions it writes (WANT[i]: word 0 of region i). */
+static void leave(struct two_peers *p, enum leave k, uint64_t v,
+		  uint64_t want[2])
+{
+	static uint64_t src[2], old, odd[2], r;
+	struct loco_ack ack = { 0, 0 };
+	struct loco_batch b;
+	src[0] = src[1] = odd[0] = v;
+	odd[1] = 0;
+	loco_batch_init(&b, p->t);
+	switch (k) {
+	case INLINE_WRITE:
+		ck_assert_int_eq(loco_write(p->t, &p->r[0], 0, src, 8), 0);
+		break;
+	case INLINE_POST_CAS:
+		ck_assert_int_eq(loco_post_cas(p->t, &p->r[0], 0, want[0], v,
+					       &old, &ack), 0);
+		break;
+	case POST_ODD_WRITE:   /* out of line: 12 bytes */
+		ck_assert_int_eq(loco_post_write(p->t, &p->r[0], 0, odd, 12,
+						 &ack), 0);
+		break;
+	case POST_MISALIGNED:  /* out of line, only unwaited */
+		ck_assert_int_eq(loco_post_read(p->t, &p->r[0], 4, &r, 8,
+						&ack), 0);
+		return;
+	case BATCH_RUN_WRITE:
+		loco_batch_write(&b, &p->r[0], 0, src, 8);
+		ck_assert_int_eq(loco_batch_run(&b, 1000), 0);
+		break;
+	case BATCH_POST_READ:  /* only unwaited */
+		loco_batch_read(&b, &p->r[0], 8, &r, 8);
+		ck_assert_int_eq(loco_batch_post(&b, &ack), 0);
+		return;
+	default:               /* two peers, each left with a WRITE */
+		loco_batch_write(&b, &p->r[0], 0, &src[0], 8);
+		loco_batch_write(&b, &p->r[1], 0, &src[1], 8);
+		ck_assert_int_eq(loco_batch_run(&b, 1000), 0);
+		want[1] = v;
+		break;
+	}
+	want[0] = v;
+}
+
+START_TEST(read_places_and_waits)
+{
+	struct two_peers p;
+	uint64_t v = 0, want[2] = { 0, 0 };
+	ck_assert_int_eq(cluster_start(&p.c, 2, 0, 2000), 0);
+	ck_assert_int_eq(cluster_ready(&p.c, 3000), 0);
+	p.t = p.c.thr[0];
+	ck_assert_int_eq(loco_region_open(p.c.mgr[0], 0, "pw.a", 64, &p.r[0]), 0);
+	ck_assert_int_eq(loco_region_open(p.c.mgr[0], 1, "pw.b", 64, &p.r[1]), 0);
+	for (unsigned i = 0; i < 2; i++)  /* QPs open, both words 0 */
+		ck_assert_int_eq(loco_write(p.t, &p.r[i], 0, &v, 8), 0);
+	for (int k = 0; k < LEAVE_N; k++) {
+		for (int words = 0; words < 2; words++) {
+			read_peer(&p, 0, false, want[0]);
+			read_peer(&p, 1, false, want[1]);
+			nothing_left(&p);  /* a clean start */
+			leave(&p, (enum leave)k, ++v, want);
+			read_peer(&p, 0, words, want[0]);
+			if (k == BATCH_RUN_TWO)
+				read_peer(&p, 1, words, want[1]);
+			nothing_left(&p);
+		}
+	}
+	/* Two peers left unplaced: a READ of one leaves the other's. */
+	ck_assert_int_eq(loco_write(p.t, &p.r[1], 0, &v, 8), 0);
+	ck_assert_int_eq(loco_write(p.t, &p.r[0], 0, &v, 8), 0);
+	read_peer(&p, 0, true, v);
+	uint64_t rtts, reads;
+	left(&p, &rtts, &reads);
+	ck_assert_uint_eq(rtts, 0);
+	ck_assert_uint_eq(reads, 1);
+	ck_assert_int_eq(loco_write(p.t, &p.r[1], 0, &v, 8), 0);
+	ck_assert_int_eq(loco_write(p.t, &p.r[0], 0, &v, 8), 0);
+	read_peer(&p, 0, true, v);
+	read_peer(&p, 1, true, v);
+	nothing_left(&p);
+	cluster_stop(&p.c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -700,6 +838,10 @@ int main(void)
 	tcase_add_test(tc, words_read);
 	tcase_add_test(tc, arena_file_private);
 	tcase_add_test(tc, wait_ready_without_channels);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("two-node");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, read_places_and_waits);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow-nic");
 	tcase_add_checked_fixture(tc, setup_slow, teardown_slow);
