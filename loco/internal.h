@@ -18,11 +18,6 @@
 #include "loco/transport/transport.h"
 #include "loco/wire.h"
 
-/* A range of a durable peer's arena a QP wrote (WRITE, CAS, FAA) since
- * its last FLUSH: what loco_persist makes durable. */
-struct loco_dirty {
-	uint64_t off, len;
-};
 #define LOCO_DIRTY_MAX 16     /* ranges per QP; more flush the oldest first */
 #define LOCO_DIRTY_GAP 64     /* ranges closer than this merge */
 
@@ -48,7 +43,9 @@ struct loco_qp {
 			       * placed nor persisted: the next fence or
 			       * persist reports -LOCO_EDOWN */
 	unsigned ndirty;
-	struct loco_dirty dirty[LOCO_DIRTY_MAX];
+	/* Ranges of a durable peer's arena the QP wrote (WRITE, CAS, FAA)
+	 * since its last FLUSH: what loco_persist makes durable. */
+	struct loco_drange dirty[LOCO_DIRTY_MAX];
 };
 
 /* A region of some node as this node knows it (loco/access.c). */

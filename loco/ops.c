@@ -503,7 +503,7 @@ static bool dirty_add(struct loco_qp *qp, uint64_t off, uint64_t len)
 {
 	uint64_t end = off + len;
 	for (unsigned i = qp->ndirty; i-- > 0;) {
-		struct loco_dirty *d = &qp->dirty[i];
+		struct loco_drange *d = &qp->dirty[i];
 		uint64_t lo = off < d->off ? off : d->off;
 		uint64_t hi = end > d->off + d->len ? end : d->off + d->len;
 		if (off > d->off + d->len + LOCO_DIRTY_GAP ||
@@ -515,7 +515,7 @@ static bool dirty_add(struct loco_qp *qp, uint64_t off, uint64_t len)
 	}
 	if (qp->ndirty == LOCO_DIRTY_MAX)
 		return false;
-	qp->dirty[qp->ndirty++] = (struct loco_dirty){ off, len };
+	qp->dirty[qp->ndirty++] = (struct loco_drange){ off, len };
 	return true;
 }
 
@@ -1495,6 +1495,31 @@ int loco_fence(struct loco_thread *thr, enum loco_fence_scope scope,
 
 /* ---- persistence points ---------------------------------------------------- */
 
+/* A sync transport's FLUSHes of QP's dirty ranges (N of them) through
+ * its flush op: what post_sync of the FLUSH requests does, without
+ * building them. -EAGAIN: QP must be renewed first (post them). */
+static int persist_direct(struct loco_thread *thr, struct loco_qp *qp,
+			  unsigned n)
+{
+	if (loco_self_fenced(thr->mgr))
+		return -LOCO_EFENCED;
+	if (qp->err || qp->gen != peer_gen(thr->mgr, qp->peer))
+		return -EAGAIN;
+	qp->ndirty = 0;
+	int rc = thr->mgr->tp_ops->flush(qp->tp, qp->dirty, n);
+	if (rc) {
+		op_failed(thr, qp, rc);
+		return rc;
+	}
+	sync_placed(thr, qp->peer, false);
+	loco_hot_add(&thr->hot.flushes, n);
+	thr->ticket += n;
+	loco_hot_add(&thr->hot.doorbells, 1);
+	thr->hot.unwaited = 1;
+	thr->hot.pending = 1;
+	return 0;
+}
+
 /* The FLUSHes (a durable peer) or the fence READ (another) that make
  * what THR wrote to PEER durable, posted; ACK covers them and everything
  * THR has outstanding there. thr->lock held on async transports. */
@@ -1507,10 +1532,17 @@ static int persist_post(struct loco_thread *thr, uint32_t peer,
 	int rc = qp_writes_lost(thr, qp);
 	struct loco_wr wr[LOCO_DIRTY_MAX];
 	unsigned n = 0;
-	if (!rc && qp->durable)
+	if (!rc && qp->durable && qp->ndirty && thr->hot.sync &&
+	    thr->mgr->tp_ops->flush) {
+		rc = persist_direct(thr, qp, qp->ndirty);
+		if (rc == -EAGAIN)
+			n = dirty_take(qp, wr);
+		rc = rc == -EAGAIN ? 0 : rc;
+	} else if (!rc && qp->durable) {
 		n = dirty_take(qp, wr);
-	else if (!rc && qp_unplaced(thr, qp))
+	} else if (!rc && qp_unplaced(thr, qp)) {
 		wr[n++] = fence_wr();
+	}
 	if (n)
 		rc = thr->hot.sync ? post_sync(thr, peer, wr, n, NULL) :
 				 post_locked(thr, peer, wr, n, NULL);

@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #include <loco/hosts.h>
+#include "loco/transport/transport.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -117,11 +118,6 @@ struct loco_dimg_gc {
 				   * (CLOCK_MONOTONIC ns), 0: free */
 	_Atomic uint64_t covered_max;
 	_Atomic uint64_t lat[LOCO_DIMG_GC_LAT];
-};
-
-/* One range of a FLUSH. */
-struct loco_drange {
-	uint64_t off, len;
 };
 
 /* The sync mode LOCO_DURABLE_SYNC names (msync, fdatasync, none), or -1

@@ -780,6 +780,19 @@ static int shm_post(struct loco_tp_qp *qp, const struct loco_wr *wr, unsigned n)
 	return rc;
 }
 
+/* N FLUSHes of the ranges R as one doorbell, as shm_post runs FLUSH
+ * requests: under the fence guard, through the peer's image. */
+static int shm_flush(struct loco_tp_qp *qp, const struct loco_drange *r,
+		     unsigned n)
+{
+	if (!loco_shm_guard_enter(qp))
+		return -LOCO_EFENCED;
+	stop_in_post(qp->tp);
+	int rc = qp->img && n ? loco_dimg_flush(qp->img, qp->base, r, n) : 0;
+	loco_shm_guard_exit(qp);
+	return rc;
+}
+
 /* Report, per QP, its latest signalled completion: it implies the earlier. */
 static int shm_poll(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max)
 {
@@ -813,6 +826,7 @@ const struct loco_transport_ops loco_shm_ops = {
 	.qp_create = shm_qp_create,
 	.qp_destroy = shm_qp_destroy,
 	.post = shm_post,
+	.flush = shm_flush,
 	.qp_direct = shm_qp_direct,
 	.poll = shm_poll,
 	.qp_abort = shm_qp_abort,

@@ -52,6 +52,11 @@ enum loco_opcode {
 	LOCO_OP_FLUSH = 4,    /* REMOTE_OFF, LEN: the range to make durable */
 };
 
+/* One range of a FLUSH: LEN bytes at OFF of the peer's arena. */
+struct loco_drange {
+	uint64_t off, len;
+};
+
 struct loco_wr {
 	uint8_t opcode;       /* enum loco_opcode */
 	uint8_t signaled;     /* produce a completion */
@@ -195,6 +200,14 @@ struct loco_transport_ops {
 	uint8_t *(*qp_direct)(struct loco_tp_qp *qp, uint64_t *len,
 			      struct loco_guard_mark *mark,
 			      const _Atomic uint64_t **fenced);
+	/* Optional (NULL: FLUSHes are posted), sync transports only: N FLUSH
+	 * requests of the ranges R[0..N) on QP as one doorbell, executed
+	 * exactly as post executes them (the same checks of the peer's
+	 * image, the same sync, the same errors), without the requests
+	 * themselves. The core's persist takes it for a QP's dirty ranges.
+	 * Caller: the thread that posts on QP. */
+	int (*flush)(struct loco_tp_qp *qp, const struct loco_drange *r,
+		     unsigned n);
 	/* Up to MAX completions of the CQ's QPs; returns the count or -errno. */
 	int (*poll)(struct loco_tp_cq *cq, struct loco_cqe *out, unsigned max);
 	/* Move QP to the error state (its caller gave up waiting): once this
