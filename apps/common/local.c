@@ -4,12 +4,18 @@
 #include "apps/common/rundir.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* The private cluster of this process, for the exit handler: a program
@@ -32,6 +38,113 @@ static void cleanup_at_exit(void)
 {
 	if (active)
 		private_cleanup(active);
+}
+
+/* ---- a private cluster ended by a signal --------------------------------
+ * Its files are named by the process (/tmp/loco-local-PID-*, the key
+ * /tmp/loco-local-key-PID-*, /dev/shm/loco-local-PID): SIGINT, SIGTERM
+ * and SIGHUP remove them before the signal ends the process; what a
+ * SIGKILL (or a crash) leaves, the next private cluster of the same user
+ * removes once that PID is gone. */
+
+/* Remove DIR's files and DIR with system calls only (a signal handler's
+ * removal: no allocation, no stdio). */
+static void remove_dir_raw(const char *dir)
+{
+	char buf[1024];
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	long n;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < n;) {
+			/* struct linux_dirent64: ino, off, reclen, type, name */
+			unsigned short reclen;
+			memcpy(&reclen, buf + at + 16, sizeof(reclen));
+			const char *name = buf + at + 19;
+			if (strcmp(name, ".") && strcmp(name, ".."))
+				unlinkat(fd, name, 0);
+			at += reclen;
+		}
+	close(fd);
+	rmdir(dir);
+}
+
+static void cleanup_on_signal(int sig)
+{
+	struct local_node *ln = active;
+	if (ln) {
+		if (ln->hosts[0])
+			unlink(ln->hosts);
+		if (ln->key[0])
+			unlink(ln->key);
+		if (ln->run_dir[0])
+			remove_dir_raw(ln->run_dir);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* The handler for the signals that would end the process unhandled (an
+ * application's own handler is left alone). */
+static void cleanup_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old, sa = { .sa_handler = cleanup_on_signal };
+		sigemptyset(&sa.sa_mask);
+		if (!sigaction(sigs[i], NULL, &old) && old.sa_handler == SIG_DFL)
+			sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+/* PID from NAME = PREFIX "<pid>" then END ('\0' or '-'), else 0. */
+static pid_t name_pid(const char *name, const char *prefix, char end)
+{
+	size_t k = strlen(prefix);
+	if (strncmp(name, prefix, k))
+		return 0;
+	char *e;
+	long pid = strtol(name + k, &e, 10);
+	return e != name + k && *e == end && pid > 0 ? (pid_t)pid : 0;
+}
+
+/* PID's files are another process's to remove while it lives (or an
+ * unrelated process's that took its PID: then they stay). */
+static bool pid_gone(pid_t pid)
+{
+	return pid != getpid() && kill(pid, 0) && errno == ESRCH;
+}
+
+/* Remove the private clusters' files in DIR (PREFIX<pid><END>...) whose
+ * process is gone and that this user owns. */
+static void sweep_dir(const char *dir, const char *prefix, char end)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char path[512];
+	struct stat st;
+	while ((e = readdir(d))) {
+		pid_t pid = name_pid(e->d_name, prefix, end);
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (!pid || !pid_gone(pid) || lstat(path, &st) ||
+		    st.st_uid != geteuid())
+			continue;
+		if (S_ISDIR(st.st_mode))
+			rundir_remove_dir(path);
+		else
+			unlink(path);
+	}
+	closedir(d);
+}
+
+static void sweep_gone(void)
+{
+	sweep_dir("/dev/shm", "loco-local-", '\0');
+	sweep_dir("/tmp", "loco-local-", '-');
+	sweep_dir("/tmp", "loco-local-key-", '-');
 }
 
 static int free_port(void)
@@ -79,7 +192,8 @@ static bool launched(int argc, char **argv)
 static int private_key(struct local_node *ln)
 {
 	unsigned char k[32];
-	snprintf(ln->key, sizeof(ln->key), "/tmp/loco-local-key-XXXXXX");
+	snprintf(ln->key, sizeof(ln->key), "/tmp/loco-local-key-%d-XXXXXX",
+		 (int)getpid());
 	int fd = mkstemp(ln->key);
 	bool ok = fd >= 0 && getrandom(k, sizeof(k), 0) == (ssize_t)sizeof(k) &&
 		  write(fd, k, sizeof(k)) == (ssize_t)sizeof(k);
@@ -96,8 +210,10 @@ static int private_key(struct local_node *ln)
  * the LOCO_* environment at them (TRANSPORT only if not chosen already). */
 static int private_cluster(struct local_node *ln, const char *transport)
 {
+	sweep_gone();
 	int port = free_port();
-	snprintf(ln->hosts, sizeof(ln->hosts), "/tmp/loco-local-XXXXXX");
+	snprintf(ln->hosts, sizeof(ln->hosts), "/tmp/loco-local-%d-XXXXXX",
+		 (int)getpid());
 	int fd = port > 0 ? mkstemp(ln->hosts) : -1;
 	if (fd < 0) {
 		ln->hosts[0] = 0;
@@ -139,6 +255,7 @@ int local_node_start(struct local_node *ln, int *argc, char **argv,
 		active = ln;
 		if (!registered && !atexit(cleanup_at_exit))
 			registered = true;
+		cleanup_signals();
 	}
 	if (loco_opts_parse(&o, argc, argv, err, sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # A program run alone starts a private one-node cluster (apps/common/
-# local.c): a hosts file /tmp/loco-local-* and a run directory
-# /dev/shm/loco-local-PID. Whatever way it ends (--help, a bad option, a
-# normal run, a transport that cannot start), both must be gone.
+# local.c): a hosts file and a key /tmp/loco-local-[key-]PID-* and a run
+# directory /dev/shm/loco-local-PID. Whatever way it ends (--help, a bad
+# option, a normal run, a transport that cannot start, SIGINT, SIGTERM,
+# SIGHUP), all must be gone; after a SIGKILL, the next private cluster
+# removes them (and not those of a private cluster that still runs).
 #   no_leftovers.sh BUILDDIR
 set -u
 build=$1
@@ -39,5 +41,74 @@ check "$kvstore" --threads x
 check "$ycsb" --help
 check "$ycsb" --workload g
 check "$ycsb" --keys 100 --ops 10
-[ "$fail" -eq 0 ] && echo "no_leftovers: 11 runs, nothing left behind"
+
+# Ended by a signal. Job control on: a background job then gets SIGINT
+# as from a terminal (without it, bash starts it with SIGINT ignored).
+set -m
+opbench=$build/apps/opbench/loco-opbench
+# A private cluster's files, by its PID: the run directory, and the hosts
+# file and key in /tmp.
+files_of() {
+	ls -d "/dev/shm/loco-local-$1" /tmp/loco-local-"$1"-* \
+	      /tmp/loco-local-key-"$1"-* 2>/dev/null
+}
+# Start a long private run; its PID in $started once its run directory
+# holds the node's fence file (the manager is up), or 0 after 10 s.
+start_long() {
+	"$opbench" --duration 60 --ops read >/dev/null 2>&1 &
+	started=$!
+	for _ in $(seq 200); do
+		[ -e "/dev/shm/loco-local-$started/node0.fence" ] && return
+		sleep 0.05
+	done
+	echo "no_leftovers: loco-opbench $started: no run directory after 10 s"
+	kill -KILL "$started"
+	fail=1
+	started=0
+}
+for sig in INT TERM HUP; do
+	start_long
+	[ "$started" -ne 0 ] || continue
+	kill -"$sig" "$started"
+	wait "$started"
+	st=$?
+	if [ "$st" -ne $((128 + $(kill -l "$sig"))) ]; then
+		echo "no_leftovers: SIG$sig: loco-opbench exited $st, not by the signal"
+		fail=1
+	fi
+	if [ -n "$(files_of "$started")" ]; then
+		echo "no_leftovers: SIG$sig left:" $(files_of "$started")
+		fail=1
+	fi
+done
+# SIGKILL leaves the files; the next private cluster removes them, and
+# not those of one that still runs.
+start_long
+live=$started
+start_long
+dead=$started
+if [ "$live" -ne 0 ] && [ "$dead" -ne 0 ]; then
+	kill -KILL "$dead"
+	wait "$dead"
+	if [ -z "$(files_of "$dead")" ]; then
+		echo "no_leftovers: SIGKILL: nothing left to sweep (test broken)"
+		fail=1
+	fi
+	"$opbench" --duration 0.01 --ops read >/dev/null 2>&1
+	if [ -n "$(files_of "$dead")" ]; then
+		echo "no_leftovers: the next run left the killed one's:" $(files_of "$dead")
+		fail=1
+	fi
+	if [ ! -e "/dev/shm/loco-local-$live/node0.fence" ]; then
+		echo "no_leftovers: the next run removed a running one's files"
+		fail=1
+	fi
+	kill -TERM "$live"
+	wait "$live"
+	if [ -n "$(files_of "$live")" ]; then
+		echo "no_leftovers: SIGTERM left:" $(files_of "$live")
+		fail=1
+	fi
+fi
+[ "$fail" -eq 0 ] && echo "no_leftovers: 11 runs and 5 signalled, nothing left behind"
 exit "$fail"
