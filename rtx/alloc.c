@@ -187,14 +187,14 @@ static int scan_meta(struct loco_rtx_worker *w, uint32_t ni)
 	return rc;
 }
 
-/* Blocks named by log BUF if it is a whole log not DONE. */
+/* Blocks named by log BUF if it is open (loco_rtx_log_open: whole, its
+ * state word its own, not DONE). */
 static void keep_logged(struct loco_rtx_worker *w, uint32_t ni,
 			const uint8_t *buf)
 {
 	const struct loco_rtx_log_hdr *h = (const void *)buf;
 	const struct loco_rtx_log_ent *e = (const void *)(buf + sizeof(*h));
-	if (loco_rtx_state_of(h->state) == LOCO_RTX_LOG_DONE ||
-	    !loco_rtx_log_matches(buf, h->lockv, w->x->o.max_writes))
+	if (!loco_rtx_log_open(buf, w->x->o.max_writes))
 		return;
 	for (unsigned i = 0; i < loco_rtx_log_nent(h); i++) {
 		if (loco_raddr_node(e[i].mptr) != w->x->node[ni].id)

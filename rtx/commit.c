@@ -617,6 +617,27 @@ static struct loco_rtx_log_ent *log_entries(struct loco_rtx_worker *w)
 					   sizeof(struct loco_rtx_log_hdr));
 }
 
+/* rtx.mid_log armed: what BT holds (the data WRITEs, or the data READs)
+ * and the log's first word, its state, run alone, then the point; the
+ * rest of the log goes into BT, begun again. What a writer killed inside
+ * its log WRITE leaves (shm places a WRITE word by word, in order).
+ * Returns the bytes placed (0 if the round failed: BT then fails). */
+__attribute__((noinline))
+static uint32_t log_first_word(struct loco_rtx_worker *w, struct rtx_batch *bt)
+{
+	static_assert(offsetof(struct loco_rtx_log_hdr, state) == 0,
+		      "the state word leads the log");
+	struct loco_ack *ack = bt->ack;
+	bt_write(bt, &w->x->logs, rtx_log_off(w->x, w->slot), w->logbuf, 8);
+	int rc = bt_run_durable(bt, w);
+	bt_init(bt, w, ack);
+	bt->rc = rc;
+	if (rc)
+		return 0;
+	rtx_crash_point("rtx.mid_log");
+	return 8;
+}
+
 static void post_log(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	struct loco_rtx_log_hdr *h = (struct loco_rtx_log_hdr *)w->logbuf;
@@ -628,8 +649,9 @@ static void post_log(struct loco_rtx_worker *w, struct rtx_batch *bt)
 			.old_dptr = r->dptr, .new_dptr = e->new_dptr };
 	}
 	loco_rtx_log_seal(h, ent, w->nw, w->lockv, w->seq, tx_lease(w));
-	bt_write(bt, &w->x->logs, rtx_log_off(w->x, w->slot), w->logbuf,
-		 (uint32_t)loco_rtx_log_bytes(w->nw));
+	uint32_t at = rtx_crash_armed("rtx.mid_log") ? log_first_word(w, bt) : 0;
+	bt_write(bt, &w->x->logs, rtx_log_off(w->x, w->slot) + at,
+		 w->logbuf + at, (uint32_t)loco_rtx_log_bytes(w->nw) - at);
 }
 
 /* Data and log must be placed before the first lock names them: one QP

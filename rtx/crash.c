@@ -17,6 +17,7 @@
 
 const char *const loco_crash_points[] = {
 	"rtx.after_log",        /* log written, no lock taken yet */
+	"rtx.mid_log",          /* log WRITE placed up to its state word */
 	"rtx.after_lock",       /* write set locked */
 	"rtx.after_validate",   /* read set validated, log still INIT */
 	"rtx.after_doing",      /* log DOING, nothing installed */

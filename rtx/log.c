@@ -42,6 +42,16 @@ bool loco_rtx_log_matches(const void *buf, uint64_t lockv, unsigned max_ent)
 	return loco_rtx_log_sum(&h, e) == h.sum;
 }
 
+bool loco_rtx_log_open(const void *buf, unsigned max_ent)
+{
+	struct loco_rtx_log_hdr h;
+	memcpy(&h, buf, sizeof(h));
+	return loco_rtx_state_of(h.state) != LOCO_RTX_LOG_DONE &&
+	       loco_rtx_state_seq(h.state) ==
+	       (loco_rtx_log_seq(&h) & LOCO_RTX_LOG_SEQ_MASK) &&
+	       loco_rtx_log_matches(buf, h.lockv, max_ent);
+}
+
 static enum loco_rtx_repair_action decide_state(uint64_t state,
 						uint64_t now_ms)
 {

@@ -116,6 +116,17 @@ void loco_rtx_log_seal(struct loco_rtx_log_hdr *h,
  * is whole (checksum), and has at most MAX_ENT entries. */
 bool loco_rtx_log_matches(const void *buf, uint64_t lockv, unsigned max_ent);
 
+/* True if the log at BUF is open: whole (loco_rtx_log_matches for its own
+ * lockv), its state word its own (the header's sequence number) and not
+ * DONE. Only an open log names blocks in use or has work for a repair.
+ * The seal does not cover the state word (it changes by CAS), so a WRITE
+ * of the slot's next log that placed only its first word leaves INIT of
+ * the next transaction over the previous log, which still matches: that
+ * log is DONE (a slot's log is rewritten only then) and the next
+ * transaction took no lock (they follow the whole WRITE), so such a log
+ * is not open. */
+bool loco_rtx_log_open(const void *buf, unsigned max_ent);
+
 /* ---- repair decisions (rTX Fig. 10) -------------------------------------- */
 
 enum loco_rtx_repair_action {

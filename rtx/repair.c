@@ -316,8 +316,7 @@ int rtx_recover_log(struct loco_rtx_worker *w, uint32_t slot, uint32_t *seq)
 		uint64_t lockv = h->lockv, state = h->state;
 		if (seq)
 			*seq = log_last_seq(w);
-		if (!log_consistent(w, lockv, state) ||
-		    loco_rtx_state_of(state) == LOCO_RTX_LOG_DONE)
+		if (!loco_rtx_log_open(w->rlog, w->x->o.max_writes))
 			return 0;
 		if (loco_now_ns() > deadline)
 			return -ETIMEDOUT;
@@ -343,7 +342,8 @@ int loco_rtx_adopt_slot(struct loco_rtx_worker *w, uint32_t slot)
 
 /* ---- logs ---------------------------------------------------------------- */
 
-/* Slots (not ours) whose log is whole and not DONE, into OUT (nslots). */
+/* Slots (not ours) whose log is open (loco_rtx_log_open), into OUT
+ * (nslots). */
 static int logs_open(struct loco_rtx_worker *w, uint32_t *out, uint32_t *n)
 {
 	const struct loco_rtx *x = w->x;
@@ -356,10 +356,8 @@ static int logs_open(struct loco_rtx_worker *w, uint32_t *out, uint32_t *n)
 			       k * x->log_len);
 		for (uint32_t i = 0; !rc && i < k; i++) {
 			const uint8_t *buf = w->scan + (size_t)i * x->log_len;
-			const struct loco_rtx_log_hdr *h = (const void *)buf;
 			if (f + i != w->slot &&
-			    loco_rtx_state_of(h->state) != LOCO_RTX_LOG_DONE &&
-			    loco_rtx_log_matches(buf, h->lockv, x->o.max_writes))
+			    loco_rtx_log_open(buf, x->o.max_writes))
 				out[(*n)++] = f + i;
 		}
 	}

@@ -1174,6 +1174,52 @@ START_TEST(adopt_slot_reclaims_garbage)
 }
 END_TEST
 
+/* A client killed inside its log WRITE after the first 8-byte word, the
+ * state word (shm places a WRITE word by word, in order): INIT of its
+ * next transaction over its previous log, which is whole and DONE, and
+ * no lock taken. Nothing is open there: the slot's adoption settles
+ * nothing, no log is pending, and the blocks the old entries name
+ * (replaced by that transaction, or since) are garbage: 4 of them, as
+ * CI's kill_two_memnodes_shm once reported (leaked_blocks = 4). */
+START_TEST(torn_log_write_keeps_nothing)
+{
+	struct loco_thread *t2;
+	struct loco_rtx_worker *w2;
+	struct loco_rtx_audit a;
+	uint64_t pending = 9, st, v0 = 7, v1 = 8;
+	int rc;
+	put(0, 5);
+	put(1, 6);
+	ck_assert_int_eq(loco_thread_create(c.mgr, &t2), 0);
+	ck_assert_int_eq(loco_rtx_worker_create(x, t2, &w2), 0);
+	uint32_t s2 = loco_rtx_worker_slot(w2);
+	LOCO_RTX_BLOCK(w2, rc) {
+		if (!(rc = loco_rtx_write(w2, obj(0), &v0)))
+			rc = loco_rtx_write(w2, obj(1), &v1);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(rtx_pools_settle(w2), 0);
+	ck_assert_int_eq(loco_read(thr, &x->logs, rtx_state_off(x, s2), &st, 8), 0);
+	ck_assert_int_eq(loco_rtx_state_of(st), LOCO_RTX_LOG_DONE);
+	st = loco_rtx_state_word(LOCO_RTX_LOG_INIT, loco_rtx_state_seq(st) + 1,
+				 rtx_now_ms(x) - 100);
+	ck_assert_int_eq(loco_write(thr, &x->logs, rtx_state_off(x, s2), &st, 8), 0);
+	ck_assert_int_eq(loco_fence(thr, LOCO_FENCE_PAIR, x->home), 0);
+	rtx_worker_drop(w2);   /* dies inside the WRITE */
+	ck_assert_int_eq(loco_thread_destroy(t2), 0);
+	put(0, 9);   /* w2's blocks become garbage */
+	put(1, 10);
+	ck_assert_int_eq(loco_rtx_adopt_slot(w, s2), 0);
+	ck_assert_int_eq(loco_rtx_audit(w, &a), 0);
+	ck_assert_uint_eq(a.leaked, 0);
+	ck_assert_uint_eq(a.lost, 0);
+	ck_assert_int_eq(loco_rtx_settle_logs(w, &pending), 0);
+	ck_assert_uint_eq(pending, 0);
+	ck_assert_int_eq(get(0), 9);
+	ck_assert_int_eq(get(1), 10);
+}
+END_TEST
+
 /* The previous incarnation of our own slot crashed mid-commit: the next
  * worker on the slot settles its log before reusing it. */
 static void own_crashed_log(enum loco_rtx_log_state st)
@@ -1885,6 +1931,7 @@ static Suite *suite(void)
 	tcase_add_test(t, bitmap_tracks_and_reclaims);
 	tcase_add_test(t, bitmap_fixed_by_next_incarnation);
 	tcase_add_test(t, adopt_slot_reclaims_garbage);
+	tcase_add_test(t, torn_log_write_keeps_nothing);
 	tcase_add_test(t, restart_aborts_own_init_log);
 	tcase_add_test(t, restart_recommits_own_doing_log);
 	t = add_case(s, "pool", setup_pool, 30);

@@ -141,7 +141,9 @@ START_TEST(log_detects_corruption)
 END_TEST
 
 /* A log being rewritten by the slot's next transaction, read torn at
- * 8-byte granularity: any mix of the two fails the check. */
+ * 8-byte granularity: any mix of the two fails the check (but the one
+ * that differs from a only in the state word, which the seal does not
+ * cover: log_open_needs_own_state). */
 START_TEST(log_torn_mix_rejected)
 {
 	struct test_log a, b, mix;
@@ -165,6 +167,31 @@ START_TEST(log_torn_mix_rejected)
 		if (!pure_b)
 			ck_assert(!loco_rtx_log_matches(&mix, lb, 16));
 	}
+}
+END_TEST
+
+/* Open: whole, the state word its own, not DONE. The slot's next log
+ * WRITE placed up to its first word (the state: INIT of sequence 10)
+ * over a DONE log of sequence 9: the old log still matches, but it is
+ * not open (the scans keep nothing for it, no repair settles it). */
+START_TEST(log_open_needs_own_state)
+{
+	struct test_log a, b;
+	uint64_t la = loco_lllock_make(loco_lllock_tag_of(4242, 1), 7, false);
+	uint64_t lb = loco_lllock_make(loco_lllock_tag_of(4243, 0), 7, false);
+	make_log(&a, la, 9, 3, 1000);
+	make_log(&b, lb, 10, 3, 5000);
+	ck_assert(loco_rtx_log_open(&a, 16));
+	ck_assert(!loco_rtx_log_open(&a, 2));
+	a.h.state = loco_rtx_state_word(LOCO_RTX_LOG_DOING, 9, 99999);
+	ck_assert(loco_rtx_log_open(&a, 16));
+	a.h.state = loco_rtx_state_word(LOCO_RTX_LOG_DONE, 9, 4242);
+	ck_assert(!loco_rtx_log_open(&a, 16));
+	a.h.state = b.h.state;   /* the torn WRITE's first word */
+	ck_assert(loco_rtx_log_matches(&a, la, 16));
+	ck_assert(!loco_rtx_log_open(&a, 16));
+	memset(&a, 0, sizeof(a));   /* never used */
+	ck_assert(!loco_rtx_log_open(&a, 16));
 }
 END_TEST
 
@@ -383,6 +410,7 @@ static Suite *suite(void)
 	tcase_add_test(t, log_seal_and_match);
 	tcase_add_test(t, log_detects_corruption);
 	tcase_add_test(t, log_torn_mix_rejected);
+	tcase_add_test(t, log_open_needs_own_state);
 	suite_add_tcase(s, t);
 	t = tcase_create("repair");
 	tcase_add_test(t, decide_table);
