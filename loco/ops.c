@@ -1535,9 +1535,10 @@ static int persist_post(struct loco_thread *thr, uint32_t peer,
 	if (!rc && qp->durable && qp->ndirty && thr->hot.sync &&
 	    thr->mgr->tp_ops->flush) {
 		rc = persist_direct(thr, qp, qp->ndirty);
-		if (rc == -EAGAIN)
+		if (rc == -EAGAIN) {  /* a QP to renew: post them */
+			rc = 0;
 			n = dirty_take(qp, wr);
-		rc = rc == -EAGAIN ? 0 : rc;
+		}
 	} else if (!rc && qp->durable) {
 		n = dirty_take(qp, wr);
 	} else if (!rc && qp_unplaced(thr, qp)) {
