@@ -63,7 +63,7 @@ def orphans(before, d=None):
     names from ucx_segments), still there, and held open by nobody."""
     d = d or ucx_dir()
     new = {os.path.join(d, n) for n in ucx_segments(d) - before}
-    held = held_open(new)
+    held = held_open(new) if new else set()
     return sorted(os.path.basename(p) for p in new - held
                   if os.path.exists(p))
 
