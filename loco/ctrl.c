@@ -378,8 +378,7 @@ static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
 		}
 		rc = -errno;
 		close(fd);
-		if ((rc != -ECONNREFUSED && rc != -EINTR) ||
-		    (rc == -ECONNREFUSED && refused_ends))
+		if (rc != -EINTR && (rc != -ECONNREFUSED || refused_ends))
 			break;
 		if (loco_now_ns() + CONNECT_RETRY_MS * 1000000ull > deadline)
 			return -ETIMEDOUT;
