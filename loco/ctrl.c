@@ -354,9 +354,12 @@ bool loco_peer_durable(struct loco_mgr *mgr, uint32_t peer)
 
 /* A connection to PEER, retried while it refuses until DEADLINE; with
  * DOWN_STOPS, not once the keeper found PEER down (its dead process
- * refuses: the caller learns -LOCO_EDOWN at once). */
+ * refuses: the caller learns -LOCO_EDOWN at once); with REFUSED_ENDS, a
+ * refusal is not retried at all (-ECONNREFUSED: the caller knows PEER
+ * ran, so nothing listening means its process is gone, not that it is
+ * still starting). */
 static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
-		     bool down_stops)
+		     bool down_stops, bool refused_ends)
 {
 	struct sockaddr_in sa;
 	int rc = resolve(&mgr->hosts.node[peer], &sa);
@@ -375,7 +378,7 @@ static int conn_open(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
 		}
 		rc = -errno;
 		close(fd);
-		if (rc != -ECONNREFUSED && rc != -EINTR)
+		if (rc != -EINTR && (rc != -ECONNREFUSED || refused_ends))
 			break;
 		if (loco_now_ns() + CONNECT_RETRY_MS * 1000000ull > deadline)
 			return -ETIMEDOUT;
@@ -550,9 +553,9 @@ static bool conn_retry(int rc, const char *msg, uint64_t deadline)
 
 /* Connected, authenticated and hello'd; c->lock held. QUIET: a failure
  * is the caller's to report (the peer keeper's tries while a node is
- * down). */
+ * down). REFUSED_ENDS: as conn_open's. */
 static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
-		      bool quiet)
+		      bool quiet, bool refused_ends)
 {
 	struct loco_conn *c = &mgr->out[peer];
 	char msg[192];
@@ -560,7 +563,7 @@ static int conn_ready(struct loco_mgr *mgr, uint32_t peer, uint64_t deadline,
 	if (c->fd >= 0)
 		return 0;
 	do {
-		int fd = conn_open(mgr, peer, deadline, !quiet);
+		int fd = conn_open(mgr, peer, deadline, !quiet, refused_ends);
 		if (fd < 0)
 			return fd;
 		msg[0] = 0;
@@ -626,7 +629,7 @@ static int ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms,
 		timeout_ms = mgr->opts.timeout_ms;
 	struct loco_conn *c = &mgr->out[peer];
 	pthread_mutex_lock(&c->lock);
-	int rc = conn_ready(mgr, peer, loco_deadline(timeout_ms), quiet);
+	int rc = conn_ready(mgr, peer, loco_deadline(timeout_ms), quiet, false);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -656,7 +659,7 @@ int loco_ctrl_request(struct loco_mgr *mgr, uint32_t peer, uint16_t type,
 	struct loco_msg_hdr h;
 	uint8_t *rep = NULL;
 	pthread_mutex_lock(&c->lock);
-	int rc = conn_ready(mgr, peer, deadline, false);
+	int rc = conn_ready(mgr, peer, deadline, false, false);
 	if (!rc)
 		rc = msg_send(c->fd, &c->sess, type, payload, len, deadline);
 	if (!rc)
@@ -704,9 +707,10 @@ bool loco_ctrl_refused(struct loco_mgr *mgr, uint32_t peer)
 	return rc == ECONNREFUSED;
 }
 
-int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
-		    const void *payload, size_t len, uint16_t reply_type,
-		    struct loco_ctrl_reply *out, int timeout_ms)
+int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint64_t ran,
+		    uint16_t type, const void *payload, size_t len,
+		    uint16_t reply_type, struct loco_ctrl_reply *out,
+		    int timeout_ms)
 {
 	uint64_t deadline = loco_deadline(timeout_ms < 0 ? mgr->opts.timeout_ms :
 					  timeout_ms);
@@ -718,7 +722,7 @@ int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
 		struct loco_conn *c = &mgr->out[p];
 		out[p] = (struct loco_ctrl_reply){ 0 };
 		pthread_mutex_lock(&c->lock);
-		int rc = conn_ready(mgr, p, deadline, false);
+		int rc = conn_ready(mgr, p, deadline, false, ran >> p & 1);
 		if (!rc)
 			rc = msg_send(c->fd, &c->sess, type, payload, len, deadline);
 		out[p].rc = rc;

@@ -388,6 +388,26 @@ static int fence_replies(struct loco_mgr *mgr, uint32_t node, uint64_t targets,
 	return first;
 }
 
+/* The compute nodes of TARGETS that have run (this node knows an
+ * incarnation of each, from a hello): a connect one of them refuses
+ * says its process is gone (target_gone), not that it is still
+ * starting, so the FENCE is not retried at it until the timeout. With
+ * two dead clients, each fence of one waited the whole timeout for the
+ * other (2 s each in loco-rtx-transfer --reclaim-dead on ucx-tcp). */
+static uint64_t targets_ran(struct loco_mgr *mgr, uint64_t targets)
+{
+	uint64_t ran = 0;
+	pthread_mutex_lock(&mgr->peer_lock);
+	for (uint64_t m = targets; m; m &= m - 1) {
+		uint32_t t = (uint32_t)__builtin_ctzll(m);
+		if (mgr->hosts.node[t].role == LOCO_ROLE_COMPUTE &&
+		    mgr->peer_boot[t])
+			ran |= UINT64_C(1) << t;
+	}
+	pthread_mutex_unlock(&mgr->peer_lock);
+	return ran;
+}
+
 /* Fence NODE's BOOT at TARGETS by FENCE messages, and here (W: the
  * message, consumed). */
 static int fence_remote(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
@@ -395,8 +415,9 @@ static int fence_remote(struct loco_mgr *mgr, uint32_t node, uint64_t boot,
 			bool *any)
 {
 	struct loco_ctrl_reply rep[LOCO_MAX_NODES];
-	int rc = w->err ? w->err : loco_ctrl_multi(mgr, targets, LOCO_MSG_FENCE,
-						   w->p, w->len,
+	int rc = w->err ? w->err : loco_ctrl_multi(mgr, targets,
+						   targets_ran(mgr, targets),
+						   LOCO_MSG_FENCE, w->p, w->len,
 						   LOCO_MSG_FENCE_ACK, rep,
 						   timeout_ms);
 	loco_wbuf_fini(w);

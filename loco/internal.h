@@ -379,10 +379,13 @@ struct loco_ctrl_reply {
  * ids, not this node), all before waiting for
  * any reply (one round trip), and receive their replies into OUT[peer].
  * Returns 0 if every one arrived, else the first error (each in its
- * OUT[peer].rc). */
-int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint16_t type,
-		    const void *payload, size_t len, uint16_t reply_type,
-		    struct loco_ctrl_reply *out, int timeout_ms);
+ * OUT[peer].rc). A connect refused is retried until the deadline (a node
+ * still starting), except to the nodes of RAN, known to have run: those
+ * fail with -ECONNREFUSED at once (the process is gone). */
+int loco_ctrl_multi(struct loco_mgr *mgr, uint64_t peers, uint64_t ran,
+		    uint16_t type, const void *payload, size_t len,
+		    uint16_t reply_type, struct loco_ctrl_reply *out,
+		    int timeout_ms);
 /* Make sure PEER's arena is known (hello exchanged). */
 int loco_ctrl_connect(struct loco_mgr *mgr, uint32_t peer, int timeout_ms);
 /* The same, without logging a failure (the peer keeper's tries). */

@@ -11,6 +11,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "test", "common"))
+import leftovers  # noqa: E402
 
 
 def parse(argv, prog, opts, keys):
@@ -29,20 +31,29 @@ def parse(argv, prog, opts, keys):
 
 def run_once(run_args, marker):
     """Run loco-run with RUN_ARGS; the first JSON line holding MARKER
-    (None if there is none), stdout and stderr."""
+    (None if there is none), stdout, stderr and what the run left behind
+    (leftovers.problems: UCX segments of nodes killed while creating one,
+    loco-run's run directory)."""
     cmd = [os.path.join(REPO, "tools", "loco-run")] + run_args
     # loco-run's own --timeout ends a hung cluster first; this is a backstop
     # (scaled like loco-run's in sanitizer builds).
     scale = float(os.environ.get("LOCO_TIMEOUT_SCALE") or 1)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=300 * scale)
-    out = p.stdout.decode(errors="replace")
-    err = p.stderr.decode(errors="replace")
+    before = leftovers.ucx_segments()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as p:
+        try:
+            raw_out, raw_err = p.communicate(timeout=300 * scale)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    left = leftovers.problems(before, p.pid)
+    out = raw_out.decode(errors="replace")
+    err = raw_err.decode(errors="replace")
     for line in out.splitlines():
         body = line.split("] ", 1)[1] if line.startswith("[n") else line
         if body.startswith("{") and marker in body:
-            return json.loads(body), out, err
-    return None, out, err
+            return json.loads(body), out, err, left
+    return None, out, err, left
 
 
 # tools/loco-run's lines for a node that died by a fault: its --kill, or
@@ -96,10 +107,16 @@ def attempts(prog, opts, run_args, marker, problems):
     result line: PROBLEMS(res, opts, final) lists what is wrong with it,
     the hard problems (FINAL false) failing the run at once, the rest
     (FINAL true) making another attempt. A node found dead that loco-run
-    did not kill is a hard problem. Prints each line and the
+    did not kill is a hard problem, and so is anything the run left
+    behind (leftovers: a UCX segment of a killed node outside loco-run's
+    run directory, the run directory). Prints each line and the
     verdict as PROG; returns the exit status (0: passed)."""
     for attempt in range(1, opts["tries"] + 1):
-        res, out, err = run_once(run_args, marker)
+        res, out, err, left = run_once(run_args, marker)
+        if left:
+            sys.stderr.write(err)
+            print("%s: FAIL: the run left %s" % (prog, "; ".join(left)))
+            return 1
         missed = FAULT_MISSED.findall(err)
         if missed:
             sys.stdout.write(out)

@@ -31,7 +31,13 @@
  *    2, whose targets include the child: node 0 is not fenced, so that
  *    fence must not say so (-LOCO_EFENCED: a caller would stop); it
  *    waits while the child runs (ucx-tcp: -EAGAIN) and completes once
- *    it is gone. */
+ *    it is gone;
+ *  - fence_dead_target: the child, which met node 0, is SIGKILLed; node
+ *    0 then fences node 2, whose targets include the dead child: a
+ *    connect the child's address refuses says it is gone, so the fence
+ *    completes well before its timeout (ucx-tcp: it retried the connect as
+ *    for a node still starting and took its whole timeout, 2 s per fence
+ *    in loco-rtx-transfer --reclaim-dead with two clients dead). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -532,6 +538,29 @@ START_TEST(fence_with_fenced_target)
 }
 END_TEST
 
+#define DEAD_FENCE_MS 20000  /* fence_dead_target's timeout */
+
+START_TEST(fence_dead_target)
+{
+	struct loco_rregion rr;
+	/* Node 2 meets node 0 (node 0 knows the incarnation it fences). */
+	ck_assert_int_eq(loco_region_open(mgr2, 0, "fence.w", REGION_LEN, &rr), 0);
+	pid_t pid = child_start();
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	uint64_t t0 = loco_now_ns();
+	ck_assert_int_eq(loco_fence_node(mgr0, 2, DEAD_FENCE_MS), 0);
+	uint64_t ms = (loco_now_ns() - t0) / 1000000;
+	/* Retried, the connect gives up just short of the deadline: half
+	 * the timeout tells the two apart with seconds to spare. */
+	ck_assert_msg(ms < DEAD_FENCE_MS / 2, "the fence waited out its "
+		      "timeout (%llu of %d ms) for a target whose process is "
+		      "gone", (unsigned long long)ms, DEAD_FENCE_MS);
+	ck_assert(!loco_self_fenced(mgr0));
+}
+END_TEST
+
 int main(void)
 {
 	if (test_transport_skip())
@@ -546,6 +575,7 @@ int main(void)
 	tcase_add_test(tc, fence_waits_for_op);
 	tcase_add_test(tc, fence_after_death_mid_op);
 	tcase_add_test(tc, fence_with_fenced_target);
+	tcase_add_test(tc, fence_dead_target);
 	suite_add_tcase(s, tc);
 	TCase *stall = tcase_create("fence_proc_stall");
 	tcase_add_checked_fixture(stall, setup_stall, teardown);
