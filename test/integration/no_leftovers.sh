@@ -42,10 +42,15 @@ check "$ycsb" --help
 check "$ycsb" --workload g
 check "$ycsb" --keys 100 --ops 10
 
-# Ended by a signal. Job control on: a background job then gets SIGINT
-# as from a terminal (without it, bash starts it with SIGINT ignored).
-set -m
+# Ended by a signal. The program starts with SIGINT, SIGTERM and SIGHUP
+# at their defaults, as from a terminal: a background job of a script
+# has SIGINT ignored, and a run under nohup SIGHUP (the library leaves an
+# ignored signal ignored).
 opbench=$build/apps/opbench/loco-opbench
+defaults='import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])'
 # A private cluster's files, by its PID: the run directory, and the hosts
 # file and key in /tmp.
 files_of() {
@@ -55,7 +60,8 @@ files_of() {
 # Start a long private run; its PID in $started once its run directory
 # holds the node's fence file (the manager is up), or 0 after 10 s.
 start_long() {
-	"$opbench" --duration 60 --ops read >/dev/null 2>&1 &
+	python3 -c "$defaults" "$opbench" --duration 60 --ops read \
+		>/dev/null 2>&1 &
 	started=$!
 	for _ in $(seq 200); do
 		[ -e "/dev/shm/loco-local-$started/node0.fence" ] && return
@@ -66,12 +72,26 @@ start_long() {
 	fail=1
 	started=0
 }
+# Wait for PID to end, at most 10 s (then it is killed: a failure); its
+# exit status in $st.
+end_of() {
+	for _ in $(seq 200); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "no_leftovers: loco-opbench $1 still runs 10 s after the signal"
+		kill -KILL "$1"
+		fail=1
+	fi
+	wait "$1"
+	st=$?
+}
 for sig in INT TERM HUP; do
 	start_long
 	[ "$started" -ne 0 ] || continue
 	kill -"$sig" "$started"
-	wait "$started"
-	st=$?
+	end_of "$started"
 	if [ "$st" -ne $((128 + $(kill -l "$sig"))) ]; then
 		echo "no_leftovers: SIG$sig: loco-opbench exited $st, not by the signal"
 		fail=1
@@ -89,7 +109,7 @@ start_long
 dead=$started
 if [ "$live" -ne 0 ] && [ "$dead" -ne 0 ]; then
 	kill -KILL "$dead"
-	wait "$dead"
+	end_of "$dead"
 	if [ -z "$(files_of "$dead")" ]; then
 		echo "no_leftovers: SIGKILL: nothing left to sweep (test broken)"
 		fail=1
@@ -104,7 +124,7 @@ if [ "$live" -ne 0 ] && [ "$dead" -ne 0 ]; then
 		fail=1
 	fi
 	kill -TERM "$live"
-	wait "$live"
+	end_of "$live"
 	if [ -n "$(files_of "$live")" ]; then
 		echo "no_leftovers: SIGTERM left:" $(files_of "$live")
 		fail=1
