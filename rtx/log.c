@@ -47,8 +47,7 @@ bool loco_rtx_log_open(const void *buf, unsigned max_ent)
 	struct loco_rtx_log_hdr h;
 	memcpy(&h, buf, sizeof(h));
 	return loco_rtx_state_of(h.state) != LOCO_RTX_LOG_DONE &&
-	       loco_rtx_state_seq(h.state) ==
-	       (loco_rtx_log_seq(&h) & LOCO_RTX_LOG_SEQ_MASK) &&
+	       loco_rtx_state_of_log(h.state, &h) &&
 	       loco_rtx_log_matches(buf, h.lockv, max_ent);
 }
 

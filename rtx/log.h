@@ -95,6 +95,15 @@ static inline uint32_t loco_rtx_log_seq(const struct loco_rtx_log_hdr *h)
 	return (uint32_t)(h->meta >> 32);
 }
 
+/* True if state word STATE is of the transaction log H was written for
+ * (their sequence numbers agree). */
+static inline bool loco_rtx_state_of_log(uint64_t state,
+					 const struct loco_rtx_log_hdr *h)
+{
+	return loco_rtx_state_seq(state) ==
+	       (loco_rtx_log_seq(h) & LOCO_RTX_LOG_SEQ_MASK);
+}
+
 /* Bytes of a log with N entries. */
 static inline size_t loco_rtx_log_bytes(unsigned n)
 {

@@ -243,10 +243,8 @@ static int step_late(struct loco_rtx_worker *w, loco_raddr_t obj,
 static bool log_consistent(const struct loco_rtx_worker *w, uint64_t lockv,
 			   uint64_t state)
 {
-	const struct loco_rtx_log_hdr *h = rlog_hdr(w);
 	return loco_rtx_log_matches(w->rlog, lockv, w->x->o.max_writes) &&
-	       loco_rtx_state_seq(state) ==
-	       (loco_rtx_log_seq(h) & LOCO_RTX_LOG_SEQ_MASK);
+	       loco_rtx_state_of_log(state, rlog_hdr(w));
 }
 
 static int repair_log(struct loco_rtx_worker *w, loco_raddr_t obj,
