@@ -616,6 +616,16 @@ static void assign_tickets(struct loco_thread *thr, struct loco_wr *wr,
 	}
 }
 
+/* One doorbell of N requests rang (counted by kind by the caller): their
+ * tickets, and the thread has ops not waited for. */
+static void rang(struct loco_thread *thr, unsigned n)
+{
+	thr->ticket += n;
+	loco_hot_add(&thr->hot.doorbells, 1);
+	thr->hot.unwaited = 1;
+	thr->hot.pending = 1;
+}
+
 /* The N requests to PEER were accepted by the transport: count them and
  * fill ACK. */
 static void posted(struct loco_thread *thr, uint32_t peer,
@@ -623,10 +633,7 @@ static void posted(struct loco_thread *thr, uint32_t peer,
 {
 	for (unsigned i = 0; i < n; i++)
 		count_op(&thr->hot, wr[i].opcode, wr[i].len);
-	thr->ticket += n;
-	loco_hot_add(&thr->hot.doorbells, 1);
-	thr->hot.unwaited = 1;
-	thr->hot.pending = 1;
+	rang(thr, n);
 	if (ack) {
 		ack->peers |= UINT64_C(1) << peer;
 		if (!thr->hot.sync)  /* sync: complete already, no ticket */
@@ -1513,10 +1520,7 @@ static int persist_direct(struct loco_thread *thr, struct loco_qp *qp,
 	}
 	sync_placed(thr, qp->peer, false);
 	loco_hot_add(&thr->hot.flushes, n);
-	thr->ticket += n;
-	loco_hot_add(&thr->hot.doorbells, 1);
-	thr->hot.unwaited = 1;
-	thr->hot.pending = 1;
+	rang(thr, n);
 	return 0;
 }
 
