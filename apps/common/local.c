@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +14,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* The private cluster of this process, for the exit handler: a program
@@ -47,29 +45,6 @@ static void cleanup_at_exit(void)
  * SIGKILL (or a crash) leaves, the next private cluster of the same user
  * removes once that PID is gone. */
 
-/* Remove DIR's files and DIR with system calls only (a signal handler's
- * removal: no allocation, no stdio). */
-static void remove_dir_raw(const char *dir)
-{
-	char buf[1024];
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	long n;
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
-		for (long at = 0; at < n;) {
-			/* struct linux_dirent64: ino, off, reclen, type, name */
-			unsigned short reclen;
-			memcpy(&reclen, buf + at + 16, sizeof(reclen));
-			const char *name = buf + at + 19;
-			if (strcmp(name, ".") && strcmp(name, ".."))
-				unlinkat(fd, name, 0);
-			at += reclen;
-		}
-	close(fd);
-	rmdir(dir);
-}
-
 static void cleanup_on_signal(int sig)
 {
 	struct local_node *ln = active;
@@ -79,7 +54,7 @@ static void cleanup_on_signal(int sig)
 		if (ln->key[0])
 			unlink(ln->key);
 		if (ln->run_dir[0])
-			remove_dir_raw(ln->run_dir);
+			rundir_remove_dir(ln->run_dir);
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);
