@@ -23,14 +23,19 @@
  * On durable memory nodes (docs/durability.md, "rTX") each round ends with
  * persists that make what it wrote durable before the next round acts on
  * it (they ride in the round's doorbell and wait, no extra round trip):
- * data and log (1) before the locks name them, the locks (2) before the
- * commit point, the commit point (3) before anything acts on it, the
- * installs (4) before the locks are released (a FLUSH executes between
- * the requests of its QP), releases and DONE before the commit returns.
- * A power cut then leaves every transaction whole or absent, and every
- * committed one whole. Aborts need none: a lost abort is redone by a
- * repairer from the durable INIT log. (Round 1's data and log WRITEs
- * then take their own doorbell, their persist behind them.)
+ * data, log and locks (1) before the commit point, the commit point (2)
+ * before anything acts on it, the installs (3) before the locks are
+ * released (a FLUSH executes between the requests of its QP), releases
+ * and DONE (4) before the commit returns. A power cut then leaves every
+ * transaction whole or absent, and every committed one whole. Aborts
+ * need none: a lost abort is redone by a repairer from the durable INIT
+ * log. The log need not be durable before its locks: a lock that a page
+ * cache wrote back early, its log lost to the power cut, names a log
+ * that does not match it (the slot's older one, or a torn one), and a
+ * repairer steals it, as it does a lock whose log was reused; its
+ * transaction never reached the commit point, whose persist comes after
+ * round 1's. (Objects on other nodes than the log's: round 1's data and
+ * log WRITEs take their own doorbell, persisted and fenced.)
  *
  * No-log commit (OPT1, one written object): data WRITE, lock CAS + READ
  * (one doorbell); install CAS + release CAS. A repairer steals such a lock and switches
@@ -767,8 +772,20 @@ static inline int writes_before_locks(struct loco_rtx_worker *w,
 	       writes_before_locks_slow(w, bt, fence) : 0;
 }
 
+/* The data and log WRITEs in BT share the lock CASes' doorbell (one QP
+ * places them before any lock names them; on durable nodes the persist
+ * behind the locks covers all three, see the top) unless SPLIT: objects
+ * on other nodes than the log's, or a crash point between log and locks
+ * armed. Then they are posted now with their persists behind them, and
+ * with FENCE thread-fenced. */
+static inline int log_before_locks(struct loco_rtx_worker *w,
+				   struct rtx_batch *bt, bool split, bool fence)
+{
+	return split ? writes_before_locks_slow(w, bt, fence) : 0;
+}
+
 /* Blocks, tag, data and log WRITEs into BT (round trip 1, shared with
- * the locks when writes_before_locks allows). */
+ * the locks when log_before_locks allows). */
 static int prepare_logged(struct loco_rtx_worker *w, struct rtx_batch *bt)
 {
 	uint64_t tag;
@@ -784,8 +801,8 @@ static int prepare_logged(struct loco_rtx_worker *w, struct rtx_batch *bt)
 	post_data(w, bt);
 	post_log(w, bt);
 	bool fence = need_fence(w);
-	return writes_before_locks(w, bt, fence ||
-				   rtx_crash_armed("rtx.after_log"), fence);
+	return log_before_locks(w, bt, fence ||
+				rtx_crash_armed("rtx.after_log"), fence);
 }
 
 int rtx_commit_logged(struct loco_rtx_worker *w)
@@ -842,14 +859,15 @@ int rtx_commit_logged(struct loco_rtx_worker *w)
  * read for update is validated in a round of its own before C1 (DOING
  * cannot wait on a READ in its own doorbell).
  *
- * Durable nodes: E2 persists the log before the locks name it; the
- * locks are persisted with C1's data, before DOING. A lock must be
- * durable before the commit point, not before the application computes:
- * a power cut before C1's persist leaves a durable INIT log and each
- * lock durable or not, which the INIT log's abort settles either way
- * (its release CASes expect lockv) -- the states the ordinary commit
- * leaves between its log's persist and its locks'. C1's persist covers
- * the locks only if it reaches the incarnation they went to: the commit
+ * Durable nodes: E2 persists nothing; its log and locks are persisted
+ * with C1's data, before DOING. Both must be durable before the commit
+ * point, not before the application computes: a power cut before C1's
+ * persist leaves each of them durable or not (a page cache writes pages
+ * back when it likes). A durable INIT log's abort settles its locks,
+ * durable or not (its release CASes expect lockv); a durable lock whose
+ * log is not names a log that does not match it, which a repairer
+ * steals (the top of this file). C1's persist covers the log and the
+ * locks only if it reaches the incarnation they went to: the commit
  * compares the home QP's generation (loco_peer_qp_gen) before DOING. */
 
 /* The data READs of the write set into BT (R's copy, zeros for a null
@@ -897,16 +915,15 @@ int rtx_update_lock(struct loco_rtx_worker *w)
 		return rc;
 	}
 	post_log(w, &bt);
-	/* Durable nodes: the log persisted before the locks name it. */
-	rc = writes_before_locks(w, &bt, rtx_crash_armed("rtx.after_log"),
-				 false);
+	/* Durable nodes: C1's persist covers the log with the locks. */
+	rc = log_before_locks(w, &bt, rtx_crash_armed("rtx.after_log"), false);
 	if (rc)
 		return rc;
 	rtx_crash_point("rtx.after_log");
 	post_locks(w, &bt);
-	/* Durable nodes: the locks need only be durable before the commit
-	 * point, so C1's persist of the data covers them (one sync wait
-	 * fewer; docs/rtx.md, "Read for update", durable nodes). */
+	/* Durable nodes: the log and the locks need only be durable before
+	 * the commit point, so C1's persist of the data covers them (no
+	 * sync wait here; docs/rtx.md, "Read for update", durable nodes). */
 	rc = bt_run(&bt, w);
 	/* Only a durable commit compares it (rtx_commit_early). */
 	if (rtx_durable(w))

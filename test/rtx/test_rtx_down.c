@@ -174,6 +174,77 @@ START_TEST(update_locks_lost_to_power_cut)
 }
 END_TEST
 
+/* A read for update places its log and its locks in one doorbell and
+ * persists neither: C1's persist covers both, before the commit point.
+ * A page cache may write a lock back early, so a power cut can leave a
+ * lock durable whose log is not (the slot's durable log is an older
+ * one). The next transaction on the object must find the log not
+ * matching the lock and steal it (the object keeps its committed value,
+ * never a half of the lost transaction), as it does a lock whose log was
+ * reused. Here the early write-back is a persist of the TXObjs alone. */
+START_TEST(update_lock_durable_without_its_log)
+{
+	const void *vals[2];
+	const uint64_t one = 1, two = 2;
+	loco_raddr_t pair[2] = { obj(0), obj(1) };
+	uint64_t meta[2], lockv;
+	uint8_t log[4096];
+	int rc;
+	put(0, 100);
+	put(1, 101);
+	ck_assert_int_eq(loco_rtx_begin(w), 0);
+	ck_assert_int_eq(loco_rtx_read_for_update(w, 2, pair, vals), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(0), &one), 0);
+	ck_assert_int_eq(loco_rtx_write(w, obj(1), &two), 0);
+	ck_assert_int_eq(loco_persist_range(thr2, rtx_meta(x, 0), 0,
+					    2 * RTX_META_LEN), 0);
+	ck_assert_int_eq(loco_read(thr2, rtx_meta(x, 0), 0, &lockv, 8), 0);
+	ck_assert(loco_lllock_is_locked(lockv));
+	ck_assert_uint_le(x->log_len, sizeof(log));
+
+	kill_node();
+	mc_start_mem(&mc, true, power_cut);
+	ck_assert_int_eq(loco_peer_wait(mc.mgr, 0, 10000), 0);
+	/* The locks came back; their log did not. */
+	for (unsigned i = 0; i < 2; i++) {
+		ck_assert_int_eq(loco_read(thr2, rtx_meta(x, 0),
+					   i * RTX_META_LEN, meta, 16), 0);
+		ck_assert_uint_eq(meta[0], lockv);
+	}
+	ck_assert_int_eq(loco_read(thr2, &x->logs, rtx_log_off(x, w->slot),
+				   log, x->log_len), 0);
+	ck_assert(!loco_rtx_log_matches(log, lockv, x->o.max_writes));
+
+	/* Another worker meets the locks while W's transaction is still open
+	 * (W's own abort, or its next incarnation, would release them). */
+	uint64_t seen[2] = { 0, 0 };
+	LOCO_RTX_BLOCK(w2, rc) {
+		if ((rc = loco_rtx_read_for_update(w2, 2, pair, vals)))
+			continue;
+		seen[0] = *(const uint64_t *)vals[0];
+		seen[1] = *(const uint64_t *)vals[1];
+		uint64_t a = seen[0] + 100, b = seen[1] + 100;
+		if (!(rc = loco_rtx_write(w2, obj(0), &a)))
+			rc = loco_rtx_write(w2, obj(1), &b);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(seen[0], 100);
+	ck_assert_uint_eq(seen[1], 101);
+	struct loco_rtx_stats st;
+	loco_rtx_worker_stats(w2, &st);
+	ck_assert_uint_eq(st.steals, 2);
+	uint64_t now[2];
+	ck_assert_int_eq(loco_rtx_peek(w2, pair, 2, now, NULL), 0);
+	ck_assert_uint_eq(now[0], 200);
+	ck_assert_uint_eq(now[1], 201);
+	/* W's commit finds the node restarted under it and changes nothing. */
+	ck_assert_int_eq(loco_rtx_commit(w), -LOCO_EDOWN);
+	ck_assert_int_eq(loco_rtx_peek(w2, pair, 2, now, NULL), 0);
+	ck_assert_uint_eq(now[0], 200);
+	ck_assert_uint_eq(now[1], 201);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rtx_down");
@@ -182,6 +253,7 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, ops_on_a_dead_node_fail_down);
 	tcase_add_test(t, update_locks_lost_to_power_cut);
+	tcase_add_test(t, update_lock_durable_without_its_log);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
