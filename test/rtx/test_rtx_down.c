@@ -62,6 +62,31 @@ static void put(uint32_t i, uint64_t v)
 	ck_assert_int_eq(rc, 0);
 }
 
+/* By WK, one read-for-update transaction adding 100 to objects 0 and 1,
+ * which must have held 100 and 101: afterwards they hold 200 and 201. */
+static void add_100_to_pair(struct loco_rtx_worker *wk)
+{
+	const void *vals[2];
+	loco_raddr_t pair[2] = { obj(0), obj(1) };
+	uint64_t seen[2] = { 0, 0 }, now[2];
+	int rc;
+	LOCO_RTX_BLOCK(wk, rc) {
+		if ((rc = loco_rtx_read_for_update(wk, 2, pair, vals)))
+			continue;
+		seen[0] = *(const uint64_t *)vals[0];
+		seen[1] = *(const uint64_t *)vals[1];
+		uint64_t a = seen[0] + 100, b = seen[1] + 100;
+		if (!(rc = loco_rtx_write(wk, obj(0), &a)))
+			rc = loco_rtx_write(wk, obj(1), &b);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(seen[0], 100);
+	ck_assert_uint_eq(seen[1], 101);
+	ck_assert_int_eq(loco_rtx_peek(wk, pair, 2, now, NULL), 0);
+	ck_assert_uint_eq(now[0], 200);
+	ck_assert_uint_eq(now[1], 201);
+}
+
 /* Kill the memory node and wait (2 s at most) until this node has found
  * it down: a READ of a TXObj fails with -LOCO_EDOWN. */
 static void kill_node(void)
@@ -130,7 +155,6 @@ START_TEST(update_locks_lost_to_power_cut)
 	const uint64_t one = 1, two = 2;
 	loco_raddr_t pair[2] = { obj(0), obj(1) };
 	uint64_t meta[2];
-	int rc;
 	put(0, 100);
 	put(1, 101);
 	ck_assert_int_eq(loco_rtx_begin(w), 0);
@@ -154,23 +178,7 @@ START_TEST(update_locks_lost_to_power_cut)
 	loco_rtx_worker_destroy(w);
 	ck_assert_int_eq(loco_rtx_worker_create(x, thr, &w), 0);
 
-	uint64_t seen[2] = { 0, 0 };
-	LOCO_RTX_BLOCK(w, rc) {
-		if ((rc = loco_rtx_read_for_update(w, 2, pair, vals)))
-			continue;
-		seen[0] = *(const uint64_t *)vals[0];
-		seen[1] = *(const uint64_t *)vals[1];
-		uint64_t a = seen[0] + 100, b = seen[1] + 100;
-		if (!(rc = loco_rtx_write(w, obj(0), &a)))
-			rc = loco_rtx_write(w, obj(1), &b);
-	}
-	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_eq(seen[0], 100);
-	ck_assert_uint_eq(seen[1], 101);
-	uint64_t now[2];
-	ck_assert_int_eq(loco_rtx_peek(w, pair, 2, now, NULL), 0);
-	ck_assert_uint_eq(now[0], 200);
-	ck_assert_uint_eq(now[1], 201);
+	add_100_to_pair(w);
 }
 END_TEST
 
@@ -189,7 +197,6 @@ START_TEST(update_lock_durable_without_its_log)
 	loco_raddr_t pair[2] = { obj(0), obj(1) };
 	uint64_t meta[2], lockv;
 	uint8_t log[4096];
-	int rc;
 	put(0, 100);
 	put(1, 101);
 	ck_assert_int_eq(loco_rtx_begin(w), 0);
@@ -217,26 +224,11 @@ START_TEST(update_lock_durable_without_its_log)
 
 	/* Another worker meets the locks while W's transaction is still open
 	 * (W's own abort, or its next incarnation, would release them). */
-	uint64_t seen[2] = { 0, 0 };
-	LOCO_RTX_BLOCK(w2, rc) {
-		if ((rc = loco_rtx_read_for_update(w2, 2, pair, vals)))
-			continue;
-		seen[0] = *(const uint64_t *)vals[0];
-		seen[1] = *(const uint64_t *)vals[1];
-		uint64_t a = seen[0] + 100, b = seen[1] + 100;
-		if (!(rc = loco_rtx_write(w2, obj(0), &a)))
-			rc = loco_rtx_write(w2, obj(1), &b);
-	}
-	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_eq(seen[0], 100);
-	ck_assert_uint_eq(seen[1], 101);
+	add_100_to_pair(w2);
 	struct loco_rtx_stats st;
 	loco_rtx_worker_stats(w2, &st);
 	ck_assert_uint_eq(st.steals, 2);
 	uint64_t now[2];
-	ck_assert_int_eq(loco_rtx_peek(w2, pair, 2, now, NULL), 0);
-	ck_assert_uint_eq(now[0], 200);
-	ck_assert_uint_eq(now[1], 201);
 	/* W's commit finds the node restarted under it and changes nothing. */
 	ck_assert_int_eq(loco_rtx_commit(w), -LOCO_EDOWN);
 	ck_assert_int_eq(loco_rtx_peek(w2, pair, 2, now, NULL), 0);
