@@ -32,8 +32,12 @@ static inline int cluster_start_once(struct cluster *c, unsigned nodes,
 	memset(c, 0, sizeof(*c));
 	snprintf(c->hosts, sizeof(c->hosts), "/tmp/loco-chan-hosts-XXXXXX");
 	int fd = mkstemp(c->hosts);
-	if (fd < 0 || nodes + absent > CL_MAX)
+	if (fd < 0)
 		return -1;
+	if (nodes + absent > CL_MAX) {
+		close(fd);
+		return -1;
+	}
 	for (unsigned i = 0; i < nodes + absent; i++)
 		dprintf(fd, "%u 127.0.0.1:%d compute\n", i, free_port());
 	close(fd);
@@ -53,26 +57,30 @@ static inline int cluster_start_once(struct cluster *c, unsigned nodes,
 		snprintf(o.transport, sizeof(o.transport), "%s",
 			 getenv("LOCO_TRANSPORT") ? getenv("LOCO_TRANSPORT") : "shm");
 		int rc = loco_mgr_create(&o, &c->mgr[i]);
-		if (!rc)
-			rc = loco_thread_create(c->mgr[i], &c->thr[i]);
 		if (rc)
 			return rc;
-		c->n = i + 1;
+		c->n = i + 1;   /* cluster_stop destroys it, thread or not */
+		rc = loco_thread_create(c->mgr[i], &c->thr[i]);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
 
 /* Free ports are found by binding port 0 and closing it; a test starting
  * in parallel can take such a port before our manager listens on it
- * (-EADDRINUSE): start again with fresh ports, a few times. */
+ * (-EADDRINUSE): start again with fresh ports, a few times. A start that
+ * fails stops what it started and leaves no file behind (a second
+ * cluster_stop is harmless). */
 static inline int cluster_start(struct cluster *c, unsigned nodes,
 				unsigned absent, int timeout_ms)
 {
 	for (int i = 1;; i++) {
 		int rc = cluster_start_once(c, nodes, absent, timeout_ms);
+		if (rc)
+			cluster_stop(c);
 		if (rc != -EADDRINUSE || i == 5)
 			return rc;
-		cluster_stop(c);
 	}
 }
 
@@ -93,6 +101,7 @@ static inline void cluster_stop(struct cluster *c)
 		loco_thread_destroy(c->thr[i]);
 	for (unsigned i = 0; i < c->n; i++)
 		loco_mgr_destroy(c->mgr[i]);
+	c->n = 0;
 	unlink(c->hosts);
 	if (c->key[0])
 		unlink(c->key);

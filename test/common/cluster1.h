@@ -92,27 +92,37 @@ static inline int cluster1_start_once(struct cluster1 *c, const char *extra,
 	return loco_mgr_create(&o, &c->mgr);
 }
 
-static inline void cluster1_stop(struct cluster1 *c)
+/* The hosts file, the key and the run directory (a name still holding
+ * mkstemp's XXXXXX names no file). */
+static inline void cluster1_remove_files(struct cluster1 *c)
 {
-	loco_mgr_destroy(c->mgr);
-	c->mgr = NULL;
 	unlink(c->hosts);
 	unlink(c->key);
 	rmdir(c->run_dir);
 }
 
+static inline void cluster1_stop(struct cluster1 *c)
+{
+	loco_mgr_destroy(c->mgr);
+	c->mgr = NULL;
+	cluster1_remove_files(c);
+}
+
 /* EXTRA: more hosts-file lines (nodes that never start), or "". The port
  * comes from binding port 0 and closing it, so a parallel test may take
- * it first (-EADDRINUSE): then start again with a fresh one. */
+ * it first (-EADDRINUSE): then start again with a fresh one. A start
+ * that fails leaves no file behind (a test that then skips, as one of
+ * verbs without a device, calls no cluster1_stop). */
 static inline int cluster1_start(struct cluster1 *c, const char *extra,
 				 int timeout_ms)
 {
 	for (int i = 1;; i++) {
+		c->key[0] = c->run_dir[0] = 0;
 		int rc = cluster1_start_once(c, extra, timeout_ms);
+		if (rc)
+			cluster1_remove_files(c);
 		if (rc != -EADDRINUSE || i == 5)
 			return rc;
-		unlink(c->hosts);
-		unlink(c->key);
 	}
 }
 
