@@ -131,9 +131,11 @@ bool loco_rtx_log_matches(const void *buf, uint64_t lockv, unsigned max_ent);
  * The seal does not cover the state word (it changes by CAS), so a WRITE
  * of the slot's next log that placed only its first word leaves INIT of
  * the next transaction over the previous log, which still matches: that
- * log is DONE (a slot's log is rewritten only then) and the next
- * transaction took no lock (they follow the whole WRITE), so such a log
- * is not open. */
+ * log is DONE (a slot's log is rewritten only then), so such a log is
+ * not open. The next transaction's locks follow the whole WRITE on its
+ * QP; one a power cut kept without the rest of the log (durable nodes
+ * persist log and locks together) names a log that does not match it,
+ * and a repair steals it. */
 bool loco_rtx_log_open(const void *buf, unsigned max_ent);
 
 /* ---- repair decisions (rTX Fig. 10) -------------------------------------- */
